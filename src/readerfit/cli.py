@@ -72,6 +72,9 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reader", default="smollm2-135m", help="reader LM: registered name, local directory or HF id")
     p.add_argument("--max-new-tokens", type=positive_int, default=32)
     p.add_argument("--out", default=None, help="output folder (default: runs/<data>-<settings hash>); reruns resume")
+    p.add_argument("--seper", action="store_true", help="add ΔSePer of each context (vs none) to the records and table")
+    p.add_argument("--judge", default="lexical", help="SePer judge: lexical | nli:<id or path> | lm:<model>")
+    p.add_argument("--seper-n", type=positive_int, default=10, help="SePer samples per condition")
     add_model_args(p)
 
 
@@ -110,6 +113,8 @@ def run_eval_command(args: argparse.Namespace, *, data_label: str) -> int:
         "corpus": args.corpus, "index": args.index, "top_k": args.top_k, "reader": args.reader,
         "dtype": args.dtype, "max_new_tokens": args.max_new_tokens, "options": options,
     }
+    if getattr(args, "seper", False):  # only then, so earlier runs' settings (and folders) stay valid
+        settings["seper"] = {"judge": args.judge, "n": args.seper_n}
     out = Path(args.out) if args.out else default_out("eval", data_label, settings)
     pool = ModelPool(device=args.device, dtype=args.dtype)
     retriever = build_retriever_from_args(args, pool)
@@ -117,8 +122,13 @@ def run_eval_command(args: argparse.Namespace, *, data_label: str) -> int:
                                 config=PipelineConfig(top_k=args.top_k, max_new_tokens=args.max_new_tokens),
                                 compressor_options=options)
     # settings exclude the compressor list so a rerun may add compressors to the same folder
+    record_hook = None
+    if getattr(args, "seper", False):
+        from readerfit.utility.seper import eval_record_hook
+
+        record_hook = eval_record_hook(pool=pool, judge=args.judge, n=args.seper_n)
     result = run_eval(examples=examples, pipelines=pipelines, out=out, run_config=settings,
-                      progress=not args.no_progress)
+                      progress=not args.no_progress, record_hook=record_hook)
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
     ids = {e.id for e in examples}
     table = summary_markdown(summarize([r for r in records if r["id"] in ids], args.compressor))
@@ -158,25 +168,72 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_eval_command(args, data_label="demo")
 
 
+# ----- exp / train: nested registries of modules -------------------------------------------
+def add_registry_args(registry_name: str) -> Callable[[argparse.ArgumentParser, Sequence[str]], None]:
+    def add(p: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+        import importlib
+
+        from readerfit import experiments
+
+        registry = getattr(experiments, registry_name)
+        sub = p.add_subparsers(dest="name", required=True, metavar="NAME")
+        for name, (module, help_text) in registry.items():
+            q = sub.add_parser(name, help=help_text, description=help_text)
+            q.set_defaults(module=module)
+            # Arguments are declared by the module; import it only when its name is on the command line.
+            if name in argv:
+                try:
+                    importlib.import_module(module).add_args(q)
+                except ModuleNotFoundError as err:
+                    if err.name != module:
+                        raise
+                    q.set_defaults(missing=True)
+
+    return add
+
+
+def cmd_module(args: argparse.Namespace) -> int:
+    import importlib
+
+    if getattr(args, "missing", False):
+        raise InputError(f"{args.command} {args.name!r} is registered but not implemented in this build")
+    return int(importlib.import_module(args.module).run(args) or 0)
+
+
 # ----- registry of commands -----------------------------------------------------------
-COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
+COMMANDS: dict[str, tuple[str, Callable[..., None], Callable[[argparse.Namespace], int]]] = {
     "eval": ("run compressors over a QA dataset: retrieve → compress → read → EM/F1", add_eval_args, cmd_eval),
     "demo": ("the eval on the shipped demo set with the default models", add_demo_args, cmd_demo),
+    "exp": ("run one of the papers' experiment protocols", add_registry_args("EXPERIMENTS"), cmd_module),
+    "train": ("build training data and train classifiers", add_registry_args("TRAINERS"), cmd_module),
+    "seper": ("SePer of the reference answers without and with a context, and ΔSePer", lambda p: _seper_cli().add_args(p),
+              lambda args: _seper_cli().run(args)),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _seper_cli() -> Any:
+    import importlib
+
+    return importlib.import_module("readerfit.utility.cli_seper")
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; ``argv`` tells which nested exp/train module to import for its arguments."""
     parser = argparse.ArgumentParser(prog="readerfit", description="Fit retrieved context to the reader LLM.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (help_text, add_args, run) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        add_args(p)
+        if name in ("exp", "train"):
+            add_args(p, argv)
+        else:
+            add_args(p)
         p.set_defaults(run=run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.run(args) or 0)

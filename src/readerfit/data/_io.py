@@ -7,7 +7,6 @@ line-based files, ``index N`` for JSON lists) so a user can fix the row.
 from __future__ import annotations
 
 import gzip
-
 import json
 import os
 from collections.abc import Iterator
@@ -206,9 +205,9 @@ def question(rec: Any, where: str, key: str = "question") -> str:
     return q
 
 
-def string_list(value: Any, where: str, name: str) -> list[str]:
-    """A list of strings (a single string becomes a one-item list)."""
-    if isinstance(value, str):
+def string_list(value: Any, where: str, name: str, *, single_ok: bool = False) -> list[str]:
+    """A list of strings; with ``single_ok`` a lone string becomes a one-item list (answer fields)."""
+    if single_ok and isinstance(value, str):
         return [value]
     check(value, list, where, name)
     for i, v in enumerate(value):

@@ -7,6 +7,7 @@ mappers as the local file formats, chosen from the first row's columns.
 
 from __future__ import annotations
 
+import re
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,8 @@ def parse_hf_spec(spec: str) -> tuple[str, str | None, str | None]:
     """
     if not spec.startswith("hf:"):
         raise InputError(f"{spec!r} is not an hf: dataset (expected hf:NAME[:CONFIG][:SPLIT])")
-    parts = spec[3:].split(":")
+    # a ':' inside a split slice (train[:100]) does not separate parts
+    parts = re.split(r":(?![^\[]*\])", spec[3:])
     if not parts[0] or len(parts) > 3:
         raise InputError(f"{spec!r}: expected hf:NAME[:CONFIG][:SPLIT]")
     name = parts[0]

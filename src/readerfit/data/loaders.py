@@ -59,9 +59,9 @@ def map_readerfit(rec: Any, where: str, default_id: str) -> QAExample:
     q = question(rec, where)
     qid = str(optional(rec, "id", where, (str, int), default_id))
     if "answers" in rec:
-        answers = string_list(field(rec, "answers", where), where, "answers")
+        answers = string_list(field(rec, "answers", where), where, "answers", single_ok=True)
     else:
-        answers = string_list(field(rec, "answer", where), where, "answer")
+        answers = string_list(field(rec, "answer", where), where, "answer", single_ok=True)
     passages = []
     for i, p in enumerate(optional(rec, "passages", where, list, [])):
         label = f"passages[{i}]"
@@ -101,7 +101,7 @@ def map_hotpotqa(rec: Any, where: str, default_id: str) -> QAExample:
     if len(titles) != len(sentences):
         raise InputError(f"{where}: field 'context' has {len(titles)} titles but {len(sentences)} sentence lists")
     passages = [_passage_from_sentences(t, string_list(s, where, f"context.sentences[{i}]"), f"{qid}:{i}")
-                for i, (t, s) in enumerate(zip(titles, sentences))]
+                for i, (t, s) in enumerate(zip(titles, sentences, strict=True))]
     supporting = None
     sf = optional(rec, "supporting_facts", where, dict)
     if sf is not None:
@@ -109,8 +109,10 @@ def map_hotpotqa(rec: Any, where: str, default_id: str) -> QAExample:
                                 "supporting_facts.title")
         sf_ids = field(sf, "sent_id", where, list, label="supporting_facts.sent_id")
         if len(sf_titles) != len(sf_ids):
-            raise InputError(f"{where}: field 'supporting_facts' has {len(sf_titles)} titles but {len(sf_ids)} sent_ids")
-        supporting = [SupportingFact(t, check(i, int, where, "supporting_facts.sent_id")) for t, i in zip(sf_titles, sf_ids)]
+            raise InputError(f"{where}: field 'supporting_facts' has {len(sf_titles)} titles "
+                             f"but {len(sf_ids)} sent_ids")
+        supporting = [SupportingFact(t, check(i, int, where, "supporting_facts.sent_id"))
+                      for t, i in zip(sf_titles, sf_ids, strict=True)]
     metadata = {k: rec[k] for k in ("type", "level") if rec.get(k) is not None}
     return QAExample(id=qid, question=q, answers=[answer], passages=passages, supporting=supporting, metadata=metadata)
 
@@ -166,7 +168,7 @@ def map_nq_ctxs(rec: Any, where: str, default_id: str) -> QAExample:
     """DPR/FiD style row (``question, answers[], ctxs[]``) -> QAExample with the ctxs as passages."""
     q = question(rec, where)
     qid = str(optional(rec, "id", where, (str, int), default_id))
-    answers = string_list(field(rec, "answers", where), where, "answers")
+    answers = string_list(field(rec, "answers", where), where, "answers", single_ok=True)
     passages, gold, hasanswer = [], [], []
     for i, c in enumerate(field(rec, "ctxs", where, list)):
         label = f"ctxs[{i}]"
@@ -192,14 +194,15 @@ def map_qa_jsonl(rec: Any, where: str, default_id: str) -> QAExample:
     """``{question, answer[]}`` row (NQ-open, EfficientQA) -> QAExample without passages."""
     q = question(rec, where)
     qid = str(optional(rec, "id", where, (str, int), default_id))
-    answers = string_list(field(rec, "answer", where), where, "answer")
+    answers = string_list(field(rec, "answer", where), where, "answer", single_ok=True)
     return QAExample(id=qid, question=q, answers=answers)
 
 
 def map_triviaqa_hf(rec: Any, where: str, default_id: str) -> QAExample:
     """HF ``trivia_qa`` row (``answer{value, aliases}``) -> QAExample; value first, then aliases."""
     q = question(rec, where)
-    qid = str(optional(rec, "question_id", where, (str, int), None) or optional(rec, "id", where, (str, int), default_id))
+    qid = str(optional(rec, "question_id", where, (str, int), None)
+              or optional(rec, "id", where, (str, int), default_id))
     ans = field(rec, "answer", where, dict)
     answers = [field(ans, "value", where, str, label="answer.value")]
     answers += string_list(optional(ans, "aliases", where, list, [], label="answer.aliases"), where, "answer.aliases")
@@ -350,24 +353,27 @@ FORMATS: dict[str, Format] = {
     f.name: f
     for f in [
         _records_format("readerfit", map_readerfit,
-               "readerfit JSONL: {id, question, answers[], passages[{title,text,sentences?,id?}], supporting?, metadata?}"),
+                        "readerfit JSONL: {id, question, answers[], passages[{title,text,sentences?,id?}], "
+                        "supporting[{title,sentence}]?, metadata?}"),
         _records_format("hotpotqa", map_hotpotqa,
-               "HotpotQA, HF-datasets style JSONL: context{title[],sentences[][]}, supporting_facts{title[],sent_id[]}"),
+                        "HotpotQA, HF-datasets style JSONL: context{title[],sentences[][]}, "
+                        "supporting_facts{title[],sent_id[]}"),
         _records_format("hotpotqa-json", map_hotpotqa_json,
-               "HotpotQA original JSON list: context[[title,[sentences]]], supporting_facts[[title,i]]"),
+                        "HotpotQA original JSON list: context[[title,[sentences]]], supporting_facts[[title,i]]"),
         _records_format("2wikimultihopqa", map_hotpotqa_json,
-               "2WikiMultiHopQA JSON list (HotpotQA original shape, with _id and evidences)"),
+                        "2WikiMultiHopQA JSON list (HotpotQA original shape, with _id and evidences)"),
         _records_format("musique", map_musique,
-               "MuSiQue JSON list or JSONL: paragraphs[{idx,title,paragraph_text,is_supporting}], answer_aliases"),
+                        "MuSiQue JSON list or JSONL: paragraphs[{idx,title,paragraph_text,is_supporting}], "
+                        "answer_aliases"),
         _records_format("nq-ctxs", map_nq_ctxs,
-               "DPR/FiD JSONL: question, answers[], ctxs[{title,text,hasanswer,isgold}]"),
+                        "DPR/FiD JSONL: question, answers[], ctxs[{title,text,hasanswer,isgold}]"),
         _records_format("qa-jsonl", map_qa_jsonl, "JSONL: question, answer[] (NQ-open)"),
         Format("triviaqa-tsv", "dataset", _load_triviaqa_tsv, "TSV: question <TAB> Python list of answer aliases"),
         _records_format("triviaqa-hf", map_triviaqa_hf,
-               "HF trivia_qa rows: question, question_id, answer{value, aliases}"),
+                        "HF trivia_qa rows: question, question_id, answer{value, aliases}"),
         Format("squad", "dataset", _load_squad, "SQuAD JSON: data[].paragraphs[].{context, qas[]}"),
         _records_format("evouna", map_evouna,
-               "EVOUNA JSON list: question, golden_answer ('/'-separated), answer_X/judge_X, improper"),
+                        "EVOUNA JSON list: question, golden_answer ('/'-separated), answer_X/judge_X, improper"),
         Format("corpus-jsonl", "corpus", _load_corpus_jsonl,
                "passage corpus JSONL: {id, contents: '\"Title\"\\ntext'} or {id, title, text}"),
     ]

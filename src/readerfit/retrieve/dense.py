@@ -17,9 +17,14 @@ _QUERY_BLOCK = 256
 
 
 def _unit_rows(x: np.ndarray) -> np.ndarray:
-    # Re-normalised here (cheap) so that any embedder, even one that ignores
-    # normalize=True, gives cosine similarity; zero rows stay zero.
+    # Re-normalised here so that any embedder, even one that ignores
+    # normalize=True, gives cosine similarity; zero rows stay zero. Rows that
+    # are already unit-length are left bit-for-bit alone, so a saved and
+    # reloaded index scores exactly as the original did.
+    x = x.astype(np.float32, copy=False)
     norms = np.linalg.norm(x, axis=1, keepdims=True)
+    if np.all(np.abs(norms - 1.0) <= 1e-5):
+        return x
     return (x / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
 

@@ -1,0 +1,82 @@
+"""The command line: errors go to stderr with a non-zero exit, --json prints one object last."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from readerfit.cli import main, parse_options
+from readerfit.types import InputError
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def write_dataset(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+ROW = {"id": "d1", "question": "Who founded the club?", "answers": ["Marta"],
+       "passages": [{"title": "Club", "text": "Marta founded the club.", "sentences": ["Marta founded the club."]}]}
+
+
+def test_limit_zero_is_refused(capsys, tmp_path):
+    with pytest.raises(SystemExit) as err:
+        main(["eval", "--data", str(write_dataset(tmp_path / "d.jsonl", [ROW])), "--limit", "0"])
+    assert err.value.code == 2
+    assert "positive integer, got 0" in capsys.readouterr().err
+
+
+def test_unknown_compressor_lists_registered(capsys, tmp_path):
+    code, out, err = run_cli(["eval", "--data", str(write_dataset(tmp_path / "d.jsonl", [ROW])),
+                              "--compressor", "zip"], capsys)
+    assert code == 2 and "unknown compressor 'zip'" in err and "sentence-sim" in err and out == ""
+
+
+def test_missing_and_malformed_dataset(capsys, tmp_path):
+    code, _, err = run_cli(["eval", "--data", str(tmp_path / "absent.jsonl")], capsys)
+    assert code == 2 and "absent.jsonl" in err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(ROW) + "\n" + "{not json\n")
+    code, _, err = run_cli(["eval", "--data", str(bad)], capsys)
+    assert code == 2 and "bad.jsonl" in err and "2" in err
+    code, _, err = run_cli(["eval", "--data", str(bad), "--format", "nosuchformat"], capsys)
+    assert code == 2 and "nosuchformat" in err
+
+
+def test_unknown_reader_model(capsys, tmp_path):
+    code, _, err = run_cli(["eval", "--data", str(write_dataset(tmp_path / "d.jsonl", [ROW])),
+                            "--reader", "no-such-model", "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and "unknown lm 'no-such-model'" in err and "smollm2-135m" in err
+
+
+def test_eval_json_contract_with_tiny_reader(capsys, tmp_path, tiny_lm_dir):
+    data = write_dataset(tmp_path / "d.jsonl", [ROW, {**ROW, "id": "d2"}])
+    out = tmp_path / "out"
+    code, stdout, _ = run_cli(["eval", "--data", str(data), "--reader", str(tiny_lm_dir), "--out", str(out),
+                               "--max-new-tokens", "3", "--no-progress", "--json"], capsys)
+    assert code == 0
+    result = json.loads(stdout.strip().splitlines()[-1])
+    assert result["n"] == 2 and result["out"] == str(out)
+    keys = {"n", "em", "f1", "contains", "context_tokens", "kept_token_fraction", "compress_s", "read_s", "total_s"}
+    assert keys <= set(result["methods"]["none"])
+    assert "| none |" in stdout
+
+
+def test_option_parsing():
+    assert parse_options(["sentence-sim.top_n=3", "exit.classifier=x"]) == {
+        "sentence-sim": {"top_n": 3}, "exit": {"classifier": "x"}}
+    with pytest.raises(InputError, match="COMPRESSOR.KEY=VALUE"):
+        parse_options(["top_n=3"])
+
+
+def test_console_script_help():
+    proc = subprocess.run([sys.executable, "-m", "readerfit.cli", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "eval" in proc.stdout and "demo" in proc.stdout

@@ -1,0 +1,71 @@
+import builtins
+
+import numpy as np
+import pytest
+
+from readerfit.models.embed import SentenceEmbedder
+from readerfit.models.registry import MissingPackageError, UnknownModelError
+from readerfit.types import InputError
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return SentenceEmbedder("minilm", device="cpu", batch_size=8)
+
+
+@pytest.mark.model
+def test_encode_shape_dtype_and_norm(embedder):
+    texts = ["A cat sits on the mat.", "Stock markets fell sharply today.", "A kitten is sitting on a rug."]
+    x = embedder.encode(texts)
+    assert x.shape == (3, embedder.dim) == (3, 384)
+    assert x.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-5)
+    sims = x @ x.T
+    assert sims[0, 2] > sims[0, 1]  # cat/kitten closer than cat/markets
+
+
+@pytest.mark.model
+def test_encode_empty_and_unnormalised(embedder):
+    empty = embedder.encode([])
+    assert empty.shape == (0, 384) and empty.dtype == np.float32
+    raw = embedder.encode(["hello world"], normalize=False)
+    unit = embedder.encode(["hello world"])
+    np.testing.assert_allclose(raw / np.linalg.norm(raw), unit, atol=1e-5)
+
+
+@pytest.mark.model
+def test_encode_batches_consistently(embedder):
+    texts = [f"sentence number {i}" for i in range(19)]  # more than one batch of 8
+    whole = embedder.encode(texts)
+    np.testing.assert_allclose(whole[5:6], embedder.encode(texts[5:6]), atol=1e-5)
+
+
+@pytest.mark.model
+def test_encode_validates(embedder):
+    with pytest.raises(InputError, match="single string"):
+        embedder.encode("hello")
+    with pytest.raises(InputError):
+        embedder.encode(["ok", 3])
+
+
+def test_unknown_name_is_a_clear_error():
+    with pytest.raises(UnknownModelError):
+        SentenceEmbedder("no-such-embedder")
+
+
+def test_bad_batch_size():
+    with pytest.raises(InputError):
+        SentenceEmbedder(batch_size=0)
+
+
+def test_missing_sentence_transformers(monkeypatch):
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "sentence_transformers" or name.startswith("sentence_transformers."):
+            raise ImportError("absent")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(MissingPackageError, match="pip install sentence-transformers"):
+        SentenceEmbedder()
