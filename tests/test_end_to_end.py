@@ -1,0 +1,44 @@
+"""End to end with the packaged models: the demo and a real-data eval through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from readerfit.cli import main
+from conftest import shared_data
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+
+def last_json(stdout: str) -> dict:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def test_demo_runs_and_resumes(capsys, tmp_path):
+    out = tmp_path / "demo"
+    assert main(["demo", "--limit", "3", "--out", str(out), "--no-progress", "--json"]) == 0
+    first = last_json(capsys.readouterr().out)
+    assert first["n"] == 3 and set(first["methods"]) == {"none", "sentence-sim"}
+    none, sim = first["methods"]["none"], first["methods"]["sentence-sim"]
+    assert none["kept_token_fraction"] == pytest.approx(1.0)
+    assert sim["context_tokens"] < none["context_tokens"]
+    for m in (none, sim):
+        assert 0.0 <= m["contains"] <= 1.0 and m["read_s"] > 0
+    # everything is recorded: a rerun does no work and reports the same summary
+    assert main(["demo", "--limit", "3", "--out", str(out), "--no-progress", "--json"]) == 0
+    again = last_json(capsys.readouterr().out)
+    for method in first["methods"]:
+        for key in ("em", "f1", "contains", "context_tokens", "read_s"):
+            assert again["methods"][method][key] == pytest.approx(first["methods"][method][key])
+
+
+@pytest.mark.shared_data
+def test_hotpotqa_eval_with_bm25_over_its_corpus(capsys, tmp_path):
+    data = shared_data("hotpotqa/rpt_dev.jsonl")
+    assert main(["eval", "--data", str(data), "--limit", "2", "--compressor", "sentence-sim",
+                 "--retriever", "bm25", "--corpus", str(data), "--top-k", "3", "--out", str(tmp_path / "o"),
+                 "--no-progress", "--json"]) == 0
+    result = last_json(capsys.readouterr().out)
+    assert result["n"] == 2 and result["methods"]["sentence-sim"]["n"] == 2

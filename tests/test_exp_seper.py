@@ -1,0 +1,158 @@
+"""SePer experiments: EVOUNA judge agreement (paper Table 1) and utility correlation (paper Table 2)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from conftest import shared_data
+from readerfit.cli import main
+from readerfit.experiments import evouna, seper_utility
+from readerfit.models.judge import LexicalJudge
+from readerfit.types import InputError, Passage, QAExample
+
+
+def evouna_item(i, golden, answers, judges, improper=False):
+    row = {"question": f"question {i}?", "golden_answer": golden, "improper": improper}
+    for x in evouna.SYSTEMS:
+        row[f"answer_{x}"] = answers.get(x, "nothing")
+        row[f"judge_{x}"] = judges.get(x, False)
+    return row
+
+
+# ----- EVOUNA -----------------------------------------------------------------------------------------------
+def test_agreement_counts():
+    c = evouna.agreement([True, True, False, False, True], [True, False, False, True, True])
+    assert (c.tp, c.fp, c.fn, c.tn) == (2, 1, 1, 1)
+    assert c.f1 == pytest.approx(2 * 2 / (2 * 2 + 1 + 1)) and c.accuracy == pytest.approx(3 / 5)
+    with pytest.raises(InputError):
+        evouna.agreement([True], [])
+
+
+def test_evouna_protocol_skips_improper_and_missing(tmp_path):
+    rows = [
+        evouna_item(0, "Paris/City of Light", {"fid": "paris", "gpt4": "It is the City of Light"},
+                    {"fid": True, "gpt4": True, "chatgpt": False}),
+        evouna_item(1, "Berlin", {"fid": "Bonn", "gpt4": "Berlin"}, {"fid": True, "gpt4": "nan", "chatgpt": False}),
+        evouna_item(2, "Rome", {"fid": "Rome"}, {"fid": True}, improper=True),
+    ]
+    path = tmp_path / "TQ.json"
+    path.write_text(json.dumps(rows))
+    from readerfit.data import load_dataset
+
+    cells, n, preds = evouna.evaluate_judge(load_dataset(path, format="evouna"), LexicalJudge())
+    assert n == 2
+    assert cells["fid"].n == 2 and (cells["fid"].tp, cells["fid"].fn) == (1, 1)  # "Bonn" judged wrong, humans said right
+    assert cells["gpt4"].n == 1 and cells["gpt4"].accuracy == 1.0  # the "nan" judgment is skipped
+    assert cells["chatgpt"].n == 2 and cells["chatgpt"].tn == 2
+    # bidirectional: "It is the City of Light" does not equal the alias both ways
+    both, _, _ = evouna.evaluate_judge(load_dataset(path, format="evouna"), LexicalJudge(), direction="both")
+    assert both["gpt4"].fn == 1
+    code = main(["exp", "evouna", "--data", str(path), "--judge", "lexical", "--json", "--no-progress",
+                 "--out", str(tmp_path / "out")])
+    assert code == 0
+
+
+def test_evouna_cli_json_contract(tmp_path, capsys):
+    rows = [evouna_item(i, "Paris", {x: "Paris" for x in evouna.SYSTEMS}, {x: i % 2 == 0 for x in evouna.SYSTEMS})
+            for i in range(4)]
+    path = tmp_path / "ev.json"
+    path.write_text(json.dumps(rows))
+    code = main(["exp", "evouna", "--data", str(path), "--format", "evouna", "--judge", "lexical", "--json",
+                 "--no-progress", "--out", str(tmp_path / "o")])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and result["n"] == 4
+    assert set(result["cells"]) == set(evouna.SYSTEMS)
+    for cell in result["cells"].values():
+        assert set(cell) >= {"f1", "accuracy", "n"} and cell["accuracy"] == 0.5 and cell["n"] == 4
+    assert (tmp_path / "o" / "summary.json").is_file() and (tmp_path / "o" / "predictions.jsonl").is_file()
+    code = main(["exp", "evouna", "--data", str(path), "--judge", "nosuch"])
+    assert code == 2 and "registered" in capsys.readouterr().err
+
+
+@pytest.mark.shared_data
+def test_lexical_judge_reproduces_paper_row_on_triviaqa():
+    from readerfit.data import load_dataset
+
+    examples = load_dataset(shared_data("evouna/TQ.json"), format="evouna")
+    cells, n, _ = evouna.evaluate_judge(examples, LexicalJudge())
+    assert n == 1938
+    for x, (f1, acc) in evouna.PAPER_LEXICAL_TQ.items():
+        assert abs(cells[x].f1 - f1) <= 0.003, x
+        assert abs(cells[x].accuracy - acc) <= 0.003, x
+
+
+# ----- utility correlation -------------------------------------------------------------------------------------
+def nq_rows(k):
+    rows = []
+    for i in range(k):
+        ans = f"answer{i}"
+        rows.append({"question": f"who is person {i}?", "answers": [ans],
+                     "ctxs": [{"title": f"T{i}", "text": f"Person {i} is {ans}, a club founder.", "hasanswer": True,
+                               "isgold": True}]})
+    return rows
+
+
+def test_random_passage_is_deterministic_and_free_of_the_answer():
+    ex = [QAExample(id=f"q{i}", question="q?", answers=[f"a{i}"], passages=[Passage(text=f"x a{i}", id=f"p{i}")],
+                    metadata={"gold_passage_ids": [f"p{i}"]}) for i in range(6)]
+    pool = [(e.id, seper_utility.gold_passage(e)) for e in ex]
+    pool.append(("q5b", Passage(text="mentions a0 too", id="leak")))
+    picks = {seper_utility.random_passage(ex[0], pool, seed=1)[1].id for _ in range(3)}
+    assert len(picks) == 1
+    for seed in range(20):
+        qid, p = seper_utility.random_passage(ex[0], pool, seed=seed)
+        assert qid != "q0" and "a0" not in p.text
+    assert seper_utility.gold_passage(QAExample(id="x", question="q", answers=["a"])) is None
+    with pytest.raises(InputError):
+        seper_utility.random_passage(ex[0], pool[:1], seed=0)
+
+
+def synthetic_record(qid, none, gold, random_):
+    keys = ["soft", "hard", "em", "f1", "rouge_l", "contains", "ppl", "entropy", "semantic_entropy"]
+    return {"id": qid, "dropped": False,
+            "conditions": {c: {k: v for k in keys} for c, v in (("none", none), ("gold", gold), ("random", random_))}}
+
+
+def test_summary_pearson_against_direct_computation():
+    from scipy.stats import pearsonr
+
+    records = [synthetic_record("a", 0.1, 0.9, 0.2), synthetic_record("b", 0.3, 0.4, 0.1),
+               synthetic_record("c", 0.0, 0.5, 0.6), {"id": "d", "dropped": True}, {"id": "e", "error": "x"}]
+    s = seper_utility.summarize(records)
+    deltas = [0.8, 0.1, 0.1, -0.2, 0.5, 0.6]
+    labels = [1, 0, 1, 0, 1, 0]
+    assert s["n_questions"] == 3 and s["n_dropped"] == 1 and s["n_errors"] == 1
+    assert set(s["pearson"]) == set(seper_utility.METRICS)
+    for v in s["pearson"].values():
+        assert v == pytest.approx(pearsonr(deltas, labels)[0])
+    assert "rank" in seper_utility.summary_markdown(s)
+
+
+def test_seper_utility_end_to_end_resumes(tmp_path, capsys, tiny_lm_dir, monkeypatch):
+    data = tmp_path / "nq.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in nq_rows(4)))
+    out = tmp_path / "out"
+    args = ["exp", "seper-utility", "--data", str(data), "--format", "nq-ctxs", "--limit", "3", "--generator",
+            str(tiny_lm_dir), "-n", "2", "--max-new-tokens", "3", "--device", "cpu", "--no-progress", "--json",
+            "--out", str(out)]
+    assert main(args) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(result["pearson"]) == {"delta_seper_soft", "delta_seper_hard", "delta_em", "delta_f1", "delta_rouge_l",
+                                      "delta_contains", "delta_ppl", "delta_entropy", "delta_semantic_entropy"}
+    records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 3 and result["n_questions"] + result["n_dropped"] == 3
+    for r in records:
+        if not r["dropped"]:
+            assert set(r["conditions"]) == {"none", "gold", "random"}
+            assert r["random_passage_from"] != r["id"]
+    # a rerun resumes: nothing is recomputed
+    monkeypatch.setattr(seper_utility, "run_question", lambda *a, **k: pytest.fail("recomputed a done question"))
+    assert main(args) == 0
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert again["pearson"] == result["pearson"] or all(
+        (math.isnan(a) and math.isnan(b)) or a == b for a, b in zip(again["pearson"].values(), result["pearson"].values()))
+    # other settings in the same folder are refused
+    assert main(args[:-2] + ["--out", str(out), "--seed", "5"]) == 2
