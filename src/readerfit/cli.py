@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -42,7 +43,18 @@ def emit(result: dict[str, Any], table: str, *, as_json: bool) -> None:
     """A readable table, and with --json the result as one JSON object on the last line of stdout."""
     print(table)
     if as_json:
-        print(json.dumps(result, default=str))
+        print(json.dumps(_finite(result), default=str, allow_nan=False))
+
+
+def _finite(value: Any) -> Any:
+    """NaN/inf (e.g. a Pearson r of a constant column) become null: strict JSON has no NaN."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 # ----- eval / demo -------------------------------------------------------------------
