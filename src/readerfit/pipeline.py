@@ -178,6 +178,8 @@ class RAGPipeline:
             read_s=read_s,
             retrieve_s=retrieve_s,
             compression=compression_summary(compression),
+            # numeric details a compressor asks the eval table to average (e.g. xcompress "sampled")
+            extra={k: compression.details[k] for k in getattr(self.compressor, "report_keys", ()) if k in compression.details},
         )
 
 

@@ -17,6 +17,9 @@ from readerfit.types import InputError
 COMPRESSORS: dict[str, str] = {
     "none": "readerfit.compress.baselines:RawPassages",
     "sentence-sim": "readerfit.compress.baselines:SentenceSimilarity",
+    "summary": "readerfit.compress.xcompress:Summary",
+    "xcompress": "readerfit.compress.xcompress:XCompress",
+    "exit": "readerfit.compress.exit:ExitCompressor",
 }
 
 

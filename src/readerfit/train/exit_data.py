@@ -1,0 +1,239 @@
+"""EXIT training data from HotpotQA-style supporting facts (``readerfit train exit-data``).
+
+The paper's recipe: for each question,
+
+* positives = its supporting-fact sentences;
+* hard negatives = the other sentences of its gold (supporting) paragraphs;
+* random negatives = sentences of *another* question's paragraphs (never a
+  paragraph whose title the asking question also has),
+
+mixed positives : hard : random = 2 : 1 : 1. Every sentence is paired with the
+whole passage it comes from (title line + its sentences, exactly as the
+``exit`` compressor renders it). Sampling is deterministic given the seed.
+The output is JSONL (one sample a line) plus ``<name>.manifest.json`` with the
+counts and the sha256 of every source file.
+
+>>> from readerfit.types import QAExample, Passage, SupportingFact
+>>> ex = [QAExample(id=f"q{i}", question=f"Q{i}?", answers=["a"], supporting=[SupportingFact(f"T{i}", 0)],
+...                 passages=[Passage("A. B. C.", title=f"T{i}", sentences=("A.", "B.", "C."))]) for i in range(4)]
+>>> samples, counts = build_samples(ex, seed=0)
+>>> counts["positive"], counts["hard"], counts["random"]
+(4, 2, 2)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+from pathlib import Path
+from typing import Any, Sequence
+
+from readerfit.compress.exit import passage_context
+from readerfit.types import InputError, QAExample
+
+RATIO = (2, 1, 1)  # positives : hard negatives : random negatives
+TYPES = ("positive", "hard", "random")
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _sentences(passage: Any) -> list[str]:
+    return [s.strip() for s in (passage.sentences or ())]
+
+
+def _sample(ex: QAExample, passage: Any, j: int, kind: str, source: QAExample | None = None) -> dict[str, Any]:
+    sentences = _sentences(passage)
+    return {
+        "qid": ex.id,
+        "question": ex.question.strip(),
+        "title": passage.title,
+        "context": passage_context(passage.title, " ".join(sentences)),
+        "sentence": sentences[j],
+        "sent_index": j,
+        "label": 1 if kind == "positive" else 0,
+        "type": kind,
+        "source_qid": (source or ex).id,
+    }
+
+
+def build_samples(
+    examples: Sequence[QAExample], *, seed: int = 0, ratio: tuple[int, int, int] = RATIO
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The 2:1:1 samples (shuffled, deterministic by ``seed``) and their counts.
+
+    Examples without supporting facts or passage sentences are skipped (counted
+    in ``counts["skipped_questions"]``); supporting facts naming a missing title
+    or sentence index are counted in ``counts["bad_facts"]``.
+    """
+    if any(r < 0 for r in ratio) or ratio[0] == 0:
+        raise InputError(f"ratio must be non-negative with positives > 0, got {ratio}")
+    rng = random.Random(seed)
+    counts = {"skipped_questions": 0, "bad_facts": 0, "duplicate_ids": 0}
+    usable: list[QAExample] = []
+    seen: set[str] = set()
+    for ex in examples:
+        if ex.id in seen:
+            counts["duplicate_ids"] += 1
+            continue
+        seen.add(ex.id)
+        if not ex.supporting or not any(p.sentences for p in ex.passages):
+            counts["skipped_questions"] += 1
+            continue
+        usable.append(ex)
+    if len(usable) < 2:
+        raise InputError(f"need at least 2 questions with supporting facts and sentence-split passages, got {len(usable)}")
+
+    positives: list[dict[str, Any]] = []
+    hard_pool: list[tuple[QAExample, Any, int]] = []
+    for ex in usable:
+        by_title = {p.title: p for p in ex.passages if p.sentences}
+        support: dict[str, set[int]] = {}
+        for fact in ex.supporting or ():
+            p = by_title.get(fact.title)
+            if p is None or not 0 <= fact.sentence < len(p.sentences) or not _sentences(p)[fact.sentence]:
+                counts["bad_facts"] += 1
+                continue
+            support.setdefault(fact.title, set()).add(fact.sentence)
+        for title in sorted(support, key=lambda t: [p.title for p in ex.passages].index(t)):
+            p = by_title[title]
+            for j, s in enumerate(_sentences(p)):
+                if not s:
+                    continue
+                if j in support[title]:
+                    positives.append(_sample(ex, p, j, "positive"))
+                else:
+                    hard_pool.append((ex, p, j))
+    n_pos = len(positives)
+    n_hard = min(len(hard_pool), round(n_pos * ratio[1] / ratio[0]))
+    hard = [_sample(ex, p, j, "hard") for ex, p, j in rng.sample(hard_pool, n_hard)]
+
+    # Random negatives: asking questions taken in turn from a shuffled order, each paired with a sentence
+    # of a passage of another question that shares no title with the asking question's passages.
+    n_random = round(n_pos * ratio[2] / ratio[0])
+    randoms: list[dict[str, Any]] = []
+    taken: set[tuple[str, str, int]] = set()
+    order = list(range(len(usable)))
+    rng.shuffle(order)
+    attempts = 0
+    while len(randoms) < n_random and attempts < 50 * max(n_random, 1):
+        attempts += 1
+        asking = usable[order[len(randoms) % len(order)]]
+        donor = usable[rng.randrange(len(usable))]
+        if donor.id == asking.id:
+            continue
+        titles = {p.title for p in asking.passages}
+        candidates = [p for p in donor.passages if p.sentences and p.title not in titles]
+        if not candidates:
+            continue
+        p = rng.choice(candidates)
+        sentences = _sentences(p)
+        j = rng.randrange(len(sentences))
+        if not sentences[j] or (asking.id, p.title, j) in taken:
+            continue
+        taken.add((asking.id, p.title, j))
+        randoms.append(_sample(asking, p, j, "random", source=donor))
+    samples = positives + hard + randoms
+    rng.shuffle(samples)
+    for k, s in enumerate(samples):
+        s["id"] = f"{s['qid']}:{s['type']}:{s['title']}:{s['sent_index']}"
+    counts.update({"questions": len(usable), "positive": n_pos, "hard": len(hard), "random": len(randoms),
+                   "hard_available": len(hard_pool), "total": len(samples)})
+    return samples, counts
+
+
+def manifest_path(out: str | Path) -> Path:
+    out = Path(out)
+    return out.with_name(out.name.split(".")[0] + ".manifest.json")
+
+
+def write_exit_data(
+    sources: Sequence[str], out: str | Path, *, seed: int = 0, fmt: str | None = None, limit: int | None = None,
+    draws: int = 1,
+) -> dict[str, Any]:
+    """Build the samples from ``sources`` (HotpotQA-style files) and write ``out`` (JSONL) + its manifest.
+
+    ``draws`` > 1 concatenates independent 2:1:1 draws (seeds ``seed .. seed+draws-1``): every positive
+    appears ``draws`` times, each time with freshly sampled hard and random negatives (the ratio holds).
+    """
+    from readerfit.data import load_dataset
+    from readerfit.io import write_atomic, write_json
+
+    if not sources:
+        raise InputError("no --data files given")
+    examples: list[QAExample] = []
+    source_info = []
+    for path in sources:
+        loaded = load_dataset(path, format=fmt, limit=limit)
+        examples.extend(loaded)
+        source_info.append({"path": str(path), "sha256": file_sha256(path), "n_questions": len(loaded)})
+    if draws < 1:
+        raise InputError(f"draws must be >= 1, got {draws}")
+    samples, counts = build_samples(examples, seed=seed)
+    for k in range(1, draws):
+        more, extra = build_samples(examples, seed=seed + k)
+        for s in more:
+            s["id"] = f"{s['id']}#draw{k}"
+        samples.extend(more)
+        for key in ("positive", "hard", "random", "total"):
+            counts[key] += extra[key]
+    write_atomic(out, "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in samples))
+    manifest = {"format": "readerfit-exit-data", "version": 1, "data": str(out), "sha256": file_sha256(out),
+                "seed": seed, "draws": draws, "ratio": list(RATIO), "limit_per_source": limit, "counts": counts,
+                "sources": source_info}
+    write_json(manifest_path(out), manifest)
+    return manifest
+
+
+def read_samples(path: str | Path) -> list[dict[str, Any]]:
+    """Samples of an exit-data JSONL file (checked: question, context, sentence, label in {0, 1})."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{path}: no such file (build it with `readerfit train exit-data`)")
+    out = []
+    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            s = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputError(f"{path} line {n}: not JSON: {err}") from err
+        if not all(isinstance(s.get(k), str) for k in ("question", "context", "sentence")) or s.get("label") not in (0, 1):
+            raise InputError(f"{path} line {n}: expected question, context, sentence (strings) and label 0/1")
+        out.append(s)
+    if not out:
+        raise InputError(f"{path}: no samples")
+    return out
+
+
+# ----- CLI ------------------------------------------------------------------------------------
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", nargs="+", required=True, help="HotpotQA-style files with supporting facts")
+    p.add_argument("--format", default=None, help="dataset format (default: detected per file)")
+    p.add_argument("--out", required=True, help="output JSONL (the manifest goes beside it)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--limit", type=int, default=None, help="first N questions of each file")
+    p.add_argument("--draws", type=int, default=1, help="independent 2:1:1 draws (seeds seed..seed+draws-1) concatenated")
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON on the last line")
+
+
+def run(args: argparse.Namespace) -> int:
+    from readerfit.cli import emit
+    from readerfit.io import markdown_table
+
+    if args.limit is not None and args.limit < 1:
+        raise InputError(f"--limit must be >= 1, got {args.limit}")
+    manifest = write_exit_data(args.data, args.out, seed=args.seed, fmt=args.format, limit=args.limit, draws=args.draws)
+    c = manifest["counts"]
+    table = markdown_table([{"type": t, "n": c[t]} for t in TYPES] + [{"type": "total", "n": c["total"]}],
+                           [("type", "type", ""), ("n", "samples", "d")])
+    emit(manifest, f"{table}\n\n{c['questions']} questions; wrote {args.out} and {manifest_path(args.out)}",
+         as_json=args.json)
+    return 0

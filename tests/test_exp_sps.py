@@ -1,0 +1,105 @@
+"""`readerfit exp sps-correlation` and `readerfit exp calibrate-filter` on the tiny model; the summary math by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from readerfit.cli import main
+from readerfit.data import write_examples
+from readerfit.experiments.sps_correlation import summarize
+from readerfit.types import Passage, QAExample
+
+
+@pytest.fixture()
+def tiny_data(tmp_path):
+    examples = [
+        QAExample(id=f"q{i}", question=q, answers=[a],
+                  passages=[Passage(p1, title="Book"), Passage(p2, title="Club")])
+        for i, (q, a, p1, p2) in enumerate([
+            ("who wrote the book?", "Anna", "The book was written by Anna. It sold well.", "Paris France capital river."),
+            ("when was the club founded?", "1887", "The club was founded in 1887 by Marta Velez.", "The quick brown fox."),
+            ("what is the capital of France?", "Paris", "Paris France capital river town.", "The book sold well."),
+        ])
+    ]
+    return write_examples(tmp_path / "tiny.jsonl", examples)
+
+
+def _last_json(capsys) -> dict:
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_sps_correlation_cli_runs_resumes_and_plots(tiny_lm_dir, tiny_data, tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("READERFIT_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    argv = ["exp", "sps-correlation", "--data", str(tiny_data), "--compressor", str(tiny_lm_dir), "--reader",
+            str(tiny_lm_dir), "--summaries", "3", "--bins", "3", "--max-new-tokens", "6", "--answer-tokens", "3",
+            "--out", str(out), "--no-progress", "--json", "--limit", "2"]
+    assert main(argv) == 0
+    result = _last_json(capsys)
+    assert result["n_questions"] == 2 and set(result["scorers"]) == {"sps", "ppl", "longppl"}
+    for entry in result["scorers"].values():
+        assert set(entry) == {"auroc", "pcc_em", "pcc_f1", "pcc_contains"}
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and all(len(r["summaries"]) == 3 and set(r["scores"]) == {"sps", "ppl", "longppl"}
+                                      for r in records)
+    assert (out / "accuracy_by_bin.png").stat().st_size > 1000 and (out / "summary.md").is_file()
+    # resume: a larger limit adds only the missing question, the first two are kept as they were
+    assert main(argv[:-1] + ["3"]) == 0
+    result3 = _last_json(capsys)
+    records3 = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert len(records3) == 3 and records3[:2] == records and result3["n_questions"] == 3
+    # ablation by rescoring: same summaries and answers, other SPS pooling
+    out2 = tmp_path / "rescored"
+    assert main(["exp", "sps-correlation", "--data", str(tiny_data), "--reader", str(tiny_lm_dir), "--summaries",
+                 "3", "--bins", "3", "--scorers", "sps", "--pooling", "mean", "--reuse", str(out), "--out", str(out2),
+                 "--no-progress", "--json", "--limit", "3"]) == 0
+    rescored = [json.loads(line) for line in (out2 / "records.jsonl").read_text().splitlines()]
+    assert [r["summaries"] for r in rescored] == [r["summaries"] for r in records3]
+    assert [r["scores"]["sps"] for r in rescored] != [r["scores"]["sps"] for r in records3]
+    # other settings in the same folder are refused
+    assert main(argv[:-1] + ["3", "--seed", "5"]) == 2
+
+
+def test_summarize_by_hand() -> None:
+    recs = [
+        {"summaries": ["a", "b", "c", "d"], "em": [1, 0, 0, 0], "f1": [1, 0.5, 0, 0], "contains": [1, 1, 0, 0],
+         "scores": {"good": [1.0, 2.0, 3.0, 4.0], "bad": [4.0, 3.0, 2.0, 1.0]}},
+        {"summaries": ["a", "b", "", "d"], "em": [0, 1, 0, 0], "f1": [0, 1, 0, 0], "contains": [0, 1, 0, 1],
+         "scores": {"good": [2.0, 1.0, math.nan, 3.0], "bad": [1.0, 2.0, math.nan, 3.0]}},
+    ]
+    r = summarize(recs, ["good", "bad"], bins=4, correct="contains")
+    assert r["n_questions"] == 2 and r["n_summaries"] == 7  # the empty summary is left out
+    good, bad = r["scorers"]["good"], r["scorers"]["bad"]
+    # good: q1 ranks em (1,0,0,0); q2 (3 kept: b, a, d) ranks em (1,0,0) -> bins 0, 1, 2 of 4 (rank*4//3)
+    # bin means EM: bin0 = (1+1)/2 = 1, bin1 = (0+0)/2 = 0, bin2 = (0+0)/2 = 0, bin3 = 0/1 = 0
+    assert r["details"]["bin_means"]["good"]["em"] == [1.0, 0.0, 0.0, 0.0]
+    assert good["pcc_em"] == pytest.approx(np.corrcoef([0, 1, 2, 3], [1, 0, 0, 0])[0, 1])
+    # within-question AUROC on contains: q1 correct {a, b} best-scored -> 1.0; q2 correct {b, d}, wrong {a}:
+    # good scores b=1 < a=2 < d=3 -> pairs (b,a) right, (d,a) wrong -> 0.5; mean 0.75
+    assert good["auroc"] == pytest.approx(0.75)
+    # bad: q1 -> 0.0; q2 bad scores a=1 < b=2 < d=3: a (wrong) is preferred over both correct -> 0.0
+    assert bad["auroc"] == pytest.approx(0.0)
+    assert r["details"]["selected"]["good"]["em"] == 1.0 and r["details"]["selected"]["bad"]["em"] == 0.0
+    assert r["details"]["oracle"]["contains"] == 1.0
+
+
+def test_calibrate_filter_cli(tiny_lm_dir, tiny_data, tmp_path, capsys, monkeypatch) -> None:
+    from readerfit.compress.xcompress import FilterCalibration
+
+    monkeypatch.setenv("READERFIT_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "cal"
+    assert main(["exp", "calibrate-filter", "--data", str(tiny_data), "--compressor", str(tiny_lm_dir), "--reader",
+                 str(tiny_lm_dir), "--max-new-tokens", "6", "--percentile", "50", "--out", str(out), "--no-progress",
+                 "--json"]) == 0
+    result = _last_json(capsys)
+    ratios = [json.loads(line)["ratio"] for line in (out / "records.jsonl").read_text().splitlines()]
+    assert result["n"] == 3 and result["threshold"] == pytest.approx(float(np.median(ratios)))
+    assert result["sampled_fraction"] == pytest.approx(np.mean([r <= result["threshold"] for r in ratios]))
+    cal = FilterCalibration.load(out / "filter.json")
+    assert cal.threshold == result["threshold"] and cal.reader == str(tiny_lm_dir) and cal.max_new_tokens == 6
+    assert main(["exp", "calibrate-filter", "--data", str(tiny_data), "--percentile", "130", "--out",
+                 str(tmp_path / "x")]) == 2
