@@ -20,7 +20,8 @@ from readerfit.compress.exit import (
     PromptPieces,
     build_classifier,
     default_classifier_dir,
-    plan_groups,
+    plan_passage,
+    split_to_fit,
     window_around,
 )
 from readerfit.models.pool import ModelPool
@@ -134,13 +135,24 @@ def test_window_around_grows_alternately_and_refuses_a_lone_misfit():
         window_around(1, 3, lambda lo, hi: False)
 
 
-def test_plan_groups_shares_the_whole_passage_when_it_fits():
+def test_plan_shares_the_whole_passage_when_it_fits():
     sentences = ["a b", "c d e", "f"]
-    groups, windows = plan_groups("T", sentences, "T\na b c d e f", lambda ctx, s: True)
-    assert groups == [("T\na b c d e f", [0, 1, 2])] and windows == {}
-    groups, windows = plan_groups("T", sentences, "T\na b c d e f", lambda ctx, s: len(ctx.split()) + len(s.split()) <= 7)
-    assert windows and all(lo <= j < hi for j, (lo, hi) in windows.items())
-    assert sorted(j for _, idx in groups for j in idx) == [0, 1, 2]
+    plan = plan_passage("T", sentences, lambda ctx, s: True)
+    assert plan.jobs == {"T\na b c d e f": [(0, "a b"), (1, "c d e"), (2, "f")]} and not plan.windows and not plan.pieces
+    plan = plan_passage("T", sentences, lambda ctx, s: len(ctx.split()) + len(s.split()) <= 7)
+    assert plan.windows and all(lo <= j < hi for j, (lo, hi) in plan.windows.items())
+    assert sorted(j for items in plan.jobs.values() for j, _ in items) == [0, 1, 2]
+
+
+def test_sentence_too_long_even_alone_is_scored_in_pieces():
+    assert split_to_fit("a b c d e", lambda t: len(t.split()) <= 2) == ["a b", "c d", "e"]
+    with pytest.raises(ContextLengthError):
+        split_to_fit("a bbbbbbbb", lambda t: len(t) <= 3)
+    long = "w1 w2 w3 w4 w5 w6 w7"
+    plan = plan_passage("T", ["x y", long], lambda ctx, s: len(ctx.split()) + len(s.split()) <= 7)
+    assert plan.pieces == {1: 3}
+    pieces = [t for items in plan.jobs.values() for j, t in items if j == 1]
+    assert " ".join(pieces) == long  # every word scored, none dropped
 
 
 def test_over_long_passage_is_windowed_and_reported(tiny_lm):
@@ -164,10 +176,19 @@ def test_over_long_passage_is_windowed_and_reported(tiny_lm):
     assert set(c.details["windows"]) == {str(k) for k in range(8)}
 
 
-def test_sentence_too_long_alone_raises(tiny_lm):
-    clf = LMSentenceClassifier(tiny_lm, max_tokens=40)
-    with pytest.raises(ContextLengthError):
-        clf.score(QUESTION, [("Book", ["The book was written by Anna. " * 10])])
+def test_sentence_too_long_alone_takes_its_best_piece(tiny_lm):
+    long_sentence = "The book was written by Anna in Paris. " * 8
+    overhead = len(LMSentenceClassifier(tiny_lm).prompt_ids(QUESTION, "Book\nAnna", "Anna"))
+    limit = overhead + 40  # room for a few words of the sentence twice (context and sentence), not all of it
+    clf = LMSentenceClassifier(tiny_lm, max_tokens=limit)
+    result = clf.score(QUESTION, [("Book", [long_sentence, "It sold well."])])[0]
+    assert result.pieces.get(0, 0) >= 2
+    pieces = split_to_fit(long_sentence.strip(), lambda t: len(clf.prompt_ids(QUESTION, "Book\n" + t, t)) <= limit)
+    by_hand = LMSentenceClassifier(tiny_lm, cache_prefix=False).score(QUESTION, [("Book", [p]) for p in pieces])
+    assert result.scores[0] == pytest.approx(max(g.scores[0] for g in by_hand), abs=1e-5)
+    c = ExitCompressor(clf, splitter=str.split).compress(QUESTION, [Passage(long_sentence, title="Book",
+                                                                            sentences=(long_sentence,))])
+    assert c.details["split_sentences"] == {"0": result.pieces[0]}
 
 
 # ----- the compressor -----------------------------------------------------------------------------

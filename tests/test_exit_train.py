@@ -66,6 +66,22 @@ def test_sampling_is_deterministic_by_seed():
     assert a == b and a != c
 
 
+def test_distractor_negatives_are_own_non_gold_paragraphs_and_leave_the_paper_mix_alone():
+    examples = make_examples(8)
+    plain, _ = build_samples(examples, seed=5)
+    samples, counts = build_samples(examples, seed=5, distractors=1.0)
+    extra = [s for s in samples if s["type"] == "distractor"]
+    assert counts["distractor"] == len(extra) == 8  # 1 per 2 positives, 16 positives
+    ex = {e.id: e for e in examples}
+    for s in extra:
+        gold = {f.title for f in ex[s["qid"]].supporting}
+        assert s["label"] == 0 and s["title"] not in gold and s["title"] in {p.title for p in ex[s["qid"]].passages}
+    key = lambda s: s["id"]
+    assert sorted((s for s in samples if s["type"] != "distractor"), key=key) == sorted(plain, key=key)
+    with pytest.raises(InputError, match="distractors"):
+        build_samples(examples, seed=0, distractors=-1)
+
+
 def test_too_few_hard_negatives_takes_all_and_says_so():
     examples = make_examples(4)
     for e in examples:  # every gold sentence is supporting: no hard negatives at all

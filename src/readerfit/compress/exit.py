@@ -27,7 +27,10 @@ limit (its context, or ``max_tokens``), the sentence is scored against a
 *window* of its passage: the passage title plus the largest run of neighbouring
 sentences around it (grown one sentence at a time, alternately before and
 after) that fits. Such sentences are listed in ``Compression.details["windowed"]``.
-A sentence that does not fit even alone raises :class:`ContextLengthError`.
+A sentence too long for the classifier even with only the title is scored in
+pieces (consecutive word runs that fit, each with the title as context) and
+gets its best piece's score (``details["split_sentences"]``): chunked, never
+truncated.
 
 Two classifier backends share one interface (``score(question, groups)``):
 :class:`LMSentenceClassifier` (the paper's: a causal LM, optionally with a
@@ -124,6 +127,7 @@ class GroupScores:
 
     scores: list[float]
     windows: dict[int, tuple[int, int]] = field(default_factory=dict)
+    pieces: dict[int, int] = field(default_factory=dict)
 
 
 class SentenceClassifier(Protocol):
@@ -145,7 +149,7 @@ def window_around(i: int, n: int, fits: Callable[[int, int], bool]) -> tuple[int
     (1, 4)
     """
     if not fits(i, i + 1):
-        raise ContextLengthError(f"sentence {i} does not fit the classifier's limit even without its passage")
+        raise ContextLengthError(f"sentence {i} does not fit the classifier's limit even with no neighbours")
     lo, hi = i, i + 1
     can_left, can_right = lo > 0, hi < n
     while can_left or can_right:
@@ -164,26 +168,74 @@ def window_around(i: int, n: int, fits: Callable[[int, int], bool]) -> tuple[int
     return lo, hi
 
 
-def plan_groups(
-    title: str, sentences: Sequence[str], full_context: str, fits: Callable[[str, str], bool]
-) -> tuple[list[tuple[str, list[int]]], dict[int, tuple[int, int]]]:
-    """Split one passage's sentences into (context, sentence indices) groups that share a prefix.
+def split_to_fit(sentence: str, fits: Callable[[str], bool]) -> list[str]:
+    """Consecutive word runs of ``sentence``, each as long as ``fits`` allows (no word is dropped).
 
-    Sentences that fit with the whole passage share ``full_context``; the others
-    get their window's context. Returns the groups and the windows used.
+    >>> split_to_fit("a b c d e", lambda t: len(t.split()) <= 2)
+    ['a b', 'c d', 'e']
+    """
+    pieces: list[str] = []
+    current: list[str] = []
+    for word in sentence.split():
+        if current and not fits(" ".join(current + [word])):
+            pieces.append(" ".join(current))
+            current = []
+        if not current and not fits(word):
+            raise ContextLengthError(f"a single word ({word[:40]!r}...) does not fit the classifier's limit")
+        current.append(word)
+    if current:
+        pieces.append(" ".join(current))
+    return pieces
+
+
+@dataclass
+class PassagePlan:
+    """How one passage's sentences are scored: ``jobs`` maps a context to the (sentence index, text)
+    pairs scored with it (a context is one shared prefix); ``windows`` and ``pieces`` record the
+    over-long cases (see the module docstring)."""
+
+    jobs: dict[str, list[tuple[int, str]]]
+    windows: dict[int, tuple[int, int]] = field(default_factory=dict)
+    pieces: dict[int, int] = field(default_factory=dict)
+
+
+def plan_passage(title: str, sentences: Sequence[str], fits: Callable[[str, str], bool]) -> PassagePlan:
+    """Group one passage's sentences by the context they are scored with.
+
+    Sentences that fit with the whole passage share it; the others get the
+    largest window of neighbouring sentences that fits (:func:`window_around`).
+    A sentence that does not fit even with only the title is scored in pieces
+    (consecutive word runs, each with the title as context) and gets the
+    highest piece score: chunked, never truncated.
     """
     n = len(sentences)
-    whole = [j for j, s in enumerate(sentences) if fits(full_context, s)]
-    groups: dict[str, list[int]] = {full_context: whole} if whole else {}
-    windows: dict[int, tuple[int, int]] = {}
-    fitting = set(whole)
-    for j in range(n):
-        if j in fitting:
-            continue
-        lo, hi = window_around(j, n, lambda a, b, j=j: fits(passage_context(title, " ".join(sentences[a:b])), sentences[j]))
-        windows[j] = (lo, hi)
-        groups.setdefault(passage_context(title, " ".join(sentences[lo:hi])), []).append(j)
-    return list(groups.items()), windows
+    full = passage_context(title, " ".join(sentences))
+    plan = PassagePlan(jobs={})
+    alone = [fits(passage_context(title, s), s) for s in sentences]
+    for j, s in enumerate(sentences):
+        if not alone[j]:
+            parts = split_to_fit(s, lambda t: fits(passage_context(title, t), t))
+            plan.pieces[j] = len(parts)
+            for part in parts:
+                plan.jobs.setdefault(passage_context(title, part), []).append((j, part))
+        elif fits(full, s):
+            plan.jobs.setdefault(full, []).append((j, s))
+        else:
+            lo, hi = window_around(j, n, lambda a, b, j=j: fits(passage_context(title, " ".join(sentences[a:b])), sentences[j]))
+            plan.windows[j] = (lo, hi)
+            plan.jobs.setdefault(passage_context(title, " ".join(sentences[lo:hi])), []).append((j, s))
+    return plan
+
+
+def collect_scores(n: int, plan: PassagePlan, job_scores: Sequence[Sequence[float]]) -> GroupScores:
+    """A passage's sentence scores from its jobs' scores (a sentence in pieces takes its best piece)."""
+    scores: list[float | None] = [None] * n
+    for (_, items), values in zip(plan.jobs.items(), job_scores):
+        for (j, _), r in zip(items, values):
+            scores[j] = r if scores[j] is None else max(scores[j], r)
+    if any(x is None for x in scores):
+        raise AssertionError("a sentence was left unscored")  # a bug, not bad input
+    return GroupScores(scores=[float(x) for x in scores], windows=plan.windows, pieces=plan.pieces)
 
 
 # ----- the LM classifier (the paper's) ---------------------------------------------------
@@ -320,26 +372,20 @@ class LMSentenceClassifier:
                 s_len[sentence] = len(self.sentence_ids(sentence))
             return len(q_ids) + len(self.passage_ids(context)) + s_len[sentence] <= self.limit
 
+        plans = [(len(sentences), plan_passage(title, [x.strip() for x in sentences], fits)) for title, sentences in groups]
         out: list[GroupScores] = []
-        plans = []
-        for title, sentences in groups:
-            sentences = [s.strip() for s in sentences]
-            full = passage_context(title, " ".join(sentences))
-            plan, windows = plan_groups(title, sentences, full, fits)
-            plans.append((sentences, plan))
-            out.append(GroupScores(scores=[0.0] * len(sentences), windows=windows))
         with torch.inference_mode():
             head_kv = self._encode_prefix(q_ids, None) if self.cache_prefix else None
-            for (sentences, plan), result in zip(plans, out):
-                for context, idx in plan:
+            for n, plan in plans:
+                job_scores = []
+                for context, items in plan.jobs.items():
                     p_ids = self.passage_ids(context)
-                    suffixes = [self.sentence_ids(sentences[j]) for j in idx]
+                    suffixes = [self.sentence_ids(text) for _, text in items]
                     if self.cache_prefix:
-                        scores = self._score_cached(q_ids, p_ids, suffixes, head_kv)
+                        job_scores.append(self._score_cached(q_ids, p_ids, suffixes, head_kv))
                     else:
-                        scores = [self._score_one(q_ids + p_ids + s) for s in suffixes]
-                    for j, r in zip(idx, scores):
-                        result.scores[j] = r
+                        job_scores.append([self._score_one(q_ids + p_ids + x) for x in suffixes])
+                out.append(collect_scores(n, plan, job_scores))
         return out
 
     def _forward(self, **kwargs: Any) -> Any:
@@ -465,22 +511,12 @@ class EncoderSentenceClassifier:
         def fits(context: str, sentence: str) -> bool:
             return self.n_tokens(question, context, sentence) <= self.limit
 
-        out: list[GroupScores] = []
-        pairs: list[tuple[str, str]] = []
-        where: list[tuple[int, int]] = []
-        for g, (title, sentences) in enumerate(groups):
-            sentences = [s.strip() for s in sentences]
-            full = passage_context(title, " ".join(sentences))
-            plan, windows = plan_groups(title, sentences, full, fits)
-            out.append(GroupScores(scores=[0.0] * len(sentences), windows=windows))
-            for context, idx in plan:
-                for j in idx:
-                    pairs.append((encoder_text_a(question, sentences[j]), context))
-                    where.append((g, j))
-        scores = self.score_pairs(pairs)
-        for (g, j), r in zip(where, scores):
-            out[g].scores[j] = r
-        return out
+        plans = [(len(sentences), plan_passage(title, [x.strip() for x in sentences], fits)) for title, sentences in groups]
+        pairs = [(encoder_text_a(question, text), context)
+                 for _, plan in plans for context, items in plan.jobs.items() for _, text in items]
+        flat = iter(self.score_pairs(pairs))
+        return [collect_scores(n, plan, [[next(flat) for _ in items] for items in plan.jobs.values()])
+                for n, plan in plans]
 
     @torch.inference_mode()
     def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
@@ -581,11 +617,14 @@ class ExitCompressor:
         results = self.classifier.score(question, groups) if groups else []
         scores = [0.0] * len(units)
         windowed: dict[int, list[int]] = {}
+        pieces: dict[int, int] = {}
         for pi, result in zip(order, results):
             for j, k in enumerate(by_passage[pi]):
                 scores[k] = float(result.scores[j])
                 if j in result.windows:
                     windowed[k] = list(result.windows[j])
+                if j in result.pieces:
+                    pieces[k] = result.pieces[j]
         kept = [k for k, r in enumerate(scores) if r >= self.config.threshold]
         details: dict[str, Any] = {
             "classifier": self.classifier.name,
@@ -597,6 +636,9 @@ class ExitCompressor:
             # unit index -> [first, last+1] sentence of its passage in the window it was scored with
             details["windows"] = {str(k): v for k, v in sorted(windowed.items())}
             details["window_rule"] = WINDOW_RULE
+        if pieces:
+            # unit index -> number of word runs it was scored in (too long for the classifier even alone)
+            details["split_sentences"] = {str(k): v for k, v in sorted(pieces.items())}
         return Compression(
             text=assemble(passages, units, kept),
             units=[s for _, s in units],

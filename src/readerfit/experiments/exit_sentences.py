@@ -95,6 +95,7 @@ def question_record(example: QAExample, *, classifier: Any, embedder: Any | None
         "random_source": donor[0] if donor else None, "seconds": seconds,
         "n_scored": sum(len(g[1]) for g in groups),
         "windowed": sum(len(g.windows) for g in results),
+        "split": sum(len(getattr(g, "pieces", {})) for g in results),
     }
     if embedder is not None:
         own = [s for _, sents in groups[: len(groups) - (donor is not None)] for s in sents]
@@ -180,6 +181,7 @@ def summarize(records: Sequence[dict[str, Any]], *, threshold: float) -> dict[st
                                      "by_negative_type": {k: {"auroc": v["auroc"], "best_f1": v["best_f1"]}
                                                           for k, v in cos_by.items()}}
     result["windowed_sentences"] = sum(r.get("windowed", 0) for r in records)
+    result["split_sentences"] = sum(r.get("split", 0) for r in records)
     return result
 
 

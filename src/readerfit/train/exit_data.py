@@ -7,7 +7,14 @@ The paper's recipe: for each question,
 * random negatives = sentences of *another* question's paragraphs (never a
   paragraph whose title the asking question also has),
 
-mixed positives : hard : random = 2 : 1 : 1. Every sentence is paired with the
+mixed positives : hard : random = 2 : 1 : 1.
+
+Beyond the paper (off by default): ``distractor`` negatives, sentences of the
+question's *own* non-gold paragraphs (HotpotQA's distractor setting), added at
+``distractors`` per 2 positives. The paper's mix never shows the classifier a
+related-but-useless paragraph, which is what retrieval returns most.
+
+Every sentence is paired with the
 whole passage it comes from (title line + its sentences, exactly as the
 ``exit`` compressor renders it). Sampling is deterministic given the seed.
 The output is JSONL (one sample a line) plus ``<name>.manifest.json`` with the
@@ -34,7 +41,7 @@ from readerfit.compress.exit import passage_context
 from readerfit.types import InputError, QAExample
 
 RATIO = (2, 1, 1)  # positives : hard negatives : random negatives
-TYPES = ("positive", "hard", "random")
+TYPES = ("positive", "hard", "random", "distractor")
 
 
 def file_sha256(path: str | Path) -> str:
@@ -65,9 +72,11 @@ def _sample(ex: QAExample, passage: Any, j: int, kind: str, source: QAExample | 
 
 
 def build_samples(
-    examples: Sequence[QAExample], *, seed: int = 0, ratio: tuple[int, int, int] = RATIO
+    examples: Sequence[QAExample], *, seed: int = 0, ratio: tuple[int, int, int] = RATIO, distractors: float = 0.0
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The 2:1:1 samples (shuffled, deterministic by ``seed``) and their counts.
+
+    ``distractors`` > 0 adds that many distractor negatives per 2 positives (beyond the paper).
 
     Examples without supporting facts or passage sentences are skipped (counted
     in ``counts["skipped_questions"]``); supporting facts naming a missing title
@@ -75,6 +84,8 @@ def build_samples(
     """
     if any(r < 0 for r in ratio) or ratio[0] == 0:
         raise InputError(f"ratio must be non-negative with positives > 0, got {ratio}")
+    if distractors < 0:
+        raise InputError(f"distractors must be >= 0, got {distractors}")
     rng = random.Random(seed)
     counts = {"skipped_questions": 0, "bad_facts": 0, "duplicate_ids": 0}
     usable: list[QAExample] = []
@@ -93,6 +104,7 @@ def build_samples(
 
     positives: list[dict[str, Any]] = []
     hard_pool: list[tuple[QAExample, Any, int]] = []
+    distractor_pool: list[tuple[QAExample, Any, int]] = []
     for ex in usable:
         by_title = {p.title: p for p in ex.passages if p.sentences}
         support: dict[str, set[int]] = {}
@@ -111,6 +123,11 @@ def build_samples(
                     positives.append(_sample(ex, p, j, "positive"))
                 else:
                     hard_pool.append((ex, p, j))
+        if distractors > 0:
+            gold = {f.title for f in ex.supporting or ()}
+            for p in ex.passages:
+                if p.sentences and p.title not in gold:
+                    distractor_pool.extend((ex, p, j) for j, s in enumerate(_sentences(p)) if s)
     n_pos = len(positives)
     n_hard = min(len(hard_pool), round(n_pos * ratio[1] / ratio[0]))
     hard = [_sample(ex, p, j, "hard") for ex, p, j in rng.sample(hard_pool, n_hard)]
@@ -140,12 +157,15 @@ def build_samples(
             continue
         taken.add((asking.id, p.title, j))
         randoms.append(_sample(asking, p, j, "random", source=donor))
-    samples = positives + hard + randoms
+    n_distractor = min(len(distractor_pool), round(n_pos * distractors / ratio[0]))
+    # drawn after the paper's samples, so distractors=0 leaves them exactly as they were
+    extra = [_sample(ex, p, j, "distractor") for ex, p, j in rng.sample(distractor_pool, n_distractor)] if n_distractor else []
+    samples = positives + hard + randoms + extra
     rng.shuffle(samples)
     for k, s in enumerate(samples):
         s["id"] = f"{s['qid']}:{s['type']}:{s['title']}:{s['sent_index']}"
     counts.update({"questions": len(usable), "positive": n_pos, "hard": len(hard), "random": len(randoms),
-                   "hard_available": len(hard_pool), "total": len(samples)})
+                   "distractor": len(extra), "hard_available": len(hard_pool), "total": len(samples)})
     return samples, counts
 
 
@@ -156,7 +176,7 @@ def manifest_path(out: str | Path) -> Path:
 
 def write_exit_data(
     sources: Sequence[str], out: str | Path, *, seed: int = 0, fmt: str | None = None, limit: int | None = None,
-    draws: int = 1,
+    draws: int = 1, distractors: float = 0.0,
 ) -> dict[str, Any]:
     """Build the samples from ``sources`` (HotpotQA-style files) and write ``out`` (JSONL) + its manifest.
 
@@ -176,17 +196,17 @@ def write_exit_data(
         source_info.append({"path": str(path), "sha256": file_sha256(path), "n_questions": len(loaded)})
     if draws < 1:
         raise InputError(f"draws must be >= 1, got {draws}")
-    samples, counts = build_samples(examples, seed=seed)
+    samples, counts = build_samples(examples, seed=seed, distractors=distractors)
     for k in range(1, draws):
-        more, extra = build_samples(examples, seed=seed + k)
+        more, extra = build_samples(examples, seed=seed + k, distractors=distractors)
         for s in more:
             s["id"] = f"{s['id']}#draw{k}"
         samples.extend(more)
-        for key in ("positive", "hard", "random", "total"):
+        for key in ("positive", "hard", "random", "distractor", "total"):
             counts[key] += extra[key]
     write_atomic(out, "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in samples))
     manifest = {"format": "readerfit-exit-data", "version": 1, "data": str(out), "sha256": file_sha256(out),
-                "seed": seed, "draws": draws, "ratio": list(RATIO), "limit_per_source": limit, "counts": counts,
+                "seed": seed, "draws": draws, "ratio": list(RATIO), "distractors_per_2_positives": distractors, "limit_per_source": limit, "counts": counts,
                 "sources": source_info}
     write_json(manifest_path(out), manifest)
     return manifest
@@ -221,6 +241,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, default=None, help="first N questions of each file")
     p.add_argument("--draws", type=int, default=1, help="independent 2:1:1 draws (seeds seed..seed+draws-1) concatenated")
+    p.add_argument("--distractors", type=float, default=0.0,
+                   help="beyond the paper: distractor negatives (own non-gold paragraphs) per 2 positives (default 0)")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON on the last line")
 
 
@@ -230,9 +252,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit must be >= 1, got {args.limit}")
-    manifest = write_exit_data(args.data, args.out, seed=args.seed, fmt=args.format, limit=args.limit, draws=args.draws)
+    manifest = write_exit_data(args.data, args.out, seed=args.seed, fmt=args.format, limit=args.limit, draws=args.draws,
+                               distractors=args.distractors)
     c = manifest["counts"]
-    table = markdown_table([{"type": t, "n": c[t]} for t in TYPES] + [{"type": "total", "n": c["total"]}],
+    table = markdown_table([{"type": t, "n": c[t]} for t in TYPES if t != "distractor" or c[t]] + [{"type": "total", "n": c["total"]}],
                            [("type", "type", ""), ("n", "samples", "d")])
     emit(manifest, f"{table}\n\n{c['questions']} questions; wrote {args.out} and {manifest_path(args.out)}",
          as_json=args.json)
