@@ -239,3 +239,24 @@ def test_summary_compressor(pool) -> None:
     assert c.units == [c.text] and c.kept == [0] and c.details["summary_tokens"] <= 10
     with pytest.raises(InputError):
         s.compress(QUESTION, [])
+
+
+def test_probe_variant_runs_in_the_eval_pipeline(pool, tiny_lm) -> None:
+    from readerfit.pipeline import PipelineConfig, RAGPipeline
+
+    c = build_compressor("xcompress-embed", pool, compressor="tiny", reader="tiny", max_new_tokens=10,
+                         n_probes=4, keep=2, top_p=5, seed=3)
+    pipe = RAGPipeline(reader=tiny_lm, compressor=c, config=PipelineConfig(max_new_tokens=6))
+    example = QAExample(id="q", question=QUESTION, answers=["Anna"], passages=PASSAGES)
+    record = pipe.run(example)
+    summary = record.compression["text"]
+    # the same answer as the probe answerer given that summary and the pipeline's answer length
+    expected = XCompressEmbed(tiny_lm, ProbeConfig(n_probes=4, keep=2, top_p=5, seed=3, max_new_tokens=6)).answer(QUESTION, summary)
+    assert record.prediction == expected.text
+    details = record.compression["details"]
+    assert details["reader_positions"] == 1 + (expected.selection.chosen != 0)
+    assert details["candidate_sps"] == pytest.approx(expected.selection.candidate_sps)
+    assert record.extra["probe_chosen"] == float(expected.selection.chosen != 0)
+    assert record.context_tokens_out == tiny_lm.count_tokens(summary)
+    with pytest.raises(InputError, match="keep <= n_probes"):
+        build_compressor("xcompress-embed", pool, compressor="tiny", reader="tiny", keep=9, n_probes=2)

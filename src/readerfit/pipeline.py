@@ -21,12 +21,16 @@ READER_PROMPT = (
 
 @dataclass
 class PipelineConfig:
-    """How the reader is asked. ``max_passage_tokens`` chunks longer passages (None: half the reader context)."""
+    """How the reader is asked. ``max_passage_tokens`` chunks longer passages (None: half the reader context).
+
+    ``rerank_top``: with a reranker, keep its best K passages (None: keep all, reordered).
+    """
 
     top_k: int = 5
     max_new_tokens: int = 32
     reader_prompt: str = READER_PROMPT
     max_passage_tokens: int | None = None
+    rerank_top: int | None = None
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -37,6 +41,9 @@ class PipelineConfig:
             raise InputError("reader_prompt must contain {context} and {query}")
         if self.max_passage_tokens is not None and self.max_passage_tokens < 16:
             raise InputError(f"max_passage_tokens must be >= 16, got {self.max_passage_tokens}")
+        if self.rerank_top is not None and (isinstance(self.rerank_top, bool) or not isinstance(self.rerank_top, int)
+                                            or self.rerank_top < 1):
+            raise InputError(f"rerank_top must be a positive integer or None, got {self.rerank_top!r}")
 
 
 def chunk_long_passages(
@@ -85,7 +92,11 @@ def chunk_long_passages(
 
 
 class RAGPipeline:
-    """One example through retrieval (optional), a compressor and the reader.
+    """One example through retrieval (optional), reranking (optional), a compressor and the reader.
+
+    A ``reranker`` (see :mod:`readerfit.retrieve.rerank`) reorders the retrieved passages and keeps
+    ``config.rerank_top`` of them before compression; the record notes it in ``extra["rerank"]``
+    and its seconds count in ``retrieve_s``.
 
     >>> from readerfit.models.pool import ModelPool                     # doctest: +SKIP
     >>> from readerfit.compress import build_compressor                 # doctest: +SKIP
@@ -102,12 +113,16 @@ class RAGPipeline:
         retriever: Any | None = None,
         config: PipelineConfig | None = None,
         splitter: Callable[[str], list[str]] | None = None,
+        reranker: Any | None = None,
     ) -> None:
         self.reader = reader
         self.compressor = compressor
         self.retriever = retriever
         self.config = config or PipelineConfig()
         self._splitter = splitter
+        self.reranker = reranker
+        if reranker is None and self.config.rerank_top is not None:
+            raise InputError("rerank_top is set but there is no reranker (--rerank-top needs --rerank)")
 
     def splitter(self) -> Callable[[str], list[str]]:
         if self._splitter is None:
@@ -151,6 +166,11 @@ class RAGPipeline:
         """Run one example; pass ``passages`` to reuse a retrieval shared between compressors."""
         if passages is None:
             passages, retrieve_s = self.passages_for(example)
+        reranking = None
+        if self.reranker is not None:
+            # before chunking: the reranker ranks whole passages, as retrieved
+            reranking = self.reranker.rerank(example.question, passages, top_k=self.config.rerank_top)
+            passages, retrieve_s = reranking.passages, retrieve_s + reranking.seconds
         passages, n_chunked = self.prepare(passages)
         compression = self.compressor.compress(example.question, passages)
         tokens_in = self.reader.count_tokens("\n\n".join(p.render() for p in passages if p.text.strip()))
@@ -158,11 +178,23 @@ class RAGPipeline:
         compression = replace(compression, tokens_in=tokens_in, tokens_out=tokens_out)
         if n_chunked:
             compression.details["chunked_passages"] = n_chunked
+        # a compressor whose context is not text (xcompress-embed) reads it itself
+        reads_itself = getattr(self.compressor, "read_compressed", None)
         try:
-            prediction, read_s = self.read(example.question, compression.text)
+            if reads_itself is None:
+                prediction, read_s = self.read(example.question, compression.text)
+            else:
+                prediction, read_s, read_details = reads_itself(
+                    example.question, compression, max_new_tokens=self.config.max_new_tokens,
+                    reader_prompt=self.config.reader_prompt)
+                compression.details.update(read_details)
         except ContextLengthError as err:
             raise ContextLengthError(f"example {example.id!r}, compressor {self.compressor.name!r}: {err}") from err
         scores = qa_scores(prediction, example.answers)
+        # numeric details a compressor asks the eval table to average (e.g. xcompress "sampled")
+        extra = {k: compression.details[k] for k in getattr(self.compressor, "report_keys", ()) if k in compression.details}
+        if reranking is not None:
+            extra["rerank"] = reranking.note()
         return Record(
             id=example.id,
             method=self.compressor.name,
@@ -178,8 +210,7 @@ class RAGPipeline:
             read_s=read_s,
             retrieve_s=retrieve_s,
             compression=compression_summary(compression),
-            # numeric details a compressor asks the eval table to average (e.g. xcompress "sampled")
-            extra={k: compression.details[k] for k in getattr(self.compressor, "report_keys", ()) if k in compression.details},
+            extra=extra,
         )
 
 

@@ -42,6 +42,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from readerfit.compress.xcompress import Summary, SummaryConfig
 from readerfit.pipeline import READER_PROMPT
 from readerfit.types import InputError
 
@@ -217,3 +218,76 @@ class XCompressEmbed:
 
         selection = self.select(question, summary)
         return ProbeAnswer(text=clean_answer(self.generate_from_embeddings(selection.sequence)), selection=selection)
+
+
+# ----- as a compressor in the eval pipeline ------------------------------------------------------
+@dataclass
+class XCompressEmbedConfig(SummaryConfig):
+    """``xcompress-embed``: the greedy summary (as ``summary``), then probes and SPS over the reader's
+    embedding sequence. Probe settings as :class:`ProbeConfig`; ``max_new_tokens`` is the summary's."""
+
+    reader: str = "smollm2-135m"
+    n_probes: int = 8
+    keep: int = 3
+    top_p: int = 10
+    scale: float = 1.0
+    seed: int = 0
+    layer: int = -2
+
+    def probe_config(self, *, answer_tokens: int, reader_prompt: str = READER_PROMPT) -> ProbeConfig:
+        return ProbeConfig(n_probes=self.n_probes, keep=self.keep, top_p=self.top_p, scale=self.scale, seed=self.seed,
+                           layer=self.layer, max_new_tokens=answer_tokens, reader_prompt=reader_prompt)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.probe_config(answer_tokens=1)  # validates the probe settings now, not at the first example
+
+
+class XCompressEmbedCompressor(Summary):
+    """``xcompress-embed``: the reader answers from one summary vector (+ an SPS-chosen probe), not from text.
+
+    The pipeline calls :meth:`read_compressed` instead of its text reader. The
+    record's ``context_tokens_out`` is the summary's token count (the information
+    the vector stands for); ``details["reader_positions"]`` is what the reader
+    actually sees in place of the context (1 position, 2 with a probe).
+
+    >>> c = build_compressor("xcompress-embed", pool)                     # doctest: +SKIP
+    """
+
+    name = "xcompress-embed"
+    report_keys = ("probe_chosen",)  # fraction of questions where a probe candidate beat the bare summary
+
+    def __init__(self, compressor: Any, reader: Any, config: XCompressEmbedConfig | None = None) -> None:
+        super().__init__(compressor, config or XCompressEmbedConfig())
+        self.config: XCompressEmbedConfig
+        self.reader = reader
+        self._answerers: dict[tuple[int, str], XCompressEmbed] = {}
+
+    @classmethod
+    def from_pool(cls, pool: Any, **options: Any) -> "XCompressEmbedCompressor":
+        from readerfit.compress.xcompress import _make_config
+
+        config = _make_config(XCompressEmbedConfig, "xcompress-embed", options)
+        return cls(pool.lm(config.compressor, dtype=config.compressor_dtype), pool.lm(config.reader), config)
+
+    def answerer(self, *, answer_tokens: int, reader_prompt: str) -> XCompressEmbed:
+        key = (answer_tokens, reader_prompt)
+        if key not in self._answerers:  # one per pipeline setting: the SPS subspace is built once
+            cfg = self.config.probe_config(answer_tokens=answer_tokens, reader_prompt=reader_prompt)
+            shared = next(iter(self._answerers.values())).sps if self._answerers else None
+            self._answerers[key] = XCompressEmbed(self.reader, cfg, sps=shared)
+        return self._answerers[key]
+
+    def read_compressed(self, question: str, compression: Any, *, max_new_tokens: int,
+                        reader_prompt: str = READER_PROMPT) -> tuple[str, float, dict[str, Any]]:
+        """The answer from the summary's embedding sequence, its seconds, and details for the record."""
+        import time
+
+        start = time.perf_counter()
+        if not compression.text.strip():
+            raise InputError("xcompress-embed: the summary is empty, there is nothing to embed")
+        ans = self.answerer(answer_tokens=max_new_tokens, reader_prompt=reader_prompt).answer(question, compression.text)
+        sel = ans.selection
+        details = {"probe_chosen": float(sel.chosen != 0), "candidate_sps": sel.candidate_sps,
+                   "reader_positions": 1 + int(sel.chosen != 0)}
+        return ans.text, time.perf_counter() - start, details
