@@ -139,6 +139,7 @@ def test_cli_json_contract_and_resume(tiny_lm_dir, tmp_path, capsys):
         assert key in first["classifier"]
     assert {"hard", "random"} <= set(first["by_negative_type"])
     assert (out / "summary.json").is_file() and (out / "summary.md").is_file()
+    assert "| EXIT classifier |" in (out / "report.md").read_text() and (out / "report-roc.png").is_file()
     lines = (out / "records.jsonl").read_text().splitlines()
     assert main(args) == 0  # resumes: nothing rescored, same result
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -68,6 +68,7 @@ def test_evouna_cli_json_contract(tmp_path, capsys):
     for cell in result["cells"].values():
         assert set(cell) >= {"f1", "accuracy", "n"} and cell["accuracy"] == 0.5 and cell["n"] == 4
     assert (tmp_path / "o" / "summary.json").is_file() and (tmp_path / "o" / "predictions.jsonl").is_file()
+    assert "| FiD |" in (tmp_path / "o" / "report.md").read_text()
     code = main(["exp", "evouna", "--data", str(path), "--judge", "nosuch"])
     assert code == 2 and "registered" in capsys.readouterr().err
 
@@ -144,6 +145,7 @@ def test_seper_utility_end_to_end_resumes(tmp_path, capsys, tiny_lm_dir, monkeyp
                                       "delta_contains", "delta_ppl", "delta_entropy", "delta_semantic_entropy"}
     records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     assert len(records) == 3 and result["n_questions"] + result["n_dropped"] == 3
+    assert "| rank (|r|) |" in (out / "report.md").read_text()
     for r in records:
         if not r["dropped"]:
             assert set(r["conditions"]) == {"none", "gold", "random"}

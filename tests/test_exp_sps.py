@@ -47,6 +47,7 @@ def test_sps_correlation_cli_runs_resumes_and_plots(tiny_lm_dir, tiny_data, tmp_
     assert len(records) == 2 and all(len(r["summaries"]) == 3 and set(r["scores"]) == {"sps", "ppl", "longppl"}
                                       for r in records)
     assert (out / "accuracy_by_bin.png").stat().st_size > 1000 and (out / "summary.md").is_file()
+    assert "| sps |" in (out / "report.md").read_text() and (out / "report-accuracy-by-bin.png").is_file()
     # resume: a larger limit adds only the missing question, the first two are kept as they were
     assert main(argv[:-1] + ["3"]) == 0
     result3 = _last_json(capsys)
@@ -101,5 +102,6 @@ def test_calibrate_filter_cli(tiny_lm_dir, tiny_data, tmp_path, capsys, monkeypa
     assert result["sampled_fraction"] == pytest.approx(np.mean([r <= result["threshold"] for r in ratios]))
     cal = FilterCalibration.load(out / "filter.json")
     assert cal.threshold == result["threshold"] and cal.reader == str(tiny_lm_dir) and cal.max_new_tokens == 6
+    assert "calibrate-filter" in (out / "report.md").read_text() and (out / "report-ratios.png").is_file()
     assert main(["exp", "calibrate-filter", "--data", str(tiny_data), "--percentile", "130", "--out",
                  str(tmp_path / "x")]) == 2

@@ -65,10 +65,24 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON on the last line of stdout")
 
 
+def add_server_args(p: argparse.ArgumentParser) -> None:
+    """Where ``openai:<model>`` readers are served (vLLM, llama.cpp server, any OpenAI-compatible endpoint)."""
+    p.add_argument("--base-url", default=None,
+                   help="OpenAI-compatible server for --reader openai:<model>, e.g. http://127.0.0.1:8000/v1 "
+                        "(default: $OPENAI_BASE_URL)")
+    p.add_argument("--api-key", default=None,
+                   help="that server's API key (default: $OPENAI_API_KEY); never written to the output folder")
+
+
 def add_eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", required=True, help="dataset file (any supported format, optionally .gz) or hf:NAME[:CONFIG][:SPLIT]")
     p.add_argument("--format", default=None, help="dataset format (default: detected)")
     p.add_argument("--limit", type=positive_int, default=None, help="first N examples")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="shard the examples over Ray workers (pip install ray); no ADDRESS: a local Ray with "
+                        "2 CPUs, 'auto' or ray://HOST:PORT: a running cluster. Same records and resume as a local run")
+    p.add_argument("--ray-workers", type=positive_int, default=None,
+                   help="Ray workers, each loading the models once (default: one per CPU of the cluster)")
     add_pipeline_args(p)
 
 
@@ -87,7 +101,12 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seper", action="store_true", help="add ΔSePer of each context (vs none) to the records and table")
     p.add_argument("--judge", default="lexical", help="SePer judge: lexical | nli:<id or path> | lm:<model>")
     p.add_argument("--seper-n", type=positive_int, default=10, help="SePer samples per condition")
+    p.add_argument("--rerank", default=None, metavar="RERANKER",
+                   help="rerank the passages before compressing: cross-encoder:<id or path> | lm (the reader) | lm:<model>")
+    p.add_argument("--rerank-top", type=positive_int, default=None, metavar="K",
+                   help="keep the reranker's best K passages (default: all, reordered)")
     add_model_args(p)
+    add_server_args(p)
 
 
 def build_retriever_from_args(args: argparse.Namespace, pool: Any) -> Any:
@@ -107,11 +126,49 @@ def build_retriever_from_args(args: argparse.Namespace, pool: Any) -> Any:
     return build_retriever(args.retriever, load_corpus(args.corpus), embedder=embedder)
 
 
-def run_eval_command(args: argparse.Namespace, *, data_label: str) -> int:
-    from readerfit.compress import compressor_class
-    from readerfit.evaluate import build_pipelines, run_eval, summary_markdown, summarize
+def build_eval_pipelines(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    """The eval's pipelines (one per compressor, sharing models) and its record hook (or None).
+
+    Runs once in a local eval, and once in every worker of ``--ray``.
+    """
+    from readerfit.evaluate import build_pipelines
     from readerfit.models.pool import ModelPool
     from readerfit.pipeline import PipelineConfig
+
+    pool = ModelPool(device=args.device, dtype=args.dtype, openai_base_url=getattr(args, "base_url", None),
+                     openai_api_key=getattr(args, "api_key", None))
+    retriever = build_retriever_from_args(args, pool)
+    pipelines = build_pipelines(compressors=args.compressor, pool=pool, reader=args.reader, retriever=retriever,
+                                config=PipelineConfig(top_k=args.top_k, max_new_tokens=args.max_new_tokens,
+                                                      rerank_top=getattr(args, "rerank_top", None)),
+                                compressor_options=parse_options(args.option), reranker=getattr(args, "rerank", None))
+    record_hook = None
+    if getattr(args, "seper", False):
+        from readerfit.utility.seper import eval_record_hook
+
+        record_hook = eval_record_hook(pool=pool, judge=args.judge, n=args.seper_n)
+    return pipelines, record_hook
+
+
+def absolute_paths(args: argparse.Namespace) -> argparse.Namespace:
+    """A copy of ``args`` whose local file arguments (corpus, index, reader, judge paths) are absolute."""
+    out = argparse.Namespace(**vars(args))
+    for key in ("corpus", "index", "reader"):
+        value = getattr(out, key, None)
+        if isinstance(value, str) and Path(value).expanduser().exists():
+            setattr(out, key, str(Path(value).expanduser().resolve()))
+    for key in ("judge", "rerank"):  # KIND:PATH specs
+        spec = getattr(out, key, None)
+        if isinstance(spec, str) and ":" in spec:
+            kind, _, name = spec.partition(":")
+            if Path(name).expanduser().exists():
+                setattr(out, key, f"{kind}:{Path(name).expanduser().resolve()}")
+    return out
+
+
+def run_eval_command(args: argparse.Namespace, *, data_label: str) -> int:
+    from readerfit.compress import compressor_class
+    from readerfit.evaluate import run_eval, summary_markdown, summarize
 
     for name in args.compressor:
         compressor_class(name)  # unknown names fail before any model loads
@@ -119,6 +176,7 @@ def run_eval_command(args: argparse.Namespace, *, data_label: str) -> int:
     unknown = sorted(set(options) - set(args.compressor))
     if unknown:
         raise InputError(f"--option names compressors not being run: {', '.join(unknown)}")
+    rerank = check_rerank_args(args)
     examples = load_examples(args)
     settings = {
         "data": data_label, "format": args.format, "limit": args.limit, "retriever": args.retriever,
@@ -127,25 +185,56 @@ def run_eval_command(args: argparse.Namespace, *, data_label: str) -> int:
     }
     if getattr(args, "seper", False):  # only then, so earlier runs' settings (and folders) stay valid
         settings["seper"] = {"judge": args.judge, "n": args.seper_n}
+    if rerank:  # likewise only when set
+        settings["rerank"] = rerank
+    if getattr(args, "base_url", None):  # likewise; the API key is never part of the settings
+        settings["base_url"] = args.base_url
     out = Path(args.out) if args.out else default_out("eval", data_label, settings)
-    pool = ModelPool(device=args.device, dtype=args.dtype)
-    retriever = build_retriever_from_args(args, pool)
-    pipelines = build_pipelines(compressors=args.compressor, pool=pool, reader=args.reader, retriever=retriever,
-                                config=PipelineConfig(top_k=args.top_k, max_new_tokens=args.max_new_tokens),
-                                compressor_options=options)
     # settings exclude the compressor list so a rerun may add compressors to the same folder
-    record_hook = None
-    if getattr(args, "seper", False):
-        from readerfit.utility.seper import eval_record_hook
+    if getattr(args, "ray", None):
+        import functools
 
-        record_hook = eval_record_hook(pool=pool, judge=args.judge, n=args.seper_n)
-    result = run_eval(examples=examples, pipelines=pipelines, out=out, run_config=settings,
-                      progress=not args.no_progress, record_hook=record_hook)
+        from readerfit.distributed import RayConfig, run_eval_ray
+
+        ray_config = RayConfig(address=None if args.ray == "local" else args.ray, workers=args.ray_workers)
+        # the workers build the models; paths made absolute since a worker's directory is not ours
+        build = functools.partial(build_eval_pipelines, absolute_paths(args))
+        result = run_eval_ray(examples=examples, methods=args.compressor, build=build, out=out,
+                              run_config=settings, config=ray_config, progress=not args.no_progress)
+    else:
+        pipelines, record_hook = build_eval_pipelines(args)
+        result = run_eval(examples=examples, pipelines=pipelines, out=out, run_config=settings,
+                          progress=not args.no_progress, record_hook=record_hook)
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
     ids = {e.id for e in examples}
     table = summary_markdown(summarize([r for r in records if r["id"] in ids], args.compressor))
-    emit(result, f"{table}\n\nrecords and summary: {out}", as_json=args.json)
+    report = report_after_run(out)
+    emit(result, f"{table}\n\nrecords and summary: {out}" + (f"\nreport: {report}" if report else ""),
+         as_json=args.json)
     return 0
+
+
+def check_rerank_args(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The rerank settings of a run (None without --rerank); bad names fail before any model loads."""
+    spec, top = getattr(args, "rerank", None), getattr(args, "rerank_top", None)
+    if spec is None:
+        if top is not None:
+            raise InputError("--rerank-top needs --rerank (cross-encoder:<id or path> | lm | lm:<model>)")
+        return None
+    from readerfit.retrieve.rerank import RERANKERS
+
+    name = spec.partition(":")[0]
+    if name not in RERANKERS:
+        raise InputError(f"unknown reranker {name!r}; registered: {', '.join(sorted(RERANKERS))} "
+                         "(cross-encoder:<id or path>, lm, lm:<model>)")
+    return {"reranker": spec, "top": top}
+
+
+def report_after_run(out: Path) -> Path | None:
+    """Write ``out/report.md`` after a run; a failing report warns on stderr but never fails the run."""
+    from readerfit.report import report_after_run as write
+
+    return write(out)
 
 
 def load_examples(args: argparse.Namespace) -> list[Any]:
@@ -170,6 +259,7 @@ def add_demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reader", default="smollm2-135m")
     p.add_argument("--out", default=None)
     add_model_args(p)
+    add_server_args(p)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -220,7 +310,15 @@ COMMANDS: dict[str, tuple[str, Callable[..., None], Callable[[argparse.Namespace
     "train": ("build training data and train classifiers", add_registry_args("TRAINERS"), cmd_module),
     "seper": ("SePer of the reference answers without and with a context, and ΔSePer", lambda p: _seper_cli().add_args(p),
               lambda args: _seper_cli().run(args)),
+    "report": ("markdown report (tables + PNG plots) of an eval or exp output folder",
+               lambda p: _module("readerfit.report").add_args(p), lambda args: _module("readerfit.report").run(args)),
 }
+
+
+def _module(name: str) -> Any:
+    import importlib
+
+    return importlib.import_module(name)
 
 
 def _seper_cli() -> Any:

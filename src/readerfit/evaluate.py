@@ -6,11 +6,11 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from readerfit.io import RecordLog, check_run_config, markdown_table, write_atomic, write_json
 from readerfit.pipeline import PipelineConfig, RAGPipeline
-from readerfit.types import InputError, QAExample, ReaderfitError, Record
+from readerfit.types import BackendUnavailableError, InputError, QAExample, ReaderfitError, Record
 
 SUMMARY_KEYS = ("em", "f1", "contains", "context_tokens_in", "context_tokens", "kept_token_fraction",
                 "compress_s", "read_s", "total_s")
@@ -108,48 +108,90 @@ def run_eval(
     not fit the reader) are recorded as errors and excluded from the means.
     Returns the JSON summary (also written to ``out/summary.json`` and ``summary.md``).
     """
-    if not examples:
-        raise InputError("no examples to evaluate")
-    if not pipelines:
-        raise InputError("no compressors to evaluate")
-    ids = [e.id for e in examples]
-    if len(set(ids)) != len(ids):
-        raise InputError("example ids are not unique; resuming needs unique ids")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    if run_config is not None:
-        check_run_config(out, run_config)
-    log = RecordLog(out / "records.jsonl", key=("id", "method"))
     methods = list(pipelines)
+    out = Path(out)
+    log = open_eval_log(examples=examples, methods=methods, out=out, run_config=run_config)
     todo = sum(1 for e in examples for m in methods if not log.done((e.id, m)))
     bar = _progress(total=len(examples) * len(methods), initial=len(examples) * len(methods) - todo, enabled=progress)
-    any_pipeline = next(iter(pipelines.values()))
     for example in examples:
         pending = [m for m in methods if not log.done((example.id, m))]
         if not pending:
             continue
-        try:
-            passages, retrieve_s = any_pipeline.passages_for(example)
-        except ReaderfitError as err:
-            for m in pending:
-                log.append(_error_record(example, m, err).to_dict())
-                bar.update(1)
-            continue
-        for method in pending:
-            pipeline = pipelines[method]
-            try:
-                record = pipeline.run(example, passages=passages, retrieve_s=retrieve_s)
-                if record_hook is not None:
-                    record_hook(example, record, pipeline)
-            except ReaderfitError as err:
-                record = _error_record(example, method, err)
+        for record in eval_example(example, pipelines=pipelines, methods=pending, record_hook=record_hook):
             log.append(record.to_dict())
             if on_record:
                 on_record(record)
             bar.update(1)
     bar.close()
-    selected = {e.id for e in examples}
-    records = [r for r in log if r["id"] in selected and r["method"] in pipelines]
+    return write_summary(out=out, log=log, examples=examples, methods=methods)
+
+
+def open_eval_log(
+    *, examples: Sequence[QAExample], methods: Sequence[str], out: Path, run_config: dict[str, Any] | None
+) -> RecordLog:
+    """Check the inputs, create ``out`` (refusing one written with other settings) and open its records.
+
+    Shared by the local harness and :mod:`readerfit.distributed`, so both resume the same folders.
+    """
+    if not examples:
+        raise InputError("no examples to evaluate")
+    if not methods:
+        raise InputError("no compressors to evaluate")
+    ids = [e.id for e in examples]
+    if len(set(ids)) != len(ids):
+        raise InputError("example ids are not unique; resuming needs unique ids")
+    out.mkdir(parents=True, exist_ok=True)
+    if run_config is not None:
+        check_run_config(out, run_config)
+    return RecordLog(out / "records.jsonl", key=("id", "method"))
+
+
+def eval_example(
+    example: QAExample,
+    *,
+    pipelines: dict[str, RAGPipeline],
+    methods: Sequence[str],
+    record_hook: Callable[[QAExample, Record, RAGPipeline], None] | None = None,
+) -> Iterator[Record]:
+    """Yield one record per method for one example, sharing one retrieval between the methods.
+
+    Per-example :class:`ReaderfitError`\\ s become error records. A generator, so the
+    local harness writes each record as soon as it exists; Ray workers collect them.
+    A :class:`BackendUnavailableError` (a model server down, a remote model asked for
+    hidden states) is no example's fault: it propagates, stopping the run, and a rerun resumes.
+    """
+    any_pipeline = next(iter(pipelines.values()))
+    try:
+        passages, retrieve_s = any_pipeline.passages_for(example)
+    except BackendUnavailableError:
+        raise
+    except ReaderfitError as err:
+        for m in methods:
+            yield _error_record(example, m, err)
+        return
+    for method in methods:
+        pipeline = pipelines[method]
+        try:
+            record = pipeline.run(example, passages=passages, retrieve_s=retrieve_s)
+            if record_hook is not None:
+                record_hook(example, record, pipeline)
+        except BackendUnavailableError:
+            raise
+        except ReaderfitError as err:
+            record = _error_record(example, method, err)
+        yield record
+
+
+def write_summary(*, out: Path, log: RecordLog, examples: Sequence[QAExample], methods: Sequence[str]) -> dict[str, Any]:
+    """Summaries of this run's examples and methods, recomputed from the records and written to ``out``.
+
+    Records are taken in (example, method) order, not file order, so a run whose
+    records arrived in another order (resumed, or from Ray workers) gives the same means.
+    """
+    position = {e.id: i for i, e in enumerate(examples)}
+    method_pos = {m: i for i, m in enumerate(methods)}
+    records = sorted((r for r in log if r["id"] in position and r["method"] in method_pos),
+                     key=lambda r: (position[r["id"]], method_pos[r["method"]]))
     summary = summarize(records, methods)
     result = summary_json(summary, n=len(examples), out=out)
     write_json(out / "summary.json", result)
@@ -178,16 +220,26 @@ def build_pipelines(
     retriever: Any | None = None,
     config: PipelineConfig | None = None,
     compressor_options: dict[str, dict[str, Any]] | None = None,
+    reranker: str | None = None,
 ) -> dict[str, RAGPipeline]:
-    """One pipeline per compressor name, sharing the reader, retriever and models of ``pool``."""
+    """One pipeline per compressor name, sharing the reader, retriever, reranker and models of ``pool``.
+
+    ``reranker``: a spec for :func:`readerfit.retrieve.rerank.build_reranker` (``cross-encoder:<id or
+    path>``, ``lm``, ``lm:<model>``); one reranker serves every pipeline, so a question is reranked once.
+    """
     from readerfit.compress import build_compressor
 
     if len(set(compressors)) != len(compressors):
         raise InputError(f"compressor names repeat: {list(compressors)}")
     reader_lm = pool.lm(reader)
     options = compressor_options or {}
+    shared_reranker = None
+    if reranker is not None:
+        from readerfit.retrieve.rerank import build_reranker
+
+        shared_reranker = build_reranker(reranker, pool, reader=reader)
     return {
         name: RAGPipeline(reader=reader_lm, compressor=build_compressor(name, pool, **options.get(name, {})),
-                          retriever=retriever, config=config)
+                          retriever=retriever, config=config, reranker=shared_reranker)
         for name in compressors
     }

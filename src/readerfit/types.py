@@ -14,6 +14,14 @@ class ReaderfitError(Exception):
     """Base class of readerfit's user-facing errors (bad input, missing package...)."""
 
 
+class BackendUnavailableError(ReaderfitError):
+    """A model backend cannot serve this run: a server is down, rejects the key or model, or lacks a feature.
+
+    Not the example's fault, so harnesses stop on it instead of recording an error
+    for every remaining example; rerunning the same command resumes.
+    """
+
+
 class InputError(ReaderfitError, ValueError):
     """Bad input: the message says what was expected and what came."""
 

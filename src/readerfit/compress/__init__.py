@@ -19,7 +19,10 @@ COMPRESSORS: dict[str, str] = {
     "sentence-sim": "readerfit.compress.baselines:SentenceSimilarity",
     "summary": "readerfit.compress.xcompress:Summary",
     "xcompress": "readerfit.compress.xcompress:XCompress",
+    "xcompress-embed": "readerfit.compress.xcompress_embed:XCompressEmbedCompressor",
     "exit": "readerfit.compress.exit:ExitCompressor",
+    "longllmlingua": "readerfit.compress.longllmlingua:LongLLMLingua",
+    "selective-context": "readerfit.compress.selective_context:SelectiveContext",
 }
 
 

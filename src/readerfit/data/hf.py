@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from readerfit.data import loaders
-from readerfit.types import InputError, QAExample, ReaderfitError
+from readerfit.models.registry import MissingPackageError
+from readerfit.types import InputError, QAExample
 
 # default (config, split) of the Hub datasets whose rows we know how to map
 HUB_DEFAULTS: dict[str, tuple[str | None, str]] = {
@@ -22,6 +23,12 @@ HUB_DEFAULTS: dict[str, tuple[str | None, str]] = {
     "trivia_qa": ("rc.nocontext", "validation"),
 }
 SPLIT_NAMES = ("validation", "dev", "test", "train")
+# local copies of the same benchmarks (paths as in the README, beside the repository) to suggest when offline
+LOCAL_FILES: dict[str, str] = {
+    "hotpot_qa": "../shared/data/hotpotqa/rpt_dev.jsonl",
+    "nq_open": "../shared/data/nq/NQ-open.efficientqa.dev.jsonl",
+    "trivia_qa": "../shared/data/triviaqa/dev_questions.tsv",
+}
 
 
 def parse_hf_spec(spec: str) -> tuple[str, str | None, str | None]:
@@ -68,8 +75,8 @@ def _open(spec: str) -> Any:
     try:
         import datasets
     except ImportError as e:
-        raise ReaderfitError("hf: datasets need the `datasets` package: pip install datasets "
-                             "(or pip install 'readerfit[data]')") from e
+        raise MissingPackageError("hf: datasets need the `datasets` package: pip install datasets "
+                                  "(or pip install 'readerfit[data]')") from e
     name, config, split = parse_hf_spec(spec)
     if Path(name).expanduser().is_dir():
         try:
@@ -83,10 +90,16 @@ def _open(spec: str) -> Any:
     try:
         return datasets.load_dataset(name, config, split=split)
     except Exception as e:  # offline, unknown name, bad config: all end up here, with the cause kept
+        local = LOCAL_FILES.get(name.rsplit("/", 1)[-1], LOCAL_FILES["hotpot_qa"])
+        # datasets reports an unreachable Hub as ConnectionError (an OSError), after retrying for ~25 s
+        offline = isinstance(e, OSError) and not isinstance(e, FileNotFoundError)
+        hint = ("the Hugging Face Hub cannot be reached (offline?); " if offline else "") + (
+            f"use a local file with --data PATH instead (such as --data {local}; formats: readerfit, hotpotqa, "
+            "nq-ctxs, qa-jsonl, triviaqa-tsv, ...), a folder written by Dataset.save_to_disk as hf:DIR, "
+            "or set HF_HUB_OFFLINE=1 to read the datasets cache without retrying")
         raise InputError(
             f"{spec}: could not load Hugging Face dataset {name!r} (config={config!r}, split={split!r}): "
-            f"{type(e).__name__}: {e}. If you are offline, use local files with --data PATH "
-            "(for example --data ../shared/data/hotpotqa/rpt_dev.jsonl)"
+            f"{type(e).__name__}: {e}. {hint}"
         ) from e
 
 

@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from readerfit.data import load_dataset
     from readerfit.io import RecordLog, check_run_config, markdown_table, write_atomic
     from readerfit.models.pool import ModelPool
+    from readerfit.report import report_after_run
     from readerfit.types import InputError, ReaderfitError
 
     if not 0.0 <= args.percentile <= 100.0:
@@ -109,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
                                       ("sampled_fraction", "sampled", ".1%"), ("ratio_min", "min", ".5f"),
                                       ("ratio_median", "median", ".5f"), ("ratio_max", "max", ".5f")])
     write_atomic(out / "summary.md", table + "\n")
+    report_after_run(out)
     emit(result, f"{table}\n\nfilter file: {filter_file} (use --option xcompress.filter_file={filter_file})",
          as_json=args.json)
     return 0

@@ -162,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
     from readerfit.io import write_atomic, write_json
     from readerfit.models.judge import build_judge
     from readerfit.models.pool import ModelPool
+    from readerfit.report import report_after_run
 
     examples = load_dataset(args.data, format=args.format, limit=args.limit)
     judge = build_judge(args.judge, pool=ModelPool(device=args.device))
@@ -179,5 +180,6 @@ def run(args: argparse.Namespace) -> int:
                                       "counts": {x: asdict(c) for x, c in cells.items()}})
     write_atomic(out / "summary.md", table + "\n")
     write_atomic(out / "predictions.jsonl", "".join(json.dumps(p) + "\n" for p in predictions))
+    report_after_run(out)
     emit(result, f"{table}\n\n{n} items (improper skipped); results: {out}", as_json=args.json)
     return 0

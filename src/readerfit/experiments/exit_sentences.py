@@ -229,6 +229,7 @@ def run(args: argparse.Namespace) -> int:
     from readerfit.data import load_dataset
     from readerfit.io import RecordLog, check_run_config, write_atomic, write_json
     from readerfit.models.pool import ModelPool
+    from readerfit.report import report_after_run
 
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit must be >= 1, got {args.limit}")
@@ -264,5 +265,6 @@ def run(args: argparse.Namespace) -> int:
     table = summary_table(result)
     write_json(out / "summary.json", result)
     write_atomic(out / "summary.md", table + "\n")
-    emit(result, f"{table}\n\nrecords and summary: {out}", as_json=args.json)
+    report_after_run(out)
+    emit(result, f"{table}\n\nrecords, summary and report: {out}", as_json=args.json)
     return 0

@@ -163,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
     from readerfit.data import load_dataset
     from readerfit.io import RecordLog, check_run_config, write_atomic, write_json
     from readerfit.models.pool import ModelPool
+    from readerfit.report import report_after_run
     from readerfit.utility.seper import SePer
 
     examples = load_dataset(args.data, format=args.format)
@@ -205,6 +206,7 @@ def run(args: argparse.Namespace) -> int:
     table = summary_markdown(summary)
     write_json(out / "summary.json", {**summary, "settings": settings})
     write_atomic(out / "summary.md", table + "\n")
+    report_after_run(out)
     result = {"n_questions": summary["n_questions"], "pearson": summary["pearson"],
               "n_dropped": summary["n_dropped"], "out": str(out)}
     emit(result, f"{table}\n\nrecords and summary: {out}", as_json=args.json)

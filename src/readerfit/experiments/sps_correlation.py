@@ -239,6 +239,7 @@ def run(args: argparse.Namespace) -> int:
     from readerfit.data import load_dataset
     from readerfit.io import RecordLog, check_run_config, write_atomic, write_json
     from readerfit.models.pool import ModelPool
+    from readerfit.report import report_after_run
     from readerfit.score import build_scorer, registered_scorers
 
     unknown = sorted(set(args.scorers) - set(registered_scorers()))
@@ -324,5 +325,6 @@ def run(args: argparse.Namespace) -> int:
     table = summary_table(result)
     write_json(out / "summary.json", result)
     write_atomic(out / "summary.md", table + "\n")
-    emit(json.loads(json.dumps(result, default=str)), f"{table}\n\nrecords, summary and plot: {out}", as_json=args.json)
+    report_after_run(out)
+    emit(json.loads(json.dumps(result, default=str)), f"{table}\n\nrecords, summary, plot and report: {out}", as_json=args.json)
     return 0

@@ -6,7 +6,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import torch
 
-from readerfit.types import CandidateProbs, Generation
+from readerfit.types import BackendUnavailableError, CandidateProbs, Generation
 
 Prompt = str | list[dict[str, str]]
 """A prompt is either raw text or chat messages ([{"role": "user", "content": ...}])."""
@@ -62,5 +62,9 @@ class LanguageModel(Protocol):
         ...
 
 
-class LocalModelRequired(NotImplementedError):
-    """A backend that cannot expose model internals (a remote server) was asked for them."""
+class LocalModelRequired(BackendUnavailableError, NotImplementedError):
+    """A backend that cannot expose model internals (a remote server) was asked for them.
+
+    A configuration error, not an example's: harnesses stop on it (a :class:`BackendUnavailableError`)
+    rather than record it per example.
+    """

@@ -1,0 +1,1 @@
+"""Test helpers that ship with the package (a stub OpenAI-compatible server)."""

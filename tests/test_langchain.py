@@ -1,0 +1,143 @@
+"""LangChain adapter: Documents ↔ Passages, per-document and combined outputs, a toy retriever, install hint."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import pytest
+
+from readerfit.models.registry import MissingPackageError
+from readerfit.types import Compression, InputError, Passage
+
+
+def test_missing_langchain_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "langchain_core", None)
+    monkeypatch.setitem(sys.modules, "langchain_core.documents", None)
+    monkeypatch.delitem(sys.modules, "readerfit.integrations.langchain", raising=False)
+    with pytest.raises(MissingPackageError, match=r"langchain-core.*readerfit\[langchain\]"):
+        importlib.import_module("readerfit.integrations.langchain")
+
+
+pytest.importorskip("langchain_core", reason="langchain-core is not installed (pip install 'readerfit[langchain]')")
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun  # noqa: E402
+from langchain_core.documents import BaseDocumentCompressor, Document  # noqa: E402
+from langchain_core.retrievers import BaseRetriever  # noqa: E402
+
+from readerfit.integrations.langchain import ReaderfitCompressor  # noqa: E402
+
+DOCS = [
+    Document(page_content="Halvik is a town. The Halvik Glassworks was founded in 1887.",
+             metadata={"title": "Halvik", "source": "wiki/1"}, id="d1"),
+    Document(page_content="   ", metadata={"title": "Empty"}),
+    Document(page_content="Ossel makes bottles. It went bankrupt.", metadata={"title": "Ossel"}),
+    Document(page_content="Marta Velez founded the Halvik Glassworks. She was a chemist.",
+             metadata={"title": "Marta Velez", "source": "wiki/3"}),
+]
+
+
+class KeywordSentences:
+    """A toy extractive readerfit compressor: keeps sentences sharing a word with the question."""
+
+    name = "keyword"
+
+    def compress(self, question: str, passages: Sequence[Passage]) -> Compression:
+        start = time.perf_counter()
+        words = {w.strip("?.").lower() for w in question.split()}
+        units, owners = [], []
+        for i, p in enumerate(passages):
+            for sentence in p.text.split(". "):
+                units.append(sentence.strip().rstrip(".") + ".")
+                owners.append(i)
+        scores = [float(len(words & {w.strip(".").lower() for w in u.split()})) for u in units]
+        kept = [k for k, s in enumerate(scores) if s >= 2]
+        return Compression(text=" ".join(units[k] for k in kept), units=units, scores=scores, kept=kept,
+                           seconds=time.perf_counter() - start, details={"passage_of_unit": owners})
+
+
+class ToyRetriever(BaseRetriever):
+    docs: list[Document]
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        return list(self.docs)
+
+
+def contextual_compression_retriever() -> Any:
+    """ContextualCompressionRetriever lives in langchain-classic (langchain >= 1) or langchain < 1."""
+    for module in ("langchain_classic.retrievers", "langchain.retrievers"):
+        try:
+            return importlib.import_module(module).ContextualCompressionRetriever
+        except (ImportError, AttributeError):
+            continue
+    pytest.skip("ContextualCompressionRetriever needs langchain-classic (or langchain < 1)")
+
+
+def test_extractive_compressor_gives_one_document_per_source() -> None:
+    compressor = ReaderfitCompressor(KeywordSentences())
+    assert isinstance(compressor, BaseDocumentCompressor)
+    out = compressor.compress_documents(DOCS, "who founded the Halvik Glassworks?")
+    assert [d.page_content for d in out] == ["The Halvik Glassworks was founded in 1887.",
+                                             "Marta Velez founded the Halvik Glassworks."]
+    first, second = out
+    assert first.id == "d1" and first.metadata["source"] == "wiki/1" and first.metadata["title"] == "Halvik"
+    info = first.metadata["readerfit"]
+    assert info["compressor"] == "keyword" and info["kept"] == [1] and info["sentences"] == 2
+    assert info["scores"][1] >= 2 > info["scores"][0]
+    assert info["kept_fraction"] == pytest.approx(7 / 11)  # words kept / words of the document
+    assert second.metadata["source"] == "wiki/3" and second.metadata["readerfit"]["kept"] == [0]
+    assert DOCS[0].page_content.startswith("Halvik is a town")  # inputs untouched
+
+
+def test_none_by_name_gives_one_combined_document() -> None:
+    compressor = ReaderfitCompressor("none")
+    (doc,) = compressor.compress_documents(DOCS, "who founded it?")
+    assert doc.page_content.startswith("Halvik\nHalvik is a town.") and "Marta Velez\nMarta" in doc.page_content
+    info = doc.metadata["readerfit"]
+    assert info["compressor"] == "none" and info["kept"] == [0, 1, 2] and info["kept_fraction"] == 1.0
+    assert info["sources"] == ["d1", "2", "3"] and info["titles"] == ["Halvik", "Ossel", "Marta Velez"]
+    assert ReaderfitCompressor("none", count_tokens=len).compress_documents(DOCS[:1], "q")[0] \
+        .metadata["readerfit"]["kept_fraction"] == 1.0
+
+
+def test_empty_inputs_and_bad_arguments() -> None:
+    compressor = ReaderfitCompressor(KeywordSentences())
+    assert compressor.compress_documents([], "who?") == []
+    assert compressor.compress_documents([Document(page_content=" ")], "who?") == []
+    assert compressor.compress_documents(DOCS, "unrelated words") == []  # nothing kept
+    with pytest.raises(InputError, match="unknown compressor"):
+        ReaderfitCompressor("zip")
+    with pytest.raises(TypeError, match="compressor name or an object"):
+        ReaderfitCompressor(42)
+    with pytest.raises(TypeError, match="options apply"):
+        ReaderfitCompressor(KeywordSentences(), options={"top_n": 2})
+    with pytest.raises(InputError, match="non-empty question"):
+        ReaderfitCompressor("none").compress_documents(DOCS, " ")
+
+
+def test_contextual_compression_retriever_with_toy_retriever() -> None:
+    ContextualCompressionRetriever = contextual_compression_retriever()
+    retriever = ContextualCompressionRetriever(base_compressor=ReaderfitCompressor(KeywordSentences()),
+                                               base_retriever=ToyRetriever(docs=DOCS))
+    out = retriever.invoke("who founded the Halvik Glassworks?")
+    assert [d.metadata["title"] for d in out] == ["Halvik", "Marta Velez"]
+    assert all("readerfit" in d.metadata for d in out)
+
+
+def test_exit_by_name_in_a_retriever(tiny_lm_dir: Path) -> None:
+    """``ReaderfitCompressor("exit", ...)`` built from the registry (tiny random classifier, threshold 0: keep all)."""
+    ContextualCompressionRetriever = contextual_compression_retriever()
+    from readerfit.models.pool import ModelPool
+
+    compressor = ReaderfitCompressor("exit", pool=ModelPool(device="cpu"),
+                                     options={"classifier": str(tiny_lm_dir), "splitter": "regex", "threshold": 0.0})
+    retriever = ContextualCompressionRetriever(base_compressor=compressor, base_retriever=ToyRetriever(docs=DOCS))
+    out = retriever.invoke("Who founded the Halvik Glassworks?")
+    assert [d.metadata["title"] for d in out] == ["Halvik", "Ossel", "Marta Velez"]
+    for doc in out:
+        info = doc.metadata["readerfit"]
+        assert info["compressor"] == "exit" and len(info["scores"]) == info["sentences"] == len(info["kept"])
+        assert all(0.0 <= s <= 1.0 for s in info["scores"]) and info["kept_fraction"] == pytest.approx(1.0)

@@ -1,0 +1,127 @@
+"""``longllmlingua``: the llmlingua adapter (fake and real PromptCompressor), its settings and install hint."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from readerfit.compress import build_compressor, registered_compressors
+from readerfit.compress.longllmlingua import LongLLMLingua, LongLLMLinguaConfig, load_prompt_compressor
+from readerfit.models.pool import ModelPool
+from readerfit.models.registry import MissingPackageError
+from readerfit.types import InputError, Passage
+
+PASSAGES = [
+    Passage("The Ossel Green Glass Company made green bottles.", title="Ossel"),
+    Passage("   "),  # empty: dropped before llmlingua sees it
+    Passage("Halvik Glassworks was founded in 1887 by Marta Velez.", title="Halvik Glassworks"),
+]
+
+
+class FakePromptCompressor:
+    """Speaks llmlingua's compress_prompt; ranks passage 1 first and keeps only it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[str], dict[str, Any]]] = []
+        self.last_ranking = self.last_used = None
+
+    def compress_prompt(self, context: list[str], **kwargs: Any) -> dict[str, Any]:
+        self.calls.append((context, kwargs))
+        self.last_ranking, self.last_used = [(1, 2.5), (0, 9.0)], [1]
+        return {"compressed_prompt": " Halvik Glassworks\nfounded 1887 Marta Velez \n", "origin_tokens": 40,
+                "compressed_tokens": 9}
+
+
+def test_registered() -> None:
+    assert "longllmlingua" in registered_compressors()
+
+
+def test_adapter_maps_passages_and_settings() -> None:
+    fake = FakePromptCompressor()
+    c = LongLLMLingua(fake, LongLLMLinguaConfig(rate=0.4))
+    out = c.compress("When was Halvik Glassworks founded?", PASSAGES)
+    (context, kwargs), = fake.calls
+    assert context == ["Ossel\nThe Ossel Green Glass Company made green bottles.",
+                       "Halvik Glassworks\nHalvik Glassworks was founded in 1887 by Marta Velez."]
+    assert kwargs["question"] == "When was Halvik Glassworks founded?" and kwargs["instruction"] == ""
+    assert kwargs["rate"] == 0.4 and kwargs["rank_method"] == "longllmlingua"
+    assert kwargs["condition_in_question"] == "after_condition" and kwargs["reorder_context"] == "sort"
+    assert kwargs["dynamic_context_compression_ratio"] == 0.3 and kwargs["condition_compare"] is True
+    assert kwargs["context_budget"] == "+100" and kwargs["concate_question"] is False
+    assert out.text == "Halvik Glassworks\nfounded 1887 Marta Velez"
+    assert out.units == context and out.kept == [1] and out.scores == [9.0, 2.5]
+    assert (out.tokens_in, out.tokens_out) == (40, 9)  # no tokenizer on the fake: llmlingua's counts
+    assert out.details["target_rate"] == 0.4 and out.details["rate"] == pytest.approx(9 / 40)
+    assert out.seconds >= 0
+
+
+def test_bad_inputs_and_settings() -> None:
+    c = LongLLMLingua(FakePromptCompressor())
+    with pytest.raises(InputError, match="non-empty question"):
+        c.compress(" ", PASSAGES)
+    with pytest.raises(InputError, match="passages are empty"):
+        c.compress("Who?", [Passage(" ")])
+    with pytest.raises(InputError, match="rate"):
+        LongLLMLinguaConfig(rate=0)
+    with pytest.raises(InputError, match="context_budget"):  # llmlingua eval()s it: only '+N'-like strings pass
+        LongLLMLinguaConfig(context_budget="+100 if __import__('os') else 0")
+    with pytest.raises(TypeError):
+        build_compressor("longllmlingua", ModelPool(device="cpu"), no_such_option=1)
+
+
+def test_missing_llmlingua_gives_install_hint(monkeypatch: pytest.MonkeyPatch, tiny_lm_dir: Path) -> None:
+    monkeypatch.setitem(sys.modules, "llmlingua", None)  # `from llmlingua import ...` raises ImportError
+    with pytest.raises(MissingPackageError, match=r"pip install llmlingua .*readerfit\[llmlingua\]"):
+        load_prompt_compressor(str(tiny_lm_dir))
+    with pytest.raises(MissingPackageError, match="llmlingua"):
+        build_compressor("longllmlingua", ModelPool(device="cpu"), model=str(tiny_lm_dir))
+
+
+def test_from_pool_passes_the_models_local_directory(monkeypatch: pytest.MonkeyPatch, tiny_lm_dir: Path) -> None:
+    import readerfit.compress.longllmlingua as mod
+
+    seen: dict[str, Any] = {}
+
+    def fake_load(model_dir: str, *, device: str = "cpu", dtype: Any = None) -> FakePromptCompressor:
+        seen.update(model_dir=model_dir, device=device, dtype=dtype)
+        return FakePromptCompressor()
+
+    monkeypatch.setattr(mod, "load_prompt_compressor", fake_load)
+    c = build_compressor("longllmlingua", ModelPool(device="cpu"), model=str(tiny_lm_dir), rate=0.3)
+    assert seen == {"model_dir": str(tiny_lm_dir), "device": "cpu", "dtype": None} and c.config.rate == 0.3
+    # the packaged GGUF model goes through its safetensors cache directory
+    monkeypatch.setattr("readerfit.models.hf.converted_gguf_dir", lambda spec: Path("/cache/smollm2"))
+    monkeypatch.setattr("readerfit.models.registry.ModelSpec.path", lambda self: "/pkg")
+    build_compressor("longllmlingua", ModelPool(device="cpu"))
+    assert seen["model_dir"] == "/cache/smollm2"
+
+
+def test_real_llmlingua_on_a_tiny_model(tiny_lm_dir: Path) -> None:
+    pytest.importorskip("llmlingua", reason="llmlingua is not installed (pip install 'readerfit[llmlingua]')")
+    c = build_compressor("longllmlingua", ModelPool(device="cpu"), model=str(tiny_lm_dir), rate=0.5)
+    passages = [Passage(f"Passage {i} says the club was founded in {1880 + i} by someone in town. " * 3,
+                        title=f"T{i}") for i in range(4)]
+    out = c.compress("When was the club founded?", passages)
+    assert out.text and out.tokens_out < out.tokens_in
+    assert out.scores is not None and len(out.scores) == 4
+    assert out.kept and len(set(out.kept)) == len(out.kept) and set(out.kept) <= set(range(4))
+    # reorder_context="sort": kept passages in rank order (lowest question perplexity first)
+    assert out.kept == sorted(out.kept, key=lambda i: out.scores[i])
+    assert c.compressor.context_idxs == []  # llmlingua's per-call list does not grow
+
+
+@pytest.mark.model
+def test_real_llmlingua_with_smollm2_in_the_pipeline(smollm) -> None:
+    pytest.importorskip("llmlingua", reason="llmlingua is not installed (pip install 'readerfit[llmlingua]')")
+    from readerfit.data import demo_path, load_dataset
+    from readerfit.pipeline import RAGPipeline
+
+    pool = ModelPool(device="cpu")
+    example = load_dataset(str(demo_path()), limit=1)[0]
+    pipe = RAGPipeline(reader=smollm, compressor=build_compressor("longllmlingua", pool))
+    record = pipe.run(example)
+    assert record.method == "longllmlingua" and record.prediction
+    assert 0 < record.context_tokens_out < record.context_tokens_in
