@@ -174,18 +174,9 @@ def split_to_fit(sentence: str, fits: Callable[[str], bool]) -> list[str]:
     >>> split_to_fit("a b c d e", lambda t: len(t.split()) <= 2)
     ['a b', 'c d', 'e']
     """
-    pieces: list[str] = []
-    current: list[str] = []
-    for word in sentence.split():
-        if current and not fits(" ".join(current + [word])):
-            pieces.append(" ".join(current))
-            current = []
-        if not current and not fits(word):
-            raise ContextLengthError(f"a single word ({word[:40]!r}...) does not fit the classifier's limit")
-        current.append(word)
-    if current:
-        pieces.append(" ".join(current))
-    return pieces
+    from readerfit.text.split import word_runs
+
+    return word_runs(sentence, fits, what="the classifier")
 
 
 @dataclass

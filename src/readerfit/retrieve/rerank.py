@@ -124,19 +124,9 @@ class RerankerBase:
 
     def _word_runs(self, text: str, fits: Callable[[str], bool]) -> list[str]:
         """``text`` as consecutive word runs that each fit (one run when the whole text fits)."""
-        if fits(text):
-            return [text]
-        runs: list[str] = []
-        run: list[str] = []
-        for word in text.split():
-            if run and not fits(" ".join(run + [word])):
-                runs.append(" ".join(run))
-                run = []
-            run.append(word)
-            if not fits(" ".join(run)):
-                raise InputError(f"reranker {self.name!r}: one word is too long for its input: {word[:60]!r}")
-        runs.append(" ".join(run))
-        return runs
+        from readerfit.text.split import word_runs
+
+        return [text] if fits(text) else word_runs(text, fits, what=f"reranker {self.name!r}")
 
 
 class CrossEncoderReranker(RerankerBase):

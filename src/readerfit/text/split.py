@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Callable
 
 from readerfit.models.registry import MissingPackageError
-from readerfit.types import InputError
+from readerfit.types import ContextLengthError, InputError
 
 Splitter = Callable[[str], list[str]]
 
@@ -112,3 +112,26 @@ def split_sentences(text: str, *, splitter: str = "spacy") -> list[str]:
     if not isinstance(text, str):
         raise InputError(f"expected a string to split, got {type(text).__name__}")
     return get_splitter(splitter)(text)
+
+
+def word_runs(text: str, fits: Callable[[str], bool], *, what: str = "the model") -> list[str]:
+    """``text`` as consecutive word runs, each as long as ``fits`` allows: chunked, never truncated.
+
+    Used where a text must be scored by a model with a length limit (EXIT, rerankers).
+    A single word that does not fit is a :class:`ContextLengthError` naming ``what``.
+
+    >>> word_runs("a b c d e", lambda t: len(t.split()) <= 2)
+    ['a b', 'c d', 'e']
+    """
+    runs: list[str] = []
+    current: list[str] = []
+    for word in text.split():
+        if current and not fits(" ".join(current + [word])):
+            runs.append(" ".join(current))
+            current = []
+        if not current and not fits(word):
+            raise ContextLengthError(f"a single word ({word[:40]!r}...) does not fit {what}'s input limit")
+        current.append(word)
+    if current:
+        runs.append(" ".join(current))
+    return runs
