@@ -208,6 +208,8 @@ def run_eval_command(args: argparse.Namespace, *, data_label: str) -> int:
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
     ids = {e.id for e in examples}
     table = summary_markdown(summarize([r for r in records if r["id"] in ids], args.compressor))
+    from readerfit.report import report_after_run  # warns on stderr, never fails the run
+
     report = report_after_run(out)
     emit(result, f"{table}\n\nrecords and summary: {out}" + (f"\nreport: {report}" if report else ""),
          as_json=args.json)
@@ -228,13 +230,6 @@ def check_rerank_args(args: argparse.Namespace) -> dict[str, Any] | None:
         raise InputError(f"unknown reranker {name!r}; registered: {', '.join(sorted(RERANKERS))} "
                          "(cross-encoder:<id or path>, lm, lm:<model>)")
     return {"reranker": spec, "top": top}
-
-
-def report_after_run(out: Path) -> Path | None:
-    """Write ``out/report.md`` after a run; a failing report warns on stderr but never fails the run."""
-    from readerfit.report import report_after_run as write
-
-    return write(out)
 
 
 def load_examples(args: argparse.Namespace) -> list[Any]:
@@ -308,8 +303,8 @@ COMMANDS: dict[str, tuple[str, Callable[..., None], Callable[[argparse.Namespace
     "demo": ("the eval on the shipped demo set with the default models", add_demo_args, cmd_demo),
     "exp": ("run one of the papers' experiment protocols", add_registry_args("EXPERIMENTS"), cmd_module),
     "train": ("build training data and train classifiers", add_registry_args("TRAINERS"), cmd_module),
-    "seper": ("SePer of the reference answers without and with a context, and ΔSePer", lambda p: _seper_cli().add_args(p),
-              lambda args: _seper_cli().run(args)),
+    "seper": ("SePer of the reference answers without and with a context, and ΔSePer", lambda p: _module("readerfit.utility.cli_seper").add_args(p),
+              lambda args: _module("readerfit.utility.cli_seper").run(args)),
     "report": ("markdown report (tables + PNG plots) of an eval or exp output folder",
                lambda p: _module("readerfit.report").add_args(p), lambda args: _module("readerfit.report").run(args)),
 }
@@ -319,12 +314,6 @@ def _module(name: str) -> Any:
     import importlib
 
     return importlib.import_module(name)
-
-
-def _seper_cli() -> Any:
-    import importlib
-
-    return importlib.import_module("readerfit.utility.cli_seper")
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
