@@ -20,11 +20,11 @@ def test_demo_runs_and_resumes(capsys, tmp_path):
     out = tmp_path / "demo"
     assert main(["demo", "--limit", "3", "--out", str(out), "--no-progress", "--json"]) == 0
     first = last_json(capsys.readouterr().out)
-    assert first["n"] == 3 and set(first["methods"]) == {"none", "sentence-sim"}
-    none, sim = first["methods"]["none"], first["methods"]["sentence-sim"]
+    assert first["n"] == 3 and set(first["methods"]) == {"none", "sentence-sim", "exit"}
+    none, sim, exit_ = (first["methods"][m] for m in ("none", "sentence-sim", "exit"))
     assert none["kept_token_fraction"] == pytest.approx(1.0)
-    assert sim["context_tokens"] < none["context_tokens"]
-    for m in (none, sim):
+    assert sim["context_tokens"] < none["context_tokens"] and exit_["context_tokens"] < none["context_tokens"]
+    for m in (none, sim, exit_):
         assert 0.0 <= m["contains"] <= 1.0 and m["read_s"] > 0
     # everything is recorded: a rerun does no work and reports the same summary
     assert main(["demo", "--limit", "3", "--out", str(out), "--no-progress", "--json"]) == 0

@@ -250,7 +250,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def add_demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=positive_int, default=None)
-    p.add_argument("--compressor", nargs="+", default=["none", "sentence-sim"])
+    p.add_argument("--compressor", nargs="+", default=["none", "sentence-sim", "exit"])
     p.add_argument("--reader", default="smollm2-135m")
     p.add_argument("--out", default=None)
     add_model_args(p)
