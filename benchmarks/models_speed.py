@@ -14,7 +14,6 @@ import json
 import os
 import tempfile
 import time
-from pathlib import Path
 
 
 def timed_load(name: str, dtype: str) -> tuple[object, float]:
@@ -35,6 +34,7 @@ def main() -> None:
 
     from readerfit.compress.baselines import RawPassages
     from readerfit.data import load_demo
+    from readerfit.io import write_json
     from readerfit.pipeline import PipelineConfig, RAGPipeline
 
     results: dict[str, float] = {}
@@ -71,8 +71,7 @@ def main() -> None:
           f"fp32/bf16 reading: {results['read_s_per_question_float32'] / results['read_s_per_question_bfloat16']:.2f}x; "
           f"contains fp32 {results['contains_float32']:.2f} vs bf16 {results['contains_bfloat16']:.2f} "
           f"on {len(examples)} demo questions, {results['context_tokens_float32']:.0f} context tokens")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    write_json(args.out, results)
     if args.json:
         print(json.dumps(results))
 

@@ -56,6 +56,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
+    from readerfit.io import write_json
     from readerfit.models.judge import LexicalJudge, LMJudge
     from readerfit.models.pool import ModelPool
     from readerfit.utility.seper import SePer, SePerConfig, judge_pairs
@@ -171,8 +172,7 @@ def main() -> None:
           f"{results['ratio_repeat_lm_judge_nodedup_over_dedup']:.2f}x "
           f"({results['repeat_lm_pairs']} pairs, {results['repeat_lm_unique']} unique); on the real samples "
           f"{results['real_unique_pair_fraction']:.0%} of the pairs are unique")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    write_json(args.out, results)
     if args.json:
         print(json.dumps(results))
     sys.stdout.flush()

@@ -65,6 +65,13 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON on the last line of stdout")
 
 
+def add_experiment_args(p: argparse.ArgumentParser) -> None:
+    """What every model-running ``readerfit exp`` command takes besides its own options."""
+    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (1 is fastest on a busy machine)")
+    p.add_argument("--out", default=None, help="output folder (default: runs/<kind>-<data>-<settings hash>); reruns resume")
+    add_model_args(p)
+
+
 def add_server_args(p: argparse.ArgumentParser) -> None:
     """Where ``openai:<model>`` readers are served (vLLM, llama.cpp server, any OpenAI-compatible endpoint)."""
     p.add_argument("--base-url", default=None,

@@ -227,12 +227,13 @@ class XCompressEmbedConfig(SummaryConfig):
     embedding sequence. Probe settings as :class:`ProbeConfig`; ``max_new_tokens`` is the summary's."""
 
     reader: str = "smollm2-135m"
-    n_probes: int = 8
-    keep: int = 3
-    top_p: int = 10
-    scale: float = 1.0
-    seed: int = 0
-    layer: int = -2
+    # the probe settings, their defaults taken from ProbeConfig (one source for them)
+    n_probes: int = ProbeConfig.n_probes
+    keep: int = ProbeConfig.keep
+    top_p: int = ProbeConfig.top_p
+    scale: float = ProbeConfig.scale
+    seed: int = ProbeConfig.seed
+    layer: int = ProbeConfig.layer
 
     def probe_config(self, *, answer_tokens: int, reader_prompt: str = READER_PROMPT) -> ProbeConfig:
         return ProbeConfig(n_probes=self.n_probes, keep=self.keep, top_p=self.top_p, scale=self.scale, seed=self.seed,

@@ -27,7 +27,7 @@ from pathlib import Path
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    from readerfit.cli import positive_int
+    from readerfit.cli import add_experiment_args, positive_int
 
     p.add_argument("--data", required=True, help="validation QA data with passages (not the evaluation split)")
     p.add_argument("--format", default=None)
@@ -39,12 +39,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layer", type=int, default=-2)
     p.add_argument("--max-new-tokens", type=positive_int, default=256, help="as the xcompress compressor will use")
     p.add_argument("--filter-file", default=None, help="where to save the threshold (default OUT/filter.json)")
-    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
-    p.add_argument("--out", default=None)
-    p.add_argument("--device", default=None)
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--json", action="store_true")
+    add_experiment_args(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -203,6 +203,8 @@ def summary_table(result: dict[str, Any]) -> str:
 
 # ----- CLI ----------------------------------------------------------------------------------------
 def add_args(p: argparse.ArgumentParser) -> None:
+    from readerfit.cli import add_experiment_args
+
     p.add_argument("--data", required=True, help="HotpotQA-style file with supporting facts")
     p.add_argument("--format", default=None)
     p.add_argument("--limit", type=int, default=None, help="first N questions")
@@ -213,12 +215,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=None)
     p.add_argument("--baseline", default="minilm", help="embedder of the cosine baseline ('none' to skip)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random-negative paragraphs")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    p.add_argument("--out", default=None)
-    p.add_argument("--device", default=None)
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--json", action="store_true")
+    add_experiment_args(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -195,7 +195,7 @@ def plot_bins(result: dict[str, Any], path: Path) -> Path | None:
 
 # ----- CLI --------------------------------------------------------------------------------------
 def add_args(p: argparse.ArgumentParser) -> None:
-    from readerfit.cli import positive_int
+    from readerfit.cli import add_experiment_args, positive_int
 
     p.add_argument("--data", required=True, help="QA data with passages (e.g. HotpotQA distractor JSONL)")
     p.add_argument("--format", default=None)
@@ -222,12 +222,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--correct", default="contains", choices=["em", "f1", "contains"],
                    help="what counts as a correct summary for the AUROC")
     p.add_argument("--reuse", default=None, metavar="DIR", help="rescore the summaries and answers of an earlier run")
-    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (1 is fastest on a busy machine)")
-    p.add_argument("--out", default=None)
-    p.add_argument("--device", default=None)
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--json", action="store_true")
+    add_experiment_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
