@@ -94,15 +94,16 @@ class ExitConfig:
     directory or HF id) used with the paper's prompt, optionally with a LoRA
     ``adapter`` directory. ``threshold`` is τ. ``max_tokens`` caps the
     classifier input length (None: the classifier's context). ``dtype`` None
-    takes the model pool's. ``cache_prefix`` False scores one sentence per
-    forward pass (the slow reference).
+    takes the model pool's. ``batch_size`` is sentences per forward pass.
+    ``cache_prefix`` False scores one sentence per forward pass (the slow
+    reference).
     """
 
     classifier: str = "default"
     adapter: str | None = None
     threshold: float = 0.5
     splitter: str = "spacy"
-    batch_size: int = 8
+    batch_size: int = 16
     max_tokens: int | None = None
     dtype: str | None = None
     cache_prefix: bool = True
@@ -314,7 +315,7 @@ class LMSentenceClassifier:
     >>> clf.score("Who wrote it?", [("Book", ["Anna wrote it.", "It sold well."])])[0].scores  # doctest: +SKIP
     """
 
-    def __init__(self, lm: Any, *, batch_size: int = 8, max_tokens: int | None = None, cache_prefix: bool = True,
+    def __init__(self, lm: Any, *, batch_size: int = 16, max_tokens: int | None = None, cache_prefix: bool = True,
                  name: str | None = None) -> None:
         self.lm = lm
         self.name = name or str(getattr(lm, "name", "lm"))
@@ -366,7 +367,7 @@ class LMSentenceClassifier:
         plans = [(len(sentences), plan_passage(title, [x.strip() for x in sentences], fits)) for title, sentences in groups]
         out: list[GroupScores] = []
         with torch.inference_mode():
-            head_kv = self._encode_prefix(q_ids, None) if self.cache_prefix else None
+            head_kv = self._encode_prefix(q_ids) if self.cache_prefix else None
             for n, plan in plans:
                 job_scores = []
                 for context, items in plan.jobs.items():
@@ -390,47 +391,59 @@ class LMSentenceClassifier:
         logits = self.lm.model(input_ids=x).logits[:, -1, :]
         return self.relevance(logits)[0]
 
-    def _encode_prefix(self, ids: list[int], past: list[tuple[torch.Tensor, torch.Tensor]] | None) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Key/values of ``ids`` (after ``past``), as per-layer tensors of batch 1."""
-        start = past[0][0].shape[-2] if past else 0
-        cache = _make_cache(past, 1, self.lm.model.config) if past else _make_cache([], 1, self.lm.model.config)
+    def _encode_prefix(self, ids: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Key/values of ``ids`` from position 0, as per-layer tensors of batch 1."""
+        cache = _make_cache([], 1, self.lm.model.config)
         x = torch.tensor([ids], device=self.lm.device)
-        positions = torch.arange(start, start + len(ids), device=self.lm.device).unsqueeze(0)
-        self._forward(input_ids=x, position_ids=positions, past_key_values=cache, use_cache=True)
+        self._forward(input_ids=x, use_cache=True, past_key_values=cache)
         return [(k, v) for k, v in _cache_layers(cache)]
 
     def _score_cached(self, q_ids: list[int], p_ids: list[int], suffixes: list[list[int]],
-                      head_kv: list[tuple[torch.Tensor, torch.Tensor]] | None) -> list[float]:
-        prefix_kv = self._encode_prefix(p_ids, head_kv)
-        n_prefix = len(q_ids) + len(p_ids)
-        out: list[float] = [0.0] * len(suffixes)
-        order = sorted(range(len(suffixes)), key=lambda k: len(suffixes[k]))
-        pad = int(self.lm.tokenizer.pad_token_id)
-        for b in range(0, len(order), self.batch_size):
-            batch = order[b : b + self.batch_size]
-            width = max(len(suffixes[k]) for k in batch)
-            ids = torch.full((len(batch), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(batch), n_prefix + width), dtype=torch.long)
-            mask[:, :n_prefix] = 1
-            positions = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, k in enumerate(batch):
-                s = suffixes[k]
-                # Left-padded in the gap after the prefix: the padding is masked out and the real
-                # tokens keep the positions they have in the full prompt, so the last column holds
-                # every row's next-token logits.
-                ids[row, width - len(s):] = torch.tensor(s)
-                mask[row, n_prefix + width - len(s):] = 1
-                positions[row, width - len(s):] = torch.arange(n_prefix, n_prefix + len(s))
-            cache = _make_cache(prefix_kv, len(batch), self.lm.model.config)
-            dev = self.lm.device
-            logits = self._forward(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=positions.to(dev),
-                                   past_key_values=cache, use_cache=True).logits[:, -1, :]
-            for row, r in zip(batch, self.relevance(logits)):
-                out[row] = r
+                      head_kv: list[tuple[torch.Tensor, torch.Tensor]]) -> list[float]:
+        """Every suffix's score in packed forward passes over one shared prefix.
+
+        The first pass holds the passage and up to ``batch_size`` suffixes; later
+        passes reuse the passage's cached keys/values. Suffixes are laid end to end
+        without padding; a block mask lets each see the question, the passage and
+        itself, and its position ids continue from the passage, so each suffix is
+        computed exactly as in its own full prompt.
+        """
+        n_head, dev = len(q_ids), self.lm.device
+        n_prefix = n_head + len(p_ids)
+        prefix_kv = head_kv
+        out: list[float] = []
+        for b in range(0, len(suffixes), self.batch_size):
+            chunk = suffixes[b : b + self.batch_size]
+            passage = p_ids if b == 0 else []
+            n_past = n_prefix - len(passage)
+            new = len(passage) + sum(len(s) for s in chunk)
+            allowed = torch.zeros((new, n_past + new), dtype=torch.bool)
+            allowed[:, :n_past] = True
+            allowed[:, n_past : n_past + len(passage)] = True
+            allowed[: len(passage), n_past : n_past + len(passage)].tril_()
+            positions = list(range(n_past, n_past + len(passage)))
+            ends, row = [], len(passage)
+            for s in chunk:
+                allowed[row : row + len(s), n_past + row : n_past + row + len(s)] = torch.ones(len(s), len(s), dtype=torch.bool).tril()
+                positions += range(n_prefix, n_prefix + len(s))
+                row += len(s)
+                ends.append(row - 1)
+            dtype = self.lm.model.dtype
+            mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
+            ids = torch.tensor([passage + [t for s in chunk for t in s]], device=dev)
+            cache = _make_cache(prefix_kv, 1, self.lm.model.config)
+            kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask[None, None].to(dev), past_key_values=cache,
+                                          position_ids=torch.tensor([positions], device=dev), use_cache=True)
+            if self._keep is not None:  # only the suffixes' last positions go through the LM head
+                logits = self.lm.model(**kwargs, **{self._keep: torch.tensor(ends, device=dev)}).logits[0]
+            else:
+                logits = self.lm.model(**kwargs).logits[0, ends]
+            out += self.relevance(logits)
+            if b == 0:  # later chunks start from the question + passage part of this cache
+                prefix_kv = [(k[:, :, :n_prefix], v[:, :, :n_prefix]) for k, v in _cache_layers(cache)]
         return out
 
 
-# ----- the encoder cross-encoder (beyond the paper) --------------------------------------
 def encoder_text_a(question: str, sentence: str) -> str:
     """First segment of the cross-encoder input: the query, then the sentence to judge."""
     return f"{question.strip()} [SEP] {sentence.strip()}"
