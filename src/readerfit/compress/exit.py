@@ -424,7 +424,7 @@ class LMSentenceClassifier:
             positions = list(range(n_past, n_past + len(passage)))
             ends, row = [], len(passage)
             for s in chunk:
-                allowed[row : row + len(s), n_past + row : n_past + row + len(s)] = torch.ones(len(s), len(s), dtype=torch.bool).tril()
+                allowed[row : row + len(s), n_past + row : n_past + row + len(s)] = torch.ones(len(s), len(s)).tril().bool()
                 positions += range(n_prefix, n_prefix + len(s))
                 row += len(s)
                 ends.append(row - 1)
