@@ -292,15 +292,14 @@ def _cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return list(zip(cache.key_cache, cache.value_cache))
 
 
-def _make_cache(kv: Sequence[tuple[torch.Tensor, torch.Tensor]], batch: int, config: Any) -> Any:
-    """A fresh DynamicCache holding ``kv`` repeated ``batch`` times (the model extends it in place)."""
+def _make_cache(kv: Sequence[tuple[torch.Tensor, torch.Tensor]], config: Any) -> Any:
+    """A fresh DynamicCache starting from ``kv`` (the model extends the cache, never ``kv`` itself)."""
     from transformers import DynamicCache
 
-    data = [(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in kv]
     try:
-        return DynamicCache(data, config=config)
+        return DynamicCache(list(kv), config=config)
     except TypeError:  # older transformers
-        return DynamicCache.from_legacy_cache(tuple((k.contiguous(), v.contiguous()) for k, v in data))
+        return DynamicCache.from_legacy_cache(tuple(kv))
 
 
 class LMSentenceClassifier:
@@ -393,7 +392,7 @@ class LMSentenceClassifier:
 
     def _encode_prefix(self, ids: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Key/values of ``ids`` from position 0, as per-layer tensors of batch 1."""
-        cache = _make_cache([], 1, self.lm.model.config)
+        cache = _make_cache([], self.lm.model.config)
         x = torch.tensor([ids], device=self.lm.device)
         self._forward(input_ids=x, use_cache=True, past_key_values=cache)
         return [(k, v) for k, v in _cache_layers(cache)]
@@ -431,7 +430,7 @@ class LMSentenceClassifier:
             dtype = self.lm.model.dtype
             mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
             ids = torch.tensor([passage + [t for s in chunk for t in s]], device=dev)
-            cache = _make_cache(prefix_kv, 1, self.lm.model.config)
+            cache = _make_cache(prefix_kv, self.lm.model.config)
             kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask[None, None].to(dev), past_key_values=cache,
                                           position_ids=torch.tensor([positions], device=dev), use_cache=True)
             if self._keep is not None:  # only the suffixes' last positions go through the LM head
