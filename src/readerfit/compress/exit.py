@@ -395,7 +395,7 @@ class LMSentenceClassifier:
         cache = _make_cache([], self.lm.model.config)
         x = torch.tensor([ids], device=self.lm.device)
         self._forward(input_ids=x, use_cache=True, past_key_values=cache)
-        return [(k, v) for k, v in _cache_layers(cache)]
+        return _cache_layers(cache)
 
     def _score_cached(self, q_ids: list[int], p_ids: list[int], suffixes: list[list[int]],
                       head_kv: list[tuple[torch.Tensor, torch.Tensor]]) -> list[float]:
