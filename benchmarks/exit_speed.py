@@ -27,7 +27,7 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "hotpotqa" / "rpt_dev.jsonl"
 
 
 def _last_logit_reference():
-    from readerfit.compress.exit import LMSentenceClassifier
+    from readerfit.compressors.exit import LMSentenceClassifier
 
     class LastLogitReference(LMSentenceClassifier):
         """One sentence per forward pass, the LM head applied to the last position only."""
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from readerfit.compress.exit import LMSentenceClassifier
+    from readerfit.compressors.exit import LMSentenceClassifier
     from readerfit.data import load_dataset, load_demo
     from readerfit.io import markdown_table, write_json
     from readerfit.models.hf import HFLanguageModel

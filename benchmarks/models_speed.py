@@ -32,10 +32,10 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    from readerfit.compress.baselines import RawPassages
+    from readerfit.compressors.none import RawPassages
     from readerfit.data import load_demo
+    from readerfit.eval.pipeline import PipelineConfig, RAGPipeline
     from readerfit.io import write_json
-    from readerfit.pipeline import PipelineConfig, RAGPipeline
 
     results: dict[str, float] = {}
     previous = os.environ.get("READERFIT_CACHE")

@@ -57,9 +57,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from readerfit.io import write_json
-    from readerfit.models.judge import LexicalJudge, LMJudge
     from readerfit.models.pool import ModelPool
-    from readerfit.utility.seper import SePer, SePerConfig, judge_pairs
+    from readerfit.retrieval_utility.belief import judge_pairs
+    from readerfit.retrieval_utility.judge import LexicalJudge, LMJudge
+    from readerfit.retrieval_utility.seper import SePer, SePerConfig
 
     pool = ModelPool(device="cpu")
     lm = pool.lm(args.model)

@@ -63,8 +63,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     from readerfit.io import markdown_table, write_json
     from readerfit.models.hf import HFLanguageModel
-    from readerfit.score.perplexity import PPLScorer
-    from readerfit.score.sps import SPSConfig, SPSScorer
+    from readerfit.scorers.perplexity import PPLScorer
+    from readerfit.scorers.sps import SPSConfig, SPSScorer
 
     lm = HFLanguageModel(args.model, device="cpu")
     texts, source = load_texts(args.texts)

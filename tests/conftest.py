@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -65,6 +67,80 @@ def tiny_lm(tiny_lm_dir: Path):
     return HFLanguageModel(str(tiny_lm_dir), device="cpu")
 
 
+NLI_WORDS = ("who wrote the book anna paris france capital is of a it was by sold well city river town "
+         "what where when answer question yes no lyon berlin").split()
+
+
+def build_tiny_nli(folder, *, id2label=None, max_positions=64, seed=0):
+    """A random-weight BERT sequence classifier with an MNLI label map and a word-level tokenizer."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = folder / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *NLI_WORDS, *"abcdefghijklmnopqrstuvwxyz?.,"]) + "\n")
+    tok = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True, model_max_length=max_positions)
+    id2label = id2label or {0: "contradiction", 1: "neutral", 2: "entailment"}
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=max_positions, num_labels=len(id2label),
+                        id2label=id2label, label2id={v: k for k, v in id2label.items()}, initializer_range=0.5)
+    torch.manual_seed(seed)  # test helper only: a fixed random model
+    model = BertForSequenceClassification(config).eval()
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_nli_dir(tmp_path_factory):
+    return build_tiny_nli(tmp_path_factory.mktemp("tiny-nli"))
+
+
+CE_WORDS = ("the a of who wrote book anna paris france capital river club founded by marta it sold well is was in "
+         "town north fish live there").split()
+
+
+def build_tiny_cross_encoder(folder: Path, *, seed: int = 0, max_positions: int = 64) -> Path:
+    """A randomly initialised BERT sequence classifier (one logit) with a word-piece vocab, saved to ``folder``."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    letters = list("abcdefghijklmnopqrstuvwxyz0123456789.,?!'")
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + CE_WORDS + letters + ["##" + c for c in letters]
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = BertTokenizer(vocab_file=str(folder / "vocab.txt"), do_lower_case=True)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=max_positions, num_labels=1)
+    torch.manual_seed(seed)  # test helper only: a fixed random model
+    model = BertForSequenceClassification(config)
+    with torch.no_grad():  # spread the random scores so the ranking is not a near-tie
+        model.classifier.weight.mul_(50)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_ce_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("sentence_transformers")
+    return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce"))
+
+
+class HashEmbedder:
+    """A deterministic bag-of-words embedder: enough to test ranking logic without a model."""
+
+    name = "hash"
+
+    def encode(self, texts, normalize=True):
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().replace(".", " ").replace("?", " ").split():
+                out[i, zlib.crc32(w.encode()) % 64] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms) if normalize else out
+
+
 @pytest.fixture(scope="session")
 def smollm():
     """The packaged SmolLM2 (tests marked `model`)."""
@@ -101,7 +177,7 @@ def _record_missing_packages(request: pytest.FixtureRequest, monkeypatch: pytest
     if not request.config.getoption("--extras-absent"):
         yield
         return
-    from readerfit.models.registry import MissingPackageError
+    from readerfit.errors import MissingPackageError
 
     seen: list[str] = []
     original = MissingPackageError.__init__

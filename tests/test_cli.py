@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from readerfit.cli import main, parse_options
-from readerfit.types import InputError
+from readerfit.cli import main
+from readerfit.cli.options import parse_options
+from readerfit.errors import InputError
 
 
 def run_cli(args, capsys):
@@ -80,3 +82,41 @@ def test_option_parsing():
 def test_console_script_help():
     proc = subprocess.run([sys.executable, "-m", "readerfit.cli", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "eval" in proc.stdout and "demo" in proc.stdout
+
+
+# ----- run folders written before the architecture change --------------------------------------------------------
+FIXTURES = Path(__file__).parent / "fixtures" / "v0_1"
+
+
+def test_eval_config_settings_equal_the_first_release():
+    """The settings dictionary (what run.json stores, what a rerun must match) is the one readerfit 0.1 wrote."""
+    from readerfit.cli.eval import config_from
+    from readerfit.cli.main import build_parser
+
+    cases = json.loads((FIXTURES / "eval_settings.json").read_text())
+    for name, case in cases.items():
+        args = build_parser(case["argv"]).parse_args(case["argv"])
+        assert config_from(args).settings() == case["settings"], name
+
+
+def test_folder_written_by_the_first_release_resumes_unchanged(capsys, tmp_path, monkeypatch):
+    """A complete 0.1 eval folder: the same command resumes it, loads no model, and summarises it the same."""
+    import shutil
+
+    from readerfit.data import demo_path
+    from readerfit.models.pool import ModelPool
+
+    shutil.copy(demo_path(), tmp_path / "demo.jsonl")
+    shutil.copytree(FIXTURES / "eval-run", tmp_path / "run")
+    records_before = (tmp_path / "run" / "records.jsonl").read_text()
+    old_summary = json.loads((FIXTURES / "eval-run" / "summary.json").read_text())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(ModelPool, "lm", lambda *a, **k: pytest.fail("a complete folder must load no model"))
+    code, stdout, err = run_cli(["eval", "--data", "demo.jsonl", "--limit", "3", "--compressor", "none",
+                                 "sentence-sim", "--out", "run", "--no-progress", "--json"], capsys)
+    assert code == 0, err
+    assert (tmp_path / "run" / "records.jsonl").read_text() == records_before
+    result = json.loads(stdout.strip().splitlines()[-1])
+    assert result["methods"] == old_summary["methods"] and result["n"] == old_summary["n"]
+    stored = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert stored["kind"] == "eval" and stored["settings"] == json.loads((FIXTURES / "eval-run" / "run.json").read_text())

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from readerfit.data import FORMATS, detect_format, load_corpus, load_dataset, load_demo, write_examples
-from readerfit.types import InputError, Passage, QAExample, ReaderfitError, SupportingFact
+from readerfit.errors import InputError, ReaderfitError
+from readerfit.types import Passage, QAExample, SupportingFact
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -112,8 +113,8 @@ def test_detect_every_format(tmp_path: Path, gz: bool) -> None:
 def test_registry_names() -> None:
     assert {"readerfit", "hotpotqa", "hotpotqa-json", "2wikimultihopqa", "musique", "nq-ctxs", "qa-jsonl",
             "triviaqa-tsv", "squad", "evouna", "corpus-jsonl"} <= set(FORMATS)
-    assert FORMATS["corpus-jsonl"].kind == "corpus"
-    assert FORMATS["2wikimultihopqa"].load is not None and FORMATS["hotpotqa"].row is not None
+    assert FORMATS.get("corpus-jsonl").kind == "corpus"
+    assert FORMATS.get("2wikimultihopqa").load is not None and FORMATS.get("hotpotqa").row is not None
 
 
 @pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
@@ -263,7 +264,7 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 
 def test_unknown_format_name_lists_formats(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "qa.jsonl", [QA_ROW])
-    with pytest.raises(InputError, match=r"unknown format 'hotpot'.*hotpotqa-json.*squad"):
+    with pytest.raises(InputError, match=r"unknown dataset format 'hotpot'.*hotpotqa-json.*squad"):
         load_dataset(path, format="hotpot")
 
 

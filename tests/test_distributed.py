@@ -10,7 +10,7 @@ import pytest
 
 from readerfit.cli import main
 from readerfit.data import demo_corpus_path, demo_path
-from readerfit.models.registry import MissingPackageError
+from readerfit.errors import MissingPackageError
 
 # Timings (and their sum) differ between any two runs; everything else must match.
 TIMING_KEYS = {"compress_s", "read_s", "retrieve_s", "total_s"}
@@ -40,10 +40,10 @@ def demo_args(reader: Path, out: Path, *extra: str) -> list[str]:
 
 def test_ray_missing_gives_install_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_lm_dir: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
-    from readerfit.distributed import import_ray
+    from readerfit.eval.ray import import_ray
 
     monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` raise ImportError
-    with pytest.raises(MissingPackageError, match=r"pip install 'ray>=2.9'"):
+    with pytest.raises(MissingPackageError, match=r"pip install ray \(or pip install 'readerfit\[ray\]'\)"):
         import_ray()
     code = main(demo_args(tiny_lm_dir, tmp_path / "o", "--limit", "1", "--ray"))
     assert code == 2 and "readerfit[ray]" in capsys.readouterr().err
@@ -75,15 +75,15 @@ def test_ray_worker_errors_are_clear(tmp_path: Path) -> None:
     pytest.importorskip("ray", reason="ray is not installed (pip install 'readerfit[ray]')")
     import functools
 
-    from readerfit.cli import build_eval_pipelines, build_parser
     from readerfit.data import load_dataset
-    from readerfit.distributed import RayConfig, run_eval_ray
-    from readerfit.types import ReaderfitError
+    from readerfit.errors import ReaderfitError
+    from readerfit.eval.config import EvalConfig
+    from readerfit.eval.harness import build_eval
+    from readerfit.eval.ray import RayConfig, run_eval_ray
 
     examples = load_dataset(str(demo_path()), limit=2)
-    # the build function must be importable on the workers: the CLI's, with a reader that does not exist
-    args = build_parser(["eval"]).parse_args(["eval", "--data", "x", "--reader", "/nowhere/model"])
-    build = functools.partial(build_eval_pipelines, args)
+    # the build function must be importable on the workers: the harness's, with a reader that does not exist
+    build = functools.partial(build_eval, EvalConfig(data="x", reader="/nowhere/model"))
     with pytest.raises(ReaderfitError, match=r"Ray worker could not build the pipelines: UnknownModelError: .*nowhere"):
         run_eval_ray(examples=examples, methods=["none"], build=build, out=tmp_path, config=RayConfig(workers=1),
                      progress=False)

@@ -1,11 +1,10 @@
-import builtins
+import sys
 
 import numpy as np
 import pytest
 
+from readerfit.errors import InputError, MissingPackageError, UnknownModelError
 from readerfit.models.embed import SentenceEmbedder
-from readerfit.models.registry import MissingPackageError, UnknownModelError
-from readerfit.types import InputError
 
 
 @pytest.fixture(scope="module")
@@ -59,13 +58,6 @@ def test_bad_batch_size():
 
 
 def test_missing_sentence_transformers(monkeypatch):
-    real_import = builtins.__import__
-
-    def fake_import(name, *args, **kwargs):
-        if name == "sentence_transformers" or name.startswith("sentence_transformers."):
-            raise ImportError("absent")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", fake_import)
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
     with pytest.raises(MissingPackageError, match="pip install sentence-transformers"):
         SentenceEmbedder()

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from readerfit.cli import main
 from conftest import shared_data
+from readerfit.cli import main
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

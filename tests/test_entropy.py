@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from readerfit.types import InputError
-from readerfit.utility.entropy import (
+from readerfit.errors import InputError
+from readerfit.retrieval_utility.entropy import (
     cluster_assignment_entropy,
     cluster_masses,
     greedy_clusters,

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from readerfit.compress.exit import (
-    CLASSIFIER_FILE,
-    CLASSIFIER_FORMAT,
+from readerfit.compressors import COMPRESSORS, build_compressor
+from readerfit.compressors.exit import (
     EXIT_PROMPT,
     ExitCompressor,
     ExitConfig,
@@ -21,11 +20,13 @@ from readerfit.compress.exit import (
     build_classifier,
     default_classifier_dir,
     plan_passage,
-    split_to_fit,
     window_around,
 )
+from readerfit.compressors.exit.config import CLASSIFIER_FILE, CLASSIFIER_FORMAT
+from readerfit.errors import ContextLengthError, InputError
 from readerfit.models.pool import ModelPool
-from readerfit.types import ContextLengthError, InputError, Passage, QAExample
+from readerfit.text.split import word_runs
+from readerfit.types import Passage, QAExample
 
 QUESTION = "Who wrote the book?"
 GROUPS = [
@@ -145,9 +146,9 @@ def test_plan_shares_the_whole_passage_when_it_fits():
 
 
 def test_sentence_too_long_even_alone_is_scored_in_pieces():
-    assert split_to_fit("a b c d e", lambda t: len(t.split()) <= 2) == ["a b", "c d", "e"]
+    assert word_runs("a b c d e", lambda t: len(t.split()) <= 2) == ["a b", "c d", "e"]
     with pytest.raises(ContextLengthError):
-        split_to_fit("a bbbbbbbb", lambda t: len(t) <= 3)
+        word_runs("a bbbbbbbb", lambda t: len(t) <= 3)
     long = "w1 w2 w3 w4 w5 w6 w7"
     plan = plan_passage("T", ["x y", long], lambda ctx, s: len(ctx.split()) + len(s.split()) <= 7)
     assert plan.pieces == {1: 3}
@@ -183,7 +184,7 @@ def test_sentence_too_long_alone_takes_its_best_piece(tiny_lm):
     clf = LMSentenceClassifier(tiny_lm, max_tokens=limit)
     result = clf.score(QUESTION, [("Book", [long_sentence, "It sold well."])])[0]
     assert result.pieces.get(0, 0) >= 2
-    pieces = split_to_fit(long_sentence.strip(), lambda t: len(clf.prompt_ids(QUESTION, "Book\n" + t, t)) <= limit)
+    pieces = word_runs(long_sentence.strip(), lambda t: len(clf.prompt_ids(QUESTION, "Book\n" + t, t)) <= limit)
     by_hand = LMSentenceClassifier(tiny_lm, cache_prefix=False).score(QUESTION, [("Book", [p]) for p in pieces])
     assert result.scores[0] == pytest.approx(max(g.scores[0] for g in by_hand), abs=1e-5)
     c = ExitCompressor(clf, splitter=str.split).compress(QUESTION, [Passage(long_sentence, title="Book",
@@ -208,7 +209,7 @@ def test_keeps_sentences_at_or_above_tau_in_original_order():
     assert c.kept == [0, 2, 6]  # r >= 0.5 keeps the tie at exactly τ
     assert c.text == "Alpha\nA1. A3.\n\nC2."
     assert c.details["threshold"] == 0.5 and c.details["classifier"] == "fixed"
-    assert c.details["passage_of_unit"] == [0, 0, 0, 1, 1, 2, 2]
+    assert c.passage_of_unit == [0, 0, 0, 1, 1, 2, 2]
     # one call per question; each passage is one group, scored with its own title
     assert clf.calls == [(QUESTION, [("Alpha", ["A1.", "A2.", "A3."]), ("Beta", ["B1.", "B2."]), ("", ["C1.", "C2."])])]
 
@@ -223,7 +224,7 @@ def test_tau_edges_all_kept_and_none_kept():
 
 
 def test_empty_context_goes_to_the_reader_without_crash(tiny_lm):
-    from readerfit.pipeline import RAGPipeline
+    from readerfit.eval.pipeline import RAGPipeline
 
     comp = ExitCompressor(FixedScores({}), splitter=str.split, config=ExitConfig(threshold=0.9))
     example = QAExample(id="q", question=QUESTION, answers=["Anna"], passages=PASSAGES)
@@ -248,14 +249,12 @@ def test_bad_inputs_and_options():
                 {"max_tokens": 3}, {"classifier": ""}, {"adapter": "/no/such/dir"}):
         with pytest.raises(InputError):
             ExitConfig(**bad)
-    with pytest.raises(InputError):
-        ExitCompressor.from_pool(ModelPool(device="cpu"), no_such_option=1)
+    with pytest.raises(InputError, match="no_such_option"):
+        build_compressor("exit", ModelPool(device="cpu"), no_such_option=1)
 
 
 def test_registered():
-    from readerfit.compress import compressor_class
-
-    assert compressor_class("exit") is ExitCompressor
+    assert COMPRESSORS.get("exit") is ExitCompressor
 
 
 # ----- classifier directories -----------------------------------------------------------------------
@@ -298,7 +297,7 @@ def test_shipped_default_classifier_is_present_and_small():
 
 @pytest.mark.model
 def test_default_classifier_works_out_of_the_box():
-    comp = ExitCompressor.from_pool(ModelPool(device="cpu"))
+    comp = build_compressor("exit", ModelPool(device="cpu"))
     passages = [Passage("Anna Berg wrote the novel Blue River in 1990. She lives in Oslo.", title="Blue River",
                         sentences=("Anna Berg wrote the novel Blue River in 1990.", "She lives in Oslo.")),
                 Passage("The Nile is a river in Africa. It is long.", title="Nile",

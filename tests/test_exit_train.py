@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from readerfit.types import InputError, Passage, QAExample, SupportingFact
+from readerfit.errors import InputError
 from readerfit.train.exit_data import build_samples, manifest_path, read_samples, write_exit_data
 from readerfit.train.exit_train import TrainConfig, example_order, lr_at, train
+from readerfit.types import Passage, QAExample, SupportingFact
 
 WORDS = ("who what which river town club book film band album city born wrote founded capital "
          "the a of in by is was and it its first name anna marta velez paris france 1887 1990").split()
@@ -35,28 +36,28 @@ def make_examples(n: int = 8) -> list[QAExample]:
 def test_samples_follow_the_recipe_and_ratio():
     examples = make_examples(8)
     samples, counts = build_samples(examples, seed=3)
-    by_type = {t: [s for s in samples if s["type"] == t] for t in ("positive", "hard", "random")}
+    by_type = {t: [s for s in samples if s.type == t] for t in ("positive", "hard", "random")}
     assert counts["positive"] == len(by_type["positive"]) == 16
     assert counts["hard"] == len(by_type["hard"]) == 8 and counts["random"] == len(by_type["random"]) == 8
     assert counts["total"] == len(samples) == 32
     ex = {e.id: e for e in examples}
     for s in by_type["positive"]:
-        assert s["label"] == 1 and (s["title"], s["sent_index"]) in {(f.title, f.sentence) for f in ex[s["qid"]].supporting}
+        assert s.label == 1 and (s.title, s.sent_index) in {(f.title, f.sentence) for f in ex[s.qid].supporting}
     for s in by_type["hard"]:
-        gold = {f.title for f in ex[s["qid"]].supporting}
-        assert s["label"] == 0 and s["title"] in gold
-        assert (s["title"], s["sent_index"]) not in {(f.title, f.sentence) for f in ex[s["qid"]].supporting}
+        gold = {f.title for f in ex[s.qid].supporting}
+        assert s.label == 0 and s.title in gold
+        assert (s.title, s.sent_index) not in {(f.title, f.sentence) for f in ex[s.qid].supporting}
     for s in by_type["random"]:
-        assert s["label"] == 0 and s["source_qid"] != s["qid"]
-        assert s["title"] not in {p.title for p in ex[s["qid"]].passages}  # never a paragraph the question has
-        donor = ex[s["source_qid"]]
-        assert any(p.title == s["title"] for p in donor.passages)
+        assert s.label == 0 and s.source_qid != s.qid
+        assert s.title not in {p.title for p in ex[s.qid].passages}  # never a paragraph the question has
+        donor = ex[s.source_qid]
+        assert any(p.title == s.title for p in donor.passages)
     # the sample's context is its own passage, rendered as the compressor renders it
     s = by_type["positive"][0]
-    p = next(p for p in ex[s["qid"]].passages if p.title == s["title"])
-    assert s["context"] == p.title + "\n" + " ".join(x.strip() for x in p.sentences)
-    assert s["sentence"] == p.sentences[s["sent_index"]].strip()
-    assert len({x["id"] for x in samples}) == len(samples)
+    p = next(p for p in ex[s.qid].passages if p.title == s.title)
+    assert s.context == p.title + "\n" + " ".join(x.strip() for x in p.sentences)
+    assert s.sentence == p.sentences[s.sent_index].strip()
+    assert len({x.id for x in samples}) == len(samples)
 
 
 def test_sampling_is_deterministic_by_seed():
@@ -70,14 +71,14 @@ def test_distractor_negatives_are_own_non_gold_paragraphs_and_leave_the_paper_mi
     examples = make_examples(8)
     plain, _ = build_samples(examples, seed=5)
     samples, counts = build_samples(examples, seed=5, distractors=1.0)
-    extra = [s for s in samples if s["type"] == "distractor"]
+    extra = [s for s in samples if s.type == "distractor"]
     assert counts["distractor"] == len(extra) == 8  # 1 per 2 positives, 16 positives
     ex = {e.id: e for e in examples}
     for s in extra:
-        gold = {f.title for f in ex[s["qid"]].supporting}
-        assert s["label"] == 0 and s["title"] not in gold and s["title"] in {p.title for p in ex[s["qid"]].passages}
-    key = lambda s: s["id"]
-    assert sorted((s for s in samples if s["type"] != "distractor"), key=key) == sorted(plain, key=key)
+        gold = {f.title for f in ex[s.qid].supporting}
+        assert s.label == 0 and s.title not in gold and s.title in {p.title for p in ex[s.qid].passages}
+    key = lambda s: s.id
+    assert sorted((s for s in samples if s.type != "distractor"), key=key) == sorted(plain, key=key)
     with pytest.raises(InputError, match="distractors"):
         build_samples(examples, seed=0, distractors=-1)
 
@@ -147,7 +148,7 @@ def test_config_validation():
 def data_file(tmp_path) -> Path:
     samples, _ = build_samples(make_examples(4), seed=0)
     path = tmp_path / "train.jsonl"
-    path.write_text("".join(json.dumps(s) + "\n" for s in samples[:8]))
+    path.write_text("".join(json.dumps(s.to_dict()) + "\n" for s in samples[:8]))
     return path
 
 
@@ -159,7 +160,7 @@ def lm_config(tiny_lm_dir: Path, **kw) -> TrainConfig:
 
 
 def test_lm_loss_is_cross_entropy_over_yes_no_at_the_answer(tiny_lm, tiny_lm_dir, data_file, tmp_path):
-    from readerfit.compress.exit import LMSentenceClassifier
+    from readerfit.compressors.exit import LMSentenceClassifier
 
     out = tmp_path / "lm"
     train(data=data_file, out=out, config=lm_config(tiny_lm_dir, epochs=1), device="cpu", progress=False)
@@ -173,10 +174,10 @@ def test_lm_loss_is_cross_entropy_over_yes_no_at_the_answer(tiny_lm, tiny_lm_dir
     yes, no = tiny_lm.candidate_token_ids("Yes")[0], tiny_lm.candidate_token_ids("No")[0]
     losses = []
     for s in batch:
-        ids = clf.prompt_ids(s["question"], s["context"], s["sentence"])
+        ids = clf.prompt_ids(s.question, s.context, s.sentence)
         with torch.no_grad():
             z = tiny_lm.model(input_ids=torch.tensor([ids])).logits[0, -1, [yes, no]].double()
-        losses.append(-float(torch.log_softmax(z, -1)[0 if s["label"] == 1 else 1]))
+        losses.append(-float(torch.log_softmax(z, -1)[0 if s.label == 1 else 1]))
     assert first["loss"] == pytest.approx(sum(losses) / 2, rel=1e-4)
     info = json.loads((out / "exit_classifier.json").read_text())
     assert info["arch"] == "lm" and info["training"]["result"]["steps"] == 4
@@ -212,7 +213,7 @@ def test_interrupted_lm_training_resumes_to_the_same_adapter(tiny_lm_dir, data_f
 
 
 def test_trained_lm_adapter_loads_in_the_compressor(tiny_lm_dir, data_file, tmp_path):
-    from readerfit.compress.exit import ExitCompressor
+    from readerfit.compressors import build_compressor
     from readerfit.models.pool import ModelPool
 
     out = tmp_path / "clf"
@@ -220,8 +221,8 @@ def test_trained_lm_adapter_loads_in_the_compressor(tiny_lm_dir, data_file, tmp_
                                                      lora_layers=2), device="cpu", progress=False)
     pool = ModelPool(device="cpu")
     passages = [Passage("Anna wrote book 1. Paris is big.", title="Gold A1", sentences=("Anna wrote book 1.", "Paris is big."))]
-    trained = ExitCompressor.from_pool(pool, classifier=str(out)).compress("Who wrote book 1?", passages)
-    base = ExitCompressor.from_pool(pool, classifier=str(tiny_lm_dir)).compress("Who wrote book 1?", passages)
+    trained = build_compressor("exit", pool, classifier=str(out)).compress("Who wrote book 1?", passages)
+    base = build_compressor("exit", pool, classifier=str(tiny_lm_dir)).compress("Who wrote book 1?", passages)
     assert trained.details["classifier"].startswith("lm:")
     assert max(abs(a - b) for a, b in zip(trained.scores, base.scores)) > 1e-4
 
@@ -244,7 +245,8 @@ def build_tiny_bert(folder: Path) -> Path:
 def test_encoder_trains_saves_only_trained_tensors_and_loads(data_file, tmp_path):
     from safetensors.torch import load_file
 
-    from readerfit.compress.exit import EncoderSentenceClassifier, ExitCompressor
+    from readerfit.compressors import build_compressor
+    from readerfit.compressors.exit import EncoderSentenceClassifier
     from readerfit.models.pool import ModelPool
 
     bert = build_tiny_bert(tmp_path / "bert")
@@ -256,13 +258,14 @@ def test_encoder_trains_saves_only_trained_tensors_and_loads(data_file, tmp_path
     saved = load_file(str(out / "encoder.safetensors"))
     assert "classifier.weight" in saved and all(v.dtype == torch.float16 for v in saved.values())
     assert not any("word_embeddings" in k for k in saved)  # frozen: comes from the base
-    comp = ExitCompressor.from_pool(ModelPool(device="cpu"), classifier=str(out))
+    comp = build_compressor("exit", ModelPool(device="cpu"), classifier=str(out))
     assert isinstance(comp.classifier, EncoderSentenceClassifier)
     c = comp.compress("Who wrote book 1?", [Passage("Anna wrote book 1. Paris is big.", title="Gold A1",
                                                     sentences=("Anna wrote book 1.", "Paris is big."))])
     assert len(c.scores) == 2 and all(0 <= s <= 1 for s in c.scores)
     # same scores as the in-memory encoder computed them (probability of the "useful" class)
-    from readerfit.compress.exit import encoder_text_a, load_encoder_classifier
+    from readerfit.compressors.exit import encoder_text_a
+    from readerfit.compressors.exit.encoder_classifier import load_encoder_classifier
 
     model, tok = load_encoder_classifier(out, base=str(bert))
     enc = tok(encoder_text_a("Who wrote book 1?", "Paris is big."), "Gold A1\nAnna wrote book 1. Paris is big.",
@@ -292,11 +295,11 @@ def test_several_draws_keep_the_ratio(tmp_path):
     samples = read_samples(tmp_path / "d.jsonl")
     c = manifest["counts"]
     assert (c["positive"], c["hard"], c["random"], c["total"]) == (36, 18, 18, 72) == (
-        sum(s["type"] == "positive" for s in samples), sum(s["type"] == "hard" for s in samples),
-        sum(s["type"] == "random" for s in samples), len(samples))
-    assert len({s["id"] for s in samples}) == len(samples)
+        sum(s.type == "positive" for s in samples), sum(s.type == "hard" for s in samples),
+        sum(s.type == "random" for s in samples), len(samples))
+    assert len({s.id for s in samples}) == len(samples)
     first, _ = build_samples(make_examples(6), seed=0)
-    assert samples[: len(first)] == [dict(s) for s in first]
+    assert [s.to_dict() for s in samples[: len(first)]] == [s.to_dict() for s in first]
 
 
 def test_init_continues_from_a_trained_classifier(data_file, tmp_path):

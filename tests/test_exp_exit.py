@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from readerfit.compress.exit import GroupScores
+from readerfit.compressors.exit import GroupScores
 from readerfit.experiments.exit_sentences import (
     best_f1,
     question_record,

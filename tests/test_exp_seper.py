@@ -9,9 +9,10 @@ import pytest
 
 from conftest import shared_data
 from readerfit.cli import main
+from readerfit.errors import InputError
 from readerfit.experiments import evouna, seper_utility
-from readerfit.models.judge import LexicalJudge
-from readerfit.types import InputError, Passage, QAExample
+from readerfit.retrieval_utility.judge import LexicalJudge
+from readerfit.types import Passage, QAExample
 
 
 def evouna_item(i, golden, answers, judges, improper=False):

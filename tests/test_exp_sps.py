@@ -49,8 +49,9 @@ def test_sps_correlation_cli_runs_resumes_and_plots(tiny_lm_dir, tiny_data, tmp_
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     assert len(records) == 2 and all(len(r["summaries"]) == 3 and set(r["scores"]) == {"sps", "ppl", "longppl"}
                                       for r in records)
-    assert (out / "accuracy_by_bin.png").stat().st_size > 1000 and (out / "summary.md").is_file()
-    assert "| sps |" in (out / "report.md").read_text() and (out / "report-accuracy-by-bin.png").is_file()
+    assert (out / "summary.md").is_file() and "| sps |" in (out / "report.md").read_text()
+    if HAS_MATPLOTLIB:
+        assert (out / "report-accuracy-by-bin.png").stat().st_size > 1000
     # resume: a larger limit adds only the missing question, the first two are kept as they were
     assert main(argv[:-1] + ["3"]) == 0
     result3 = _last_json(capsys)
@@ -92,7 +93,7 @@ def test_summarize_by_hand() -> None:
 
 
 def test_calibrate_filter_cli(tiny_lm_dir, tiny_data, tmp_path, capsys, monkeypatch) -> None:
-    from readerfit.compress.xcompress import FilterCalibration
+    from readerfit.compressors.xcompress import FilterCalibration
 
     monkeypatch.setenv("READERFIT_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "cal"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import importlib
 import sys
-import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pytest
 
-from readerfit.models.registry import MissingPackageError
-from readerfit.types import Compression, InputError, Passage
+from readerfit.compressors.base import BaseCompressor
+from readerfit.errors import InputError, MissingPackageError
+from readerfit.types import Compression, Passage
 
 
 def test_missing_langchain_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -40,13 +40,12 @@ DOCS = [
 ]
 
 
-class KeywordSentences:
+class KeywordSentences(BaseCompressor):
     """A toy extractive readerfit compressor: keeps sentences sharing a word with the question."""
 
     name = "keyword"
 
-    def compress(self, question: str, passages: Sequence[Passage]) -> Compression:
-        start = time.perf_counter()
+    def _compress(self, question: str, passages: list[Passage]) -> Compression:
         words = {w.strip("?.").lower() for w in question.split()}
         units, owners = [], []
         for i, p in enumerate(passages):
@@ -56,7 +55,7 @@ class KeywordSentences:
         scores = [float(len(words & {w.strip(".").lower() for w in u.split()})) for u in units]
         kept = [k for k, s in enumerate(scores) if s >= 2]
         return Compression(text=" ".join(units[k] for k in kept), units=units, scores=scores, kept=kept,
-                           seconds=time.perf_counter() - start, details={"passage_of_unit": owners})
+                           passage_of_unit=owners)
 
 
 class ToyRetriever(BaseRetriever):
@@ -110,7 +109,7 @@ def test_empty_inputs_and_bad_arguments() -> None:
     assert compressor.compress_documents(DOCS, "unrelated words") == []  # nothing kept
     with pytest.raises(InputError, match="unknown compressor"):
         ReaderfitCompressor("zip")
-    with pytest.raises(TypeError, match="compressor name or an object"):
+    with pytest.raises(TypeError, match="compressor name or a readerfit compressor"):
         ReaderfitCompressor(42)
     with pytest.raises(TypeError, match="options apply"):
         ReaderfitCompressor(KeywordSentences(), options={"top_n": 2})

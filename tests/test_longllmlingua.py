@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from readerfit.compress import build_compressor, registered_compressors
-from readerfit.compress.longllmlingua import LongLLMLingua, LongLLMLinguaConfig, load_prompt_compressor
+from readerfit.compressors import build_compressor, registered_compressors
+from readerfit.compressors.longllmlingua import LongLLMLingua, LongLLMLinguaConfig, load_prompt_compressor
+from readerfit.errors import InputError, MissingPackageError
 from readerfit.models.pool import ModelPool
-from readerfit.models.registry import MissingPackageError
-from readerfit.types import InputError, Passage
+from readerfit.types import Passage
 
 PASSAGES = [
     Passage("The Ossel Green Glass Company made green bottles.", title="Ossel"),
@@ -68,7 +68,7 @@ def test_bad_inputs_and_settings() -> None:
         LongLLMLinguaConfig(rate=0)
     with pytest.raises(InputError, match="context_budget"):  # llmlingua eval()s it: only '+N'-like strings pass
         LongLLMLinguaConfig(context_budget="+100 if __import__('os') else 0")
-    with pytest.raises(TypeError):
+    with pytest.raises(InputError, match="unknown option 'no_such_option'"):
         build_compressor("longllmlingua", ModelPool(device="cpu"), no_such_option=1)
 
 
@@ -81,7 +81,7 @@ def test_missing_llmlingua_gives_install_hint(monkeypatch: pytest.MonkeyPatch, t
 
 
 def test_from_pool_passes_the_models_local_directory(monkeypatch: pytest.MonkeyPatch, tiny_lm_dir: Path) -> None:
-    import readerfit.compress.longllmlingua as mod
+    import readerfit.compressors.longllmlingua as mod
 
     seen: dict[str, Any] = {}
 
@@ -93,8 +93,8 @@ def test_from_pool_passes_the_models_local_directory(monkeypatch: pytest.MonkeyP
     c = build_compressor("longllmlingua", ModelPool(device="cpu"), model=str(tiny_lm_dir), rate=0.3)
     assert seen == {"model_dir": str(tiny_lm_dir), "device": "cpu", "dtype": None} and c.config.rate == 0.3
     # the packaged GGUF model goes through its safetensors cache directory
-    monkeypatch.setattr("readerfit.models.hf.converted_gguf_dir", lambda spec: Path("/cache/smollm2"))
-    monkeypatch.setattr("readerfit.models.registry.ModelSpec.path", lambda self: "/pkg")
+    monkeypatch.setattr(mod, "converted_gguf_dir", lambda spec: Path("/cache/smollm2"))
+    monkeypatch.setattr("readerfit.models.specs.ModelSpec.path", lambda self: "/pkg")
     build_compressor("longllmlingua", ModelPool(device="cpu"))
     assert seen["model_dir"] == "/cache/smollm2"
 
@@ -117,7 +117,7 @@ def test_real_llmlingua_on_a_tiny_model(tiny_lm_dir: Path) -> None:
 def test_real_llmlingua_with_smollm2_in_the_pipeline(smollm) -> None:
     pytest.importorskip("llmlingua", reason="llmlingua is not installed (pip install 'readerfit[llmlingua]')")
     from readerfit.data import demo_path, load_dataset
-    from readerfit.pipeline import RAGPipeline
+    from readerfit.eval.pipeline import RAGPipeline
 
     pool = ModelPool(device="cpu")
     example = load_dataset(str(demo_path()), limit=1)[0]

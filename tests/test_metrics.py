@@ -1,3 +1,4 @@
+import functools
 import math
 import re
 import string
@@ -6,6 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from readerfit.errors import InputError
 from readerfit.metrics import (
     BinnedCorrelation,
     auroc,
@@ -18,7 +20,6 @@ from readerfit.metrics import (
     rouge_l,
     within_question_auroc,
 )
-from readerfit.types import InputError
 
 # --- the official SQuAD v1.1 evaluate-v1.1.py functions, copied as the oracle ---
 
@@ -94,9 +95,8 @@ def test_contains(pred, refs, expected):
 
 def _lcs_slow(a, b):
     # Exponential-free but obviously-correct memoised recursion.
-    from functools import lru_cache
 
-    @lru_cache(maxsize=None)
+    @functools.cache
     def go(i, j):
         if i == len(a) or j == len(b):
             return 0

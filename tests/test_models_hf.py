@@ -7,8 +7,8 @@ import importlib.util
 import pytest
 import torch
 
-from readerfit.models.registry import MissingPackageError, UnknownModelError, resolve
-from readerfit.types import ContextLengthError, InputError
+from readerfit.errors import ContextLengthError, InputError, MissingPackageError, UnknownModelError
+from readerfit.models.specs import resolve
 
 
 def manual_logits(lm, ids):

@@ -13,12 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from readerfit.models.lm import LanguageModel, LocalModelRequired
-from readerfit.models.openai import (OpenAIConfig, OpenAILanguageModel, ServerFeatureError, ServerRejectedError,
-                                     ServerUnavailableError)
-from readerfit.models.registry import MissingPackageError
+from readerfit.errors import (
+    BackendUnavailableError,
+    ContextLengthError,
+    InputError,
+    LocalModelRequired,
+    MissingPackageError,
+)
+from readerfit.models.lm import LanguageModel
+from readerfit.models.openai import (
+    OpenAIConfig,
+    OpenAILanguageModel,
+    ServerFeatureError,
+    ServerRejectedError,
+    ServerUnavailableError,
+)
 from readerfit.testing import openai_stub as stub
-from readerfit.types import BackendUnavailableError, ContextLengthError, InputError
 
 FAST = {"backoff": 0.01, "max_retries": 2, "timeout": 20.0}
 
@@ -310,14 +320,24 @@ def test_unknown_model_and_wrong_key_are_rejected(start_stub, monkeypatch):
 
 
 # ----- what a remote model cannot do, configuration, missing package -------------------------------
-def test_model_internals_need_a_local_model(lm):
-    for call in (lambda: lm.hidden_states(["x"]), lm.input_embeddings):
-        with pytest.raises(LocalModelRequired, match="SPS") as err:
-            call()
-        assert "openai:stub" in str(err.value) and "EXIT" in str(err.value)
-    with pytest.raises(LocalModelRequired, match="'tokenizer'"):
-        lm.tokenizer
-    assert not hasattr(lm, "model")  # an AttributeError too, so hasattr/getattr defaults work
+def test_model_internals_need_a_local_model(lm, server):
+    """A served model is a LanguageModel but not a LocalLanguageModel: components needing internals refuse it early."""
+    from readerfit.compressors import build_compressor
+    from readerfit.models.lm import LocalLanguageModel, require_local
+    from readerfit.models.pool import ModelPool
+    from readerfit.scorers import build_scorer
+
+    assert isinstance(lm, LanguageModel) and not isinstance(lm, LocalLanguageModel)
+    with pytest.raises(LocalModelRequired, match="SPS needs a local model") as err:
+        build_scorer("sps", lm)
+    assert "openai:stub" in str(err.value)
+    with pytest.raises(LocalModelRequired, match="LongPPL"):
+        require_local(lm, purpose="LongPPL")
+    pool = ModelPool(openai_base_url=server.url, openai_options=FAST)
+    with pytest.raises(LocalModelRequired, match="EXIT's LM classifier"):  # fails before anything loads
+        build_compressor("exit", pool, classifier="openai:stub")
+    with pytest.raises(LocalModelRequired, match="xcompress-embed"):
+        build_compressor("xcompress-embed", pool, reader=pool.lm("openai:stub"), compressor="openai:stub")
     assert isinstance(LocalModelRequired("x"), BackendUnavailableError)
 
 
@@ -383,7 +403,7 @@ def test_eval_with_remote_reader_survives_a_server_crash(start_stub, tmp_path, c
     assert [(r["id"], r["method"]) for r in records] == [
         ("demo-01", "none"), ("demo-01", "sentence-sim"), ("demo-02", "none")]
     assert not any(r["extra"].get("error") for r in records)  # the crash is not recorded as example errors
-    assert json.loads((out / "run.json").read_text())["base_url"] == url
+    assert json.loads((out / "run.json").read_text())["settings"]["base_url"] == url
 
     start_stub(port=port)  # back up: the rerun resumes
     code, stdout, stderr = run_cli(args, capsys)

@@ -7,8 +7,9 @@ import math
 import pytest
 import torch
 
-from readerfit.score import build_scorer
-from readerfit.score.perplexity import (
+from readerfit.errors import ContextLengthError, InputError
+from readerfit.scorers import build_scorer
+from readerfit.scorers.perplexity import (
     LongPPLConfig,
     LongPPLScorer,
     PPLScorer,
@@ -17,7 +18,6 @@ from readerfit.score.perplexity import (
     select_key_tokens,
     short_window_for,
 )
-from readerfit.types import ContextLengthError, InputError
 
 
 def test_perplexity_formula() -> None:

@@ -7,24 +7,16 @@ import json
 import numpy as np
 import pytest
 
-from readerfit.compress import build_compressor, compressor_class, registered_compressors
-from readerfit.compress.baselines import RawPassages, SentenceSimConfig, SentenceSimilarity
-from readerfit.evaluate import run_eval, summarize
+from conftest import HashEmbedder
+from readerfit.compressors import COMPRESSORS, build_compressor
+from readerfit.compressors.none import RawPassages
+from readerfit.compressors.sentence_sim import SentenceSimConfig, SentenceSimilarity
+from readerfit.errors import ContextLengthError, InputError
+from readerfit.eval.harness import run_eval
+from readerfit.eval.pipeline import PipelineConfig, RAGPipeline, chunk_long_passages
+from readerfit.eval.summary import summarize
 from readerfit.models.pool import ModelPool
-from readerfit.pipeline import PipelineConfig, RAGPipeline, chunk_long_passages
-from readerfit.types import ContextLengthError, InputError, Passage, QAExample
-
-
-class HashEmbedder:
-    """A deterministic bag-of-words embedder: enough to test ranking logic without a model."""
-
-    def encode(self, texts, normalize=True):
-        out = np.zeros((len(texts), 64), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in t.lower().replace(".", " ").replace("?", " ").split():
-                out[i, hash(w) % 64] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms == 0, 1, norms) if normalize else out
+from readerfit.types import Passage, QAExample
 
 
 def words_splitter(text):
@@ -61,16 +53,9 @@ def make_pipe(pool, name="none", **opts):
 
 def test_unknown_compressor_lists_registered():
     with pytest.raises(InputError) as err:
-        compressor_class("nope")
-    for name in registered_compressors():
+        COMPRESSORS.get("nope")
+    for name in COMPRESSORS.names():
         assert name in str(err.value)
-
-
-@pytest.mark.parametrize("name", registered_compressors())
-def test_every_registered_compressor_has_the_contract(name):
-    cls = compressor_class(name)
-    assert cls.name == name
-    assert callable(getattr(cls, "from_pool")) and callable(getattr(cls, "compress"))
 
 
 def test_raw_passages_and_input_checks():
@@ -120,7 +105,7 @@ def test_pipeline_input_errors(pool):
 def test_chunking_keeps_every_word():
     text = " ".join(f"Sentence {i} has words." for i in range(40))
     p = Passage(text, title="Long", id="p")
-    count = lambda s: len(s.split())  # noqa: E731
+    count = lambda s: len(s.split())
     out, n = chunk_long_passages([p, Passage("short.", id="s")], count_tokens=count, max_tokens=30,
                                  splitter=words_splitter)
     assert n == 1 and out[-1].text == "short."

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from readerfit.cli import main
-from readerfit.models.registry import MissingPackageError
-from readerfit.report import RunFolder, detect_kind, report_after_run, roc_curve, write_report
-from readerfit.types import InputError
+from readerfit.cli.report import detect_kind, report_folder
+from readerfit.errors import InputError, MissingPackageError
+from readerfit.eval.report import report_section
+from readerfit.report import report_after_run
+from readerfit.runs import RunView
 
 try:
     import matplotlib  # noqa: F401
@@ -63,7 +65,7 @@ def eval_folder(tmp_path: Path) -> Path:
 
 @needs_mpl
 def test_eval_report_tables_and_plots(eval_folder):
-    report = write_report(eval_folder)
+    report = report_folder(eval_folder)
     assert report.kind == "eval" and report.path == eval_folder / "report.md"
     md = report.path.read_text()
     assert "# readerfit report: eval" in md and "## Settings" in md and "| top_k | `5` |" in md
@@ -84,7 +86,7 @@ def test_eval_report_from_summary_only(tmp_path):
                for m, em, kept, c in (("none", 0.3, 1.0, 0.0), ("sentence-sim", 0.4, 0.3, 0.1))}
     (folder / "summary.json").write_text(json.dumps({"n": 3, "methods": methods, "out": str(folder)}))
     (folder / "summary.md").write_text("| method | n |\n|---|---|\n| none | 3 |\n")
-    report = write_report(folder)
+    report = report_folder(folder)
     assert report.kind == "eval" and "| none | 3 |" in report.path.read_text()
     assert_pngs(report, ["accuracy-vs-kept", "latency"])
 
@@ -92,20 +94,20 @@ def test_eval_report_from_summary_only(tmp_path):
 @needs_mpl
 def test_out_elsewhere_leaves_the_folder_untouched_and_no_plots(eval_folder, tmp_path):
     before = sorted(p.name for p in eval_folder.iterdir())
-    report = write_report(eval_folder, out=tmp_path / "elsewhere" / "r.md")
+    report = report_folder(eval_folder, out=tmp_path / "elsewhere" / "r.md")
     assert report.path.is_file() and all(p.parent == tmp_path / "elsewhere" for p in report.plots)
     assert [p.name for p in report.plots] == ["r-accuracy-vs-kept.png", "r-latency.png"]
     assert sorted(p.name for p in eval_folder.iterdir()) == before
-    bare = write_report(eval_folder, out=tmp_path / "bare.md", plots=False)
+    bare = report_folder(eval_folder, out=tmp_path / "bare.md", plots=False)
     assert bare.plots == [] and "![" not in bare.path.read_text() and "## Results" in bare.path.read_text()
     with pytest.raises(InputError, match=r"\.md"):
-        write_report(eval_folder, out=tmp_path / "r.html")
+        report_folder(eval_folder, out=tmp_path / "r.html")
 
 
 def test_partial_last_line_is_ignored(eval_folder):  # tables only: runs without matplotlib too
     with open(eval_folder / "records.jsonl", "a") as f:
         f.write('{"id": "q9", "method": "none", "em"')  # a run writing its next record right now
-    md = write_report(eval_folder, plots=False).path.read_text()
+    md = report_folder(eval_folder, plots=False).path.read_text()
     assert "| none | 4 |" in md
 
 
@@ -129,7 +131,7 @@ def sps_folder(tmp_path: Path) -> Path:
 
 @needs_mpl
 def test_sps_correlation_report(tmp_path):
-    report = write_report(sps_folder(tmp_path))
+    report = report_folder(sps_folder(tmp_path))
     md = report.path.read_text()
     assert report.kind == "sps-correlation"
     assert "| scorer | PCC EM |" in md and "| sps |" in md and "| ppl |" in md and "(oracle)" in md
@@ -152,7 +154,7 @@ def test_exit_sentences_report(tmp_path):
                      "n_scored": 9, "windowed": 0, "cosine": [0.3 * y + rng.random() for y in labels],
                      "random_cosine": [rng.random() for _ in range(3)]})
     write_jsonl(folder / "records.jsonl", rows)
-    report = write_report(folder)
+    report = report_folder(folder)
     md = report.path.read_text()
     assert report.kind == "exit-sentences" and "| EXIT classifier | all (own passages) | 30 |" in md
     assert "| MiniLM cosine | hard |" in md and "30 sentences" in md
@@ -173,7 +175,7 @@ def test_seper_utility_report(tmp_path):
         rows.append({"id": f"q{q}", "question": "Q?", "answers": ["a"], "dropped": q == 7, "conditions": conds,
                      "seconds": 1.0})
     write_jsonl(folder / "records.jsonl", rows)
-    report = write_report(folder)
+    report = report_folder(folder)
     md = report.path.read_text()
     assert report.kind == "seper-utility" and "| rank (|r|) | metric | Pearson r |" in md
     assert "7 questions (1 dropped" in md
@@ -190,7 +192,7 @@ def test_evouna_report(tmp_path):
         "n": 100, "cells": {x: {k: c[k] for k in ("f1", "accuracy", "n")} for x, c in counts.items()},
         "judge": "lexical", "settings": {"data": "TQ.json", "judge": "lexical", "direction": "forward"},
         "counts": counts}))
-    report = write_report(folder)
+    report = report_folder(folder)
     md = report.path.read_text()
     assert report.kind == "evouna" and "| FiD | 100 | 90.0 | 85.0 | 94.7 / 91.8 |" in md
     assert_pngs(report, ["agreement", "confusion"])
@@ -204,7 +206,7 @@ def test_calibrate_filter_report(tmp_path):
                                            for i in range(10)])
     (folder / "filter.json").write_text(json.dumps({"threshold": 0.0127, "percentile": 30.0, "n": 10,
                                                     "format": "readerfit.xcompress-filter/1"}))
-    report = write_report(folder)
+    report = report_folder(folder)
     md = report.path.read_text()
     assert report.kind == "calibrate-filter" and "| 10 | 0 | 30 | 0.01270 | 30.0% |" in md
     assert_pngs(report, ["ratios"])
@@ -214,22 +216,23 @@ def test_unknown_and_missing_folders(tmp_path, capsys):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("hi")
     with pytest.raises(InputError, match="not a readerfit output folder.*found: notes.txt"):
-        write_report(tmp_path / "other")
+        report_folder(tmp_path / "other")
     with pytest.raises(InputError, match="not a folder"):
-        write_report(tmp_path / "absent")
+        report_folder(tmp_path / "absent")
     assert main(["report", str(tmp_path / "other")]) == 2
     err = capsys.readouterr().err
-    assert "readerfit report: error:" in err and "eval, sps-correlation" in err and "Traceback" not in err
+    assert "readerfit report: error:" in err and "eval, evouna" in err and "sps-correlation" in err
+    assert "Traceback" not in err
     # after a run: a warning on stderr, no exception
-    assert report_after_run(tmp_path / "other") is None
+    assert report_after_run(tmp_path / "absent", kind="eval", section=report_section) is None
     assert "warning: no report written" in capsys.readouterr().err
 
 
 def test_missing_matplotlib_is_a_clear_error_and_after_run_writes_tables(eval_folder, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import of it now raises ImportError
     with pytest.raises(MissingPackageError, match="pip install matplotlib"):
-        write_report(eval_folder)
-    path = report_after_run(eval_folder)
+        report_folder(eval_folder)
+    path = report_after_run(eval_folder, kind="eval", section=report_section)
     assert path == eval_folder / "report.md" and "## Results" in path.read_text()
     assert "writing the report without plots" in capsys.readouterr().err
     assert not list(eval_folder.glob("*.png"))
@@ -242,7 +245,14 @@ def test_cli_report_json(eval_folder, capsys):
     assert result["kind"] == "eval" and Path(result["report"]).is_file() and len(result["plots"]) == 2
 
 
-def test_detect_kind_and_roc():
-    assert roc_curve([1, 0], [0.5, 0.5]) == ([0.0, 1.0], [0.0, 1.0])
-    folder = RunFolder(path=Path("."), records=[{"id": "q", "ratio": 0.1}], summary=None, settings=None, files=[])
+def test_detect_kind_of_folders_without_a_stored_kind():
+    folder = RunView(path=Path("."), records=[{"id": "q", "ratio": 0.1}], summary=None, settings=None, files=[])
     assert detect_kind(folder) == "calibrate-filter"
+
+
+def test_the_stored_kind_wins(eval_folder):
+    """A folder whose run.json names its kind is reported as that kind, whatever its records look like."""
+    settings = json.loads((eval_folder / "run.json").read_text())
+    (eval_folder / "run.json").write_text(json.dumps({"format": "readerfit-run/1", "kind": "calibrate-filter",
+                                                      "settings": settings}))
+    assert report_folder(eval_folder, plots=False).kind == "calibrate-filter"

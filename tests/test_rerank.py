@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from readerfit.evaluate import build_pipelines, run_eval
+from readerfit.errors import InputError, UnknownModelError
+from readerfit.eval.harness import build_pipelines, run_eval
+from readerfit.eval.pipeline import PipelineConfig, RAGPipeline
 from readerfit.models.pool import ModelPool
-from readerfit.models.registry import UnknownModelError
-from readerfit.pipeline import PipelineConfig, RAGPipeline
 from readerfit.retrieve.rerank import (
     RERANK_PROMPT,
     CrossEncoderReranker,
@@ -21,38 +21,7 @@ from readerfit.retrieve.rerank import (
     build_reranker,
     registered_rerankers,
 )
-from readerfit.types import InputError, Passage, QAExample
-
-WORDS = ("the a of who wrote book anna paris france capital river club founded by marta it sold well is was in "
-         "town north fish live there").split()
-
-
-def build_tiny_cross_encoder(folder: Path, *, seed: int = 0, max_positions: int = 64) -> Path:
-    """A randomly initialised BERT sequence classifier (one logit) with a word-piece vocab, saved to ``folder``."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
-
-    folder.mkdir(parents=True, exist_ok=True)
-    letters = list("abcdefghijklmnopqrstuvwxyz0123456789.,?!'")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + letters + ["##" + c for c in letters]
-    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tokenizer = BertTokenizer(vocab_file=str(folder / "vocab.txt"), do_lower_case=True)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=max_positions, num_labels=1)
-    torch.manual_seed(seed)  # test helper only: a fixed random model
-    model = BertForSequenceClassification(config)
-    with torch.no_grad():  # spread the random scores so the ranking is not a near-tie
-        model.classifier.weight.mul_(50)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
-@pytest.fixture(scope="session")
-def tiny_ce_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("sentence_transformers")
-    return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-ce"))
-
+from readerfit.types import Passage, QAExample
 
 PASSAGES = [
     Passage("The river runs north. Fish live there.", title="River", id="p0"),
@@ -147,7 +116,7 @@ def test_rerank_ties_keep_retrieval_order_and_bad_k():
 
 
 def test_pipeline_reranks_truncates_and_notes_it(tiny_lm):
-    from readerfit.compress.baselines import RawPassages
+    from readerfit.compressors.none import RawPassages
 
     example = QAExample(id="q1", question=QUESTION, answers=["Anna"], passages=PASSAGES)
     reranker = CountingReranker()
@@ -171,10 +140,10 @@ def test_eval_reranks_each_question_once_for_all_compressors(tiny_lm, tmp_path):
                                 config=PipelineConfig(max_new_tokens=2, rerank_top=2),
                                 compressor_options={"selective-context": {"lm": "tiny", "unit": "token"}},
                                 reranker="lm")
-    assert pipelines["none"].reranker is pipelines["selective-context"].reranker
+    assert pipelines["none"].retrieval is pipelines["selective-context"].retrieval  # one first stage for all
     counting = CountingReranker()
+    pipelines["none"].retrieval.reranker = counting
     for p in pipelines.values():
-        p.reranker = counting
         p._splitter = lambda t: [t]
     examples = [QAExample(id=f"q{i}", question=f"{QUESTION} ({i})", answers=["Anna"], passages=PASSAGES)
                 for i in range(2)]
@@ -200,7 +169,7 @@ def test_cli_eval_with_lm_rerank_writes_records_settings_and_report(tmp_path, ti
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert json.loads(captured.out.strip().splitlines()[-1])["n"] == 2  # the JSON stays the last line
-    settings = json.loads((out / "run.json").read_text())
+    settings = json.loads((out / "run.json").read_text())["settings"]
     assert settings["rerank"] == {"reranker": "lm", "top": 2}
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     assert all(len(r["extra"]["rerank"]["order"]) == 2 and r["extra"]["rerank"]["n_in"] == 4 for r in records)
@@ -222,7 +191,7 @@ def test_cli_rerank_errors_before_models_load(tmp_path, capsys):
     assert "--rerank-top needs --rerank" in capsys.readouterr().err
     assert main(["eval", "--data", str(data), "--rerank", "colbert:x", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert "unknown reranker 'colbert'" in err and "cross-encoder" in err and "lm" in err
+    assert "unknown reranker 'colbert:x'" in err and "cross-encoder" in err and "lm" in err
     assert not (tmp_path / "o").exists()
 
 
@@ -232,13 +201,13 @@ def test_settings_without_rerank_keep_old_run_folders_valid(tmp_path, tiny_lm_di
     data, out = write_dataset(tmp_path / "d.jsonl"), tmp_path / "old"
     assert main(["eval", "--data", str(data), "--reader", str(tiny_lm_dir), "--out", str(out), "--max-new-tokens",
                  "2", "--no-progress"]) == 0
-    assert "rerank" not in json.loads((out / "run.json").read_text())
+    assert "rerank" not in json.loads((out / "run.json").read_text())["settings"]
 
 
 def test_cross_encoder_without_sentence_transformers_names_the_package(tmp_path, monkeypatch):
     import sys
 
-    from readerfit.models.registry import MissingPackageError
+    from readerfit.errors import MissingPackageError
 
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # as if not installed
     with pytest.raises(MissingPackageError, match="pip install sentence-transformers"):

@@ -1,10 +1,11 @@
 import json
+import sys
 import zlib
 
 import numpy as np
 import pytest
 
-from readerfit.models.registry import MissingPackageError
+from readerfit.errors import InputError, MissingPackageError
 from readerfit.retrieve import (
     RETRIEVERS,
     BM25Retriever,
@@ -16,7 +17,7 @@ from readerfit.retrieve import (
     save_index,
 )
 from readerfit.retrieve import bm25 as bm25_mod
-from readerfit.types import InputError, Passage
+from readerfit.types import Passage
 
 
 class HashEmbedder:
@@ -211,16 +212,7 @@ def test_dense_load_checks_embedder_dimension(fake, tmp_path):
 
 
 def test_missing_bm25s(monkeypatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def fake_import(name, *args, **kwargs):
-        if name == "bm25s":
-            raise ImportError("absent")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", fake_import)
+    monkeypatch.setitem(sys.modules, "bm25s", None)  # import bm25s now raises ImportError
     with pytest.raises(MissingPackageError, match="pip install bm25s"):
         bm25_mod.BM25Retriever(CORPUS)
 

@@ -8,16 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from readerfit.compress import build_compressor, registered_compressors
-from readerfit.compress.selective_context import (
+from readerfit.compressors import build_compressor, registered_compressors
+from readerfit.compressors.selective_context import (
     SelectiveContext,
     SelectiveContextConfig,
     percentile_keep,
     sentence_pieces,
     word_pieces,
 )
+from readerfit.errors import InputError
 from readerfit.models.pool import ModelPool
-from readerfit.types import InputError, Passage
+from readerfit.types import Passage
 
 
 def regex_splitter(text):
@@ -66,7 +67,7 @@ def test_sentence_self_information_matches_slow_reference(tiny_lm, aggregate):
     assert len(out.scores) == len(expected) == 5
     for got, want in zip(out.scores, expected):
         assert got == pytest.approx(want, rel=1e-4, abs=1e-4)
-    assert out.details["passage_of_unit"] == [0, 0, 0, 1, 1]
+    assert out.passage_of_unit == [0, 0, 0, 1, 1]
     assert out.details["self_information"] == "nats" and out.details["windows"] == 0
 
 
@@ -88,7 +89,7 @@ def test_percentile_filter_keeps_the_informative_half_in_order(tiny_lm):
     assert out.kept == [i for i, s in enumerate(out.scores) if s >= threshold]
     assert len(out.kept) == math.ceil(len(out.scores) / 2)  # distinct scores: half the units go
     # the text is the kept words in original order under the title (first passage) / bare (second)
-    kept_words_p0 = [out.units[i] for i in out.kept if out.details["passage_of_unit"][i] == 0]
+    kept_words_p0 = [out.units[i] for i in out.kept if out.passage_of_unit[i] == 0]
     assert out.text.startswith("Book\n" + " ".join(kept_words_p0))
 
 
@@ -157,7 +158,7 @@ def test_config_errors_and_registry(tiny_lm):
             SelectiveContextConfig(**bad)
     pool = ModelPool(device="cpu")
     pool.put("lm", "tiny", tiny_lm)
-    with pytest.raises(InputError, match="bad options"):
+    with pytest.raises(InputError, match="unknown option"):
         build_compressor("selective-context", pool, ratio=0.5)
     sc = build_compressor("selective-context", pool, lm="tiny", unit="token")
     assert sc.name == "selective-context" and sc.lm is tiny_lm

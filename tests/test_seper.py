@@ -9,19 +9,11 @@ import random
 
 import pytest
 
-from readerfit.models.judge import Judge, LexicalJudge
-from readerfit.types import Generation, InputError, ReaderfitError
-from readerfit.utility.seper import (
-    SEPER_CONTEXT_PROMPT,
-    SEPER_PROMPT,
-    SampleSet,
-    SePer,
-    SePerConfig,
-    judge_pairs,
-    likelihood_scores,
-    sample_weights,
-    seper_from_judgments,
-)
+from readerfit.errors import InputError, ReaderfitError
+from readerfit.retrieval_utility.belief import judge_pairs, likelihood_scores, sample_weights, seper_from_judgments
+from readerfit.retrieval_utility.judge import Judge, LexicalJudge
+from readerfit.retrieval_utility.seper import SEPER_CONTEXT_PROMPT, SEPER_PROMPT, SampleSet, SePer, SePerConfig
+from readerfit.types import Generation
 
 
 def gen(text, logprobs=(-0.5, -0.5)):
@@ -99,7 +91,7 @@ def test_hard_vs_soft_with_lexical_judge():
 
 def test_soft_entailment_variants_from_a_table():
     table = {("a", "ref"): 0.9, ("ref", "a"): 0.3, ("b", "ref"): 0.2, ("ref", "b"): 0.8, ("a", "b"): 0.0, ("b", "a"): 0.0}
-    look = lambda x, y: table[(x, y)]  # noqa: E731
+    look = lambda x, y: table[(x, y)]
     args = (["a", "b"], [0.5, 0.5], ["ref"], look)
     assert seper_from_judgments(*args).soft == pytest.approx(0.5 * 0.9 + 0.5 * 0.2)
     assert seper_from_judgments(*args, soft_entailment="min").soft == pytest.approx(0.5 * 0.3 + 0.5 * 0.2)
@@ -113,7 +105,7 @@ def test_multi_reference_pairs_each_response_with_its_own_score():
     # r1 entails only a1, r2 only a2; the mixed pairing of the released code (r_i with a_{i mod R}, or
     # every response scored against the first reference) would give other numbers.
     table = {("r1", "a1"): 1.0, ("a1", "r1"): 1.0, ("r2", "a2"): 1.0, ("a2", "r2"): 1.0}
-    look = lambda x, y: table.get((x, y), 0.0)  # noqa: E731
+    look = lambda x, y: table.get((x, y), 0.0)
     responses, weights = ["r2", "r1", "r1"], [0.5, 0.3, 0.2]
     r = seper_from_judgments(responses, weights, ["a1", "a2"], look)
     assert r.soft_per_reference == pytest.approx([0.5, 0.5])
@@ -160,7 +152,7 @@ def test_against_slow_reference_on_random_tables():
         refs = rng.sample(["x", "y", "ref1", "ref2"], rng.randint(1, 3))
         texts = sorted(set(vocab) | set(refs))
         table = {(a, b): rng.choice([0.0, 0.3, 0.6, 1.0]) for a, b in itertools.product(texts, texts)}
-        look = lambda x, y: table[(x, y)]  # noqa: E731
+        look = lambda x, y: table[(x, y)]
         responses = [rng.choice(vocab) for _ in range(rng.randint(1, 8))]
         weights = [rng.random() + 0.01 for _ in responses]
         tau, agg = rng.choice([0.5, 0.3]), rng.choice(["mean", "max"])
@@ -173,7 +165,7 @@ def test_against_slow_reference_on_random_tables():
 def test_clustering_transitivity_edge_case_in_hard_seper():
     # "a" ≡ "b", "b" ≡ "ref", but "a" ≢ "ref": the cluster led by "a" does not count, led by "b" it does
     eq = {frozenset(("a", "b")), frozenset(("b", "ref"))}
-    look = lambda x, y: 1.0 if frozenset((x, y)) in eq else 0.0  # noqa: E731
+    look = lambda x, y: 1.0 if frozenset((x, y)) in eq else 0.0
     assert seper_from_judgments(["a", "b"], [0.5, 0.5], ["ref"], look).hard == 0.0
     assert seper_from_judgments(["b", "a"], [0.5, 0.5], ["ref"], look).hard == pytest.approx(1.0)
     # soft does not depend on the order

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from readerfit.score import build_scorer, registered_scorers
-from readerfit.score.sps import (
+from readerfit.errors import InputError
+from readerfit.scorers import build_scorer, registered_scorers
+from readerfit.scorers.sps import (
     SPSConfig,
     SPSScorer,
     components_for_ratio,
@@ -16,7 +17,6 @@ from readerfit.score.sps import (
     pool_states,
     principal_subspace,
 )
-from readerfit.types import InputError
 
 
 def reference_sps(w: np.ndarray, x: np.ndarray, *, ratio: float, centered: bool) -> np.ndarray:
@@ -165,7 +165,7 @@ def test_registry_and_errors(tiny_lm, tmp_path) -> None:
     assert registered_scorers() == ["longppl", "ppl", "sps"]
     with pytest.raises(InputError, match="longppl, ppl, sps"):
         build_scorer("bleu", tiny_lm)
-    with pytest.raises(InputError, match="bad options"):
+    with pytest.raises(InputError, match="unknown option 'nope'; valid options: cache"):
         build_scorer("sps", tiny_lm, nope=1)
     scorer = build_scorer("sps", tiny_lm, variance_ratio=0.9, cache=False)
     assert scorer.name == "sps" and scorer.lower_is_better

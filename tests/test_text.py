@@ -1,9 +1,10 @@
+import sys
+
 import pytest
 
-from readerfit.models.registry import MissingPackageError
+from readerfit.errors import InputError, MissingPackageError
 from readerfit.text import SPLITTERS, get_splitter, normalize_answer, split_sentences
 from readerfit.text import split as split_mod
-from readerfit.types import InputError
 
 
 @pytest.mark.parametrize(
@@ -80,16 +81,7 @@ def test_unknown_splitter_lists_registered():
 
 
 def test_missing_package_gives_pip_command(monkeypatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def fake_import(name, *args, **kwargs):
-        if name == "pysbd":
-            raise ImportError("no pysbd")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", fake_import)
+    monkeypatch.setitem(sys.modules, "pysbd", None)  # import pysbd now raises ImportError
     with pytest.raises(MissingPackageError, match="pip install pysbd"):
         split_mod._load_pysbd()
 

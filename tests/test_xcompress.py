@@ -9,20 +9,23 @@ import numpy as np
 import pytest
 import torch
 
-from readerfit.compress import build_compressor, registered_compressors
-from readerfit.compress.xcompress import (
+from readerfit.compressors import build_compressor, registered_compressors
+from readerfit.compressors.xcompress import (
     FilterCalibration,
+    ProbeConfig,
     Summary,
     SummaryConfig,
     XCompress,
     XCompressConfig,
+    XCompressEmbed,
     calibrate_threshold,
     norm_ratio,
+    probe_score,
     summary_prompt,
 )
-from readerfit.compress.xcompress_embed import ProbeConfig, XCompressEmbed, probe_score
+from readerfit.errors import InputError
 from readerfit.models.pool import ModelPool
-from readerfit.types import InputError, Passage, QAExample
+from readerfit.types import Passage, QAExample
 
 QUESTION = "who wrote the book?"
 PASSAGES = [Passage("The book was written by Anna. It sold well.", title="Book"),
@@ -44,7 +47,7 @@ def make(pool, **options):
 
 def test_registered(pool) -> None:
     assert {"summary", "xcompress"} <= set(registered_compressors())
-    with pytest.raises(InputError, match="bad options"):
+    with pytest.raises(InputError, match="unknown option 'nope'; valid options: .*compressor"):
         build_compressor("xcompress", pool, compressor="tiny", reader="tiny", nope=1)
     with pytest.raises(InputError, match="unknown scorer"):
         XCompressConfig(scorer="bleu")
@@ -76,7 +79,7 @@ def test_candidates_from_one_batched_call_and_lowest_score_wins(pool, tiny_lm, m
     c = xc.compress(QUESTION, PASSAGES)
     assert len(calls) == 1 and calls[0]["n"] == 4 and calls[0]["temperature"] == 1.0
     assert calls[0]["repetition_penalty"] == 1.2
-    assert len(c.units) == 4 and c.details["sampled"] == 1 and c.details["greedy_index"] is None
+    assert len(c.units) == 4 and c.metrics["sampled"] == 1 and c.details["greedy_index"] is None
     expected = [xc.scorer.score([u])[0] if u.strip() else math.inf for u in c.units]
     assert c.scores == pytest.approx(expected, rel=1e-6)
     assert c.kept == [int(np.argmin(expected))] and c.text == c.units[c.kept[0]]
@@ -111,17 +114,17 @@ def test_norm_ratio_hand_computation() -> None:
 def test_filter_skips_or_samples(pool) -> None:
     greedy_text = build_compressor("summary", pool, compressor="tiny", max_new_tokens=12).compress(QUESTION, PASSAGES).text
     kept_greedy = make(pool, k=3, threshold=-1.0).compress(QUESTION, PASSAGES)  # every ratio is above -1
-    assert kept_greedy.details["sampled"] == 0 and kept_greedy.units == [greedy_text] and kept_greedy.text == greedy_text
+    assert kept_greedy.metrics["sampled"] == 0 and kept_greedy.units == [greedy_text] and kept_greedy.text == greedy_text
     ratio = kept_greedy.details["filter_ratio"]
     assert ratio > 0
     sampled = make(pool, k=3, threshold=ratio).compress(QUESTION, PASSAGES)  # at the threshold: sample
-    assert sampled.details["sampled"] == 1 and len(sampled.units) == 4 and sampled.units[0] == greedy_text
+    assert sampled.metrics["sampled"] == 1 and len(sampled.units) == 4 and sampled.units[0] == greedy_text
     assert sampled.details["greedy_index"] == 0
     no_greedy = make(pool, k=3, threshold=ratio, include_greedy=False).compress(QUESTION, PASSAGES)
     assert len(no_greedy.units) == 3
 
 
-def test_calibration_threshold_and_file(pool, tmp_path) -> None:
+def test_calibration_threshold_and_file(pool, tiny_lm, tmp_path) -> None:
     ratios = [0.9, 0.1, 0.5, 0.3, 0.7, 0.2, 0.6, 0.4, 0.8, 1.0]
     t = calibrate_threshold(ratios, percentile=30)
     assert t == pytest.approx(float(np.percentile(ratios, 30)))
@@ -130,9 +133,9 @@ def test_calibration_threshold_and_file(pool, tmp_path) -> None:
     with pytest.raises(InputError):
         calibrate_threshold([float("nan")])
     path = tmp_path / "filter.json"
-    FilterCalibration(threshold=t, percentile=30, n=10, reader="tiny", layer=-2).save(path)
+    FilterCalibration(threshold=t, percentile=30, n=10, reader=tiny_lm.name, layer=-2).save(path)
     loaded = FilterCalibration.load(path)
-    assert loaded.threshold == t and loaded.reader == "tiny"
+    assert loaded.threshold == t and loaded.reader == tiny_lm.name
     xc = make(pool, k=2, filter_file=str(path))
     assert xc.threshold == t and xc.filter_layer == -2
     # wrong reader, wrong layer, bad files
@@ -141,7 +144,7 @@ def test_calibration_threshold_and_file(pool, tmp_path) -> None:
         make(pool, filter_file=str(tmp_path / "other.json"))
     with pytest.raises(InputError, match="layer"):
         make(pool, filter_file=str(path), filter_layer=1)
-    FilterCalibration(threshold=t, percentile=30, n=10, reader="tiny", layer=-2, max_new_tokens=64,
+    FilterCalibration(threshold=t, percentile=30, n=10, reader=tiny_lm.name, layer=-2, max_new_tokens=64,
                       compressor="tiny").save(tmp_path / "len.json")
     assert make(pool, filter_file=str(tmp_path / "len.json"), max_new_tokens=64).threshold == t
     with pytest.raises(InputError, match="max_new_tokens"):
@@ -154,7 +157,7 @@ def test_calibration_threshold_and_file(pool, tmp_path) -> None:
 
 
 def test_sampled_reaches_the_eval_table(pool, tmp_path) -> None:
-    from readerfit.evaluate import build_pipelines, run_eval
+    from readerfit.eval.harness import build_pipelines, run_eval
 
     examples = [QAExample(id=f"q{i}", question=QUESTION, answers=["Anna"], passages=PASSAGES) for i in range(2)]
     pipelines = build_pipelines(compressors=["summary", "xcompress"], pool=pool, reader="tiny",
@@ -242,9 +245,9 @@ def test_summary_compressor(pool) -> None:
 
 
 def test_probe_variant_runs_in_the_eval_pipeline(pool, tiny_lm) -> None:
-    from readerfit.pipeline import PipelineConfig, RAGPipeline
+    from readerfit.eval.pipeline import PipelineConfig, RAGPipeline
 
-    c = build_compressor("xcompress-embed", pool, compressor="tiny", reader="tiny", max_new_tokens=10,
+    c = build_compressor("xcompress-embed", pool, reader=tiny_lm, compressor="tiny", max_new_tokens=10,
                          n_probes=4, keep=2, top_p=5, seed=3)
     pipe = RAGPipeline(reader=tiny_lm, compressor=c, config=PipelineConfig(max_new_tokens=6))
     example = QAExample(id="q", question=QUESTION, answers=["Anna"], passages=PASSAGES)
@@ -259,4 +262,46 @@ def test_probe_variant_runs_in_the_eval_pipeline(pool, tiny_lm) -> None:
     assert record.extra["probe_chosen"] == float(expected.selection.chosen != 0)
     assert record.context_tokens_out == tiny_lm.count_tokens(summary)
     with pytest.raises(InputError, match="keep <= n_probes"):
-        build_compressor("xcompress-embed", pool, compressor="tiny", reader="tiny", keep=9, n_probes=2)
+        build_compressor("xcompress-embed", pool, reader=tiny_lm, compressor="tiny", keep=9, n_probes=2)
+
+
+def test_reader_aware_compressors_use_the_pipelines_reader(tiny_lm, tiny_lm_dir, tmp_path) -> None:
+    """With a reader other than the default, xcompress scores with it and xcompress-embed answers with it."""
+    from conftest import build_tiny_lm
+    from readerfit.eval.harness import build_pipelines
+    from readerfit.models.hf import HFLanguageModel
+    from readerfit.models.specs import DEFAULT_LM
+
+    other = HFLanguageModel(str(build_tiny_lm(tmp_path / "other", seed=1)), device="cpu")
+    pool = ModelPool(device="cpu")
+    pool.put("lm", DEFAULT_LM, tiny_lm)  # the default reader, which must not be used
+    pool.put("lm", "other", other)
+    pipes = build_pipelines(compressors=["xcompress", "xcompress-embed"], pool=pool, reader="other",
+                            config=None, compressor_options={
+                                "xcompress": {"compressor": "other", "k": 2, "max_new_tokens": 8,
+                                              "scorer_options": {"cache": False}},
+                                "xcompress-embed": {"compressor": "other", "max_new_tokens": 8, "n_probes": 3,
+                                                    "keep": 1, "top_p": 5}})
+    xc = pipes["xcompress"].compressor
+    assert xc.reader is other and xc.scorer.reader is other
+    c = xc.compress(QUESTION, PASSAGES)
+    assert c.scores == pytest.approx([xc.scorer.score([u])[0] for u in c.units], rel=1e-6)
+
+    calls = []
+    real = other.model.forward
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("inputs_embeds") is not None)
+        return real(*args, **kwargs)
+
+    other.model.forward = spy
+    try:
+        record = pipes["xcompress-embed"].run(QAExample(id="q", question=QUESTION, answers=["Anna"],
+                                                        passages=PASSAGES))
+    finally:
+        del other.model.forward
+    assert any(calls)  # the probes and the answer went through the pipeline's reader's embeddings
+    embed = pipes["xcompress-embed"].compressor
+    [answerer] = embed._answerers.values()
+    assert answerer.reader is other and answerer.sps.reader is other
+    assert record.prediction == answerer.answer(QUESTION, record.compression["text"]).text

@@ -1,0 +1,66 @@
+"""readerfit: fit retrieved context to the reader LLM of a RAG pipeline (EXIT, SPS/xCompress, SePer).
+
+The main types load at once; everything that needs torch loads on first use.
+
+>>> import readerfit
+>>> readerfit.Passage("Anna wrote it.", title="Book").render()
+'Book\\nAnna wrote it.'
+>>> isinstance(readerfit.__version__, str)
+True
+>>> from readerfit import ModelPool, build_compressor
+>>> build_compressor("none", ModelPool()).compress("Who wrote it?", [readerfit.Passage("Anna wrote it.")]).text
+'Anna wrote it.'
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from readerfit.errors import (
+    BackendUnavailableError,
+    ContextLengthError,
+    InputError,
+    LocalModelRequired,
+    MissingPackageError,
+    ReaderfitError,
+    UnknownModelError,
+)
+from readerfit.types import Compression, Generation, Passage, QAExample, Record, SupportingFact
+
+try:
+    __version__ = version("readerfit")
+except PackageNotFoundError:  # a source tree that is not installed
+    __version__ = "0.0.0"
+
+# name -> module: loaded on first access (they import torch and the model stack)
+_LAZY = {
+    "ModelPool": "readerfit.models.pool",
+    "build_compressor": "readerfit.compressors",
+    "build_scorer": "readerfit.scorers",
+    "load_dataset": "readerfit.data",
+    "load_corpus": "readerfit.data",
+    "EvalConfig": "readerfit.eval",
+    "RAGPipeline": "readerfit.eval",
+    "run_eval": "readerfit.eval",
+    "SePer": "readerfit.retrieval_utility",
+    "build_judge": "readerfit.retrieval_utility",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'readerfit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+__all__ = [
+    "BackendUnavailableError", "Compression", "ContextLengthError", "Generation", "InputError", "LocalModelRequired",
+    "MissingPackageError", "Passage", "QAExample", "ReaderfitError", "Record", "SupportingFact", "UnknownModelError",
+    "__version__", *_LAZY,
+]

@@ -1,24 +1,33 @@
-"""Files of long runs: append-as-you-go JSONL that resumes, and atomic writes."""
+"""Files: atomic writes of files and folders, JSON, JSONL that resumes, markdown tables.
+
+Every file readerfit writes for later (results, caches, checkpoints, indexes) goes through
+:func:`write_atomic` or :func:`atomic_dir`, so a reader never sees half of it; every JSONL file is
+read through :func:`read_jsonl`.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
+import shutil
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
-from readerfit.types import InputError
+from readerfit.errors import InputError
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write a file through a temp file and a rename, so readers never see half of it."""
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
+    """Write a file through a temp file in the same folder and a rename (fsynced)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -27,25 +36,113 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
         raise
 
 
-def write_json(path: str | os.PathLike, obj: Any) -> None:
-    write_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False, default=_jsonable) + "\n")
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
+    """A temp path to write ``path`` through (for writers that want a file name); renamed on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
-def _jsonable(x: Any) -> Any:
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike, *, replace: bool = False) -> Iterator[Path]:
+    """A temp folder beside ``path`` that becomes ``path`` when the block ends without error.
+
+    An existing ``path`` is kept (the temp folder is dropped: another process finished first)
+    unless ``replace``, which swaps it out.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists() and replace:
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
+            os.replace(path, old / "x")
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            try:
+                os.replace(tmp, path)
+            except OSError:  # a non-empty folder is there already: another process won the race
+                shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def to_jsonable(x: Any) -> Any:
+    """``json.dumps`` default: arrays and tensors as lists, dataclasses as dicts."""
     if hasattr(x, "tolist"):
         return x.tolist()
-    if hasattr(x, "__dataclass_fields__"):
-        from dataclasses import asdict
-
-        return asdict(x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return dataclasses.asdict(x)
     raise TypeError(f"not JSON serializable: {type(x).__name__}")
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    write_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False, default=to_jsonable) + "\n")
+
+
+def read_json(path: str | os.PathLike, *, what: str = "file") -> Any:
+    """A JSON file's content, or an InputError naming the file (missing, not UTF-8, not JSON)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{what} {str(path)!r} does not exist")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))  # Python's json reads the NaN our summaries hold
+    except UnicodeDecodeError as err:
+        raise InputError(f"{what} {str(path)!r} is not UTF-8 text ({err.reason} at byte {err.start})") from err
+    except json.JSONDecodeError as err:
+        raise InputError(f"{what} {str(path)!r} is not JSON: {err}") from err
+
+
+def read_jsonl(path: str | os.PathLike, *, partial_ok: bool = True) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file, one per line (blank lines skipped).
+
+    ``partial_ok``: a last line without its newline (a run writing the file right now, or one killed
+    mid-write) is left out; otherwise it is read like any other. A line that is not a JSON object is
+    an :class:`InputError` naming the file and line.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{str(path)!r} does not exist")
+    raw = p.read_bytes()
+    out = []
+    for n, line in enumerate(raw.splitlines(keepends=True), 1):
+        if partial_ok and not line.endswith(b"\n"):
+            break
+        if not line.strip():
+            continue
+        out.append(_parse_line(line, p, n))
+    return out
+
+
+def _parse_line(line: bytes, path: Path, n: int) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path} line {n}: not UTF-8 text ({err.reason})") from err
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path} line {n}: not JSON ({err})") from err
+    if not isinstance(record, dict):
+        raise InputError(f"{path} line {n}: expected a JSON object, got {type(record).__name__}")
+    return record
 
 
 class RecordLog:
     """A JSONL file written one record at a time; a rerun reads it back and skips what is done.
 
     A crash can leave a partial last line; it is dropped (and rewritten) on the
-    next open, so at most the record in flight is lost.
+    next open, so at most the record in flight is lost. A complete line that is
+    not a record of this log (not JSON, or lacking a key field) is an error naming its line.
 
     >>> import tempfile, pathlib
     >>> log = RecordLog(pathlib.Path(tempfile.mkdtemp()) / "r.jsonl", key=("id",))
@@ -65,14 +162,16 @@ class RecordLog:
     def _load(self) -> None:
         raw = self.path.read_bytes()
         good = 0
-        for line in raw.splitlines(keepends=True):
+        for n, line in enumerate(raw.splitlines(keepends=True), 1):
             if not line.endswith(b"\n"):
                 break  # the partial line of an interrupted write
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputError(f"{self.path}: corrupt record at byte {good}: {err}") from err
-            self._add(record)
+            if line.strip():
+                record = _parse_line(line, self.path, n)
+                missing = [k for k in self.key if k not in record]
+                if missing:
+                    raise InputError(f"{self.path} line {n}: a record without {', '.join(missing)}; "
+                                     "not a file this run wrote (move it away to start over)")
+                self._add(record)
             good += len(line)
         if good != len(raw):
             with open(self.path, "r+b") as f:
@@ -86,7 +185,7 @@ class RecordLog:
         return key in self._done
 
     def append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, default=_jsonable) + "\n"
+        line = json.dumps(record, ensure_ascii=False, default=to_jsonable) + "\n"
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(line)
             f.flush()
@@ -98,21 +197,6 @@ class RecordLog:
 
     def __len__(self) -> int:
         return len(self.records)
-
-
-def check_run_config(out: Path, config: dict[str, Any]) -> None:
-    """Refuse to resume an output folder that was written with different settings."""
-    path = out / "run.json"
-    if path.exists():
-        old = json.loads(path.read_text())
-        diff = sorted(k for k in set(old) | set(config) if old.get(k) != config.get(k))
-        if diff:
-            raise InputError(
-                f"{out} holds a run with other settings ({', '.join(diff)} differ); "
-                "use a new --out folder or delete it"
-            )
-    else:
-        write_json(path, config)
 
 
 def markdown_table(rows: Iterable[dict[str, Any]], columns: list[tuple[str, str, str]]) -> str:

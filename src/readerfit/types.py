@@ -9,25 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-
-class ReaderfitError(Exception):
-    """Base class of readerfit's user-facing errors (bad input, missing package...)."""
-
-
-class BackendUnavailableError(ReaderfitError):
-    """A model backend cannot serve this run: a server is down, rejects the key or model, or lacks a feature.
-
-    Not the example's fault, so harnesses stop on it instead of recording an error
-    for every remaining example; rerunning the same command resumes.
-    """
-
-
-class InputError(ReaderfitError, ValueError):
-    """Bad input: the message says what was expected and what came."""
-
-
-class ContextLengthError(InputError):
-    """A text does not fit the model's context window (we never truncate silently)."""
+from readerfit.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -53,7 +35,34 @@ class Passage:
 
     def render(self) -> str:
         """The passage as the reader sees it: title on its own line, then the text."""
-        return f"{self.title}\n{self.text}" if self.title else self.text
+        return render_passage(self.title, self.text)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The passage as a JSON object (optional fields only when set); :meth:`from_dict` reads it back."""
+        d: dict[str, Any] = {"title": self.title, "text": self.text}
+        if self.sentences is not None:
+            d["sentences"] = list(self.sentences)
+        if self.id:
+            d["id"] = self.id
+        if self.score is not None:
+            d["score"] = self.score
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Passage:
+        """The passage of a :meth:`to_dict` object.
+
+        >>> Passage.from_dict(Passage("A b.", title="T", id="7").to_dict())
+        Passage(text='A b.', title='T', id='7', sentences=None, score=None)
+        """
+        score = d.get("score")
+        return cls(text=d["text"], title=d.get("title", ""), id=str(d.get("id", "")), sentences=d.get("sentences"),
+                   score=None if score is None else float(score))
+
+
+def render_passage(title: str, text: str) -> str:
+    """A passage as every reader and classifier sees it: the title on its own line, then the text."""
+    return f"{title}\n{text}" if title else text
 
 
 @dataclass(frozen=True)
@@ -96,7 +105,10 @@ class Compression:
 
     ``units`` are all candidate units (sentences, summaries...) and ``scores``
     their scores, aligned with ``units`` (None when the method does not score);
-    ``kept`` are the indices of units kept, in output order.
+    ``kept`` are the indices of units kept, in output order. ``passage_of_unit``
+    (extractive methods) gives each unit's passage index among the non-empty input
+    passages; ``metrics`` are numbers the eval averages per compressor (e.g.
+    xcompress's ``sampled``); ``details`` is free-form provenance.
     """
 
     text: str
@@ -106,11 +118,9 @@ class Compression:
     tokens_in: int = 0
     tokens_out: int = 0
     seconds: float = 0.0
+    passage_of_unit: list[int] | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def kept_units(self) -> list[str]:
-        return [self.units[i] for i in self.kept]
 
 
 @dataclass
@@ -181,6 +191,6 @@ class Record:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Record":
+    def from_dict(cls, d: dict[str, Any]) -> Record:
         d = {k: v for k, v in d.items() if k != "total_s"}
         return cls(**d)

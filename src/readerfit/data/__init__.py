@@ -6,9 +6,8 @@
 True
 """
 
+from readerfit.data.formats import FORMATS, Format
 from readerfit.data.loaders import (
-    FORMATS,
-    Format,
     demo_corpus_path,
     demo_path,
     detect_format,

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from readerfit.types import InputError
+from readerfit.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 

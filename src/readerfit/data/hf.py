@@ -12,9 +12,9 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from readerfit.data import loaders
-from readerfit.models.registry import MissingPackageError
-from readerfit.types import InputError, QAExample
+from readerfit.data.formats import FORMATS, check_limit, format_from_record, map_row
+from readerfit.errors import InputError, require
+from readerfit.types import QAExample
 
 # default (config, split) of the Hub datasets whose rows we know how to map
 HUB_DEFAULTS: dict[str, tuple[str | None, str]] = {
@@ -23,12 +23,6 @@ HUB_DEFAULTS: dict[str, tuple[str | None, str]] = {
     "trivia_qa": ("rc.nocontext", "validation"),
 }
 SPLIT_NAMES = ("validation", "dev", "test", "train")
-# local copies of the same benchmarks (paths as in the README, beside the repository) to suggest when offline
-LOCAL_FILES: dict[str, str] = {
-    "hotpot_qa": "../shared/data/hotpotqa/rpt_dev.jsonl",
-    "nq_open": "../shared/data/nq/NQ-open.efficientqa.dev.jsonl",
-    "trivia_qa": "../shared/data/triviaqa/dev_questions.tsv",
-}
 
 
 def parse_hf_spec(spec: str) -> tuple[str, str | None, str | None]:
@@ -72,11 +66,7 @@ def _pick_split(dd: Any, split: str | None, spec: str) -> Any:
 
 
 def _open(spec: str) -> Any:
-    try:
-        import datasets
-    except ImportError as e:
-        raise MissingPackageError("hf: datasets need the `datasets` package: pip install datasets "
-                                  "(or pip install 'readerfit[data]')") from e
+    datasets = require("datasets", extra="data", purpose="hf: datasets")
     name, config, split = parse_hf_spec(spec)
     if Path(name).expanduser().is_dir():
         try:
@@ -90,11 +80,10 @@ def _open(spec: str) -> Any:
     try:
         return datasets.load_dataset(name, config, split=split)
     except Exception as e:  # offline, unknown name, bad config: all end up here, with the cause kept
-        local = LOCAL_FILES.get(name.rsplit("/", 1)[-1], LOCAL_FILES["hotpot_qa"])
         # datasets reports an unreachable Hub as ConnectionError (an OSError), after retrying for ~25 s
         offline = isinstance(e, OSError) and not isinstance(e, FileNotFoundError)
         hint = ("the Hugging Face Hub cannot be reached (offline?); " if offline else "") + (
-            f"use a local file with --data PATH instead (such as --data {local}; formats: readerfit, hotpotqa, "
+            "use a local copy of the benchmark with --data PATH instead (formats: readerfit, hotpotqa, "
             "nq-ctxs, qa-jsonl, triviaqa-tsv, ...), a folder written by Dataset.save_to_disk as hf:DIR, "
             "or set HF_HUB_OFFLINE=1 to read the datasets cache without retrying")
         raise InputError(
@@ -105,7 +94,7 @@ def _open(spec: str) -> Any:
 
 def load_hf(spec: str, *, limit: int | None = None) -> list[QAExample]:
     """QA examples from ``hf:NAME[:CONFIG][:SPLIT]`` (Hub name or a ``save_to_disk`` folder)."""
-    loaders.check_limit(limit)
+    check_limit(limit)
     ds = _open(spec)
     name = parse_hf_spec(spec)[0]
     stem = Path(name).name or "hf"
@@ -114,11 +103,11 @@ def load_hf(spec: str, *, limit: int | None = None) -> list[QAExample]:
     for i, row in enumerate(islice(iter(ds), limit)):
         where = f"{spec} row {i}"
         if mapper is None:
-            fmt = loaders.format_from_record(row)
-            mapper = loaders.FORMATS[fmt].row if fmt else None
+            fmt = format_from_record(row)
+            mapper = FORMATS.get(fmt).row if fmt else None
             if mapper is None:
                 columns = sorted(row) if isinstance(row, dict) else type(row).__name__
                 raise InputError(f"{spec}: unknown row schema (columns: {columns}); known: hotpot_qa "
                                  "(distractor), nq_open, trivia_qa, and the readerfit fields")
-        out.append(loaders._map(mapper, row, where, f"{stem}-{i}"))
+        out.append(map_row(mapper, row, where, f"{stem}-{i}"))
     return out

@@ -1,22 +1,27 @@
 """The papers' protocols, one module each, registered by name for ``readerfit exp NAME``.
 
-Each module defines ``add_args(parser)`` and ``run(args) -> int`` (the CLI
-part) next to the functions that compute its tables.
+Each module holds its ``Config`` (flags), ``KEY``, ``run(config, *, run, pool, progress)`` and
+``report_section(view, doc)`` (see :mod:`readerfit.experiments.base`); the command line does the rest.
+
+>>> EXPERIMENTS.names()
+['calibrate-filter', 'evouna', 'exit-sentences', 'seper-utility', 'sps-correlation']
 """
 
 from __future__ import annotations
 
-# name -> (module, one-line help); modules are imported only when their command runs.
-EXPERIMENTS: dict[str, tuple[str, str]] = {
-    "exit-sentences": ("readerfit.experiments.exit_sentences", "EXIT: sentence-level P/R/F1/AUROC on HotpotQA supporting facts"),
-    "sps-correlation": ("readerfit.experiments.sps_correlation", "SPS paper Table 1: binned correlation of PPL/LongPPL/SPS with accuracy"),
-    "calibrate-filter": ("readerfit.experiments.calibrate_filter", "xCompress: calibrate the norm-guided filter threshold"),
-    "evouna": ("readerfit.experiments.evouna", "SePer paper Table 1: judge vs human answer-equivalence labels"),
-    "seper-utility": ("readerfit.experiments.seper_utility", "SePer paper Table 2: correlation of utility metrics with gold/random passages"),
-}
+from types import ModuleType
 
-# `readerfit train NAME`
-TRAINERS: dict[str, tuple[str, str]] = {
-    "exit-data": ("readerfit.train.exit_data", "EXIT training data from HotpotQA supporting facts (2:1:1)"),
-    "exit": ("readerfit.train.exit_train", "train the EXIT classifier (LoRA on an LM, or an encoder cross-encoder)"),
-}
+from readerfit.registry import Registry
+
+# imported only when their command runs
+EXPERIMENTS: Registry[ModuleType] = Registry("experiment")
+EXPERIMENTS.register("exit-sentences", "readerfit.experiments.exit_sentences",
+                     help="EXIT: sentence-level P/R/F1/AUROC on HotpotQA supporting facts")
+EXPERIMENTS.register("sps-correlation", "readerfit.experiments.sps_correlation",
+                     help="SPS paper Table 1: binned correlation of PPL/LongPPL/SPS with accuracy")
+EXPERIMENTS.register("calibrate-filter", "readerfit.experiments.calibrate_filter",
+                     help="xCompress: calibrate the norm-guided filter threshold")
+EXPERIMENTS.register("evouna", "readerfit.experiments.evouna",
+                     help="SePer paper Table 1: judge vs human answer-equivalence labels")
+EXPERIMENTS.register("seper-utility", "readerfit.experiments.seper_utility",
+                     help="SePer paper Table 2: correlation of utility metrics with gold/random passages")

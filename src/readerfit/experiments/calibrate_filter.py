@@ -18,94 +18,131 @@ One JSONL record per question under ``--out`` (resumable).
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
-import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from readerfit.compressors.base import check_inputs
+from readerfit.compressors.xcompress import FilterCalibration, Summary, SummaryConfig, calibrate_threshold, norm_ratio
+from readerfit.data import load_dataset
+from readerfit.errors import InputError, ReaderfitError
+from readerfit.io import markdown_table, read_json
+from readerfit.models.pool import ModelPool
+from readerfit.models.specs import DEFAULT_LM
+from readerfit.registry import param
+from readerfit.report import Doc, finite, fmt
+from readerfit.runs import Outcome, RunFolder, RunView
+
+KEY = ("id",)
+DTYPES = ("float32", "bfloat16", "float16")
 
 
-def add_args(p: argparse.ArgumentParser) -> None:
-    from readerfit.cli import add_experiment_args, positive_int
+@dataclass
+class Config:
+    data: str = param(help="validation QA data with passages (not the evaluation split)")
+    format: str | None = param(None, help="dataset format (default: detected)")
+    limit: int | None = param(None, help="first N questions")
+    percentile: float = param(30.0, help="sample for questions at or below this percentile")
+    compressor: str = param(DEFAULT_LM, help="LM that writes the greedy summary")
+    compressor_dtype: str | None = param(None, help="dtype of the compressor (default: --dtype)", choices=DTYPES)
+    reader: str = param(DEFAULT_LM, help="LM whose hidden states give the ratio")
+    layer: int = param(-2, help="hidden-state layer (-2 = penultimate)")
+    max_new_tokens: int = param(256, help="as the xcompress compressor will use")
+    filter_file: str | None = param(None, help="where to save the threshold (default OUT/filter.json)")
+    dtype: str = param("float32", help="model dtype", choices=DTYPES)
 
-    p.add_argument("--data", required=True, help="validation QA data with passages (not the evaluation split)")
-    p.add_argument("--format", default=None)
-    p.add_argument("--limit", type=positive_int, default=None)
-    p.add_argument("--percentile", type=float, default=30.0, help="sample for questions at or below this percentile")
-    p.add_argument("--compressor", default="smollm2-135m")
-    p.add_argument("--compressor-dtype", default=None, choices=["float32", "bfloat16", "float16"])
-    p.add_argument("--reader", default="smollm2-135m")
-    p.add_argument("--layer", type=int, default=-2)
-    p.add_argument("--max-new-tokens", type=positive_int, default=256, help="as the xcompress compressor will use")
-    p.add_argument("--filter-file", default=None, help="where to save the threshold (default OUT/filter.json)")
-    add_experiment_args(p)
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.percentile <= 100.0:
+            raise InputError(f"--percentile must be in [0, 100], got {self.percentile}")
+        if self.limit is not None and self.limit < 1:
+            raise InputError(f"--limit must be >= 1, got {self.limit}")
+
+    def settings(self) -> dict[str, Any]:
+        return {"data": str(self.data), "format": self.format, "compressor": self.compressor,
+                "compressor_dtype": self.compressor_dtype, "reader": self.reader, "layer": self.layer,
+                "max_new_tokens": self.max_new_tokens, "dtype": self.dtype}
 
 
-def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from readerfit.cli import default_out, emit
-    from readerfit.compress.base import check_inputs
-    from readerfit.compress.xcompress import FilterCalibration, Summary, SummaryConfig, calibrate_threshold, norm_ratio
-    from readerfit.data import load_dataset
-    from readerfit.io import RecordLog, check_run_config, markdown_table, write_atomic
-    from readerfit.models.pool import ModelPool
-    from readerfit.report import report_after_run
-    from readerfit.types import InputError, ReaderfitError
-
-    if not 0.0 <= args.percentile <= 100.0:
-        raise InputError(f"--percentile must be in [0, 100], got {args.percentile}")
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    examples = load_dataset(args.data, format=args.format, limit=args.limit)
-    settings = {"data": str(args.data), "format": args.format, "compressor": args.compressor,
-                "compressor_dtype": args.compressor_dtype, "reader": args.reader, "layer": args.layer,
-                "max_new_tokens": args.max_new_tokens, "dtype": args.dtype}
-    out = Path(args.out) if args.out else default_out("calibrate-filter", str(args.data), settings)
-    out.mkdir(parents=True, exist_ok=True)
-    check_run_config(out, settings)
-    log = RecordLog(out / "records.jsonl", key=("id",))
-    pool = ModelPool(device=args.device, dtype=args.dtype)
-    summary = Summary(pool.lm(args.compressor, dtype=args.compressor_dtype),
-                      SummaryConfig(compressor=args.compressor, max_new_tokens=args.max_new_tokens,
-                                    compressor_dtype=args.compressor_dtype))
-    reader = pool.lm(args.reader)
-    todo = [e for e in examples if not log.done((e.id,))]
-    bar = tqdm(total=len(examples), initial=len(examples) - len(todo), disable=args.no_progress, file=sys.stderr,
-               desc="calibrate-filter", unit="question", dynamic_ncols=True)
-    for ex in todo:
-        start = time.perf_counter()
-        try:
-            text = summary.greedy(ex.question, check_inputs(ex.question, ex.passages)).text
-            ratio = norm_ratio(reader.hidden_states([text], layer=args.layer)[0]) if text.strip() else math.nan
-            record = {"id": ex.id, "ratio": ratio, "summary": text, "seconds": time.perf_counter() - start}
-        except ReaderfitError as err:
-            record = {"id": ex.id, "ratio": math.nan, "error": f"{type(err).__name__}: {err}"}
-        log.append(record)
-        bar.update(1)
-    bar.close()
+def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = True) -> Outcome:
+    """The filter ratio of each question's greedy summary, then the threshold at the percentile."""
+    examples = load_dataset(config.data, format=config.format, limit=config.limit)
+    todo = [e for e in examples if not run.log.done((e.id,))]
+    if todo:
+        summary = Summary(pool.lm(config.compressor, dtype=config.compressor_dtype),
+                          SummaryConfig(compressor=config.compressor, max_new_tokens=config.max_new_tokens,
+                                        compressor_dtype=config.compressor_dtype))
+        reader = pool.local_lm(config.reader, purpose="the norm-guided filter")
+        bar = run.progress(total=len(examples), done=len(examples) - len(todo), desc="calibrate-filter",
+                           unit="question", enabled=progress)
+        for ex in todo:
+            start = time.perf_counter()
+            try:
+                text = summary.greedy(ex.question, check_inputs(ex.question, ex.passages)).text
+                ratio = norm_ratio(reader.hidden_states([text], layer=config.layer)[0]) if text.strip() else math.nan
+                record = {"id": ex.id, "ratio": ratio, "summary": text, "seconds": time.perf_counter() - start}
+            except ReaderfitError as err:
+                record = {"id": ex.id, "ratio": math.nan, "error": f"{type(err).__name__}: {err}"}
+            run.log.append(record)
+            bar.update(1)
+        bar.close()
     ids = {e.id for e in examples}
-    ratios = [r["ratio"] for r in log if r["id"] in ids and r.get("ratio") is not None and math.isfinite(r["ratio"])]
-    threshold = calibrate_threshold(ratios, percentile=args.percentile)
-    calibration = FilterCalibration(threshold=threshold, percentile=args.percentile, n=len(ratios), reader=args.reader,
-                                    layer=args.layer, compressor=args.compressor, max_new_tokens=args.max_new_tokens,
-                                    data=str(args.data), ratio_min=min(ratios), ratio_median=statistics.median(ratios),
+    ratios = [r["ratio"] for r in run.log if r["id"] in ids and r.get("ratio") is not None and math.isfinite(r["ratio"])]
+    threshold = calibrate_threshold(ratios, percentile=config.percentile)
+    calibration = FilterCalibration(threshold=threshold, percentile=config.percentile, n=len(ratios),
+                                    reader=config.reader, layer=config.layer, compressor=config.compressor,
+                                    max_new_tokens=config.max_new_tokens, data=str(config.data),
+                                    ratio_min=min(ratios), ratio_median=statistics.median(ratios),
                                     ratio_max=max(ratios))
-    filter_file = Path(args.filter_file) if args.filter_file else out / "filter.json"
+    filter_file = Path(config.filter_file) if config.filter_file else run.path / "filter.json"
     calibration.save(filter_file)
     sampled = sum(r <= threshold for r in ratios) / len(ratios)
-    result = {"threshold": threshold, "percentile": args.percentile, "n": len(ratios),
+    result = {"threshold": threshold, "percentile": config.percentile, "n": len(ratios),
               "n_skipped": len(ids) - len(ratios), "sampled_fraction": sampled, "ratio_min": calibration.ratio_min,
               "ratio_median": calibration.ratio_median, "ratio_max": calibration.ratio_max,
-              "filter_file": str(filter_file), "out": str(out)}
-    table = markdown_table([result], [("n", "n", "d"), ("percentile", "percentile", ".0f"), ("threshold", "threshold", ".5f"),
-                                      ("sampled_fraction", "sampled", ".1%"), ("ratio_min", "min", ".5f"),
-                                      ("ratio_median", "median", ".5f"), ("ratio_max", "max", ".5f")])
-    write_atomic(out / "summary.md", table + "\n")
-    report_after_run(out)
-    emit(result, f"{table}\n\nfilter file: {filter_file} (use --option xcompress.filter_file={filter_file})",
-         as_json=args.json)
-    return 0
+              "filter_file": str(filter_file), "out": str(run.path)}
+    table = markdown_table([result], [("n", "n", "d"), ("percentile", "percentile", ".0f"),
+                                      ("threshold", "threshold", ".5f"), ("sampled_fraction", "sampled", ".1%"),
+                                      ("ratio_min", "min", ".5f"), ("ratio_median", "median", ".5f"),
+                                      ("ratio_max", "max", ".5f")])
+    return Outcome(result=result, table=table,
+                   note=f"filter file: {filter_file} (use --option xcompress.filter_file={filter_file})")
+
+
+# ----- report ---------------------------------------------------------------------------------------
+def report_section(folder: RunView, doc: Doc) -> None:
+    """The threshold table and the histogram of the filter ratio."""
+    filt = read_json(folder.path / "filter.json", what="filter file") if (folder.path / "filter.json").is_file() else {}
+    ratios = finite([r.get("ratio") for r in folder.records])
+    percentile = float(filt.get("percentile", 30.0))
+    threshold = filt.get("threshold")
+    if threshold is None and ratios:
+        threshold = calibrate_threshold(ratios, percentile=percentile)
+    threshold = float(threshold) if threshold is not None else math.nan
+    rows = ["| n | skipped | percentile | threshold | sampled | min | median | max |", "|---|---|---|---|---|---|---|---|"]
+    if ratios:
+        sampled = sum(r <= threshold for r in ratios) / len(ratios)
+        rows.append(f"| {len(ratios)} | {len(folder.records) - len(ratios)} | {percentile:.0f} | {fmt(threshold, '.5f')} "
+                    f"| {sampled:.1%} | {min(ratios):.5f} | {statistics.median(ratios):.5f} | {max(ratios):.5f} |")
+    doc.add("Norm-guided filter: ratio = L2 of mean-pooled / L1 of max-pooled reader hidden states of the greedy "
+            "summary; questions at or under the threshold get sampled candidates."
+            + ("" if filt else " No `filter.json`: threshold recomputed at the default percentile."))
+    doc.add("## Results", "\n".join(rows))
+    if ratios:
+        doc.add("## Plots")
+        doc.figure("ratios", "distribution of the filter ratio with the calibrated threshold",
+                   lambda fig: _plot_ratios(fig, ratios, threshold, percentile), size=(7, 3.2))
+
+
+def _plot_ratios(fig: Any, ratios: Sequence[float], threshold: float, percentile: float) -> None:
+    ax = fig.subplots()
+    ax.hist(ratios, bins=min(30, max(5, len(ratios) // 2)), color="#1f77b4", alpha=0.8)
+    ax.axvline(threshold, color="#d62728", linestyle="--", label=f"threshold ({percentile:.0f}th percentile) {threshold:.5f}")
+    ax.axvspan(min([*ratios, threshold]), threshold, color="#d62728", alpha=0.08, label="sampled")
+    ax.set_xlabel("norm ratio")
+    ax.set_ylabel("questions")
+    ax.legend(fontsize=8)
+    ax.set_title(f"filter ratios of {len(ratios)} validation questions", fontsize=10)

@@ -17,13 +17,47 @@ The paper's Lexical Match row on TriviaQA (F1/accuracy): InstructGPT
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from readerfit.types import InputError, QAExample
+from tqdm import tqdm
+
+from readerfit.data import load_dataset
+from readerfit.errors import InputError
+from readerfit.io import markdown_table, write_atomic
+from readerfit.models.pool import ModelPool
+from readerfit.registry import param
+from readerfit.report import Doc, fmt, kv_table
+from readerfit.retrieval_utility.judge import Judge, build_judge
+from readerfit.runs import Outcome, RunFolder, RunView
+from readerfit.types import QAExample
+
+KEY = ("id", "system")
+
+
+@dataclass
+class Config:
+    data: str = param(help="EVOUNA JSON (e.g. ../shared/data/evouna/TQ.json)")
+    format: str = param("evouna", help="dataset format")
+    limit: int | None = param(None, help="first N items")
+    judge: str = param("lexical", help="lexical | nli:<id or path> | lm:<model>")
+    threshold: float = param(0.5, help="entailment threshold τ")
+    direction: str = param("forward", help="forward: answer ⊢ reference; both: bidirectional entailment",
+                           choices=("forward", "both"))
+    dtype: str = param("float32", help="dtype of an lm: judge", choices=("float32", "bfloat16", "float16"))
+
+    def __post_init__(self) -> None:
+        if self.limit is not None and self.limit < 1:
+            raise InputError(f"--limit must be >= 1, got {self.limit}")
+
+    def settings(self) -> dict[str, Any]:
+        return {"data": str(self.data), "limit": self.limit, "judge": self.judge, "threshold": self.threshold,
+                "direction": self.direction}
+
 
 SYSTEMS = ("fid", "gpt35", "chatgpt", "gpt4", "newbing")
 SYSTEM_NAMES = {"fid": "FiD", "gpt35": "InstructGPT (gpt35)", "chatgpt": "ChatGPT", "gpt4": "GPT-4", "newbing": "BingChat"}
@@ -63,7 +97,7 @@ def agreement(predicted: Sequence[bool], human: Sequence[bool]) -> Cell:
 
 def evaluate_judge(
     examples: Sequence[QAExample],
-    judge: Any,
+    judge: Judge,
     *,
     threshold: float = 0.5,
     direction: str = "forward",
@@ -93,8 +127,6 @@ def evaluate_judge(
             if c is None or c.get("judge") is None or c.get("answer") is None:
                 continue
             jobs.append((e, x, c["answer"], bool(c["judge"])))
-    from tqdm import tqdm
-
     predictions: list[dict[str, Any]] = []
     bar = tqdm(total=len(jobs), disable=not progress, file=sys.stderr, desc="evouna", unit="answer", dynamic_ncols=True)
     for start in range(0, len(jobs), chunk):
@@ -112,7 +144,7 @@ def evaluate_judge(
         for k, f, b in zip(owner, fwd, back):
             if f >= threshold and b >= threshold:
                 correct[k] = True
-        for (e, x, answer, human), pred in zip(part, correct):
+        for (e, x, _, human), pred in zip(part, correct):
             predictions.append({"id": e.id, "system": x, "predicted": pred, "human": human})
         bar.update(len(part))
     bar.close()
@@ -125,8 +157,6 @@ def evaluate_judge(
 
 
 def markdown(cells: dict[str, Cell], *, judge: str, paper: dict[str, tuple[float, float]] | None) -> str:
-    from readerfit.io import markdown_table
-
     rows = []
     for x, c in cells.items():
         row: dict[str, Any] = {"system": SYSTEM_NAMES.get(x, x), "n": c.n, "f1": 100 * c.f1, "accuracy": 100 * c.accuracy}
@@ -140,46 +170,80 @@ def markdown(cells: dict[str, Cell], *, judge: str, paper: dict[str, tuple[float
     return markdown_table(rows, columns)
 
 
-def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", required=True, help="EVOUNA JSON (e.g. ../shared/data/evouna/TQ.json)")
-    p.add_argument("--format", default="evouna")
-    p.add_argument("--limit", type=int, default=None)
-    p.add_argument("--judge", default="lexical", help="lexical | nli:<id or path> | lm:<model>")
-    p.add_argument("--threshold", type=float, default=0.5, help="entailment threshold τ")
-    p.add_argument("--direction", choices=["forward", "both"], default="forward",
-                   help="forward: answer ⊢ reference; both: bidirectional entailment")
-    p.add_argument("--out", default=None, help="folder for summary.json / summary.md / predictions.jsonl")
-    p.add_argument("--device", default=None)
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--json", action="store_true")
-
-
-def run(args: argparse.Namespace) -> int:
-    import json
-
-    from readerfit.cli import default_out, emit
-    from readerfit.data import load_dataset
-    from readerfit.io import write_atomic, write_json
-    from readerfit.models.judge import build_judge
-    from readerfit.models.pool import ModelPool
-    from readerfit.report import report_after_run
-
-    examples = load_dataset(args.data, format=args.format, limit=args.limit)
-    judge = build_judge(args.judge, pool=ModelPool(device=args.device))
-    cells, n, predictions = evaluate_judge(examples, judge, threshold=args.threshold, direction=args.direction,
-                                           progress=not args.no_progress)
+def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = True) -> Outcome:
+    """The judge's decision on every human-judged answer, and its agreement with the humans per system."""
+    examples = load_dataset(config.data, format=config.format, limit=config.limit)
+    judge = build_judge(config.judge, pool=pool)
+    cells, n, predictions = evaluate_judge(examples, judge, threshold=config.threshold, direction=config.direction,
+                                           progress=progress)
     result = {"n": n, "cells": {x: {"f1": c.f1, "accuracy": c.accuracy, "n": c.n} for x, c in cells.items()},
               "judge": judge.name}
-    is_tq = Path(args.data).name.lower().startswith("tq")
-    paper = PAPER_LEXICAL_TQ if is_tq and args.judge == "lexical" and args.direction == "forward" else None
-    table = markdown(cells, judge=judge.name, paper=paper)
-    settings = {"data": str(args.data), "limit": args.limit, "judge": args.judge, "threshold": args.threshold,
-                "direction": args.direction}
-    out = Path(args.out) if args.out else default_out("evouna", str(args.data), settings)
-    write_json(out / "summary.json", {**result, "settings": settings,
-                                      "counts": {x: asdict(c) for x, c in cells.items()}})
-    write_atomic(out / "summary.md", table + "\n")
-    write_atomic(out / "predictions.jsonl", "".join(json.dumps(p) + "\n" for p in predictions))
-    report_after_run(out)
-    emit(result, f"{table}\n\n{n} items (improper skipped); results: {out}", as_json=args.json)
-    return 0
+    is_tq = Path(config.data).name.lower().startswith("tq")
+    paper = PAPER_LEXICAL_TQ if is_tq and config.judge == "lexical" and config.direction == "forward" else None
+    write_atomic(run.path / "predictions.jsonl", "".join(json.dumps(p) + "\n" for p in predictions))
+    return Outcome(result={**result, "settings": config.settings(), "counts": {x: asdict(c) for x, c in cells.items()}},
+                   table=markdown(cells, judge=judge.name, paper=paper), note=f"{n} items (improper skipped)")
+
+
+# ----- report ---------------------------------------------------------------------------------------
+def report_section(folder: RunView, doc: Doc) -> None:
+    """Agreement with the human labels per answering system, against the paper's row where it has one."""
+    s = folder.summary or {}
+    counts = s.get("counts") or {}
+    settings = s.get("settings", {})
+    cells = {x: Cell(**c) for x, c in counts.items()} if counts else {}
+    paper = None
+    if (Path(str(settings.get("data", ""))).name.lower().startswith("tq") and settings.get("judge") == "lexical"
+            and settings.get("direction", "forward") == "forward"):
+        paper = PAPER_LEXICAL_TQ
+    if settings and not folder.settings:  # folders written before run.json held the settings
+        doc.add("## Settings", kv_table(settings))
+    doc.add(f"Judge `{s.get('judge')}` against human answer-equivalence labels on {s.get('n', '?')} EVOUNA items.")
+    if cells:
+        doc.add("## Results", markdown(cells, judge=str(s.get("judge")), paper=paper))
+    else:
+        table = ["| system | F1 | accuracy | n |", "|---|---|---|---|"]
+        table += [f"| {x} | {fmt(c.get('f1'))} | {fmt(c.get('accuracy'))} | {c.get('n')} |" for x, c in s["cells"].items()]
+        doc.add("## Results", "\n".join(table))
+    doc.add("## Plots")
+    doc.figure("agreement", "judge agreement with humans per answering system",
+               lambda fig: _plot_agreement(fig, s["cells"], paper, SYSTEM_NAMES), size=(9, 3.4))
+    if cells:
+        doc.figure("confusion", "judge vs human decisions per system",
+                   lambda fig: _plot_confusion(fig, cells, SYSTEM_NAMES), size=(10, 3.4))
+
+
+def _plot_agreement(fig: Any, cells: dict[str, Any], paper: dict[str, tuple[float, float]] | None,
+                    names: dict[str, str]) -> None:
+    ax = fig.subplots()
+    systems = list(cells)
+    for j, (key, color) in enumerate((("f1", "#1f77b4"), ("accuracy", "#ff7f0e"))):
+        xs = [i + (j - 0.5) * 0.38 for i in range(len(systems))]
+        values = [100 * cells[x][key] for x in systems]
+        bars = ax.bar(xs, values, width=0.38, color=color, label=key)
+        ax.bar_label(bars, labels=[f"{v:.1f}" for v in values], fontsize=8, label_type="center", color="white")
+        if paper:
+            ax.scatter([x for x, s in zip(xs, systems) if s in paper], [100 * paper[s][j] for s in systems if s in paper],
+                       marker="_", s=300, color="black", zorder=3, label="paper" if j == 0 else None)
+    lows = [100 * min(cells[x]["f1"], cells[x]["accuracy"]) for x in systems]
+    ax.set_ylim(max(0.0, min(lows) - 10), 100)
+    ax.set_xticks(range(len(systems)), [names.get(x, x) for x in systems], fontsize=8)
+    ax.set_ylabel("% (positive = judged correct)")
+    fig.legend(loc="outside right upper", fontsize=8, frameon=False)
+    ax.set_title("judge vs human labels" + (" (black ticks: the paper's values)" if paper else ""), fontsize=10)
+
+
+def _plot_confusion(fig: Any, cells: dict[str, Any], names: dict[str, str]) -> None:
+    ax = fig.subplots()
+    systems = list(cells)
+    bottom = [0.0] * len(systems)
+    for key, label, color in (("tp", "both correct", "#2ca02c"), ("tn", "both wrong", "#98df8a"),
+                              ("fn", "judge says wrong, human right", "#d62728"),
+                              ("fp", "judge says right, human wrong", "#ff9896")):
+        values = [getattr(cells[x], key) / max(1, cells[x].n) * 100 for x in systems]
+        ax.bar(range(len(systems)), values, bottom=bottom, color=color, label=label)
+        bottom = [a + b for a, b in zip(bottom, values)]
+    ax.set_xticks(range(len(systems)), [names.get(x, x) for x in systems], fontsize=8)
+    ax.set_ylabel("% of items")
+    fig.legend(loc="outside right upper", fontsize=8, frameon=False)
+    ax.set_title("where the judge agrees (green) and disagrees (red)", fontsize=10)

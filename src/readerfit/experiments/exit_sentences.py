@@ -26,17 +26,57 @@ From the shell: ``readerfit exp exit-sentences --data ../shared/data/hotpotqa/rp
 
 from __future__ import annotations
 
-import argparse
 import math
 import random
-import sys
 import time
-from pathlib import Path
-from typing import Any, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-import numpy as np
+from sklearn.metrics import roc_curve
 
-from readerfit.types import InputError, QAExample
+from readerfit.compressors.exit import ExitConfig, SentenceClassifier, build_classifier
+from readerfit.data import load_dataset
+from readerfit.errors import InputError
+from readerfit.io import markdown_table
+from readerfit.metrics.classification import best_f1, threshold_metrics
+from readerfit.metrics.correlation import auroc
+from readerfit.models.pool import ModelPool
+from readerfit.registry import param
+from readerfit.report import Doc, fmt
+from readerfit.runs import Outcome, RunFolder, RunView
+from readerfit.types import Passage, QAExample
+
+KEY = ("id",)
+
+
+@dataclass
+class Config:
+    data: str = param(help="HotpotQA-style file with supporting facts")
+    format: str | None = param(None, help="dataset format (default: detected)")
+    limit: int | None = param(None, help="first N questions")
+    classifier: str = param("default", help="'default' (shipped), a trained classifier dir, or an LM")
+    adapter: str | None = param(None, help="LoRA adapter dir for an LM classifier")
+    threshold: float = param(0.5, help="τ")
+    batch_size: int = param(8, help="sentences per forward pass")
+    max_tokens: int | None = param(None, help="cap on the classifier's input length")
+    baseline: str = param("minilm", help="embedder of the cosine baseline ('none' to skip)")
+    seed: int = param(0, help="seed of the random-negative paragraphs")
+    dtype: str = param("float32", help="model dtype", choices=("float32", "bfloat16", "float16"))
+
+    def __post_init__(self) -> None:
+        if self.limit is not None and self.limit < 1:
+            raise InputError(f"--limit must be >= 1, got {self.limit}")
+
+    def exit_config(self) -> ExitConfig:
+        return ExitConfig(classifier=self.classifier, adapter=self.adapter, threshold=self.threshold,
+                          batch_size=self.batch_size, max_tokens=self.max_tokens, dtype=self.dtype)
+
+    def settings(self) -> dict[str, Any]:
+        # τ is not a setting: the records hold scores, any τ can be summarised
+        return {"data": str(self.data), "classifier": self.classifier, "adapter": self.adapter,
+                "max_tokens": self.max_tokens, "baseline": self.baseline, "seed": self.seed, "dtype": self.dtype}
+
 
 NEGATIVE_TYPES = ("hard", "random", "distractor")
 
@@ -46,7 +86,7 @@ def _clean(passage: Any) -> list[tuple[int, str]]:
     return [(j, s.strip()) for j, s in enumerate(passage.sentences or ()) if s.strip()]
 
 
-def random_donor(example: QAExample, pool: Sequence[QAExample], *, seed: int) -> Any | None:
+def random_donor(example: QAExample, pool: Sequence[QAExample], *, seed: int) -> tuple[str, Passage] | None:
     """A paragraph of another question (no title shared with ``example``), chosen by (seed, question id)."""
     rng = random.Random(f"{seed}:{example.id}")
     titles = {p.title for p in example.passages}
@@ -59,7 +99,8 @@ def random_donor(example: QAExample, pool: Sequence[QAExample], *, seed: int) ->
     return None
 
 
-def question_record(example: QAExample, *, classifier: Any, embedder: Any | None, pool: Sequence[QAExample],
+def question_record(example: QAExample, *, classifier: SentenceClassifier, embedder: Any | None,
+                    pool: Sequence[QAExample],
                     seed: int) -> dict[str, Any]:
     """Scores, labels and negative types of one question's sentences (and its random negatives)."""
     if not example.supporting:
@@ -95,7 +136,7 @@ def question_record(example: QAExample, *, classifier: Any, embedder: Any | None
         "random_source": donor[0] if donor else None, "seconds": seconds,
         "n_scored": sum(len(g[1]) for g in groups),
         "windowed": sum(len(g.windows) for g in results),
-        "split": sum(len(getattr(g, "pieces", {})) for g in results),
+        "split": sum(len(g.pieces) for g in results),
     }
     if embedder is not None:
         own = [s for _, sents in groups[: len(groups) - (donor is not None)] for s in sents]
@@ -106,43 +147,9 @@ def question_record(example: QAExample, *, classifier: Any, embedder: Any | None
     return record
 
 
-# ----- metrics ---------------------------------------------------------------------------------
-def threshold_metrics(labels: Sequence[int], scores: Sequence[float], threshold: float) -> dict[str, float]:
-    """Precision, recall and F1 of ``score >= threshold`` against binary labels."""
-    y = np.asarray(labels, dtype=bool)
-    pred = np.asarray(scores, dtype=float) >= threshold
-    tp = float(np.sum(pred & y))
-    precision = tp / float(pred.sum()) if pred.any() else 0.0
-    recall = tp / float(y.sum()) if y.any() else math.nan
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1}
-
-
-def best_f1(labels: Sequence[int], scores: Sequence[float]) -> tuple[float, float]:
-    """(best F1 over all thresholds, the threshold reaching it); (nan, nan) without positives.
-
-    >>> best_f1([0, 1, 1, 0], [0.1, 0.9, 0.6, 0.7])
-    (0.8, 0.6)
-    """
-    y = np.asarray(labels, dtype=bool)
-    s = np.asarray(scores, dtype=float)
-    if not y.any():
-        return math.nan, math.nan
-    order = np.argsort(-s, kind="stable")
-    ys, ss = y[order], s[order]
-    tp = np.cumsum(ys)
-    k = np.arange(1, len(ys) + 1)
-    last_of_tie = np.r_[ss[1:] != ss[:-1], True]  # a threshold keeps every score equal to it
-    f1 = 2 * tp / (k + y.sum())
-    f1 = np.where(last_of_tie, f1, -1.0)
-    i = int(np.argmax(f1))
-    return float(round(f1[i], 12)), float(ss[i])
-
-
 def score_metrics(labels: Sequence[int], scores: Sequence[float], threshold: float | None) -> dict[str, float]:
-    from readerfit.metrics.correlation import auroc
-
-    out = {"n": len(labels), "n_positive": int(sum(labels)), "auroc": auroc(labels=labels, scores=scores) if labels else math.nan}
+    out = {"n": len(labels), "n_positive": int(sum(labels)),
+           "auroc": auroc(labels=labels, scores=scores) if labels else math.nan}
     if threshold is not None:
         out.update(threshold_metrics(labels, scores, threshold))
     out["best_f1"], out["best_threshold"] = best_f1(labels, scores)
@@ -186,8 +193,6 @@ def summarize(records: Sequence[dict[str, Any]], *, threshold: float) -> dict[st
 
 
 def summary_table(result: dict[str, Any]) -> str:
-    from readerfit.io import markdown_table
-
     rows = [{"scorer": "EXIT classifier", "negatives": "all (own passages)", **result["classifier"]}]
     rows += [{"scorer": "EXIT classifier", "negatives": k, **v} for k, v in result["by_negative_type"].items()]
     cos = result.get("baseline_cosine")
@@ -201,67 +206,102 @@ def summary_table(result: dict[str, Any]) -> str:
     return markdown_table(rows, columns)
 
 
-# ----- CLI ----------------------------------------------------------------------------------------
-def add_args(p: argparse.ArgumentParser) -> None:
-    from readerfit.cli import add_experiment_args
-
-    p.add_argument("--data", required=True, help="HotpotQA-style file with supporting facts")
-    p.add_argument("--format", default=None)
-    p.add_argument("--limit", type=int, default=None, help="first N questions")
-    p.add_argument("--classifier", default="default", help="'default' (shipped), a trained classifier dir, or an LM")
-    p.add_argument("--adapter", default=None, help="LoRA adapter dir for an LM classifier")
-    p.add_argument("--threshold", type=float, default=0.5, help="τ")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--max-tokens", type=int, default=None)
-    p.add_argument("--baseline", default="minilm", help="embedder of the cosine baseline ('none' to skip)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random-negative paragraphs")
-    add_experiment_args(p)
-
-
-def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from readerfit.cli import default_out, emit
-    from readerfit.compress.exit import ExitConfig, build_classifier
-    from readerfit.data import load_dataset
-    from readerfit.io import RecordLog, check_run_config, write_atomic, write_json
-    from readerfit.models.pool import ModelPool
-    from readerfit.report import report_after_run
-
-    if args.limit is not None and args.limit < 1:
-        raise InputError(f"--limit must be >= 1, got {args.limit}")
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    config = ExitConfig(classifier=args.classifier, adapter=args.adapter, threshold=args.threshold,
-                        batch_size=args.batch_size, max_tokens=args.max_tokens, dtype=args.dtype)
-    pool_examples = load_dataset(args.data, format=args.format)
-    examples = pool_examples[: args.limit] if args.limit else pool_examples
+def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = True) -> Outcome:
+    """Score every sentence of each question's passages (one record per question) and summarise."""
+    exit_config = config.exit_config()
+    pool_examples = load_dataset(config.data, format=config.format)
+    examples = pool_examples[: config.limit] if config.limit else pool_examples
     if not examples:
-        raise InputError(f"{args.data}: no examples")
-    settings = {"data": str(args.data), "classifier": args.classifier, "adapter": args.adapter,
-                "max_tokens": args.max_tokens, "baseline": args.baseline, "seed": args.seed, "dtype": args.dtype}
-    out = Path(args.out) if args.out else default_out("exit-sentences", str(args.data), settings)
-    out.mkdir(parents=True, exist_ok=True)
-    check_run_config(out, settings)  # τ is not a setting: the records hold scores, any τ can be summarised
-    log = RecordLog(out / "records.jsonl", key=("id",))
-    pool = ModelPool(device=args.device, dtype=args.dtype)
-    todo = [e for e in examples if not log.done((e.id,))]
+        raise InputError(f"{config.data}: no examples")
+    todo = [e for e in examples if not run.log.done((e.id,))]
     if todo:
-        classifier = build_classifier(config, pool)
-        embedder = None if args.baseline == "none" else pool.embedder(args.baseline)
-        for example in tqdm(todo, disable=args.no_progress, file=sys.stderr, desc="exit-sentences", unit="q",
-                            dynamic_ncols=True):
-            log.append(question_record(example, classifier=classifier, embedder=embedder, pool=pool_examples,
-                                       seed=args.seed))
+        classifier = build_classifier(exit_config, pool)
+        embedder = None if config.baseline == "none" else pool.embedder(config.baseline)
+        bar = run.progress(total=len(examples), done=len(examples) - len(todo), desc="exit-sentences", unit="q",
+                           enabled=progress)
+        for example in todo:
+            run.log.append(question_record(example, classifier=classifier, embedder=embedder, pool=pool_examples,
+                                           seed=config.seed))
+            bar.update(1)
+        bar.close()
     ids = {e.id for e in examples}
-    result = summarize([r for r in log if r["id"] in ids], threshold=args.threshold)
-    result["classifier"]["name"] = args.classifier + (f"+{args.adapter}" if args.adapter else "")
-    result["out"] = str(out)
-    table = summary_table(result)
-    write_json(out / "summary.json", result)
-    write_atomic(out / "summary.md", table + "\n")
-    report_after_run(out)
-    emit(result, f"{table}\n\nrecords, summary and report: {out}", as_json=args.json)
-    return 0
+    result = summarize([r for r in run.log if r["id"] in ids], threshold=config.threshold)
+    result["classifier"]["name"] = config.classifier + (f"+{config.adapter}" if config.adapter else "")
+    result["out"] = str(run.path)
+    return Outcome(result=result, table=summary_table(result))
+
+
+# ----- report ---------------------------------------------------------------------------------------
+def report_section(folder: RunView, doc: Doc) -> None:
+    """AUROC and P/R/F1 tables, the ROC curves and score distributions, AUROC by kind of negative."""
+    s = folder.summary or {}
+    if folder.records:
+        result = summarize(folder.records, threshold=s.get("threshold", 0.5))
+        name = s.get("classifier", {}).get("name") or (folder.settings or {}).get("classifier")
+        if name:
+            result["classifier"]["name"] = name
+        doc.add(f"Recomputed from {len(folder.records)} questions in `records.jsonl` (τ = {result['threshold']})."
+                + ("" if folder.summary else " No `summary.json` yet: the run is in progress or was interrupted."))
+    else:
+        result = s
+        doc.add("From `summary.json`.")
+    doc.add("## Results", summary_table(result))
+    doc.add(f"{result['n_sentences']} sentences; classifier {result['classifier'].get('name', '?')}: "
+            f"{fmt(result['classifier'].get('sentences_per_s'), '.1f')} sentences/s; "
+            f"{result.get('windowed_sentences', 0)} scored against a window, {result.get('split_sentences', 0)} in pieces.")
+    doc.add("## Plots")
+    if folder.records:
+        doc.figure("roc", "ROC and score distributions", lambda fig: _plot_exit_roc(fig, folder.records, result),
+                   size=(11, 3.6))
+    doc.figure("auroc-by-negative", "AUROC by kind of negative sentence", lambda fig: _plot_exit_types(fig, result),
+               size=(7, 3.4))
+
+
+def _plot_exit_roc(fig: Any, records: Sequence[dict[str, Any]], result: dict[str, Any]) -> None:
+    ax, hist = fig.subplots(1, 2)
+    labels = [y for r in records for y in r["labels"]]
+    curves = [("EXIT classifier", "scores", result["classifier"].get("auroc"))]
+    if all("cosine" in r for r in records):
+        curves.append(("MiniLM cosine", "cosine", result.get("baseline_cosine", {}).get("auroc")))
+    for name, key, auc in curves:
+        fpr, tpr, _ = roc_curve(labels, [x for r in records for x in r[key]])
+        ax.plot(fpr, tpr, label=f"{name} (AUROC {fmt(auc)})")
+    ax.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    ax.set_title("supporting sentence vs the rest of its passages", fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3)
+    scores = [x for r in records for x in r["scores"]]
+    pos = [x for x, y in zip(scores, labels) if y > 0]
+    neg = [x for x, y in zip(scores, labels) if y <= 0]
+    rand = [x for r in records for x in r.get("random_scores", [])]
+    bins = [i / 20 for i in range(21)]
+    for values, label in ((neg, "negatives (own passages)"), (rand, "random-passage sentences"), (pos, "supporting")):
+        if values:
+            hist.hist(values, bins=bins, density=True, histtype="step", linewidth=1.5, label=f"{label} ({len(values)})")
+    hist.axvline(result["threshold"], color="black", linestyle="--", linewidth=1, label=f"τ = {result['threshold']}")
+    hist.set_xlabel("classifier score r")
+    hist.set_ylabel("density")
+    hist.set_title("score distributions", fontsize=9)
+    hist.legend(fontsize=7)
+
+
+def _plot_exit_types(fig: Any, result: dict[str, Any]) -> None:
+    ax = fig.subplots()
+    kinds = list(result["by_negative_type"])
+    series = [("EXIT classifier", [result["by_negative_type"][k].get("auroc", math.nan) for k in kinds])]
+    cos = result.get("baseline_cosine")
+    if cos:
+        series.append(("MiniLM cosine", [cos["by_negative_type"].get(k, {}).get("auroc", math.nan) for k in kinds]))
+    width = 0.8 / len(series)
+    for j, (name, values) in enumerate(series):
+        xs = [i + (j - (len(series) - 1) / 2) * width for i in range(len(kinds))]
+        bars = ax.bar(xs, values, width=width, label=name)
+        ax.bar_label(bars, labels=[fmt(v, ".2f") for v in values], fontsize=7)
+    ax.axhline(0.5, color="grey", linestyle=":", linewidth=1)
+    ax.set_xticks(range(len(kinds)), kinds)
+    ax.set_ylim(0, 1.08)
+    ax.set_ylabel("AUROC (supporting vs this kind)")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("separating supporting sentences from each kind of negative", fontsize=9)

@@ -26,15 +26,57 @@ One JSONL record per question under ``--out`` (resumable), summary.json + summar
 
 from __future__ import annotations
 
-import argparse
 import math
 import random
-import sys
 import time
-from pathlib import Path
-from typing import Any, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from readerfit.types import InputError, Passage, QAExample, ReaderfitError
+from readerfit.data import load_dataset
+from readerfit.errors import InputError, ReaderfitError
+from readerfit.io import markdown_table
+from readerfit.metrics.correlation import pearson
+from readerfit.metrics.qa import contains
+from readerfit.models.pool import ModelPool
+from readerfit.models.specs import DEFAULT_LM
+from readerfit.registry import param
+from readerfit.report import Doc, fmt
+from readerfit.retrieval_utility.seper import SePer, SePerResult
+from readerfit.runs import Outcome, RunFolder, RunView
+from readerfit.types import Passage, QAExample
+
+KEY = ("id",)
+
+
+@dataclass
+class Config:
+    data: str = param(help="QA data with gold passages (e.g. nq-open-oracle.even.jsonl.gz)")
+    format: str | None = param(None, help="dataset format (default: detected)")
+    limit: int | None = param(None, help="first N questions")
+    generator: str = param(DEFAULT_LM, help="the generator LM")
+    judge: str = param("lexical", help="lexical | nli:<id or path> | lm:<model>")
+    samples: int = param(10, help="sampled responses per condition", flag="--samples", aliases=("-n",))
+    max_new_tokens: int = param(32, help="answer length bound (tokens)")
+    temperature: float = param(1.0, help="sampling temperature")
+    likelihood: str = param("mean", help="sample weights", choices=("mean", "sum", "uniform"))
+    reference_agg: str = param("mean", help="over several references", choices=("mean", "max"))
+    threshold: float = param(0.5, help="entailment threshold τ")
+    seed: int = param(0, help="seed of the samples and of the random passages")
+    dtype: str = param("float32", help="model dtype", choices=("float32", "bfloat16", "float16"))
+
+    def __post_init__(self) -> None:
+        for name in ("limit", "samples", "max_new_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+
+    def settings(self) -> dict[str, Any]:
+        return {"data": str(self.data), "format": self.format, "limit": self.limit, "generator": self.generator,
+                "judge": self.judge, "n": self.samples, "max_new_tokens": self.max_new_tokens,
+                "temperature": self.temperature, "likelihood": self.likelihood, "reference_agg": self.reference_agg,
+                "threshold": self.threshold, "seed": self.seed, "dtype": self.dtype}
+
 
 METRICS = {  # JSON key -> (where in a condition's record, the metric)
     "delta_seper_soft": "soft",
@@ -61,8 +103,6 @@ def gold_passage(example: QAExample) -> Passage | None:
 
 def random_passage(example: QAExample, pool: Sequence[tuple[str, Passage]], *, seed: int) -> tuple[str, Passage]:
     """A passage of another question that contains none of ``example``'s references (deterministic)."""
-    from readerfit.metrics.qa import contains
-
     rng = random.Random(f"{seed}:{example.id}")
     order = list(range(len(pool)))
     rng.shuffle(order)
@@ -73,15 +113,13 @@ def random_passage(example: QAExample, pool: Sequence[tuple[str, Passage]], *, s
     raise InputError(f"no passage of another question is free of the answers of {example.id!r}")
 
 
-def condition_record(result: Any) -> dict[str, Any]:
+def condition_record(result: SePerResult) -> dict[str, Any]:
     return {"soft": result.soft, "hard": result.hard, **result.baselines,
             "responses": result.responses, "weights": result.weights, "clusters": result.clusters}
 
 
-def run_question(seper: Any, example: QAExample, gold: Passage, other: tuple[str, Passage]) -> dict[str, Any]:
+def run_question(seper: SePer, example: QAExample, gold: Passage, other: tuple[str, Passage]) -> dict[str, Any]:
     """The record of one question: greedy no-context answer, and if kept the three conditions."""
-    from readerfit.metrics.qa import contains
-
     start = time.perf_counter()
     cfg = seper.config
     greedy = seper.generator.generate([seper.prompt_for(example.question, None)], max_new_tokens=cfg.max_new_tokens)[0][0].text
@@ -101,8 +139,6 @@ def run_question(seper: Any, example: QAExample, gold: Passage, other: tuple[str
 
 def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Pearson of each metric's delta with the utility label, recomputed from the records."""
-    from readerfit.metrics.correlation import pearson
-
     kept = [r for r in records if not r.get("dropped") and not r.get("error")]
     pearsons: dict[str, float] = {}
     means: dict[str, dict[str, float]] = {}
@@ -126,8 +162,6 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:
-    from readerfit.io import markdown_table
-
     ranked = sorted(summary["pearson"].items(), key=lambda kv: -abs(kv[1]) if math.isfinite(kv[1]) else 1.0)
     rows = [{"rank": i + 1, "metric": k, "r": v, "gold": summary["mean_delta"][k]["gold"],
              "random": summary["mean_delta"][k]["random"]} for i, (k, v) in enumerate(ranked)]
@@ -137,77 +171,83 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             f"context; {summary['n_errors']} errors)")
 
 
-def add_args(p: argparse.ArgumentParser) -> None:
-    from readerfit.cli import add_model_args, positive_int
-
-    p.add_argument("--data", required=True, help="QA data with gold passages (e.g. nq-open-oracle.even.jsonl.gz)")
-    p.add_argument("--format", default=None)
-    p.add_argument("--limit", type=positive_int, default=None, help="first N questions")
-    p.add_argument("--generator", default="smollm2-135m")
-    p.add_argument("--judge", default="lexical", help="lexical | nli:<id or path> | lm:<model>")
-    p.add_argument("-n", "--samples", type=positive_int, default=10)
-    p.add_argument("--max-new-tokens", type=positive_int, default=32)
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--likelihood", choices=["mean", "sum", "uniform"], default="mean")
-    p.add_argument("--reference-agg", choices=["mean", "max"], default="mean")
-    p.add_argument("--threshold", type=float, default=0.5)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None, help="output folder (default runs/seper-utility-<data>-<hash>); reruns resume")
-    add_model_args(p)
-
-
-def run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from readerfit.cli import default_out, emit
-    from readerfit.data import load_dataset
-    from readerfit.io import RecordLog, check_run_config, write_atomic, write_json
-    from readerfit.models.pool import ModelPool
-    from readerfit.report import report_after_run
-    from readerfit.utility.seper import SePer
-
-    examples = load_dataset(args.data, format=args.format)
+def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = True) -> Outcome:
+    """No context, the gold passage and a random passage per question (one record each), then the Pearson r."""
+    examples = load_dataset(config.data, format=config.format)
     pool_passages = [(e.id, p) for e in examples if (p := gold_passage(e)) is not None]
     if not pool_passages:
-        raise InputError(f"{args.data}: no gold passages (expected data such as NQ-open with its gold ctx)")
-    selected = examples[: args.limit] if args.limit else examples
-    settings = {"data": str(args.data), "format": args.format, "limit": args.limit, "generator": args.generator,
-                "judge": args.judge, "n": args.samples, "max_new_tokens": args.max_new_tokens,
-                "temperature": args.temperature, "likelihood": args.likelihood, "reference_agg": args.reference_agg,
-                "threshold": args.threshold, "seed": args.seed, "dtype": args.dtype}
-    out = Path(args.out) if args.out else default_out("seper-utility", str(args.data), settings)
-    out.mkdir(parents=True, exist_ok=True)
-    check_run_config(out, settings)
-    log = RecordLog(out / "records.jsonl", key=("id",))
-    pool = ModelPool(device=args.device, dtype=args.dtype)
-    seper = SePer.from_pool(pool, generator=args.generator, judge=args.judge, n=args.samples,
-                            max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                            likelihood=args.likelihood, reference_agg=args.reference_agg, threshold=args.threshold,
-                            seed=args.seed)
-    done = sum(1 for e in selected if log.done((e.id,)))
-    bar = tqdm(total=len(selected), initial=done, disable=args.no_progress, file=sys.stderr, desc="seper-utility",
-               unit="question", dynamic_ncols=True)
+        raise InputError(f"{config.data}: no gold passages (expected data such as NQ-open with its gold ctx)")
+    selected = examples[: config.limit] if config.limit else examples
+    seper = SePer.from_pool(pool, generator=config.generator, judge=config.judge, n=config.samples,
+                            max_new_tokens=config.max_new_tokens, temperature=config.temperature,
+                            likelihood=config.likelihood, reference_agg=config.reference_agg,
+                            threshold=config.threshold, seed=config.seed)
+    done = sum(1 for e in selected if run.log.done((e.id,)))
+    bar = run.progress(total=len(selected), done=done, desc="seper-utility", unit="question", enabled=progress)
     for e in selected:
-        if log.done((e.id,)):
+        if run.log.done((e.id,)):
             continue
         gold = gold_passage(e)
         try:
             if gold is None:
                 raise InputError(f"example {e.id!r} has no gold passage")
-            record = run_question(seper, e, gold, random_passage(e, pool_passages, seed=args.seed))
+            record = run_question(seper, e, gold, random_passage(e, pool_passages, seed=config.seed))
         except ReaderfitError as err:
             record = {"id": e.id, "question": e.question, "error": f"{type(err).__name__}: {err}"}
-        log.append(record)
+        run.log.append(record)
         bar.update(1)
-        bar.set_postfix(kept=sum(1 for r in log if not r.get("dropped") and not r.get("error")))
+        bar.set_postfix(kept=sum(1 for r in run.log if not r.get("dropped") and not r.get("error")))
     bar.close()
     ids = {e.id for e in selected}
-    summary = summarize([r for r in log if r["id"] in ids])
-    table = summary_markdown(summary)
-    write_json(out / "summary.json", {**summary, "settings": settings})
-    write_atomic(out / "summary.md", table + "\n")
-    report_after_run(out)
+    summary = summarize([r for r in run.log if r["id"] in ids])
     result = {"n_questions": summary["n_questions"], "pearson": summary["pearson"],
-              "n_dropped": summary["n_dropped"], "out": str(out)}
-    emit(result, f"{table}\n\nrecords and summary: {out}", as_json=args.json)
-    return 0
+              "n_dropped": summary["n_dropped"], "out": str(run.path)}
+    return Outcome(result={**summary, **result, "settings": config.settings()}, table=summary_markdown(summary))
+
+
+# ----- report ---------------------------------------------------------------------------------------
+def report_section(folder: RunView, doc: Doc) -> None:
+    """The ranking of the utility metrics, Pearson r per metric, and the mean deltas."""
+    if folder.records:
+        result = summarize(folder.records)
+        doc.add(f"Recomputed from {len(folder.records)} records in `records.jsonl`."
+                + ("" if folder.summary else " No `summary.json` yet: the run is in progress or was interrupted."))
+    else:
+        result = folder.summary or {}
+        doc.add("From `summary.json`.")
+    doc.add("## Results", summary_markdown(result))
+    doc.add("## Plots")
+    doc.figure("pearson", "Pearson r of each metric's delta with the passage's utility (gold = 1, random = 0)",
+               lambda fig: _plot_pearson(fig, result), size=(7, 0.8 + 0.38 * len(result["pearson"])))
+    doc.figure("mean-delta", "mean delta with a gold vs a random passage, per metric",
+               lambda fig: _plot_mean_delta(fig, result), size=(10, 2.3 * math.ceil(len(result["mean_delta"]) / 4)))
+
+
+def _plot_pearson(fig: Any, result: dict[str, Any]) -> None:
+    ax = fig.subplots()
+    ranked = sorted(result["pearson"].items(), key=lambda kv: -abs(kv[1]) if math.isfinite(kv[1]) else 1.0)
+    names = [k for k, _ in ranked]
+    values = [v if math.isfinite(v) else 0.0 for _, v in ranked]
+    bars = ax.barh(names, values, color=["#1f77b4" if v >= 0 else "#d62728" for v in values])
+    ax.bar_label(bars, labels=[fmt(v, ".2f") for _, v in ranked], fontsize=7, padding=2)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.invert_yaxis()
+    ax.set_xlim(-1, 1)
+    ax.set_xlabel("Pearson r (n/a: the delta is constant)")
+    ax.set_title(f"utility correlation ({result.get('n_questions', '?')} questions)", fontsize=9)
+
+
+def _plot_mean_delta(fig: Any, result: dict[str, Any]) -> None:
+    metrics = list(result["mean_delta"])
+    cols = 4
+    axes = fig.subplots(math.ceil(len(metrics) / cols), cols, squeeze=False).ravel()
+    for ax, m in zip(axes, metrics):
+        values = [result["mean_delta"][m]["gold"], result["mean_delta"][m]["random"]]
+        bars = ax.bar(["gold", "random"], [v if math.isfinite(v) else 0.0 for v in values], color=["#2ca02c", "#7f7f7f"])
+        ax.bar_label(bars, labels=[fmt(v, ".3g") for v in values], fontsize=7)
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_title(m.removeprefix("delta_"), fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in axes[len(metrics):]:
+        ax.set_visible(False)
+    fig.suptitle("mean Δ (with passage − without)", fontsize=10)

@@ -25,32 +25,98 @@ Ablations are options: ``--pooling``, ``--layer``, ``--ratio``, ``--w-source``,
 earlier run instead of generating new ones (only the scores are recomputed).
 
 One JSONL record per question under ``--out`` (resumable), summary.json,
-summary.md and accuracy_by_bin.png.
+summary.md and report.md with its plots.
 
     readerfit exp sps-correlation --data ../shared/data/hotpotqa/rpt_dev.jsonl --limit 50 [--json]
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from readerfit.types import InputError, QAExample
+from readerfit.compressors.base import check_inputs
+from readerfit.compressors.xcompress import XCOMPRESS_PROMPT, question_seed, summary_prompt
+from readerfit.data import load_dataset
+from readerfit.errors import InputError
+from readerfit.io import markdown_table, read_jsonl
+from readerfit.metrics.correlation import binned_correlation, within_question_auroc
+from readerfit.metrics.qa import qa_scores
+from readerfit.models.lm import LanguageModel
+from readerfit.models.pool import ModelPool
+from readerfit.models.specs import DEFAULT_LM
+from readerfit.reader import Reader
+from readerfit.registry import param
+from readerfit.report import OUTCOMES, Doc, colors, fmt, mean
+from readerfit.runs import Outcome, RunFolder, RunView
+from readerfit.scorers import SCORERS, build_scorer
+from readerfit.types import QAExample
 
-OUTCOMES = ("em", "f1", "contains")
+KEY = ("id",)
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass
+class Config:
+    data: str = param(help="QA data with passages (e.g. HotpotQA distractor JSONL)")
+    format: str | None = param(None, help="dataset format (default: detected)")
+    limit: int | None = param(None, help="first N questions")
+    summaries: int = param(10, help="summaries per question")
+    bins: int = param(10, help="score bins of the binned correlation")
+    scorers: list[str] = param(default_factory=lambda: ["sps", "ppl", "longppl"], help="scorers to compare")
+    compressor: str = param(DEFAULT_LM, help="LM that writes the summaries")
+    reader: str = param(DEFAULT_LM, help="LM that answers and scores")
+    compressor_dtype: str | None = param(None, help="dtype of the compressor (default: --dtype)", choices=DTYPES)
+    max_new_tokens: int = param(256, help="summary length bound (tokens)")
+    answer_tokens: int = param(32, help="answer length bound (tokens)")
+    temperature: float = param(1.0, help="sampling temperature of the summaries")
+    top_p: float = param(1.0, help="nucleus sampling of the summaries")
+    repetition_penalty: float = param(1.2, help="1.2 as the paper; transformers also penalises the prompt's tokens")
+    seed: int = param(0, help="seed of the summaries (per question)")
+    pooling: str = param("max", help="SPS pooling", choices=("max", "mean", "last"))
+    layer: int = param(-2, help="SPS hidden-state layer (-2 = penultimate)")
+    ratio: float = param(0.95, help="SPS variance ratio")
+    w_source: str = param("embeddings", help="SPS W: embeddings | hidden:<file> | param:<name>")
+    centered: bool = param(False, help="SPS with centred PCA (the released code)")
+    correct: str = param("contains", help="what counts as a correct summary for the AUROC",
+                         choices=("em", "f1", "contains"))
+    reuse: str | None = param(None, help="rescore the summaries and answers of an earlier run (its folder)")
+    dtype: str = param("float32", help="model dtype", choices=DTYPES)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.scorers) - set(SCORERS.names()))
+        if unknown or len(set(self.scorers)) != len(self.scorers):
+            raise InputError(f"--scorers must be distinct registered scorers ({', '.join(SCORERS.names())}), "
+                             f"got {self.scorers}")
+        for name in ("summaries", "bins", "max_new_tokens", "answer_tokens"):
+            if getattr(self, name) < 1:
+                raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(self, name)}")
+        if self.summaries < 2:
+            raise InputError("--summaries must be >= 2 to rank summaries")
+        if self.reuse is not None and not (Path(self.reuse) / "records.jsonl").is_file():
+            raise InputError(f"--reuse {self.reuse}: no records.jsonl there")
+
+    def sps_options(self) -> dict[str, Any]:
+        return {"pooling": self.pooling, "layer": self.layer, "variance_ratio": self.ratio, "source": self.w_source,
+                "centered": self.centered}
+
+    def settings(self) -> dict[str, Any]:
+        return {"data": str(self.data), "format": self.format, "summaries": self.summaries,
+                "compressor": self.compressor, "reader": self.reader, "dtype": self.dtype,
+                "compressor_dtype": self.compressor_dtype, "max_new_tokens": self.max_new_tokens,
+                "answer_tokens": self.answer_tokens, "temperature": self.temperature, "top_p": self.top_p,
+                "repetition_penalty": self.repetition_penalty, "seed": self.seed, "scorers": list(self.scorers),
+                "sps": self.sps_options(), "reuse": self.reuse}
 
 
 # ----- one question --------------------------------------------------------------------------------
 def write_summaries(compressor: Any, example: QAExample, *, n: int, max_new_tokens: int, temperature: float,
                     repetition_penalty: float, seed: int, top_p: float = 1.0) -> list[str]:
     """``n`` summaries from one batched, seeded generate call with the xCompress prompt."""
-    from readerfit.compress.base import check_inputs
-    from readerfit.compress.xcompress import XCOMPRESS_PROMPT, question_seed, summary_prompt
-
     passages = check_inputs(example.question, example.passages)
     prompt = summary_prompt(compressor, XCOMPRESS_PROMPT, example.question, passages)
     gens = compressor.generate([prompt], n=n, temperature=temperature, top_p=top_p,
@@ -59,16 +125,13 @@ def write_summaries(compressor: Any, example: QAExample, *, n: int, max_new_toke
     return [g.text for g in gens]
 
 
-def read_answers(reader: Any, example: QAExample, summaries: Sequence[str], *, max_new_tokens: int) -> dict[str, list]:
-    """The reader's answer from each summary and its EM/F1/containment."""
-    from readerfit.compress.baselines import RawPassages
-    from readerfit.metrics.qa import qa_scores
-    from readerfit.pipeline import PipelineConfig, RAGPipeline
-
-    pipe = RAGPipeline(reader=reader, compressor=RawPassages(), config=PipelineConfig(max_new_tokens=max_new_tokens))
+def read_answers(reader: LanguageModel, example: QAExample, summaries: Sequence[str], *,
+                 max_new_tokens: int) -> dict[str, list]:
+    """The reader's answer from each summary (the EXIT reader prompt, greedy) and its EM/F1/containment."""
+    read = Reader(reader, max_new_tokens=max_new_tokens)
     out: dict[str, list] = {"predictions": [], **{k: [] for k in OUTCOMES}}
     for s in summaries:
-        answer, _ = pipe.read(example.question, s)
+        answer = read.read(example.question, s).answer
         scores = qa_scores(answer, example.answers)
         out["predictions"].append(answer)
         for k in OUTCOMES:
@@ -101,8 +164,6 @@ def _finite_rows(record: dict[str, Any], scorers: Sequence[str]) -> list[int]:
 def summarize(records: Sequence[dict[str, Any]], scorers: Sequence[str], *, bins: int = 10,
               correct: str = "contains") -> dict[str, Any]:
     """The JSON result, recomputed from the records alone."""
-    from readerfit.metrics.correlation import binned_correlation, within_question_auroc
-
     rows = [(r, _finite_rows(r, scorers)) for r in records]
     rows = [(r, idx) for r, idx in rows if idx]
     result: dict[str, Any] = {"n_questions": len(rows), "n_summaries": sum(len(idx) for _, idx in rows),
@@ -133,7 +194,7 @@ def summarize(records: Sequence[dict[str, Any]], scorers: Sequence[str], *, bins
         result["scorers"][s] = {"auroc": aurocs[correct], "pcc_em": entry["pcc_em"], "pcc_f1": entry["pcc_f1"],
                                 "pcc_contains": entry["pcc_contains"]}
         # what xCompress would get: the reader's outcome on the summary this scorer ranks first
-        picks = [min(range(len(q)), key=lambda i, q=q: (q[i], i)) for q in scores]
+        picks = [min(range(len(q)), key=q.__getitem__) for q in scores]  # the first of equal scores
         details["selected"][s] = {k: _mean([outcomes[k][j][p] for j, p in enumerate(picks)]) for k in OUTCOMES}
     result["details"] = details
     return result
@@ -144,8 +205,6 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def summary_table(result: dict[str, Any]) -> str:
-    from readerfit.io import markdown_table
-
     d = result["details"]
     rows = []
     for s, e in result["scorers"].items():
@@ -163,126 +222,21 @@ def summary_table(result: dict[str, Any]) -> str:
     return head + "\n\n" + markdown_table(rows, cols)
 
 
-def plot_bins(result: dict[str, Any], path: Path) -> Path | None:
-    """Accuracy per bin (0 = best-scored) for each scorer: one panel per outcome (matplotlib, Agg)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg", force=True)
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed (pip install matplotlib); no plot written", file=sys.stderr)
-        return None
-    means = result["details"].get("bin_means", {})
-    if not means:
-        return None
-    fig, axes = plt.subplots(1, len(OUTCOMES), figsize=(4 * len(OUTCOMES), 3.2), constrained_layout=True)
-    for ax, k in zip(axes, OUTCOMES):
-        for s, per in means.items():
-            ys = per[k]
-            ax.plot(range(len(ys)), ys, marker="o", label=f"{s} (pcc {result['scorers'][s][f'pcc_{k}']:.2f})")
-        ax.set_xlabel("bin (0 = lowest score = preferred)")
-        ax.set_ylabel(f"mean {k}")
-        ax.set_title(k)
-        ax.legend(fontsize=7)
-    fig.suptitle(f"reader accuracy by score bin ({result['n_questions']} questions)", fontsize=9)
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
-
-
-# ----- CLI --------------------------------------------------------------------------------------
-def add_args(p: argparse.ArgumentParser) -> None:
-    from readerfit.cli import add_experiment_args, positive_int
-
-    p.add_argument("--data", required=True, help="QA data with passages (e.g. HotpotQA distractor JSONL)")
-    p.add_argument("--format", default=None)
-    p.add_argument("--limit", type=positive_int, default=None, help="first N questions")
-    p.add_argument("--summaries", type=positive_int, default=10, help="summaries per question")
-    p.add_argument("--bins", type=positive_int, default=10)
-    p.add_argument("--scorers", nargs="+", default=["sps", "ppl", "longppl"])
-    p.add_argument("--compressor", default="smollm2-135m", help="LM that writes the summaries")
-    p.add_argument("--reader", default="smollm2-135m", help="LM that answers and scores")
-    p.add_argument("--compressor-dtype", default=None, choices=["float32", "bfloat16", "float16"],
-                   help="dtype of the compressor (default: --dtype)")
-    p.add_argument("--max-new-tokens", type=positive_int, default=256, help="summary length bound (tokens)")
-    p.add_argument("--answer-tokens", type=positive_int, default=32)
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--repetition-penalty", type=float, default=1.2,
-                   help="1.2 as the paper; note transformers also penalises the prompt's (source documents') tokens")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--pooling", default="max", choices=["max", "mean", "last"], help="SPS pooling")
-    p.add_argument("--layer", type=int, default=-2, help="SPS hidden-state layer (-2 = penultimate)")
-    p.add_argument("--ratio", type=float, default=0.95, help="SPS variance ratio")
-    p.add_argument("--w-source", default="embeddings", help="SPS W: embeddings | hidden:<file> | param:<name>")
-    p.add_argument("--centered", action="store_true", help="SPS with centred PCA (the released code)")
-    p.add_argument("--correct", default="contains", choices=["em", "f1", "contains"],
-                   help="what counts as a correct summary for the AUROC")
-    p.add_argument("--reuse", default=None, metavar="DIR", help="rescore the summaries and answers of an earlier run")
-    add_experiment_args(p)
-
-
-def run(args: argparse.Namespace) -> int:
-    import json
-
-    from tqdm import tqdm
-
-    from readerfit.cli import default_out, emit
-    from readerfit.data import load_dataset
-    from readerfit.io import RecordLog, check_run_config, write_atomic, write_json
-    from readerfit.models.pool import ModelPool
-    from readerfit.report import report_after_run
-    from readerfit.score import build_scorer, registered_scorers
-
-    unknown = sorted(set(args.scorers) - set(registered_scorers()))
-    if unknown or len(set(args.scorers)) != len(args.scorers):
-        raise InputError(f"--scorers must be distinct registered scorers ({', '.join(registered_scorers())}), "
-                         f"got {args.scorers}")
-    if args.summaries < 2:
-        raise InputError("--summaries must be >= 2 to rank summaries")
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    examples = load_dataset(args.data, format=args.format, limit=args.limit)
-    sps_options = {"pooling": args.pooling, "layer": args.layer, "variance_ratio": args.ratio,
-                   "source": args.w_source, "centered": args.centered}
-    settings = {"data": str(args.data), "format": args.format, "summaries": args.summaries,
-                "compressor": args.compressor, "reader": args.reader, "dtype": args.dtype,
-                "compressor_dtype": args.compressor_dtype, "max_new_tokens": args.max_new_tokens,
-                "answer_tokens": args.answer_tokens, "temperature": args.temperature, "top_p": args.top_p,
-                "repetition_penalty": args.repetition_penalty, "seed": args.seed, "scorers": list(args.scorers),
-                "sps": sps_options, "reuse": args.reuse}
-    out = Path(args.out) if args.out else default_out("sps-correlation", str(args.data), settings)
-    out.mkdir(parents=True, exist_ok=True)
-    check_run_config(out, settings)
-    reused: dict[str, dict[str, Any]] = {}
-    if args.reuse:
-        path = Path(args.reuse) / "records.jsonl"
-        if not path.is_file():
-            raise InputError(f"--reuse {args.reuse}: no records.jsonl there")
-        # read-only (RecordLog would trim a partial last line of a run that may still be writing)
-        reused = {}
-        for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
-            if line.endswith("\n") and line.strip():
-                record = json.loads(line)
-                reused[record["id"]] = record
-    log = RecordLog(out / "records.jsonl", key=("id",))
-    pool = ModelPool(device=args.device, dtype=args.dtype)
-    reader = pool.lm(args.reader)
-    compressor = None if args.reuse else pool.lm(args.compressor, dtype=args.compressor_dtype)
-    scorers = {}
-    for name in args.scorers:
-        scorers[name] = build_scorer(name, reader, **(sps_options if name == "sps" else {}))
-    todo = [e for e in examples if not log.done((e.id,))]
-    bar = tqdm(total=len(examples), initial=len(examples) - len(todo), disable=args.no_progress, file=sys.stderr,
-               desc="sps-correlation", unit="question", dynamic_ncols=True)
+def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = True) -> Outcome:
+    """Summaries, answers and scores per question (one record each), then the correlations."""
+    examples = load_dataset(config.data, format=config.format, limit=config.limit)
+    # read-only (a run may still be writing that folder): its complete lines
+    reused = {r["id"]: r for r in read_jsonl(Path(config.reuse) / "records.jsonl")} if config.reuse else {}
+    reader = pool.lm(config.reader)
+    compressor = None if config.reuse else pool.lm(config.compressor, dtype=config.compressor_dtype)
+    scorers = {name: build_scorer(name, reader, pool=pool, **(config.sps_options() if name == "sps" else {}))
+               for name in config.scorers}
+    todo = [e for e in examples if not run.log.done((e.id,))]
+    bar = run.progress(total=len(examples), done=len(examples) - len(todo), desc="sps-correlation", unit="question",
+                       enabled=progress)
     for ex in todo:
         start = time.perf_counter()
-        if args.reuse:
+        if config.reuse:
             if ex.id not in reused:
                 bar.update(1)
                 continue
@@ -291,35 +245,98 @@ def run(args: argparse.Namespace) -> int:
             answers = {k: old[k] for k in ("predictions", *OUTCOMES)}
             summarize_s, read_s = old.get("seconds", {}).get("summaries", 0.0), old.get("seconds", {}).get("read", 0.0)
         else:
-            summaries = write_summaries(compressor, ex, n=args.summaries, max_new_tokens=args.max_new_tokens,
-                                        temperature=args.temperature, repetition_penalty=args.repetition_penalty,
-                                        seed=args.seed, top_p=args.top_p)
+            assert compressor is not None
+            summaries = write_summaries(compressor, ex, n=config.summaries, max_new_tokens=config.max_new_tokens,
+                                        temperature=config.temperature, repetition_penalty=config.repetition_penalty,
+                                        seed=config.seed, top_p=config.top_p)
             summarize_s = time.perf_counter() - start
             t = time.perf_counter()
-            answers = read_answers(reader, ex, summaries, max_new_tokens=args.answer_tokens)
+            answers = read_answers(reader, ex, summaries, max_new_tokens=config.answer_tokens)
             read_s = time.perf_counter() - t
         scores, score_s = score_summaries(scorers, summaries)
-        log.append({"id": ex.id, "question": ex.question, "answers": ex.answers, "summaries": summaries,
-                    "summary_tokens": [reader.count_tokens(s) for s in summaries], **answers, "scores": scores,
-                    "seconds": {"summaries": summarize_s, "read": read_s, **{f"score_{k}": v for k, v in score_s.items()},
-                                "total": time.perf_counter() - start}})
+        run.log.append({"id": ex.id, "question": ex.question, "answers": ex.answers, "summaries": summaries,
+                        "summary_tokens": [reader.count_tokens(s) for s in summaries], **answers, "scores": scores,
+                        "seconds": {"summaries": summarize_s, "read": read_s,
+                                    **{f"score_{k}": v for k, v in score_s.items()},
+                                    "total": time.perf_counter() - start}})
         bar.update(1)
     bar.close()
     ids = {e.id for e in examples}
-    records = [r for r in log if r["id"] in ids]
-    result = summarize(records, args.scorers, bins=args.bins, correct=args.correct)
-    result["details"]["summaries_per_question"] = args.summaries
-    result["details"]["seconds_per_question"] = _mean([r["seconds"]["total"] for r in records])
-    result["details"]["score_seconds_per_summary"] = {
+    records = [r for r in run.log if r["id"] in ids]
+    result = summarize(records, config.scorers, bins=config.bins, correct=config.correct)
+    details = result["details"]
+    details["summaries_per_question"] = config.summaries
+    details["seconds_per_question"] = _mean([r["seconds"]["total"] for r in records])
+    details["score_seconds_per_summary"] = {
         s: _mean([r["seconds"].get(f"score_{s}", math.nan) / max(1, len(r["summaries"])) for r in records])
-        for s in args.scorers}
-    result["details"]["mean_summary_tokens"] = _mean([t for r in records for t in r.get("summary_tokens", [])])
-    plot = plot_bins(result, out / "accuracy_by_bin.png")
-    result["out"] = str(out)
-    result["plot"] = str(plot) if plot else None
-    table = summary_table(result)
-    write_json(out / "summary.json", result)
-    write_atomic(out / "summary.md", table + "\n")
-    report_after_run(out)
-    emit(json.loads(json.dumps(result, default=str)), f"{table}\n\nrecords, summary, plot and report: {out}", as_json=args.json)
-    return 0
+        for s in config.scorers}
+    details["mean_summary_tokens"] = _mean([t for r in records for t in r.get("summary_tokens", [])])
+    result["out"] = str(run.path)
+    return Outcome(result=result, table=summary_table(result))
+
+
+# ----- report ---------------------------------------------------------------------------------------
+def report_section(folder: RunView, doc: Doc) -> None:
+    """The correlation table, accuracy per score bin, and the outcome of each scorer's pick."""
+    s = folder.summary or {}
+    details = s.get("details", {})
+    scorers = list((folder.settings or {}).get("scorers") or s.get("scorers") or [])
+    if folder.records:
+        if not scorers:
+            scorers = list(folder.records[0].get("scores", {}))
+        result = summarize(folder.records, scorers, bins=details.get("bins", 10),
+                               correct=details.get("correct", "contains"))
+        seconds = {k: mean([r.get("seconds", {}).get(f"score_{k}", math.nan) / max(1, len(r["summaries"]))
+                             for r in folder.records]) for k in scorers}
+        note = f"Recomputed from {len(folder.records)} records in `records.jsonl`."
+    else:
+        result, seconds, note = s, details.get("score_seconds_per_summary", {}), "From `summary.json`."
+    doc.add(note + ("" if folder.summary else " No `summary.json` yet: the run is in progress or was interrupted."))
+    doc.add("## Results", summary_table(result))
+    if seconds:
+        doc.add("Scoring seconds per summary: " + ", ".join(f"{k} {fmt(v)}" for k, v in seconds.items()))
+    d = result.get("details", {})
+    if d.get("bin_means"):
+        doc.add("## Plots")
+        doc.figure("accuracy-by-bin", "reader accuracy per score bin (0 = best-scored)",
+                   lambda fig: _plot_bins(fig, result), size=(12, 3.4))
+    if d.get("selected"):
+        doc.figure("selected", "reader outcome of the summary each scorer picks",
+                   lambda fig: _plot_selected(fig, d), size=(8, 3.4))
+
+
+def _plot_bins(fig: Any, result: dict[str, Any]) -> None:
+    means = result["details"]["bin_means"]
+    axes = fig.subplots(1, len(OUTCOMES))
+    for ax, k in zip(axes, OUTCOMES):
+        for scorer, per in means.items():
+            pcc = result["scorers"].get(scorer, {}).get(f"pcc_{k}")
+            ax.plot(range(len(per[k])), per[k], marker="o", label=f"{scorer} (PCC {fmt(pcc, '.2f')})")
+        ax.set_xlabel("bin (0 = lowest score = preferred)")
+        ax.set_ylabel(f"mean {k}")
+        ax.set_title(k)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"reader accuracy by score bin ({result.get('n_questions', '?')} questions, "
+                 f"{result.get('n_summaries', '?')} summaries)", fontsize=10)
+
+
+def _plot_selected(fig: Any, details: dict[str, Any]) -> None:
+    ax = fig.subplots()
+    groups = {s: details["selected"][s] for s in details["selected"]}
+    for ref, label in (("mean_summary", "(mean summary)"), ("oracle", "(oracle)")):
+        if ref in details:
+            groups[label] = details[ref]
+    names = list(groups)
+    width = 0.8 / len(OUTCOMES)
+    for j, (k, color) in enumerate(zip(OUTCOMES, colors(len(OUTCOMES)))):
+        xs = [i + (j - 1) * width for i in range(len(names))]
+        values = [groups[n].get(k, math.nan) for n in names]
+        bars = ax.bar(xs, values, width=width, color=color, label=k)
+        ax.bar_label(bars, labels=[fmt(v, ".2f") for v in values], fontsize=6)
+    ax.set_xticks(range(len(names)), names, fontsize=8)
+    ax.set_ylabel("mean over questions")
+    ax.set_title("reader outcome of the summary each scorer ranks first, vs a random pick (mean) and the best (oracle)",
+                 fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")

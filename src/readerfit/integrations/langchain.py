@@ -23,20 +23,18 @@ scores, the kept unit indices and ``kept_fraction`` (words out / words in).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from readerfit.models.registry import MissingPackageError
+from readerfit.compressors import BaseCompressor, build_compressor
+from readerfit.errors import require
+from readerfit.models.pool import ModelPool
 from readerfit.types import Compression, Passage
 
-try:
-    from langchain_core.callbacks import Callbacks
-    from langchain_core.documents import BaseDocumentCompressor, Document
-    from pydantic import ConfigDict
-except ImportError as err:
-    raise MissingPackageError(
-        "readerfit.integrations.langchain needs the package 'langchain-core'; "
-        "run: pip install 'langchain-core>=0.2' (or pip install 'readerfit[langchain]')"
-    ) from err
+require("langchain_core", extra="langchain", package="langchain-core", purpose="readerfit.integrations.langchain")
+from langchain_core.callbacks import Callbacks  # noqa: E402  (after the check that names what to install)
+from langchain_core.documents import BaseDocumentCompressor, Document  # noqa: E402
+from pydantic import ConfigDict  # noqa: E402
 
 
 def _words(text: str) -> int:
@@ -61,19 +59,16 @@ class ReaderfitCompressor(BaseDocumentCompressor):
     def __init__(self, compressor: Any = "none", /, *, pool: Any = None, options: dict[str, Any] | None = None,
                  **fields: Any) -> None:
         if isinstance(compressor, str):
-            from readerfit.compress import build_compressor
-            from readerfit.models.pool import ModelPool
-
             compressor = build_compressor(compressor, pool if pool is not None else ModelPool(), **(options or {}))
         elif options:
             raise TypeError("options apply when the compressor is given by name, not to an instance")
-        if not callable(getattr(compressor, "compress", None)):
-            raise TypeError(f"expected a compressor name or an object with .compress, got {type(compressor).__name__}")
+        if not isinstance(compressor, BaseCompressor):
+            raise TypeError(f"expected a compressor name or a readerfit compressor, got {type(compressor).__name__}")
         super().__init__(compressor=compressor, **fields)
 
     @property
     def name(self) -> str:
-        return str(getattr(self.compressor, "name", type(self.compressor).__name__))
+        return self.compressor.name
 
     def to_passage(self, doc: Document, index: int) -> Passage:
         title = doc.metadata.get(self.title_key, "")
@@ -90,7 +85,7 @@ class ReaderfitCompressor(BaseDocumentCompressor):
             return []
         passages = [self.to_passage(d, i) for i, d in indexed]
         compression = self.compressor.compress(query, passages)
-        owners = compression.details.get("passage_of_unit")
+        owners = compression.passage_of_unit
         if owners is not None and len(owners) == len(compression.units):
             return self._per_document([d for _, d in indexed], compression, owners)
         return [self._combined(passages, compression)] if compression.text.strip() else []

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from readerfit.types import InputError
+from readerfit.errors import InputError
 
 
-def _vector(name: str, values: Sequence[float]) -> np.ndarray:
+def _vector(name: str, values: Sequence[float] | np.ndarray) -> np.ndarray:
     try:
         arr = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as e:
@@ -31,7 +31,7 @@ def _vector(name: str, values: Sequence[float]) -> np.ndarray:
     return arr
 
 
-def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+def pearson(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     """Pearson correlation of ``x`` and ``y`` (scipy.stats.pearsonr).
 
     Returns nan, without a warning, when there are fewer than 2 points or

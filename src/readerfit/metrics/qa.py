@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from readerfit.errors import InputError
 from readerfit.text.normalize import normalize_answer
-from readerfit.types import InputError
 
 
 def _check(prediction: str, references: Sequence[str]) -> list[str]:

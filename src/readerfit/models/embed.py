@@ -6,15 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from readerfit.models.registry import DEFAULT_EMBEDDER, MissingPackageError, resolve
-from readerfit.types import InputError
-
-
-def default_device() -> str:
-    """Return "cuda" when a GPU is visible, else "cpu"."""
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
+from readerfit.errors import InputError, require
+from readerfit.models.device import auto_device
+from readerfit.models.specs import DEFAULT_EMBEDDER, resolve
 
 
 class SentenceEmbedder:
@@ -32,17 +26,13 @@ class SentenceEmbedder:
     def __init__(self, name_or_path: str = DEFAULT_EMBEDDER, *, device: str | None = None, batch_size: int = 64) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError as e:
-            raise MissingPackageError(
-                "SentenceEmbedder needs sentence-transformers; run: pip install sentence-transformers"
-            ) from e
+        st = require("sentence_transformers", extra="embed", package="sentence-transformers",
+                     purpose="SentenceEmbedder")
         self.name = name_or_path
         self.path = resolve(name_or_path, "embedder").path()
-        self.device = device or default_device()
+        self.device = str(auto_device(device))
         self.batch_size = batch_size
-        self._model = SentenceTransformer(self.path, device=self.device, local_files_only=True)
+        self._model = st.SentenceTransformer(self.path, device=self.device, local_files_only=True)
         # get_embedding_dimension is the newer name; older releases only have the long one.
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self._dim = int(get_dim())

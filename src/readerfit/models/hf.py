@@ -10,46 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import shutil
-import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 
+from readerfit.errors import ContextLengthError, InputError, UnknownModelError, require
+from readerfit.io import atomic_dir
+from readerfit.models.device import auto_device, cache_root, resolve_dtype
 from readerfit.models.lm import Prompt
-from readerfit.models.registry import DEFAULT_LM, MissingPackageError, ModelSpec, UnknownModelError, resolve
-from readerfit.types import CandidateProbs, ContextLengthError, Generation, InputError
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def cache_root() -> Path:
-    """Where converted models and computed subspaces are cached."""
-    return Path(os.environ.get("READERFIT_CACHE") or Path.home() / ".cache" / "readerfit")
-
-
-def auto_device(device: str | torch.device | None) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
-def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype not in DTYPES:
-        raise InputError(f"unknown dtype {dtype!r}; expected one of {sorted(DTYPES)}")
-    return DTYPES[dtype]
-
-
-def _require(module: str, install: str) -> None:
-    import importlib.util
-
-    if importlib.util.find_spec(module) is None:
-        raise MissingPackageError(f"this model needs the package {module!r}; run: {install}")
+from readerfit.models.specs import DEFAULT_LM, ModelSpec, resolve
+from readerfit.types import CandidateProbs, Generation
 
 
 def converted_gguf_dir(spec: ModelSpec) -> Path:
@@ -60,7 +33,8 @@ def converted_gguf_dir(spec: ModelSpec) -> Path:
     target = cache_root() / "models" / f"{gguf_path.stem}-{key}"
     if (target / "config.json").is_file():
         return target
-    _require("gguf", "pip install gguf accelerate")
+    require("gguf", extra="gguf", purpose="loading a GGUF model")
+    require("accelerate", extra="gguf", purpose="loading a GGUF model")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
@@ -69,18 +43,9 @@ def converted_gguf_dir(spec: ModelSpec) -> Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
-    try:
+    with atomic_dir(target) as tmp:  # another process converting it at the same time: the first rename wins
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        try:
-            os.replace(tmp, target)
-        except OSError:  # another process converted it first
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return target
 
 
@@ -103,7 +68,6 @@ class HFLanguageModel:
         adapter: str | None = None,
     ) -> None:
         spec = resolve(name_or_path, "lm")
-        _require("transformers", "pip install transformers")
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.name = name_or_path
@@ -129,13 +93,13 @@ class HFLanguageModel:
         self.load_seconds = time.perf_counter() - start
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self._eos_ids = self._collect_eos_ids()
+        self._eos_ids = frozenset(self._collect_eos_ids())
 
     def _with_adapter(self, adapter: str) -> Any:
         """Merge a LoRA adapter directory (peft) into the weights: same outputs, no adapter overhead."""
         if not Path(adapter).is_dir():
             raise UnknownModelError(f"adapter directory {adapter!r} does not exist")
-        _require("peft", "pip install peft")
+        require("peft", extra="train", purpose="a LoRA adapter")
         from peft import PeftModel
 
         return PeftModel.from_pretrained(self.model, adapter).merge_and_unload()
@@ -155,6 +119,10 @@ class HFLanguageModel:
     @property
     def num_layers(self) -> int:
         return int(self.model.config.num_hidden_layers)
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        return self._eos_ids
 
     def _collect_eos_ids(self) -> set[int]:
         ids: set[int] = set()

@@ -1,12 +1,22 @@
-"""The one face every language-model backend shows to the rest of readerfit."""
+"""The two faces of a language model in readerfit.
+
+:class:`LanguageModel` is what a server can do (text in, text and log-probabilities out): readers,
+SePer generators, LM judges and rerankers, PPL and Selective Context need only that.
+:class:`LocalLanguageModel` adds the model's internals (hidden states, embeddings, tokenizer, forward
+passes): SPS, xCompress's filter and probes, LongPPL, EXIT's cached classifier and EXIT training ask
+for it, through :func:`require_local` or ``ModelPool.local_lm``, and fail early with
+:class:`~readerfit.errors.LocalModelRequired` when given a served model.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from readerfit.types import BackendUnavailableError, CandidateProbs, Generation
+from readerfit.errors import LocalModelRequired
+from readerfit.types import CandidateProbs, Generation
 
 Prompt = str | list[dict[str, str]]
 """A prompt is either raw text or chat messages ([{"role": "user", "content": ...}])."""
@@ -14,7 +24,7 @@ Prompt = str | list[dict[str, str]]
 
 @runtime_checkable
 class LanguageModel(Protocol):
-    """What compressors, scorers and SePer need from an LM.
+    """What readers, generators and text-level scorers need from an LM.
 
     Prompts given as chat messages are rendered with the model's chat template;
     plain strings are used as they are (call :meth:`chat` to template a string).
@@ -53,6 +63,41 @@ class LanguageModel(Protocol):
         """Log-probability of each token of ``texts`` (given ``prompts`` before them when set)."""
         ...
 
+
+@runtime_checkable
+class LocalLanguageModel(LanguageModel, Protocol):
+    """A language model whose weights run in this process (the transformers backend)."""
+
+    model: Any  # the torch module
+    tokenizer: Any
+    device: torch.device
+    batch_size: int
+
+    @property
+    def hidden_size(self) -> int: ...
+
+    @property
+    def num_layers(self) -> int: ...
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        """Token ids that end a generation."""
+        ...
+
+    def render(self, prompt: Prompt) -> str:
+        """A prompt as the text the model reads (chat messages through its template)."""
+        ...
+
+    def encode(self, text: str, *, special: bool = False) -> list[int]: ...
+
+    def forward(self, seqs: Sequence[list[int]], *, left: bool = False, hidden: bool = False) -> Any:
+        """One padded forward pass over token id sequences."""
+        ...
+
+    def candidate_token_ids(self, word: str) -> list[int]:
+        """Single-token ids of a word's spelling variants."""
+        ...
+
     def hidden_states(self, texts: Sequence[str], *, layer: int = -2) -> list[torch.Tensor]:
         """Per-token hidden states (T×D, float32, CPU) at ``layer`` (-2 = penultimate)."""
         ...
@@ -62,9 +107,16 @@ class LanguageModel(Protocol):
         ...
 
 
-class LocalModelRequired(BackendUnavailableError, NotImplementedError):
-    """A backend that cannot expose model internals (a remote server) was asked for them.
+def require_local(lm: Any, *, purpose: str) -> LocalLanguageModel:
+    """``lm`` when it runs locally, else :class:`LocalModelRequired` naming what needed it."""
+    if isinstance(lm, LocalLanguageModel):
+        return lm
+    raise not_local(getattr(lm, "name", type(lm).__name__), purpose=purpose)
 
-    A configuration error, not an example's: harnesses stop on it (a :class:`BackendUnavailableError`)
-    rather than record it per example.
-    """
+
+def not_local(name: str, *, purpose: str) -> LocalModelRequired:
+    """The error for a served model given to a component that needs a local one."""
+    return LocalModelRequired(
+        f"{purpose} needs a local model (its hidden states, embeddings or logits), and {name!r} is served "
+        "remotely; give a registered name, a local directory or a Hugging Face id instead"
+    )

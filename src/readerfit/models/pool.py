@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from readerfit.models.registry import DEFAULT_EMBEDDER, DEFAULT_LM
+from readerfit.errors import InputError
+from readerfit.models.embed import SentenceEmbedder
+from readerfit.models.hf import HFLanguageModel
+from readerfit.models.lm import LanguageModel, LocalLanguageModel, not_local, require_local
+from readerfit.models.openai import OpenAILanguageModel, parse_model_name
+from readerfit.models.specs import DEFAULT_EMBEDDER, DEFAULT_LM
+
+T = TypeVar("T")
 
 
 class ModelPool:
@@ -18,6 +26,7 @@ class ModelPool:
     ``openai:<model>`` names a model behind an OpenAI-compatible server (vLLM, llama.cpp):
     ``openai_base_url`` / ``openai_api_key`` (default ``$OPENAI_BASE_URL`` / ``$OPENAI_API_KEY``) and
     ``openai_options`` (fields of :class:`readerfit.models.openai.OpenAIConfig`) configure it.
+    Components that need a model's internals ask :meth:`local_lm`, which refuses a served model at once.
 
     >>> remote = ModelPool(openai_base_url="http://127.0.0.1:8000/v1").lm("openai:meta-llama/Llama-3.1-8B-Instruct")  # doctest: +SKIP
     """
@@ -31,39 +40,39 @@ class ModelPool:
         self.openai_options = dict(openai_options or {})
         self._cache: dict[tuple[Any, ...], Any] = {}
 
-    def lm(self, name: str = DEFAULT_LM, *, dtype: str | None = None, adapter: str | None = None):
-        from readerfit.models.openai import parse_model_name
+    def cached(self, key: tuple[Any, ...], factory: Callable[[], T]) -> T:
+        """The object stored under ``key``, made by ``factory()`` the first time (models, tokenizers...)."""
+        if key not in self._cache:
+            self._cache[key] = factory()
+        return self._cache[key]
 
+    def lm(self, name: str = DEFAULT_LM, *, dtype: str | None = None, adapter: str | None = None) -> LanguageModel:
+        """A language model: a registered name, a local directory, a Hugging Face id, or ``openai:<model>``."""
         served = parse_model_name(name)
         if served is not None:
-            return self._remote_lm(name, served, adapter)
-        key = ("lm", name, dtype or self.dtype, adapter)
-        if key not in self._cache:
-            from readerfit.models.hf import HFLanguageModel
+            if adapter is not None:
+                raise InputError(f"{name!r} is served remotely; a LoRA adapter ({adapter!r}) must be loaded by the server")
+            # dtype is the server's business; same key as put()
+            return self.cached(("lm", name, self.dtype, None), lambda: OpenAILanguageModel(
+                served, base_url=self.openai_base_url, api_key=self.openai_api_key, **self.openai_options))
 
-            self._cache[key] = HFLanguageModel(name, device=self.device, dtype=dtype or self.dtype, adapter=adapter)
-        return self._cache[key]
+        def load() -> LanguageModel:
+            return HFLanguageModel(name, device=self.device, dtype=dtype or self.dtype, adapter=adapter)
 
-    def _remote_lm(self, name: str, served: str, adapter: str | None):
-        if adapter is not None:
-            from readerfit.types import InputError
+        return self.cached(("lm", name, dtype or self.dtype, adapter), load)
 
-            raise InputError(f"{name!r} is served remotely; a LoRA adapter ({adapter!r}) must be loaded by the server")
-        key = ("lm", name, self.dtype, None)  # dtype is the server's business; same key as put()
-        if key not in self._cache:
-            from readerfit.models.openai import OpenAILanguageModel
+    def local_lm(self, name: str = DEFAULT_LM, *, purpose: str, dtype: str | None = None,
+                 adapter: str | None = None) -> LocalLanguageModel:
+        """:meth:`lm` for components that need model internals; a served model fails before anything loads."""
+        if parse_model_name(name) is not None:
+            raise not_local(name, purpose=purpose)
+        return require_local(self.lm(name, dtype=dtype, adapter=adapter), purpose=purpose)
 
-            self._cache[key] = OpenAILanguageModel(served, base_url=self.openai_base_url, api_key=self.openai_api_key,
-                                                   **self.openai_options)
-        return self._cache[key]
+    def embedder(self, name: str = DEFAULT_EMBEDDER) -> Any:
+        def load() -> Any:
+            return SentenceEmbedder(name, device=self.device)
 
-    def embedder(self, name: str = DEFAULT_EMBEDDER):
-        key = ("embedder", name)
-        if key not in self._cache:
-            from readerfit.models.embed import SentenceEmbedder
-
-            self._cache[key] = SentenceEmbedder(name, device=self.device)
-        return self._cache[key]
+        return self.cached(("embedder", name), load)
 
     def put(self, kind: str, name: str, model: Any) -> None:
         """Register an already-built model (tests, custom backends) under a name."""

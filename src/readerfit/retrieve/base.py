@@ -10,7 +10,9 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
-from readerfit.types import InputError, Passage
+from readerfit.errors import InputError
+from readerfit.io import read_jsonl, write_atomic
+from readerfit.types import Passage
 
 
 @runtime_checkable
@@ -107,26 +109,13 @@ class CorpusRetriever:
     @classmethod
     def _load(
         cls, folder: Path, manifest: dict[str, Any], passages: list[Passage], embedder: Any
-    ) -> "CorpusRetriever":
+    ) -> CorpusRetriever:
         raise NotImplementedError
 
 
 def write_passages(path: Path, passages: Sequence[Passage]) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        for p in passages:
-            d = {"id": p.id, "title": p.title, "text": p.text}
-            if p.sentences is not None:
-                d["sentences"] = list(p.sentences)
-            f.write(json.dumps(d, ensure_ascii=False) + "\n")
+    write_atomic(path, "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in passages))
 
 
 def read_passages(path: Path) -> list[Passage]:
-    passages = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                d = json.loads(line)
-                passages.append(
-                    Passage(text=d["text"], title=d.get("title", ""), id=d.get("id", ""), sentences=d.get("sentences"))
-                )
-    return passages
+    return [Passage.from_dict(d) for d in read_jsonl(path, partial_ok=False)]

@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from readerfit.models.registry import MissingPackageError
-from readerfit.retrieve.base import CorpusRetriever, Hits, top_k
+from readerfit.errors import require
+from readerfit.retrieve.base import CorpusRetriever, Encoder, Hits, top_k
 from readerfit.types import Passage
 
 
 def _bm25s() -> Any:
-    try:
-        import bm25s
-    except ImportError as e:
-        raise MissingPackageError("BM25Retriever needs bm25s; run: pip install bm25s") from e
-    return bm25s
+    return require("bm25s", extra="retrieve", purpose="BM25Retriever")
+
+
+@dataclass
+class BM25Config:
+    """BM25's parameters (Lucene variant) and the stop-word list (None: keep every word)."""
+
+    k1: float = 1.5
+    b: float = 0.75
+    stopwords: str | None = "en"
 
 
 class BM25Retriever(CorpusRetriever):
@@ -33,6 +39,12 @@ class BM25Retriever(CorpusRetriever):
     """
 
     kind = "bm25"
+    config_class = BM25Config
+
+    @classmethod
+    def from_config(cls, config: BM25Config, *, corpus: Sequence[Passage],
+                    embedder: Encoder | None = None) -> BM25Retriever:
+        return cls(corpus, k1=config.k1, b=config.b, stopwords=config.stopwords)
 
     def __init__(
         self,
@@ -72,6 +84,6 @@ class BM25Retriever(CorpusRetriever):
         return {"stopwords": self.stopwords}
 
     @classmethod
-    def _load(cls, folder: Path, manifest: dict[str, Any], passages: list[Passage], embedder: Any) -> "BM25Retriever":
+    def _load(cls, folder: Path, manifest: dict[str, Any], passages: list[Passage], embedder: Any) -> BM25Retriever:
         index = _bm25s().BM25.load(str(folder / "bm25"), show_progress=False, allow_pickle=False)
         return cls(passages, stopwords=manifest.get("stopwords", "en"), _index=index)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from readerfit.models.registry import DEFAULT_EMBEDDER
+from readerfit.errors import InputError
+from readerfit.models.embed import SentenceEmbedder
+from readerfit.models.specs import DEFAULT_EMBEDDER
 from readerfit.retrieve.base import CorpusRetriever, Encoder, Hits, top_k
-from readerfit.types import InputError, Passage
+from readerfit.types import Passage
 
 # Queries are scored in blocks so that the Q×N score matrix stays small on big corpora.
 _QUERY_BLOCK = 256
@@ -26,6 +29,11 @@ def _unit_rows(x: np.ndarray) -> np.ndarray:
     if np.all(np.abs(norms - 1.0) <= 1e-5):
         return x
     return (x / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+
+@dataclass
+class DenseConfig:
+    """Dense retrieval takes no options (the embedder is the run's)."""
 
 
 def embedder_name(embedder: Any) -> str | None:
@@ -46,6 +54,12 @@ class DenseRetriever(CorpusRetriever):
     """
 
     kind = "dense"
+    config_class = DenseConfig
+
+    @classmethod
+    def from_config(cls, config: DenseConfig, *, corpus: Sequence[Passage],
+                    embedder: Encoder | None = None) -> DenseRetriever:
+        return cls(corpus, embedder=embedder)
 
     def __init__(
         self,
@@ -56,8 +70,6 @@ class DenseRetriever(CorpusRetriever):
     ) -> None:
         super().__init__(corpus)
         if embedder is None:
-            from readerfit.models.embed import SentenceEmbedder
-
             embedder = SentenceEmbedder(DEFAULT_EMBEDDER)
         if not callable(getattr(embedder, "encode", None)):
             raise InputError(f"embedder must have an encode(texts, normalize=True) method, got {type(embedder).__name__}")
@@ -101,10 +113,8 @@ class DenseRetriever(CorpusRetriever):
         return {"embedder": embedder_name(self.embedder), "dim": self.dim}
 
     @classmethod
-    def _load(cls, folder: Path, manifest: dict[str, Any], passages: list[Passage], embedder: Any) -> "DenseRetriever":
+    def _load(cls, folder: Path, manifest: dict[str, Any], passages: list[Passage], embedder: Any) -> DenseRetriever:
         embeddings = np.load(folder / "embeddings.npy", allow_pickle=False)
         if embedder is None:
-            from readerfit.models.embed import SentenceEmbedder
-
             embedder = SentenceEmbedder(manifest.get("embedder") or DEFAULT_EMBEDDER)
         return cls(passages, embedder=embedder, embeddings=embeddings)

@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from readerfit.errors import InputError
 from readerfit.retrieve.base import CorpusRetriever, Encoder, Hits
 from readerfit.retrieve.bm25 import BM25Retriever
 from readerfit.retrieve.dense import DenseRetriever
-from readerfit.types import InputError, Passage
+from readerfit.types import Passage
+
+
+@dataclass
+class HybridConfig:
+    """Reciprocal-rank fusion: ``k_rrf`` smooths the ranks, ``depth`` hits of each retriever are fused."""
+
+    k_rrf: float = 60.0
+    depth: int = 100
 
 
 class HybridRetriever(CorpusRetriever):
@@ -27,6 +37,12 @@ class HybridRetriever(CorpusRetriever):
     """
 
     kind = "hybrid"
+    config_class = HybridConfig
+
+    @classmethod
+    def from_config(cls, config: HybridConfig, *, corpus: Sequence[Passage],
+                    embedder: Encoder | None = None) -> HybridRetriever:
+        return cls(corpus, embedder=embedder, k_rrf=config.k_rrf, depth=config.depth)
 
     def __init__(
         self,
@@ -68,7 +84,7 @@ class HybridRetriever(CorpusRetriever):
         return entries
 
     @classmethod
-    def _load(cls, folder: Path, manifest: dict[str, Any], passages: list[Passage], embedder: Any) -> "HybridRetriever":
+    def _load(cls, folder: Path, manifest: dict[str, Any], passages: list[Passage], embedder: Any) -> HybridRetriever:
         bm25 = BM25Retriever._load(folder, manifest, passages, embedder)
         dense = DenseRetriever._load(folder, manifest, passages, embedder)
         return cls(passages, k_rrf=manifest["k_rrf"], depth=manifest["depth"], _bm25=bm25, _dense=dense)

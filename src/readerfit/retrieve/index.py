@@ -2,37 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from readerfit.errors import InputError
+from readerfit.io import atomic_dir, read_json, write_json
+from readerfit.registry import Registry
 from readerfit.retrieve.base import CorpusRetriever, Encoder, read_passages, write_passages
-from readerfit.retrieve.bm25 import BM25Retriever
-from readerfit.retrieve.dense import DenseRetriever
-from readerfit.retrieve.hybrid import HybridRetriever
-from readerfit.types import InputError, Passage
+from readerfit.types import Passage
 
-RETRIEVERS: dict[str, type[CorpusRetriever]] = {
-    "bm25": BM25Retriever,
-    "dense": DenseRetriever,
-    "hybrid": HybridRetriever,
-}
-"""Registered retriever kinds → classes."""
+RETRIEVERS: Registry[type[CorpusRetriever]] = Registry("retriever")
+RETRIEVERS.register("bm25", "readerfit.retrieve.bm25:BM25Retriever", help="sparse BM25 (bm25s)")
+RETRIEVERS.register("dense", "readerfit.retrieve.dense:DenseRetriever", help="exact inner product of MiniLM embeddings")
+RETRIEVERS.register("hybrid", "readerfit.retrieve.hybrid:HybridRetriever", help="reciprocal-rank fusion of the two")
 
 INDEX_FORMAT = "readerfit-index"
 INDEX_VERSION = 1
 _MANIFEST = "manifest.json"
 _PASSAGES = "passages.jsonl"
-
-
-def _retriever_class(kind: str) -> type[CorpusRetriever]:
-    if kind not in RETRIEVERS:
-        raise InputError(f"unknown retriever kind {kind!r}; registered: {', '.join(sorted(RETRIEVERS))}")
-    return RETRIEVERS[kind]
 
 
 def build_retriever(
@@ -47,10 +36,7 @@ def build_retriever(
     >>> [p.text for p in r.retrieve(["dogs"], k=5)[0]]
     ['Dogs bark.', 'Cats purr.']
     """
-    cls = _retriever_class(kind)
-    if cls is BM25Retriever:
-        return cls(corpus, **options)
-    return cls(corpus, embedder=embedder, **options)
+    return RETRIEVERS.build(kind, options, corpus=corpus, embedder=embedder)
 
 
 def save_index(retriever: CorpusRetriever, folder: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
@@ -73,30 +59,12 @@ def save_index(retriever: CorpusRetriever, folder: str | os.PathLike[str], *, ov
     folder = Path(folder)
     if folder.exists() and (not folder.is_dir() or (any(folder.iterdir()) and not overwrite)):
         raise InputError(f"{folder} already exists and is not an empty folder; pass overwrite=True to replace it")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
-    try:
+    with atomic_dir(folder, replace=True) as tmp:
         entries = retriever._save(tmp)
         write_passages(tmp / _PASSAGES, retriever.passages)
-        manifest = {
-            "format": INDEX_FORMAT,
-            "version": INDEX_VERSION,
-            "kind": type(retriever).kind,
-            "n_passages": len(retriever.passages),
-            **entries,
-        }
         # The manifest goes last: its presence marks a complete index.
-        (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        if folder.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old-", dir=folder.parent))
-            os.replace(folder, old / "index")
-            os.replace(tmp, folder)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        write_json(tmp / _MANIFEST, {"format": INDEX_FORMAT, "version": INDEX_VERSION, "kind": type(retriever).kind,
+                                     "n_passages": len(retriever.passages), **entries})
     return folder
 
 
@@ -111,13 +79,13 @@ def load_index(folder: str | os.PathLike[str], *, embedder: Encoder | None = Non
     manifest_path = folder / _MANIFEST
     if not manifest_path.is_file():
         raise InputError(f"{folder} is not a readerfit index: {_MANIFEST} is missing")
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest = read_json(manifest_path, what="index manifest")
     if manifest.get("format") != INDEX_FORMAT or manifest.get("version") != INDEX_VERSION:
         raise InputError(
             f"{folder}: index format {manifest.get('format')!r} version {manifest.get('version')!r} is not "
             f"supported (expected {INDEX_FORMAT!r} version {INDEX_VERSION}); rebuild the index"
         )
-    cls = _retriever_class(manifest.get("kind", ""))
+    cls = RETRIEVERS.get(str(manifest.get("kind", "")))
     passages = read_passages(folder / _PASSAGES)
     if len(passages) != manifest.get("n_passages"):
         raise InputError(f"{folder}: {len(passages)} passages on disk but the manifest says {manifest.get('n_passages')}")

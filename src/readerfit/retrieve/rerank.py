@@ -16,7 +16,6 @@ Two rerankers, registered by name (``build_reranker(spec, pool)``):
 A passage too long for the reranker's input is scored in consecutive word runs that fit and
 gets its best run's score (relevant if any part is); never truncated. Ties keep retrieval order.
 
->>> from readerfit.types import Passage
 >>> class Overlap(RerankerBase):
 ...     name = "overlap"
 ...     def score(self, question, passages):
@@ -29,14 +28,19 @@ gets its best run's score (relevant if any part is); never truncated. Ties keep 
 
 from __future__ import annotations
 
-import importlib
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from readerfit.models.registry import MissingPackageError, UnknownModelError, resolve
-from readerfit.types import InputError, Passage
+from readerfit.errors import InputError, UnknownModelError, require
+from readerfit.models.device import auto_device
+from readerfit.models.lm import LanguageModel
+from readerfit.models.specs import resolve
+from readerfit.registry import Registry
+from readerfit.text.split import word_runs
+from readerfit.types import Passage
 
 RERANK_PROMPT = (
     "Query: {query}\nPassage: {passage}\n"
@@ -44,11 +48,11 @@ RERANK_PROMPT = (
 )
 POSITIVE, NEGATIVE = "Yes", "No"
 
-# name -> "module:Class"; a spec is NAME or NAME:ARGUMENT (the model). Imported on first use.
-RERANKERS: dict[str, str] = {
-    "cross-encoder": "readerfit.retrieve.rerank:CrossEncoderReranker",
-    "lm": "readerfit.retrieve.rerank:LMReranker",
-}
+# a spec is NAME or NAME:ARGUMENT (the model)
+RERANKERS: Registry[Any] = Registry("reranker")
+RERANKERS.register("cross-encoder", "readerfit.retrieve.rerank:CrossEncoderReranker",
+                   help="cross-encoder:<id or path>")
+RERANKERS.register("lm", "readerfit.retrieve.rerank:LMReranker", help="lm (the reader) or lm:<model>")
 
 
 @dataclass
@@ -84,20 +88,21 @@ class Reranker(Protocol):
 
 
 class RerankerBase:
-    """Sorting, top-K and a one-question memo shared by the rerankers; subclasses implement ``score``.
+    """Input checks, sorting and top-K shared by the rerankers; subclasses implement ``score``.
 
-    The memo lets every compressor's pipeline of an eval share one reranking per question
-    (the eval hands them the same retrieved passages) instead of paying for it once each.
+    ``score`` returns each passage's score and how many word runs each over-long passage was
+    scored in (the eval harness reranks each question once for all its compressors).
     """
 
     name = "reranker"
 
-    def __init__(self) -> None:
-        self._last: tuple[Any, Reranking] | None = None
-        self._pieces: dict[int, int] = {}
-
     def score(self, question: str, passages: Sequence[Passage]) -> list[float]:
-        raise NotImplementedError
+        """One score per passage (higher = more relevant)."""
+        return self.score_runs(question, passages)[0]
+
+    def score_runs(self, question: str, passages: Sequence[Passage]) -> tuple[list[float], dict[int, int]]:
+        """Scores, and the number of word runs of each passage scored in pieces (by index)."""
+        return [float(s) for s in self.score(question, passages)], {}
 
     def rerank(self, question: str, passages: Sequence[Passage], *, top_k: int | None = None) -> Reranking:
         if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
@@ -105,28 +110,41 @@ class RerankerBase:
         if not isinstance(question, str) or not question.strip():
             raise InputError(f"expected a non-empty question to rerank for, got {question!r}")
         passages = list(passages)
-        key = (question, tuple((p.id, p.title, p.text) for p in passages), top_k)
-        if self._last is not None and self._last[0] == key:
-            return self._last[1]
         start = time.perf_counter()
-        self._pieces = {}
-        scores = [float(s) for s in self.score(question, passages)] if passages else []
+        scores, pieces = self.score_runs(question, passages) if passages else ([], {})
         if len(scores) != len(passages):
             raise InputError(f"reranker {self.name!r} gave {len(scores)} scores for {len(passages)} passages")
         # best first; a nan score ranks last; ties keep the retrieval order
         ranked = sorted(range(len(passages)), key=lambda i: (-scores[i] if math.isfinite(scores[i]) else math.inf, i))
         order = ranked[:top_k] if top_k is not None else ranked
-        result = Reranking(passages=[passages[i] for i in order], order=order, scores=scores,
-                           seconds=time.perf_counter() - start, reranker=self.name, top_k=top_k,
-                           pieces=dict(self._pieces))
-        self._last = (key, result)
-        return result
+        return Reranking(passages=[passages[i] for i in order], order=order, scores=scores,
+                         seconds=time.perf_counter() - start, reranker=self.name, top_k=top_k, pieces=pieces)
 
-    def _word_runs(self, text: str, fits: Callable[[str], bool]) -> list[str]:
-        """``text`` as consecutive word runs that each fit (one run when the whole text fits)."""
-        from readerfit.text.split import word_runs
+    def _runs(self, passages: Sequence[Passage], fits: Callable[[str], bool]) -> tuple[list[str], list[int], dict[int, int]]:
+        """Every passage as word runs that each fit (one run when it fits whole): runs, their owners, piece counts."""
+        texts: list[str] = []
+        owner: list[int] = []
+        pieces: dict[int, int] = {}
+        for i, p in enumerate(passages):
+            text = p.render()
+            runs = [text] if fits(text) else word_runs(text, fits, what=f"reranker {self.name!r}")
+            if len(runs) > 1:
+                pieces[i] = len(runs)
+            texts.extend(runs)
+            owner.extend([i] * len(runs))
+        return texts, owner, pieces
 
-        return [text] if fits(text) else word_runs(text, fits, what=f"reranker {self.name!r}")
+
+@dataclass
+class CrossEncoderConfig:
+    model: str = ""
+    batch_size: int = 32
+
+    def __post_init__(self) -> None:
+        if not self.model.strip():
+            raise InputError("the cross-encoder reranker needs a model: cross-encoder:<id or path>")
+        if self.batch_size < 1:
+            raise InputError(f"batch_size must be a positive integer, got {self.batch_size!r}")
 
 
 class CrossEncoderReranker(RerankerBase):
@@ -134,26 +152,22 @@ class CrossEncoderReranker(RerankerBase):
 
     >>> CrossEncoderReranker("/no/such/model")   # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
-    readerfit.models.registry.UnknownModelError: model directory '/no/such/model' does not exist
+    readerfit.errors.UnknownModelError: model directory '/no/such/model' does not exist
     """
 
+    config_class = CrossEncoderConfig
+    spec_field = "model"
+
     def __init__(self, model: str, *, device: str | None = None, batch_size: int = 32) -> None:
-        super().__init__()
         if not isinstance(batch_size, int) or batch_size < 1:
             raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
         path = resolve(model, "reranker").path()
-        try:
-            from sentence_transformers import CrossEncoder
-        except ImportError as err:
-            raise MissingPackageError(
-                "the cross-encoder reranker needs sentence-transformers; run: pip install sentence-transformers"
-            ) from err
-        from readerfit.models.embed import default_device
-
+        st = require("sentence_transformers", extra="embed", package="sentence-transformers",
+                     purpose="the cross-encoder reranker")
         self.name = f"cross-encoder:{model}"
         self.batch_size = batch_size
         try:
-            self._model = CrossEncoder(path, device=device or default_device(), local_files_only=True)
+            self._model = st.CrossEncoder(path, device=str(auto_device(device)), local_files_only=True)
         except (OSError, ValueError) as err:
             # OSError: no such model in the local cache / not a model folder; nothing is downloaded here
             raise UnknownModelError(
@@ -167,94 +181,73 @@ class CrossEncoderReranker(RerankerBase):
             limit = getattr(self._model, "max_length", None)
         if limit is None:
             limit = getattr(self.tokenizer, "model_max_length", 512)
-        self.max_length = int(limit)
+        self.max_length = int(limit or 512)
 
     @classmethod
-    def from_spec(cls, arg: str, *, pool: Any, reader: str | None = None) -> "CrossEncoderReranker":
-        if not arg:
-            raise InputError("the cross-encoder reranker needs a model: cross-encoder:<id or path>")
-        return cls(arg, device=getattr(pool, "device", None))
+    def from_config(cls, config: CrossEncoderConfig, *, pool: Any,
+                    reader: LanguageModel | None = None) -> CrossEncoderReranker:
+        return cls(config.model, device=pool.device, batch_size=config.batch_size)
 
-    def _fits(self, question: str) -> Callable[[str], bool]:
-        def fits(text: str) -> bool:
-            return len(self.tokenizer(question, text)["input_ids"]) <= self.max_length
-
-        return fits
-
-    def score(self, question: str, passages: Sequence[Passage]) -> list[float]:
+    def score_runs(self, question: str, passages: Sequence[Passage]) -> tuple[list[float], dict[int, int]]:
         # CrossEncoder would cut an over-long pair at max_length: score such passages in word runs
-        fits = self._fits(question)
-        pairs: list[tuple[str, str]] = []
-        owner: list[int] = []
-        for i, p in enumerate(passages):
-            runs = self._word_runs(p.render(), fits)
-            if len(runs) > 1:
-                self._pieces[i] = len(runs)
-            pairs.extend((question, r) for r in runs)
-            owner.extend([i] * len(runs))
+        texts, owner, pieces = self._runs(
+            passages, lambda text: len(self.tokenizer(question, text)["input_ids"]) <= self.max_length)
+        pairs = [(question, t) for t in texts]
         raw = self._model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False, convert_to_numpy=True)
         scores = [-math.inf] * len(passages)
         for i, s in zip(owner, raw.reshape(len(pairs), -1)[:, 0].tolist()):
             scores[i] = max(scores[i], float(s))
-        return scores
+        return scores, pieces
+
+
+@dataclass
+class LMRerankerConfig:
+    model: str | None = None  # None: the reader
 
 
 class LMReranker(RerankerBase):
     """``lm`` / ``lm:<model>``: a causal LM's P(Yes) / (P(Yes) + P(No)) that the passage is relevant."""
 
-    def __init__(self, lm: Any, *, prompt: str = RERANK_PROMPT, name: str | None = None) -> None:
-        super().__init__()
+    config_class = LMRerankerConfig
+    spec_field = "model"
+
+    def __init__(self, lm: LanguageModel, *, prompt: str = RERANK_PROMPT, name: str | None = None) -> None:
         if "{query}" not in prompt or "{passage}" not in prompt:
             raise InputError("the rerank prompt must contain {query} and {passage}")
         self.lm = lm
         self.prompt = prompt
-        self.name = name or f"lm:{getattr(lm, 'name', 'lm')}"
+        self.name = name or f"lm:{lm.name}"
 
     @classmethod
-    def from_spec(cls, arg: str, *, pool: Any, reader: str | None = None) -> "LMReranker":
-        model = arg or reader
-        if not model:
+    def from_config(cls, config: LMRerankerConfig, *, pool: Any, reader: LanguageModel | None = None) -> LMReranker:
+        if config.model:
+            return cls(pool.lm(config.model))
+        if reader is None:
             raise InputError("the lm reranker needs a model: lm:<model>, or a reader to default to")
-        return cls(pool.lm(model))
+        return cls(reader)
 
-    def _text(self, question: str, passage: str) -> Any:
+    def _text(self, question: str, passage: str) -> str:
         return self.lm.chat(self.prompt.format(query=question, passage=passage))
 
-    def score(self, question: str, passages: Sequence[Passage]) -> list[float]:
-        def fits(text: str) -> bool:
-            return self.lm.count_tokens(self._text(question, text)) <= self.lm.context_length
-
-        prompts: list[Any] = []
-        owner: list[int] = []
-        for i, p in enumerate(passages):
-            runs = self._word_runs(p.render(), fits)
-            if len(runs) > 1:
-                self._pieces[i] = len(runs)
-            prompts.extend(self._text(question, r) for r in runs)
-            owner.extend([i] * len(runs))
-        probs = self.lm.next_token_probs(prompts, [POSITIVE, NEGATIVE])
+    def score_runs(self, question: str, passages: Sequence[Passage]) -> tuple[list[float], dict[int, int]]:
+        texts, owner, pieces = self._runs(
+            passages, lambda text: self.lm.count_tokens(self._text(question, text)) <= self.lm.context_length)
+        probs = self.lm.next_token_probs([self._text(question, t) for t in texts], [POSITIVE, NEGATIVE])
         scores = [-math.inf] * len(passages)
         for i, cp in zip(owner, probs):
             scores[i] = max(scores[i], cp.ratio(POSITIVE, NEGATIVE))
-        return scores
+        return scores, pieces
 
 
 def registered_rerankers() -> list[str]:
-    return sorted(RERANKERS)
+    return RERANKERS.names()
 
 
-def build_reranker(spec: str, pool: Any, *, reader: str | None = None) -> Reranker:
-    """A reranker from a spec: ``cross-encoder:<id or path>``, ``lm`` (the ``reader``) or ``lm:<model>``.
+def build_reranker(spec: str, pool: Any, *, reader: LanguageModel | str | None = None) -> Reranker:
+    """A reranker from a spec: ``cross-encoder:<id or path>``, ``lm`` (the ``reader``, an LM or its name) or ``lm:<model>``.
 
     >>> build_reranker("bm42", None)   # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
-    readerfit.types.InputError: unknown reranker 'bm42'; registered: cross-encoder, lm
+    readerfit.errors.InputError: unknown reranker 'bm42'; registered: cross-encoder, lm
     """
-    if not isinstance(spec, str) or not spec.strip():
-        raise InputError(f"expected a reranker spec ({', '.join(registered_rerankers())}), got {spec!r}")
-    name, _, arg = spec.partition(":")
-    if name not in RERANKERS:
-        raise InputError(f"unknown reranker {name!r}; registered: {', '.join(registered_rerankers())} "
-                         "(cross-encoder:<id or path>, lm, lm:<model>)")
-    module, cls_name = RERANKERS[name].split(":")
-    return getattr(importlib.import_module(module), cls_name).from_spec(arg, pool=pool, reader=reader)
+    return RERANKERS.build(spec, {}, pool=pool, reader=pool.lm(reader) if isinstance(reader, str) else reader)

@@ -31,9 +31,10 @@ import sys
 import threading
 import time
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 BOS, EOS = "<s>", "</s>"
@@ -314,7 +315,7 @@ class StubServer(ThreadingHTTPServer):
             raise StubError(404, "not found", "NotFoundError")
         return {"prompt": render_chat(body.get("messages") or [])}
 
-    ROUTES: dict[tuple[str, str], Callable[["StubServer", dict[str, Any]], dict[str, Any]]] = {
+    ROUTES: dict[tuple[str, str], Callable[[StubServer, dict[str, Any]], dict[str, Any]]] = {
         ("GET", "/v1/models"): route_models,
         ("GET", "/props"): route_props,
         ("POST", "/v1/completions"): route_completions,

@@ -8,11 +8,11 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from typing import Callable
+from collections.abc import Callable
+from functools import cache
 
-from readerfit.models.registry import MissingPackageError
-from readerfit.types import ContextLengthError, InputError
+from readerfit.errors import ContextLengthError, InputError, MissingPackageError, require
+from readerfit.registry import Registry
 
 Splitter = Callable[[str], list[str]]
 
@@ -27,10 +27,7 @@ def _clean(sentences: list[str]) -> list[str]:
 
 
 def _load_spacy() -> Splitter:
-    try:
-        import spacy
-    except ImportError as e:
-        raise MissingPackageError("the 'spacy' splitter needs spaCy; run: pip install spacy") from e
+    spacy = require("spacy", extra="text", purpose="the 'spacy' splitter")
     try:
         nlp = spacy.load(SPACY_MODEL, exclude=list(_SPACY_EXCLUDE))
     except OSError as e:
@@ -47,10 +44,7 @@ def _load_spacy() -> Splitter:
 
 
 def _load_pysbd() -> Splitter:
-    try:
-        import pysbd
-    except ImportError as e:
-        raise MissingPackageError("the 'pysbd' splitter needs pysbd; run: pip install pysbd") from e
+    pysbd = require("pysbd", extra="text", purpose="the 'pysbd' splitter")
     seg = pysbd.Segmenter(language="en", clean=False)
 
     def split(text: str) -> list[str]:
@@ -77,17 +71,16 @@ def _load_regex() -> Splitter:
     return split
 
 
-SPLITTERS: dict[str, Callable[[], Splitter]] = {
-    "spacy": _load_spacy,
-    "pysbd": _load_pysbd,
-    "regex": _load_regex,
-}
+SPLITTERS: Registry[Callable[[], Splitter]] = Registry("sentence splitter")
 """Registered splitter names → loaders (called once per process per name)."""
+SPLITTERS.register("spacy", _load_spacy, help="spaCy's dependency parse (en_core_web_sm)")
+SPLITTERS.register("pysbd", _load_pysbd, help="rule-based pySBD")
+SPLITTERS.register("regex", _load_regex, help="a dependency-free regular expression (crude on abbreviations)")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cached(name: str) -> Splitter:
-    return SPLITTERS[name]()
+    return SPLITTERS.get(name)()
 
 
 def get_splitter(name: str = "spacy") -> Splitter:
@@ -99,7 +92,7 @@ def get_splitter(name: str = "spacy") -> Splitter:
     ['Hi there.', 'Bye.']
     """
     if name not in SPLITTERS:
-        raise InputError(f"unknown sentence splitter {name!r}; registered: {', '.join(sorted(SPLITTERS))}")
+        raise SPLITTERS.unknown(name)
     return _cached(name)
 
 

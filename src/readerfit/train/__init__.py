@@ -1,1 +1,19 @@
-"""Training: EXIT classifier data (``readerfit train exit-data``) and the classifier itself (``readerfit train exit``)."""
+"""Training: data for and training of the EXIT classifier, registered for ``readerfit train NAME``.
+
+Each module holds its ``Config`` (flags) and ``run(config, *, progress, device) -> Outcome``.
+
+>>> TRAINERS.names()
+['exit', 'exit-data']
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from readerfit.registry import Registry
+
+TRAINERS: Registry[ModuleType] = Registry("trainer")
+TRAINERS.register("exit-data", "readerfit.train.exit_data",
+                  help="EXIT training data from HotpotQA supporting facts (2:1:1)")
+TRAINERS.register("exit", "readerfit.train.exit_train",
+                  help="train the EXIT classifier (LoRA on an LM, or an encoder cross-encoder)")

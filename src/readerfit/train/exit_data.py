@@ -26,19 +26,27 @@ counts and the sha256 of every source file.
 >>> samples, counts = build_samples(ex, seed=0)
 >>> counts["positive"], counts["hard"], counts["random"]
 (4, 2, 2)
+>>> samples[0].label in (0, 1)
+True
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import hashlib
 import json
 import random
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from readerfit.compress.exit import passage_context
-from readerfit.types import InputError, QAExample
+from readerfit.data import load_dataset
+from readerfit.errors import InputError
+from readerfit.io import markdown_table, write_atomic, write_json
+from readerfit.registry import param
+from readerfit.runs import Outcome
+from readerfit.types import Passage, QAExample, render_passage
 
 RATIO = (2, 1, 1)  # positives : hard negatives : random negatives
 TYPES = ("positive", "hard", "random", "distractor")
@@ -52,28 +60,39 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def _sentences(passage: Any) -> list[str]:
+@dataclass
+class ExitSample:
+    """One training sample: a sentence, its whole passage as context, the question, and the label."""
+
+    qid: str
+    question: str
+    title: str
+    context: str
+    sentence: str
+    sent_index: int
+    label: int
+    type: str
+    source_qid: str
+    id: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _sentences(passage: Passage) -> list[str]:
     return [s.strip() for s in (passage.sentences or ())]
 
 
-def _sample(ex: QAExample, passage: Any, j: int, kind: str, source: QAExample | None = None) -> dict[str, Any]:
+def _sample(ex: QAExample, passage: Passage, j: int, kind: str, source: QAExample | None = None) -> ExitSample:
     sentences = _sentences(passage)
-    return {
-        "qid": ex.id,
-        "question": ex.question.strip(),
-        "title": passage.title,
-        "context": passage_context(passage.title, " ".join(sentences)),
-        "sentence": sentences[j],
-        "sent_index": j,
-        "label": 1 if kind == "positive" else 0,
-        "type": kind,
-        "source_qid": (source or ex).id,
-    }
+    return ExitSample(qid=ex.id, question=ex.question.strip(), title=passage.title,
+                      context=render_passage(passage.title, " ".join(sentences)), sentence=sentences[j], sent_index=j,
+                      label=1 if kind == "positive" else 0, type=kind, source_qid=(source or ex).id)
 
 
 def build_samples(
     examples: Sequence[QAExample], *, seed: int = 0, ratio: tuple[int, int, int] = RATIO, distractors: float = 0.0
-) -> tuple[list[dict[str, Any]], dict[str, int]]:
+) -> tuple[list[ExitSample], dict[str, int]]:
     """The 2:1:1 samples (shuffled, deterministic by ``seed``) and their counts.
 
     ``distractors`` > 0 adds that many distractor negatives per 2 positives (beyond the paper).
@@ -102,15 +121,15 @@ def build_samples(
     if len(usable) < 2:
         raise InputError(f"need at least 2 questions with supporting facts and sentence-split passages, got {len(usable)}")
 
-    positives: list[dict[str, Any]] = []
-    hard_pool: list[tuple[QAExample, Any, int]] = []
-    distractor_pool: list[tuple[QAExample, Any, int]] = []
+    positives: list[ExitSample] = []
+    hard_pool: list[tuple[QAExample, Passage, int]] = []
+    distractor_pool: list[tuple[QAExample, Passage, int]] = []
     for ex in usable:
         by_title = {p.title: p for p in ex.passages if p.sentences}
         support: dict[str, set[int]] = {}
         for fact in ex.supporting or ():
             p = by_title.get(fact.title)
-            if p is None or not 0 <= fact.sentence < len(p.sentences) or not _sentences(p)[fact.sentence]:
+            if p is None or not 0 <= fact.sentence < len(_sentences(p)) or not _sentences(p)[fact.sentence]:
                 counts["bad_facts"] += 1
                 continue
             support.setdefault(fact.title, set()).add(fact.sentence)
@@ -135,7 +154,7 @@ def build_samples(
     # Random negatives: asking questions taken in turn from a shuffled order, each paired with a sentence
     # of a passage of another question that shares no title with the asking question's passages.
     n_random = round(n_pos * ratio[2] / ratio[0])
-    randoms: list[dict[str, Any]] = []
+    randoms: list[ExitSample] = []
     taken: set[tuple[str, str, int]] = set()
     order = list(range(len(usable)))
     rng.shuffle(order)
@@ -162,8 +181,8 @@ def build_samples(
     extra = [_sample(ex, p, j, "distractor") for ex, p, j in rng.sample(distractor_pool, n_distractor)] if n_distractor else []
     samples = positives + hard + randoms + extra
     rng.shuffle(samples)
-    for k, s in enumerate(samples):
-        s["id"] = f"{s['qid']}:{s['type']}:{s['title']}:{s['sent_index']}"
+    for sample in samples:
+        sample.id = f"{sample.qid}:{sample.type}:{sample.title}:{sample.sent_index}"
     counts.update({"questions": len(usable), "positive": n_pos, "hard": len(hard), "random": len(randoms),
                    "distractor": len(extra), "hard_available": len(hard_pool), "total": len(samples)})
     return samples, counts
@@ -183,9 +202,6 @@ def write_exit_data(
     ``draws`` > 1 concatenates independent 2:1:1 draws (seeds ``seed .. seed+draws-1``): every positive
     appears ``draws`` times, each time with freshly sampled hard and random negatives (the ratio holds).
     """
-    from readerfit.data import load_dataset
-    from readerfit.io import write_atomic, write_json
-
     if not sources:
         raise InputError("no --data files given")
     examples: list[QAExample] = []
@@ -199,12 +215,12 @@ def write_exit_data(
     samples, counts = build_samples(examples, seed=seed, distractors=distractors)
     for k in range(1, draws):
         more, extra = build_samples(examples, seed=seed + k, distractors=distractors)
-        for s in more:
-            s["id"] = f"{s['id']}#draw{k}"
+        for sample in more:
+            sample.id = f"{sample.id}#draw{k}"
         samples.extend(more)
         for key in ("positive", "hard", "random", "distractor", "total"):
             counts[key] += extra[key]
-    write_atomic(out, "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in samples))
+    write_atomic(out, "".join(json.dumps(s.to_dict(), ensure_ascii=False) + "\n" for s in samples))
     manifest = {"format": "readerfit-exit-data", "version": 1, "data": str(out), "sha256": file_sha256(out),
                 "seed": seed, "draws": draws, "ratio": list(RATIO), "distractors_per_2_positives": distractors, "limit_per_source": limit, "counts": counts,
                 "sources": source_info}
@@ -212,7 +228,7 @@ def write_exit_data(
     return manifest
 
 
-def read_samples(path: str | Path) -> list[dict[str, Any]]:
+def read_samples(path: str | Path) -> list[ExitSample]:
     """Samples of an exit-data JSONL file (checked: question, context, sentence, label in {0, 1})."""
     p = Path(path)
     if not p.is_file():
@@ -225,38 +241,40 @@ def read_samples(path: str | Path) -> list[dict[str, Any]]:
             s = json.loads(line)
         except json.JSONDecodeError as err:
             raise InputError(f"{path} line {n}: not JSON: {err}") from err
-        if not all(isinstance(s.get(k), str) for k in ("question", "context", "sentence")) or s.get("label") not in (0, 1):
+        if not isinstance(s, dict) or not all(isinstance(s.get(k), str) for k in ("question", "context", "sentence")) \
+                or s.get("label") not in (0, 1):
             raise InputError(f"{path} line {n}: expected question, context, sentence (strings) and label 0/1")
-        out.append(s)
+        out.append(ExitSample(qid=str(s.get("qid", "")), question=s["question"], title=str(s.get("title", "")),
+                              context=s["context"], sentence=s["sentence"], sent_index=int(s.get("sent_index", 0)),
+                              label=int(s["label"]), type=str(s.get("type", "")),
+                              source_qid=str(s.get("source_qid", "")), id=str(s.get("id", ""))))
     if not out:
         raise InputError(f"{path}: no samples")
     return out
 
 
-# ----- CLI ------------------------------------------------------------------------------------
-def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", nargs="+", required=True, help="HotpotQA-style files with supporting facts")
-    p.add_argument("--format", default=None, help="dataset format (default: detected per file)")
-    p.add_argument("--out", required=True, help="output JSONL (the manifest goes beside it)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--limit", type=int, default=None, help="first N questions of each file")
-    p.add_argument("--draws", type=int, default=1, help="independent 2:1:1 draws (seeds seed..seed+draws-1) concatenated")
-    p.add_argument("--distractors", type=float, default=0.0,
-                   help="beyond the paper: distractor negatives (own non-gold paragraphs) per 2 positives (default 0)")
-    p.add_argument("--json", action="store_true", help="print the manifest as JSON on the last line")
+@dataclass
+class Config:
+    data: list[str] = param(help="HotpotQA-style files with supporting facts")
+    out: str = param(help="output JSONL (the manifest goes beside it)")
+    format: str | None = param(None, help="dataset format (default: detected per file)")
+    seed: int = param(0, help="sampling seed")
+    limit: int | None = param(None, help="first N questions of each file")
+    draws: int = param(1, help="independent 2:1:1 draws (seeds seed..seed+draws-1) concatenated")
+    distractors: float = param(0.0, help="beyond the paper: distractor negatives (own non-gold paragraphs) per 2 "
+                                         "positives")
+
+    def __post_init__(self) -> None:
+        if self.limit is not None and self.limit < 1:
+            raise InputError(f"--limit must be >= 1, got {self.limit}")
 
 
-def run(args: argparse.Namespace) -> int:
-    from readerfit.cli import emit
-    from readerfit.io import markdown_table
-
-    if args.limit is not None and args.limit < 1:
-        raise InputError(f"--limit must be >= 1, got {args.limit}")
-    manifest = write_exit_data(args.data, args.out, seed=args.seed, fmt=args.format, limit=args.limit, draws=args.draws,
-                               distractors=args.distractors)
+def run(config: Config, *, progress: bool = True, device: str | None = None) -> Outcome:
+    """``readerfit train exit-data``: write the samples and their manifest; the counts as a table."""
+    manifest = write_exit_data(config.data, config.out, seed=config.seed, fmt=config.format, limit=config.limit,
+                               draws=config.draws, distractors=config.distractors)
     c = manifest["counts"]
-    table = markdown_table([{"type": t, "n": c[t]} for t in TYPES if t != "distractor" or c[t]] + [{"type": "total", "n": c["total"]}],
-                           [("type", "type", ""), ("n", "samples", "d")])
-    emit(manifest, f"{table}\n\n{c['questions']} questions; wrote {args.out} and {manifest_path(args.out)}",
-         as_json=args.json)
-    return 0
+    rows = [{"type": t, "n": c[t]} for t in TYPES if t != "distractor" or c[t]] + [{"type": "total", "n": c["total"]}]
+    table = markdown_table(rows, [("type", "type", ""), ("n", "samples", "d")])
+    return Outcome(result=manifest, table=table,
+                   note=f"{c['questions']} questions; wrote {config.out} and {manifest_path(config.out)}")

@@ -1,0 +1,5 @@
+"""The ``readerfit`` command line: one module per command (see :data:`readerfit.cli.main.COMMANDS`)."""
+
+from readerfit.cli.main import main
+
+__all__ = ["main"]

@@ -1,0 +1,85 @@
+"""``readerfit eval`` and ``readerfit demo``: the command line → one EvalConfig → the harness."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+
+from readerfit.cli.options import add_model_args, add_server_args, emit, parse_options, positive_int
+from readerfit.data import load_dataset
+from readerfit.eval.config import RETRIEVER_CHOICES, EvalConfig
+from readerfit.eval.harness import build_eval, run_eval
+from readerfit.eval.ray import RayConfig, run_eval_ray
+from readerfit.eval.report import report_section
+from readerfit.models.specs import DEFAULT_LM
+from readerfit.report import report_after_run
+from readerfit.runs import check_out
+
+
+def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
+    p.add_argument("--data", required=True, help="dataset file (any supported format, optionally .gz) or hf:NAME[:CONFIG][:SPLIT]")
+    p.add_argument("--format", default=None, help="dataset format (default: detected)")
+    p.add_argument("--limit", type=positive_int, default=None, help="first N examples")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="shard the examples over Ray workers (pip install ray); no ADDRESS: a local Ray with "
+                        "2 CPUs, 'auto' or ray://HOST:PORT: a running cluster. Same records and resume as a local run")
+    p.add_argument("--ray-workers", type=positive_int, default=None,
+                   help="Ray workers, each loading the models once (default: one per CPU of the cluster)")
+    p.add_argument("--retriever", default="none", choices=list(RETRIEVER_CHOICES),
+                   help="none: use each example's own passages")
+    p.add_argument("--corpus", default=None, help="passage corpus file to index (with --retriever)")
+    p.add_argument("--index", default=None, help="a saved index folder (instead of --corpus)")
+    p.add_argument("--top-k", type=positive_int, default=5)
+    p.add_argument("--compressor", nargs="+", default=["none"], help="one or more registered compressors")
+    p.add_argument("--option", action="append", default=[], metavar="COMPRESSOR.KEY=VALUE",
+                   help="a compressor option, e.g. sentence-sim.top_n=3 (repeatable)")
+    p.add_argument("--reader", default=DEFAULT_LM, help="reader LM: registered name, local directory or HF id")
+    p.add_argument("--max-new-tokens", type=positive_int, default=32)
+    p.add_argument("--out", default=None, help="output folder (default: runs/<data>-<settings hash>); reruns resume")
+    p.add_argument("--seper", action="store_true", help="add ΔSePer of each context (vs none) to the records and table")
+    p.add_argument("--judge", default="lexical", help="SePer judge: lexical | nli:<id or path> | lm:<model>")
+    p.add_argument("--seper-n", type=positive_int, default=10, help="SePer samples per condition")
+    p.add_argument("--rerank", default=None, metavar="RERANKER",
+                   help="rerank the passages before compressing: cross-encoder:<id or path> | lm (the reader) | lm:<model>")
+    p.add_argument("--rerank-top", type=positive_int, default=None, metavar="K",
+                   help="keep the reranker's best K passages (default: all, reordered)")
+    add_model_args(p)
+    add_server_args(p)
+
+
+def config_from(args: argparse.Namespace) -> EvalConfig:
+    return EvalConfig(data=str(args.data), compressors=args.compressor, options=parse_options(args.option),
+                      format=args.format, limit=args.limit, retriever=args.retriever, corpus=args.corpus,
+                      index=args.index, top_k=args.top_k, reader=args.reader, dtype=args.dtype, device=args.device,
+                      max_new_tokens=args.max_new_tokens, seper=args.seper, judge=args.judge, seper_n=args.seper_n,
+                      rerank=args.rerank, rerank_top=args.rerank_top, base_url=args.base_url, api_key=args.api_key)
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_config(config_from(args), args)
+
+
+def run_config(config: EvalConfig, args: argparse.Namespace) -> int:
+    """The eval of ``config``: everything is checked before any model loads; then resume or run, report, print."""
+    config.check_options()
+    if args.out is not None:
+        check_out(Path(args.out))
+    examples = load_dataset(config.data, format=config.format, limit=config.limit)
+    label = config.data_label or config.data
+    if args.ray:
+        # the workers build the models; paths made absolute since a worker's directory is not ours
+        result = run_eval_ray(examples=examples, methods=config.compressors,
+                              build=functools.partial(build_eval, config.with_absolute_paths()), out=args.out,
+                              run_config=config.settings(), progress=not args.no_progress, data_label=label,
+                              config=RayConfig(address=None if args.ray == "local" else args.ray,
+                                               workers=args.ray_workers))
+    else:
+        result = run_eval(examples=examples, setup=functools.partial(build_eval, config), methods=config.compressors,
+                          out=args.out, run_config=config.settings(), progress=not args.no_progress, data_label=label)
+    out = result["out"]
+    report = report_after_run(out, kind="eval", section=report_section)  # warns on stderr, never fails the run
+    table = (Path(out) / "summary.md").read_text(encoding="utf-8").rstrip()
+    emit(result, f"{table}\n\nrecords and summary: {out}" + (f"\nreport: {report}" if report else ""), as_json=args.json)
+    return 0

@@ -1,0 +1,56 @@
+"""The ``readerfit`` command: ``readerfit <command> ...``; each command's module is imported when it runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from readerfit.errors import ReaderfitError
+from readerfit.registry import Registry
+
+# a command is a module with add_args(parser, argv) and run(args) -> exit status; imported when it runs
+COMMANDS: Registry[ModuleType] = Registry("command")
+COMMANDS.register("eval", "readerfit.cli.eval",
+                  help="run compressors over a QA dataset: retrieve → compress → read → EM/F1")
+COMMANDS.register("demo", "readerfit.cli.demo", help="the eval on the shipped demo set with the default models")
+COMMANDS.register("exp", "readerfit.cli.exp", help="run one of the papers' experiment protocols")
+COMMANDS.register("train", "readerfit.cli.train", help="build training data and train classifiers")
+COMMANDS.register("seper", "readerfit.cli.seper",
+                  help="SePer of the reference answers without and with a context, and ΔSePer")
+COMMANDS.register("report", "readerfit.cli.report",
+                  help="markdown report (tables + PNG plots) of an eval or exp output folder")
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; only the command named in ``argv`` is imported to add its flags."""
+    parser = argparse.ArgumentParser(prog="readerfit", description="Fit retrieved context to the reader LLM.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    chosen = next((a for a in argv if a in COMMANDS), None)
+    for name in COMMANDS:
+        p = sub.add_parser(name, help=COMMANDS.help(name), description=COMMANDS.help(name))
+        if name == chosen:
+            command = COMMANDS.get(name)
+            command.add_args(p, argv)
+            p.set_defaults(run=command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+        return int(args.run(args) or 0)
+    except ReaderfitError as err:
+        command = next((a for a in argv if a in COMMANDS), "")
+        print(f"readerfit {command}: error: {err}".replace("readerfit : ", "readerfit: "), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("readerfit: interrupted; rerun the same command to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""What every command shares: flags generated from config dataclasses, the common flags, and printing results."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+from readerfit.errors import InputError
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def _base_type(tp: Any) -> tuple[Any, bool]:
+    """(the type without None, whether None was allowed)."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return (rest[0] if len(rest) == 1 else Any), True
+    return tp, False
+
+
+def add_dataclass_args(parser: argparse.ArgumentParser, config_class: type, *, exclude: Sequence[str] = ()) -> None:
+    """One flag per field of ``config_class`` (``--field-name``), typed, defaulted and documented from the field.
+
+    A field's metadata (see :func:`readerfit.registry.param`) gives its help, and optionally its flag,
+    aliases, choices and an argparse type; a field without a default is a required flag.
+    """
+    hints = typing.get_type_hints(config_class)
+    for f in dataclasses.fields(config_class):
+        if not f.init or f.name in exclude:
+            continue
+        meta = f.metadata
+        flags = [meta.get("flag") or "--" + f.name.replace("_", "-"), *meta.get("aliases", ())]
+        kwargs: dict[str, Any] = {"dest": f.name, "help": meta.get("help", "")}
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = dataclasses.MISSING
+        tp, _ = _base_type(hints[f.name])
+        origin = typing.get_origin(tp)
+        if tp is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction if default is True else "store_true"
+        else:
+            if origin in (list, tuple):
+                kwargs["nargs"] = "+"
+                tp = typing.get_args(tp)[0] if typing.get_args(tp) else str
+            kwargs["type"] = meta.get("type") or {int: int, float: finite_float}.get(tp, str)
+            if meta.get("choices"):
+                kwargs["choices"] = list(meta["choices"])
+        if default is dataclasses.MISSING:
+            kwargs["required"] = True
+        else:
+            kwargs["default"] = list(default) if isinstance(default, tuple) else default
+            if kwargs["help"] and default not in (None, False) and tp is not bool:
+                shown = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else default
+                kwargs["help"] += f" (default: {shown})"
+        parser.add_argument(*flags, **kwargs)
+
+
+def config_from_args(config_class: type, args: argparse.Namespace) -> Any:
+    """``config_class`` built from the parsed flags of :func:`add_dataclass_args` (its checks run)."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(config_class) if f.init and hasattr(args, f.name)}
+    try:
+        return config_class(**values)
+    except TypeError as err:
+        raise InputError(str(err)) from err
+
+
+def parse_options(items: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``--option exit.threshold=0.3`` → {"exit": {"threshold": 0.3}} (values parsed as JSON when they can be)."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        head, sep, raw = item.partition("=")
+        name, dot, key = head.partition(".")
+        if not sep or not dot or not name or not key:
+            raise InputError(f"--option expects COMPRESSOR.KEY=VALUE, got {item!r}")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out.setdefault(name, {})[key] = value
+    return out
+
+
+def emit(result: dict[str, Any], table: str, *, as_json: bool) -> None:
+    """A readable table, and with --json the result as one JSON object on the last line of stdout."""
+    print(table)
+    if as_json:
+        print(json.dumps(_finite(result), default=str, allow_nan=False))
+
+
+def _finite(value: Any) -> Any:
+    """NaN/inf (e.g. a Pearson r of a constant column) become null: strict JSON has no NaN."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def add_model_args(p: argparse.ArgumentParser, *, dtype: bool = True) -> None:
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: CUDA if present)")
+    if dtype:
+        p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--json", action="store_true", help="print the result as JSON on the last line of stdout")
+
+
+def add_run_args(p: argparse.ArgumentParser) -> None:
+    """What every model-running ``readerfit exp`` command takes besides its own options."""
+    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (1 is fastest on a busy machine)")
+    p.add_argument("--out", default=None, help="output folder (default: runs/<kind>-<data>-<settings hash>); reruns resume")
+    add_model_args(p, dtype=False)
+
+
+def add_server_args(p: argparse.ArgumentParser) -> None:
+    """Where ``openai:<model>`` readers are served (vLLM, llama.cpp server, any OpenAI-compatible endpoint)."""
+    p.add_argument("--base-url", default=None,
+                   help="OpenAI-compatible server for --reader openai:<model>, e.g. http://127.0.0.1:8000/v1 "
+                        "(default: $OPENAI_BASE_URL)")
+    p.add_argument("--api-key", default=None,
+                   help="that server's API key (default: $OPENAI_API_KEY); never written to the output folder")
+
+
+def set_threads(threads: int | None) -> None:
+    """torch's CPU threads, set once at the command line (never inside the library)."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)

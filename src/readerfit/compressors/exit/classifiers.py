@@ -1,0 +1,57 @@
+"""Classifier directories (``readerfit train exit`` output, the shipped default) and building a classifier."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from readerfit.compressors.exit.config import CLASSIFIER_FILE, CLASSIFIER_FORMAT, ExitConfig, default_classifier_dir
+from readerfit.compressors.exit.encoder_classifier import EncoderSentenceClassifier, load_encoder_classifier
+from readerfit.compressors.exit.lm_classifier import LMSentenceClassifier
+from readerfit.compressors.exit.windows import SentenceClassifier
+from readerfit.errors import InputError, MissingPackageError, UnknownModelError
+from readerfit.models.device import resolve_dtype
+from readerfit.models.specs import DEFAULT_EMBEDDER, DEFAULT_LM
+
+PURPOSE = "EXIT's LM classifier (logits over a cached prefix)"
+
+
+def read_classifier_manifest(directory: str | Path) -> dict[str, Any] | None:
+    """The ``exit_classifier.json`` of a trained classifier directory, or None when it is not one."""
+    path = Path(directory) / CLASSIFIER_FILE
+    if not path.is_file():
+        return None
+    info = json.loads(path.read_text())
+    if info.get("format") != CLASSIFIER_FORMAT or info.get("arch") not in ("lm", "encoder"):
+        raise UnknownModelError(f"{path} is not a readerfit EXIT classifier manifest")
+    return info
+
+
+def build_classifier(config: ExitConfig, pool: Any) -> SentenceClassifier:
+    """The sentence classifier ``config`` names, its models taken from ``pool``."""
+    name = config.classifier
+    directory = default_classifier_dir() if name == "default" else Path(name).expanduser()
+    info = read_classifier_manifest(directory) if directory.is_dir() else None
+    if name == "default" and info is None:
+        raise MissingPackageError(f"the shipped EXIT classifier is missing from {directory}; reinstall readerfit")
+    dtype = config.dtype or pool.dtype
+    if info is not None and info["arch"] == "encoder":
+        if config.adapter is not None:
+            raise InputError("adapter applies to LM classifiers; this classifier is an encoder")
+        model, tokenizer = pool.cached(
+            ("exit-encoder", str(directory.resolve()), dtype),
+            lambda: load_encoder_classifier(directory, base=info.get("base", DEFAULT_EMBEDDER), device=pool.device,
+                                            dtype=resolve_dtype(dtype)))
+        return EncoderSentenceClassifier(model, tokenizer, batch_size=max(config.batch_size, 16),
+                                         max_tokens=config.max_tokens, name=f"encoder:{name}")
+    if info is not None:  # a trained LoRA adapter over a base LM
+        if config.adapter is not None:
+            raise InputError(f"{name} already is a trained adapter; pass either classifier=DIR or adapter=DIR")
+        lm = pool.local_lm(info.get("base", DEFAULT_LM), purpose=PURPOSE, dtype=dtype, adapter=str(directory))
+        label = f"lm:{name}"
+    else:
+        lm = pool.local_lm(name, purpose=PURPOSE, dtype=dtype, adapter=config.adapter)
+        label = f"lm:{name}" + (f"+{config.adapter}" if config.adapter else "")
+    return LMSentenceClassifier(lm, batch_size=config.batch_size, max_tokens=config.max_tokens,
+                                cache_prefix=config.cache_prefix, name=label)

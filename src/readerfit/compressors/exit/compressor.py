@@ -1,0 +1,120 @@
+"""``exit``: EXIT: context-aware extractive compression (Hwang et al., "EXIT: Context-Aware Extractive
+Compression for Enhancing Retrieval-Augmented Generation").
+
+Every sentence ``s`` of a retrieved passage ``d`` is classified with the query
+``q`` and *its whole passage* as context, with the paper's prompt::
+
+    Query: {q}
+    Full context: {d}
+    Sentence: {s}
+    Is this sentence useful in answering the query? Answer only "Yes" or "No".
+
+The relevance is ``r = P("Yes") / (P("Yes") + P("No"))`` from the classifier
+LM's next-token distribution (each word summed over its tokenizer variants);
+sentences with ``r >= τ`` (0.5) are kept, in original order, passage by passage
+under their titles.
+
+Speed: all sentences of a passage share the prompt up to ``Sentence:`` (and all
+passages of a question share it up to ``Full context:``). The shared prefix is
+encoded once and its key/value cache reused for a batch of sentence suffixes,
+so each sentence costs only its own ~50 suffix tokens. The prompt is tokenised
+in three pieces (question head | passage | sentence suffix) and the pieces'
+ids concatenated; the uncached reference uses the very same ids, so cached and
+uncached scores agree to float rounding (tested < 1e-4).
+
+Over-long passages: when ``head + passage + sentence`` exceeds the classifier's
+limit (its context, or ``max_tokens``), the sentence is scored against a
+*window* of its passage: the passage title plus the largest run of neighbouring
+sentences around it (grown one sentence at a time, alternately before and
+after) that fits. Such sentences are listed in ``Compression.details["windowed"]``.
+A sentence too long for the classifier even with only the title is scored in
+pieces (consecutive word runs that fit, each with the title as context) and
+gets its best piece's score (``details["split_sentences"]``): chunked, never
+truncated.
+
+Two classifier backends share one interface (``score(question, groups)``):
+:class:`LMSentenceClassifier` (the paper's: a causal LM, optionally with a
+LoRA adapter) and :class:`EncoderSentenceClassifier` (beyond the paper: a
+MiniLM cross-encoder on (query [SEP] sentence, passage)). A trained classifier
+directory (``readerfit train exit``) holds ``exit_classifier.json`` saying which.
+
+>>> from readerfit.models.pool import ModelPool                       # doctest: +SKIP
+>>> from readerfit.types import Passage                               # doctest: +SKIP
+>>> exit_ = build_compressor("exit", ModelPool(device="cpu"))          # doctest: +SKIP
+>>> exit_.compress("Who wrote it?", [Passage("Anna wrote it. It sold well.", title="Book")]).text  # doctest: +SKIP
+'Book\\nAnna wrote it.'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from readerfit.compressors.base import BaseCompressor, assemble, passage_sentences
+from readerfit.compressors.exit.classifiers import build_classifier
+from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig
+from readerfit.compressors.exit.windows import SentenceClassifier
+from readerfit.models.lm import LanguageModel
+from readerfit.text.split import get_splitter
+from readerfit.types import Compression, Passage
+
+
+class ExitCompressor(BaseCompressor):
+    """``exit``: keep the sentences the classifier finds useful (r ≥ τ), in original order.
+
+    ``Compression.scores`` holds every sentence's r; ``details`` the classifier,
+    τ, and the sentences scored against a window.
+    """
+
+    name = "exit"
+    config_class = ExitConfig
+
+    def __init__(self, classifier: SentenceClassifier, splitter: Callable[[str], list[str]],
+                 config: ExitConfig | None = None) -> None:
+        self.classifier = classifier
+        self.splitter = splitter
+        self.config = config or ExitConfig()
+
+    @classmethod
+    def from_config(cls, config: ExitConfig, *, pool: Any, reader: LanguageModel | None = None) -> ExitCompressor:
+        return cls(build_classifier(config, pool), get_splitter(config.splitter), config)
+
+    def _compress(self, question: str, passages: list[Passage]) -> Compression:
+        units = passage_sentences(passages, self.splitter)
+        by_passage: dict[int, list[int]] = {}
+        for k, (pi, _) in enumerate(units):
+            by_passage.setdefault(pi, []).append(k)
+        order = sorted(by_passage)
+        groups = [(passages[pi].title, [units[k][1] for k in by_passage[pi]]) for pi in order]
+        results = self.classifier.score(question, groups) if groups else []
+        scores = [0.0] * len(units)
+        windowed: dict[int, list[int]] = {}
+        pieces: dict[int, int] = {}
+        for pi, result in zip(order, results):
+            for j, k in enumerate(by_passage[pi]):
+                scores[k] = float(result.scores[j])
+                if j in result.windows:
+                    windowed[k] = list(result.windows[j])
+                if j in result.pieces:
+                    pieces[k] = result.pieces[j]
+        kept = [k for k, r in enumerate(scores) if r >= self.config.threshold]
+        details: dict[str, Any] = {
+            "classifier": self.classifier.name,
+            "threshold": self.config.threshold,
+            "windowed": sorted(windowed),
+        }
+        if windowed:
+            # unit index -> [first, last+1] sentence of its passage in the window it was scored with
+            details["windows"] = {str(k): v for k, v in sorted(windowed.items())}
+            details["window_rule"] = WINDOW_RULE
+        if pieces:
+            # unit index -> number of word runs it was scored in (too long for the classifier even alone)
+            details["split_sentences"] = {str(k): v for k, v in sorted(pieces.items())}
+        return Compression(
+            text=assemble(passages, units, kept),
+            units=[s for _, s in units],
+            scores=scores,
+            kept=kept,
+            passage_of_unit=[pi for pi, _ in units],
+            details=details,
+        )

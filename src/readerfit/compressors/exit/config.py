@@ -1,0 +1,63 @@
+"""EXIT's prompt, settings and classifier-directory constants (Hwang et al.)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from readerfit.errors import InputError
+
+# The paper's prompt, verbatim; chat-templated as one user turn for the classifier LM.
+EXIT_PROMPT = (
+    "Query: {query}\nFull context: {context}\nSentence: {sentence}\n"
+    'Is this sentence useful in answering the query? Answer only "Yes" or "No".'
+)
+POSITIVE, NEGATIVE = "Yes", "No"
+CLASSIFIER_FILE = "exit_classifier.json"
+CLASSIFIER_FORMAT = "readerfit-exit-classifier"
+ENCODER_WEIGHTS = "encoder.safetensors"
+WINDOW_RULE = ("sentence scored against a window of its passage: the title plus the largest run of neighbouring "
+               "sentences (grown alternately before/after) that fits the classifier's limit")
+
+
+def default_classifier_dir() -> Path:
+    """The trained classifier shipped with the package (readerfit/assets/exit/default)."""
+    return Path(str(resources.files("readerfit"))) / "assets" / "exit" / "default"
+
+
+@dataclass
+class ExitConfig:
+    """EXIT settings (the paper's defaults where it has them).
+
+    ``classifier``: ``"default"`` (the shipped trained classifier), a directory
+    written by ``readerfit train exit``, or a causal LM (registered name, local
+    directory or HF id) used with the paper's prompt, optionally with a LoRA
+    ``adapter`` directory. ``threshold`` is τ. ``max_tokens`` caps the
+    classifier input length (None: the classifier's context). ``dtype`` None
+    takes the model pool's. ``batch_size`` is sentences per forward pass.
+    ``cache_prefix`` False scores one sentence per forward pass (the slow
+    reference).
+    """
+
+    classifier: str = "default"
+    adapter: str | None = None
+    threshold: float = 0.5
+    splitter: str = "spacy"
+    batch_size: int = 16
+    max_tokens: int | None = None
+    dtype: str | None = None
+    cache_prefix: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.classifier, str) or not self.classifier.strip():
+            raise InputError(f"classifier must be a name or directory, got {self.classifier!r}")
+        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) or not 0.0 <= self.threshold <= 1.0:
+            raise InputError(f"threshold (τ) must be a number in [0, 1], got {self.threshold!r}")
+        self.threshold = float(self.threshold)
+        if not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise InputError(f"batch_size must be a positive integer, got {self.batch_size!r}")
+        if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or self.max_tokens < 16):
+            raise InputError(f"max_tokens must be an integer >= 16 or None, got {self.max_tokens!r}")
+        if self.adapter is not None and not Path(self.adapter).is_dir():
+            raise InputError(f"adapter directory {self.adapter!r} does not exist")

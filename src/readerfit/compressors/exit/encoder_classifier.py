@@ -1,0 +1,105 @@
+"""EXIT with a cross-encoder (beyond the paper): MiniLM on (query [SEP] sentence, passage), r = P(useful)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from readerfit.compressors.exit.config import ENCODER_WEIGHTS
+from readerfit.compressors.exit.windows import GroupScores, collect_scores, plan_passage
+from readerfit.errors import UnknownModelError
+from readerfit.models.device import auto_device
+from readerfit.models.specs import DEFAULT_EMBEDDER, resolve
+
+
+def encoder_text_a(question: str, sentence: str) -> str:
+    """First segment of the cross-encoder input: the query, then the sentence to judge."""
+    return f"{question.strip()} [SEP] {sentence.strip()}"
+
+
+def load_encoder_classifier(directory: str | Path, *, base: str = DEFAULT_EMBEDDER, device: Any = None,
+                            dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
+    """(model, tokenizer) of a cross-encoder: the base MiniLM's BERT with the trained weights of ``directory``
+    laid over it (only the trained tensors are saved, so the file stays small).
+    """
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+    weights_file = Path(directory) / ENCODER_WEIGHTS
+    if not weights_file.is_file():
+        raise UnknownModelError(f"{weights_file} is missing: not an encoder classifier directory")
+    base_path = Path(resolve(base, "embedder").path())
+    tokenizer = AutoTokenizer.from_pretrained(str(base_path))
+    trained = {k: v.float() for k, v in load_file(str(weights_file)).items()}
+    base_file = base_path / "model.safetensors"
+    if base_file.is_file():
+        # Built from the config and filled from the two weight files: every tensor is accounted for
+        # (from_pretrained would report the head as freshly initialised before we overlay it).
+        model = AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(str(base_path), num_labels=2))
+        prefix = model.base_model_prefix + "."
+        base_state = {(k if k.startswith(prefix) else prefix + k): v for k, v in load_file(str(base_file)).items()}
+        state = {**{k: v for k, v in base_state.items() if k in model.state_dict()}, **trained}
+    else:  # sharded or non-safetensors base: let transformers find the weights
+        model = AutoModelForSequenceClassification.from_pretrained(str(base_path), num_labels=2)
+        state = {**model.state_dict(), **trained}
+    own = model.state_dict()
+    unknown = sorted(set(trained) - set(own))
+    if unknown:
+        raise UnknownModelError(f"{weights_file} holds tensors the base {base!r} lacks: {unknown[:5]}")
+    missing = sorted(k for k in own if k not in state and not k.endswith("position_ids"))
+    if missing:
+        raise UnknownModelError(f"{weights_file} and the base {base!r} together lack {missing[:5]}")
+    model.load_state_dict(state, strict=False)
+    model.to(device=auto_device(device), dtype=dtype).eval()
+    return model, tokenizer
+
+
+class EncoderSentenceClassifier:
+    """A cross-encoder on (query [SEP] sentence, passage): r = softmax(logits)[1].
+
+    Same data and interface as the LM classifier; one forward pass per
+    sentence but a ~10× smaller model (MiniLM-L6).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, batch_size: int = 16, max_tokens: int | None = None,
+                 name: str = "encoder") -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.batch_size = batch_size
+        context = int(getattr(model.config, "max_position_embeddings", 512))
+        self.limit = min(context, max_tokens) if max_tokens else context
+        self.device = next(model.parameters()).device
+
+    def n_tokens(self, question: str, context: str, sentence: str) -> int:
+        enc = self.tokenizer(encoder_text_a(question, sentence), context, add_special_tokens=True)
+        return len(enc["input_ids"])
+
+    def score(self, question: str, groups: Sequence[tuple[str, Sequence[str]]]) -> list[GroupScores]:
+        def fits(context: str, sentence: str) -> bool:
+            return self.n_tokens(question, context, sentence) <= self.limit
+
+        plans = [(len(sentences), plan_passage(title, [x.strip() for x in sentences], fits)) for title, sentences in groups]
+        pairs = [(encoder_text_a(question, text), context)
+                 for _, plan in plans for context, items in plan.jobs.items() for _, text in items]
+        flat = iter(self.score_pairs(pairs))
+        return [collect_scores(n, plan, [[next(flat) for _ in items] for items in plan.jobs.values()])
+                for n, plan in plans]
+
+    @torch.inference_mode()
+    def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """P(useful) of (text_a, context) pairs, batched by sorted length, in input order."""
+        lengths = [len(a) + len(b) for a, b in pairs]
+        order = sorted(range(len(pairs)), key=lambda i: lengths[i])
+        out = [0.0] * len(pairs)
+        for b in range(0, len(order), self.batch_size):
+            batch = order[b : b + self.batch_size]
+            enc = self.tokenizer([pairs[i][0] for i in batch], [pairs[i][1] for i in batch], padding=True,
+                                 return_tensors="pt").to(self.device)
+            probs = torch.softmax(self.model(**enc).logits.float(), dim=-1)[:, 1].cpu().tolist()
+            for i, p in zip(batch, probs):
+                out[i] = p
+        return out

@@ -1,0 +1,208 @@
+"""EXIT's classifier (the paper's): a causal LM asked the Yes/No question, with packed prefix caching.
+
+All sentences of a passage share the prompt up to ``Sentence:`` (and all passages of a question
+share it up to ``Full context:``): the question's key/values are computed once per question, and each
+passage goes through one forward pass with its sentences packed after it, without padding, under a
+block mask that lets each sentence see only the question, the passage and itself. The uncached
+reference runs the very same token ids, so both agree to float rounding (tested < 1e-4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from readerfit.compressors.exit.config import EXIT_PROMPT, NEGATIVE, POSITIVE
+from readerfit.compressors.exit.windows import GroupScores, collect_scores, plan_passage
+from readerfit.errors import InputError
+from readerfit.models.kv_cache import cache_layers, logits_kwarg, make_cache
+
+
+@dataclass(frozen=True)
+class PromptPieces:
+    """The chat-templated EXIT prompt cut at the shared-prefix boundaries.
+
+    ``head + question + mid`` ends with ``Full context:``; ``gap + context +
+    tail`` ends with ``Sentence:``; ``space + sentence + end`` is the rest,
+    through the assistant header. Whitespace before a piece's first word goes
+    with that piece, as BPE tokenizers attach it to the word.
+    """
+
+    head: str
+    mid: str
+    gap: str
+    tail: str
+    space: str
+    end: str
+
+    @classmethod
+    def from_template(cls, render: Callable[[str], str]) -> PromptPieces:
+        q, c, s = "\ue000Q\ue000", "\ue000C\ue000", "\ue000S\ue000"
+        user = EXIT_PROMPT.format(query=q, context=c, sentence=s)
+        text = render(user)
+        if user not in text or any(text.count(x) != 1 for x in (q, c, s)):
+            raise InputError("the classifier's chat template does not keep the EXIT prompt verbatim")
+        head, rest = text.split(q)
+        between_qc, rest = rest.split(c)
+        between_cs, end = rest.split(s)
+
+        def cut(t: str) -> tuple[str, str]:
+            core = t.rstrip()
+            return core, t[len(core):]
+
+        mid, gap = cut(between_qc)
+        tail, space = cut(between_cs)
+        return cls(head=head, mid=mid, gap=gap, tail=tail, space=space, end=end)
+
+    def question_text(self, question: str) -> str:
+        return self.head + question + self.mid
+
+    def passage_text(self, context: str) -> str:
+        return self.gap + context + self.tail
+
+    def sentence_text(self, sentence: str) -> str:
+        return self.space + sentence + self.end
+
+
+class LMSentenceClassifier:
+    """EXIT's classifier: a causal LM asked the paper's Yes/No question, with prefix KV caching.
+
+    ``lm`` is an :class:`~readerfit.models.hf.HFLanguageModel` (its adapter, if
+    any, already merged). ``cache_prefix=False`` runs one forward pass per
+    sentence on the very same token ids (the reference the cache must match).
+
+    >>> from readerfit.models.hf import HFLanguageModel                  # doctest: +SKIP
+    >>> clf = LMSentenceClassifier(HFLanguageModel("smollm2-135m"))      # doctest: +SKIP
+    >>> clf.score("Who wrote it?", [("Book", ["Anna wrote it.", "It sold well."])])[0].scores  # doctest: +SKIP
+    """
+
+    def __init__(self, lm: Any, *, batch_size: int = 16, max_tokens: int | None = None, cache_prefix: bool = True,
+                 name: str | None = None) -> None:
+        self.lm = lm
+        self.name = name or lm.name
+        self.batch_size = batch_size
+        self.cache_prefix = cache_prefix
+        self.limit = min(lm.context_length, max_tokens) if max_tokens else lm.context_length
+        self.pieces = PromptPieces.from_template(lambda user: lm.chat(user))
+        self.yes_ids = lm.candidate_token_ids(POSITIVE)
+        self.no_ids = lm.candidate_token_ids(NEGATIVE)
+        self._keep = logits_kwarg(lm.model)
+
+    # -- token ids ---------------------------------------------------------------
+    def question_ids(self, question: str) -> list[int]:
+        return self.lm.encode(self.pieces.question_text(question.strip()))
+
+    def passage_ids(self, context: str) -> list[int]:
+        return self.lm.encode(self.pieces.passage_text(context))
+
+    def sentence_ids(self, sentence: str) -> list[int]:
+        return self.lm.encode(self.pieces.sentence_text(sentence.strip()))
+
+    def prompt_ids(self, question: str, context: str, sentence: str) -> list[int]:
+        """The full prompt's ids, as the cached path sees them (and as training uses them)."""
+        return self.question_ids(question) + self.passage_ids(context) + self.sentence_ids(sentence)
+
+    def prompt_text(self, question: str, context: str, sentence: str) -> str:
+        return self.lm.chat(EXIT_PROMPT.format(query=question.strip(), context=context, sentence=sentence.strip()))
+
+    def relevance(self, logits: torch.Tensor) -> list[float]:
+        """r = P(Yes) / (P(Yes) + P(No)) per row of next-token logits (variants summed)."""
+        probs = torch.softmax(logits.float(), dim=-1)
+        yes = probs[:, self.yes_ids].sum(-1)
+        no = probs[:, self.no_ids].sum(-1)
+        total = yes + no
+        r = torch.where(total > 0, yes / total.clamp(min=1e-38), torch.full_like(total, 0.5))
+        return r.cpu().tolist()
+
+    # -- scoring -------------------------------------------------------------------
+    def score(self, question: str, groups: Sequence[tuple[str, Sequence[str]]]) -> list[GroupScores]:
+        q_ids = self.question_ids(question)
+        # Token counts of the pieces decide which sentences need a window of their passage.
+        s_len: dict[str, int] = {}
+
+        def fits(context: str, sentence: str) -> bool:
+            if sentence not in s_len:
+                s_len[sentence] = len(self.sentence_ids(sentence))
+            return len(q_ids) + len(self.passage_ids(context)) + s_len[sentence] <= self.limit
+
+        plans = [(len(sentences), plan_passage(title, [x.strip() for x in sentences], fits)) for title, sentences in groups]
+        out: list[GroupScores] = []
+        with torch.inference_mode():
+            head_kv = self._encode_prefix(q_ids) if self.cache_prefix else None
+            for n, plan in plans:
+                job_scores = []
+                for context, items in plan.jobs.items():
+                    p_ids = self.passage_ids(context)
+                    suffixes = [self.sentence_ids(text) for _, text in items]
+                    if head_kv is not None:
+                        job_scores.append(self._score_cached(q_ids, p_ids, suffixes, head_kv))
+                    else:
+                        job_scores.append([self._score_one(q_ids + p_ids + x) for x in suffixes])
+                out.append(collect_scores(n, plan, job_scores))
+        return out
+
+    def _forward(self, **kwargs: Any) -> Any:
+        if self._keep is not None:
+            kwargs[self._keep] = 1  # only the last position's logits are needed
+        return self.lm.model(**kwargs)
+
+    def _score_one(self, ids: list[int]) -> float:
+        """The reference: one forward pass over the whole prompt, next-token logits at its end."""
+        x = torch.tensor([ids], device=self.lm.device)
+        logits = self.lm.model(input_ids=x).logits[:, -1, :]
+        return self.relevance(logits)[0]
+
+    def _encode_prefix(self, ids: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Key/values of ``ids`` from position 0, as per-layer tensors of batch 1."""
+        cache = make_cache([], self.lm.model.config)
+        x = torch.tensor([ids], device=self.lm.device)
+        self._forward(input_ids=x, use_cache=True, past_key_values=cache)
+        return cache_layers(cache)
+
+    def _score_cached(self, q_ids: list[int], p_ids: list[int], suffixes: list[list[int]],
+                      head_kv: list[tuple[torch.Tensor, torch.Tensor]]) -> list[float]:
+        """Every suffix's score in packed forward passes over one shared prefix.
+
+        The first pass holds the passage and up to ``batch_size`` suffixes; later
+        passes reuse the passage's cached keys/values. Suffixes are laid end to end
+        without padding; a block mask lets each see the question, the passage and
+        itself, and its position ids continue from the passage, so each suffix is
+        computed exactly as in its own full prompt.
+        """
+        n_head, dev = len(q_ids), self.lm.device
+        n_prefix = n_head + len(p_ids)
+        prefix_kv = head_kv
+        out: list[float] = []
+        for b in range(0, len(suffixes), self.batch_size):
+            chunk = suffixes[b : b + self.batch_size]
+            passage = p_ids if b == 0 else []
+            n_past = n_prefix - len(passage)
+            new = len(passage) + sum(len(s) for s in chunk)
+            allowed = torch.zeros((new, n_past + new), dtype=torch.bool)
+            allowed[:, :n_past] = True
+            allowed[:, n_past : n_past + len(passage)] = True
+            allowed[: len(passage), n_past : n_past + len(passage)].tril_()
+            positions = list(range(n_past, n_past + len(passage)))
+            ends, row = [], len(passage)
+            for s in chunk:
+                allowed[row : row + len(s), n_past + row : n_past + row + len(s)] = torch.ones(len(s), len(s)).tril().bool()
+                positions += range(n_prefix, n_prefix + len(s))
+                row += len(s)
+                ends.append(row - 1)
+            dtype = self.lm.model.dtype
+            mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
+            ids = torch.tensor([passage + [t for s in chunk for t in s]], device=dev)
+            cache = make_cache(prefix_kv, self.lm.model.config)
+            kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask[None, None].to(dev), past_key_values=cache,
+                                          position_ids=torch.tensor([positions], device=dev), use_cache=True)
+            if self._keep is not None:  # only the suffixes' last positions go through the LM head
+                logits = self.lm.model(**kwargs, **{self._keep: torch.tensor(ends, device=dev)}).logits[0]
+            else:
+                logits = self.lm.model(**kwargs).logits[0, ends]
+            out += self.relevance(logits)
+            if b == 0:  # later chunks start from the question + passage part of this cache
+                prefix_kv = [(k[:, :, :n_prefix], v[:, :, :n_prefix]) for k, v in cache_layers(cache)]
+        return out

@@ -1,0 +1,115 @@
+"""Which context each sentence is scored with: its whole passage, a window of it, or word runs.
+
+A sentence that does not fit the classifier with its whole passage is scored against the largest
+window of neighbouring sentences that fits; one too long even alone is scored in word runs and gets
+its best run's score. Chunked, never truncated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from readerfit.errors import ContextLengthError
+from readerfit.text.split import word_runs
+from readerfit.types import render_passage
+
+
+@dataclass
+class GroupScores:
+    """Scores of one passage's sentences, and which were scored against a window (with its span)."""
+
+    scores: list[float]
+    windows: dict[int, tuple[int, int]] = field(default_factory=dict)
+    pieces: dict[int, int] = field(default_factory=dict)
+
+
+class SentenceClassifier(Protocol):
+    """Scores every sentence of each passage given the question: r in [0, 1]."""
+
+    name: str
+
+    def score(self, question: str, groups: Sequence[tuple[str, Sequence[str]]]) -> list[GroupScores]:
+        """``groups``: (passage title, sentences) pairs; the passage is its title plus its sentences."""
+        ...
+
+
+def window_around(i: int, n: int, fits: Callable[[int, int], bool]) -> tuple[int, int]:
+    """The largest window [lo, hi) of n sentences holding sentence i that ``fits``, grown one
+    sentence at a time, alternately before and after i (a side that no longer fits stops growing).
+
+    >>> window_around(2, 5, lambda lo, hi: hi - lo <= 3)
+    (1, 4)
+    """
+    if not fits(i, i + 1):
+        raise ContextLengthError(f"sentence {i} does not fit the classifier's limit even with no neighbours")
+    lo, hi = i, i + 1
+    can_left, can_right = lo > 0, hi < n
+    while can_left or can_right:
+        if can_left:
+            if fits(lo - 1, hi):
+                lo -= 1
+            else:
+                can_left = False
+            can_left = can_left and lo > 0
+        if can_right:
+            if fits(lo, hi + 1):
+                hi += 1
+            else:
+                can_right = False
+            can_right = can_right and hi < n
+    return lo, hi
+
+
+@dataclass
+class PassagePlan:
+    """How one passage's sentences are scored: ``jobs`` maps a context to the (sentence index, text)
+    pairs scored with it (a context is one shared prefix); ``windows`` and ``pieces`` record the
+    over-long cases (see the module docstring)."""
+
+    jobs: dict[str, list[tuple[int, str]]]
+    windows: dict[int, tuple[int, int]] = field(default_factory=dict)
+    pieces: dict[int, int] = field(default_factory=dict)
+
+
+def plan_passage(title: str, sentences: Sequence[str], fits: Callable[[str, str], bool]) -> PassagePlan:
+    """Group one passage's sentences by the context they are scored with.
+
+    Sentences that fit with the whole passage share it; the others get the
+    largest window of neighbouring sentences that fits (:func:`window_around`).
+    A sentence that does not fit even with only the title is scored in pieces
+    (consecutive word runs, each with the title as context) and gets the
+    highest piece score: chunked, never truncated.
+    """
+    n = len(sentences)
+    full = render_passage(title, " ".join(sentences))
+    plan = PassagePlan(jobs={})
+    alone = [fits(render_passage(title, s), s) for s in sentences]
+    for j, s in enumerate(sentences):
+        if not alone[j]:
+            parts = word_runs(s, lambda t: fits(render_passage(title, t), t), what="the classifier")
+            plan.pieces[j] = len(parts)
+            for part in parts:
+                plan.jobs.setdefault(render_passage(title, part), []).append((j, part))
+        elif fits(full, s):
+            plan.jobs.setdefault(full, []).append((j, s))
+        else:
+            def window_fits(a: int, b: int, j: int = j) -> bool:
+                return fits(render_passage(title, " ".join(sentences[a:b])), sentences[j])
+
+            lo, hi = window_around(j, n, window_fits)
+            plan.windows[j] = (lo, hi)
+            plan.jobs.setdefault(render_passage(title, " ".join(sentences[lo:hi])), []).append((j, s))
+    return plan
+
+
+def collect_scores(n: int, plan: PassagePlan, job_scores: Sequence[Sequence[float]]) -> GroupScores:
+    """A passage's sentence scores from its jobs' scores (a sentence in pieces takes its best piece)."""
+    scores: dict[int, float] = {}
+    for (_, items), values in zip(plan.jobs.items(), job_scores):
+        for (j, _), r in zip(items, values):
+            scores[j] = max(scores.get(j, r), r)
+    if len(scores) != n:
+        raise AssertionError("a sentence was left unscored")  # a bug, not bad input
+    return GroupScores(scores=[float(scores[j]) for j in range(n)], windows=plan.windows, pieces=plan.pieces)

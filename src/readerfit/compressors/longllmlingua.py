@@ -1,0 +1,192 @@
+"""``longllmlingua``: LongLLMLingua (Jiang et al. 2024) through the ``llmlingua`` package.
+
+Question-aware coarse-to-fine compression with a small LM (default: the packaged
+SmolLM2): passages are ranked by the LM's perplexity of the question given the
+passage, kept within the token budget and sorted by that rank (coarse), then
+tokens are dropped by contrastive, question-conditioned perplexity with a
+per-passage ratio that is looser for higher-ranked passages (fine).
+
+Offline: llmlingua's ``PromptCompressor.__init__`` fetches tiktoken's GPT-3.5
+encoding from the internet, used only to report token counts. We build the
+compressor without that step and count with the small LM's tokenizer instead;
+llmlingua's budgets already use that tokenizer, so compression is unchanged.
+
+>>> from readerfit.compressors.longllmlingua import LongLLMLinguaConfig
+>>> LongLLMLinguaConfig(rate=0.4).compress_kwargs()["rank_method"]
+'longllmlingua'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from readerfit.compressors.base import BaseCompressor
+from readerfit.errors import InputError, UnknownModelError, require
+from readerfit.models.device import auto_device, resolve_dtype
+from readerfit.models.hf import converted_gguf_dir
+from readerfit.models.kv_cache import LegacyCacheModel
+from readerfit.models.lm import LanguageModel
+from readerfit.models.specs import DEFAULT_LM, resolve
+from readerfit.types import Compression, Passage
+
+# llmlingua evaluates "target_token" + context_budget with eval(); only an operator and a number may pass
+_BUDGET = re.compile(r"^\s*[-+*/]\s*\d+(\.\d+)?\s*$")
+
+
+@dataclass
+class LongLLMLinguaConfig:
+    """LongLLMLingua's question-aware settings (the llmlingua README's), with the target ``rate``.
+
+    ``rate`` is the target fraction of tokens kept (question and instruction
+    count toward it as in llmlingua). ``model`` is the small LM: a registered
+    name, a local HF-format directory or a hub id.
+    """
+
+    rate: float = 0.5
+    model: str = DEFAULT_LM
+    condition_in_question: str = "after_condition"
+    reorder_context: str = "sort"
+    dynamic_context_compression_ratio: float = 0.3
+    condition_compare: bool = True
+    context_budget: str = "+100"
+    rank_method: str = "longllmlingua"
+    iterative_size: int = 200
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.rate <= 1.0:
+            raise InputError(f"rate must be in (0, 1], got {self.rate}")
+        if not isinstance(self.context_budget, str) or not _BUDGET.match(self.context_budget):
+            raise InputError(f"context_budget must look like '+100' or '*1.5', got {self.context_budget!r}")
+        if self.reorder_context not in ("original", "sort", "two_stage"):
+            raise InputError(f"reorder_context must be original, sort or two_stage, got {self.reorder_context!r}")
+        if self.iterative_size < 1:
+            raise InputError(f"iterative_size must be >= 1, got {self.iterative_size}")
+
+    def compress_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``PromptCompressor.compress_prompt`` (question and context added by the caller)."""
+        return {
+            "rate": self.rate,
+            "rank_method": self.rank_method,
+            "condition_in_question": self.condition_in_question,
+            "reorder_context": self.reorder_context,
+            "dynamic_context_compression_ratio": self.dynamic_context_compression_ratio,
+            "condition_compare": self.condition_compare,
+            "context_budget": self.context_budget,
+            "iterative_size": self.iterative_size,
+            # the reader prompt adds the question itself
+            "concate_question": False,
+        }
+
+
+class _TokenCounter:
+    """Stands in for llmlingua's tiktoken encoder: only ``encode`` (for counts) is used."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def load_prompt_compressor(model_dir: str, *, device: str = "cpu", dtype: Any = None) -> Any:
+    """An llmlingua ``PromptCompressor`` on a local HF-format model, built without network access.
+
+    It also remembers, per call, the passage ranking and the passages kept
+    (``last_ranking``, ``last_used``), which ``compress_prompt`` does not return.
+    """
+    llmlingua = require("llmlingua", extra="llmlingua", purpose="the longllmlingua compressor")
+
+    class OfflinePromptCompressor(llmlingua.PromptCompressor):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            # PromptCompressor.__init__ minus tiktoken.encoding_for_model (a download); attributes as in llmlingua 0.2
+            self.model_name = model_dir
+            self.use_llmlingua2 = False
+            self.retrieval_model = None
+            self.retrieval_model_name = None
+            self.open_api_config: dict[str, Any] = {}
+            self.cache_bos_num = 10
+            self.prefix_bos_num = 100
+            config: dict[str, Any] = {"trust_remote_code": False}
+            if dtype is not None:
+                config["torch_dtype"] = dtype
+            self.load_model(model_dir, device, config)
+            self.model = LegacyCacheModel(self.model)  # type: ignore[has-type]
+            self.oai_tokenizer = _TokenCounter(self.tokenizer)
+            self.last_ranking: list[tuple[int, float]] | None = None
+            self.last_used: list[int] | None = None
+
+        def get_rank_results(self, *args: Any, **kwargs: Any) -> Any:
+            ranking = super().get_rank_results(*args, **kwargs)
+            self.last_ranking = [(int(i), float(s)) for i, s in ranking]
+            return ranking
+
+        def control_context_budget(self, *args: Any, **kwargs: Any) -> Any:
+            context, ratios, used = super().control_context_budget(*args, **kwargs)
+            self.last_used = [int(i) for i in used]
+            self.context_idxs.clear()  # llmlingua appends every call's ranking here and never reads it back
+            return context, ratios, used
+
+    try:
+        return OfflinePromptCompressor()
+    except OSError as err:
+        raise UnknownModelError(f"llmlingua could not load {model_dir!r}: {err}") from err
+
+
+class LongLLMLingua(BaseCompressor):
+    """``longllmlingua``: wraps an llmlingua ``PromptCompressor`` (or anything with its ``compress_prompt``).
+
+    >>> from readerfit.models.pool import ModelPool                                       # doctest: +SKIP
+    >>> c = build_compressor("longllmlingua", ModelPool(device="cpu"), rate=0.5)          # doctest: +SKIP
+    >>> c.compress("Who founded it?", [Passage("Marta founded the club in 1887.", title="Club")]).text  # doctest: +SKIP
+    """
+
+    name = "longllmlingua"
+    config_class = LongLLMLinguaConfig
+
+    def __init__(self, compressor: Any, config: LongLLMLinguaConfig | None = None) -> None:
+        self.compressor = compressor
+        self.config = config or LongLLMLinguaConfig()
+
+    @classmethod
+    def from_config(cls, config: LongLLMLinguaConfig, *, pool: Any,
+                    reader: LanguageModel | None = None) -> LongLLMLingua:
+        """Loads the small LM from its files (llmlingua loads its own copy; the pool's models are not shared)."""
+        spec = resolve(config.model, "lm")
+        # the packaged GGUF: its safetensors cache
+        model_dir = str(converted_gguf_dir(spec)) if spec.gguf_file else spec.path()
+        dtype = None if pool.dtype == "float32" else resolve_dtype(pool.dtype)
+        return cls(load_prompt_compressor(model_dir, device=str(auto_device(pool.device)), dtype=dtype), config)
+
+    def _compress(self, question: str, passages: list[Passage]) -> Compression:
+        units = [p.render() for p in passages]
+        for attr in ("last_ranking", "last_used"):
+            if hasattr(self.compressor, attr):
+                setattr(self.compressor, attr, None)
+        result = self.compressor.compress_prompt(units, question=question, instruction="",
+                                                 **self.config.compress_kwargs())
+        ranking = getattr(self.compressor, "last_ranking", None)
+        used = getattr(self.compressor, "last_used", None)
+        if used is None and len(units) == 1:
+            used = [0]  # llmlingua skips the passage-level step for one passage
+        scores = None
+        if ranking is not None and len(ranking) == len(units):
+            by_index = dict(ranking)
+            scores = [by_index[i] for i in range(len(units))]
+        text = str(result["compressed_prompt"]).strip()
+        counter = getattr(self.compressor, "oai_tokenizer", None)
+        if counter is not None:  # context tokens only (llmlingua's origin_tokens include the question)
+            origin, kept_tokens = len(counter.encode("\n\n".join(units))), len(counter.encode(text)) if text else 0
+        else:
+            origin, kept_tokens = int(result.get("origin_tokens", 0)), int(result.get("compressed_tokens", 0))
+        return Compression(
+            text=text,
+            units=units,
+            scores=scores,  # question perplexity given each passage: lower ranks higher
+            kept=list(used) if used is not None else [],
+            tokens_in=origin,
+            tokens_out=kept_tokens,
+            details={"target_rate": self.config.rate, "rate": kept_tokens / origin if origin else 1.0,
+                     "token_counter": "small LM tokenizer"},
+        )

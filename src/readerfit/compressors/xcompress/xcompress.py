@@ -1,0 +1,199 @@
+"""xCompress (Hu et al., AAAI 2026): reader-aware abstractive compression, and the one-summary baseline.
+
+``xcompress``: a compressor LM writes K (5) candidate summaries of the passages
+for the question with the paper's prompt (Appendix A), by stochastic decoding
+(temperature 1.0, repetition penalty 1.2) in one batched call that prefills the
+prompt once; a scorer in the reader's space (``sps`` by default, or ``ppl``,
+``longppl``) ranks them and the lowest score wins. ``decoding="beam"`` takes the
+K best beams instead, as the authors' released code does.
+
+Norm-guided filter: the greedy summary is written first; its reader hidden
+states H (T×D, the scorer's layer, penultimate by default) give
+
+    ratio = ‖mean_t H‖₂ / ‖max_t H‖₁        (L2 of the mean-pooled / L1 of the max-pooled states)
+
+and sampling happens only when ratio ≤ threshold; otherwise the greedy summary
+is the context. The threshold comes from ``readerfit exp calibrate-filter``
+(a percentile of the ratio over a validation set, default the 30th, so about
+30% of questions are sampled), saved as JSON and loaded with
+``filter_file=PATH`` (or given directly as ``threshold=``). When the filter
+sends a question to sampling, the greedy summary competes with the K samples
+(``include_greedy``). ``Compression.metrics["sampled"]`` is 1 when candidates
+were sampled and 0 otherwise; the eval table reports its mean.
+
+``summary``: one greedy summary with the same prompt (the single-summary baseline).
+
+>>> from readerfit.models.pool import ModelPool                            # doctest: +SKIP
+>>> xc = build_compressor("xcompress", ModelPool(), k=5, scorer="sps")    # doctest: +SKIP
+>>> xc.compress("Who wrote it?", passages).text                            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from readerfit.compressors.xcompress.filter import FilterCalibration, norm_ratio
+from readerfit.compressors.xcompress.summary import Summary, SummaryConfig, question_seed, summary_prompt
+from readerfit.errors import InputError
+from readerfit.models.lm import LanguageModel, require_local
+from readerfit.models.specs import DEFAULT_LM
+from readerfit.scorers import SCORERS, Scorer, build_scorer
+from readerfit.types import Compression, Generation, Passage
+
+
+def reader_for(name: str | None, *, pool: Any, reader: LanguageModel | None) -> LanguageModel:
+    """The reader a reader-aware compressor scores with: a named one, else the pipeline's, else the default."""
+    if name is not None:
+        return pool.lm(name)
+    return reader if reader is not None else pool.lm(DEFAULT_LM)
+
+
+@dataclass
+class XCompressConfig(SummaryConfig):
+    """xCompress settings; defaults are the paper's (K=5, temperature 1.0, repetition penalty 1.2, SPS).
+
+    ``reader`` None scores in the pipeline's reader's space (a name picks another model).
+    """
+
+    reader: str | None = None
+    scorer: str = "sps"
+    scorer_options: dict[str, Any] = field(default_factory=dict)
+    evaluator: str | None = None
+    k: int = 5
+    decoding: str = "sample"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    repetition_penalty: float = 1.2
+    num_beams: int | None = None
+    seed: int = 0
+    filter_file: str | None = None
+    threshold: float | None = None
+    filter_layer: int | None = None
+    include_greedy: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.scorer not in SCORERS:
+            raise SCORERS.unknown(self.scorer)
+        if self.k < 1:
+            raise InputError(f"k must be >= 1, got {self.k}")
+        if self.decoding not in ("sample", "beam"):
+            raise InputError(f"decoding must be 'sample' or 'beam', got {self.decoding!r}")
+        if self.decoding == "sample" and self.temperature <= 0:
+            raise InputError(f"sampling needs temperature > 0, got {self.temperature}")
+        if self.num_beams is not None and self.num_beams < self.k:
+            raise InputError(f"num_beams must be >= k ({self.k}), got {self.num_beams}")
+        if self.repetition_penalty <= 0 or not 0 < self.top_p <= 1:
+            raise InputError("expected repetition_penalty > 0 and 0 < top_p <= 1")
+        if self.filter_file is not None and self.threshold is not None:
+            raise InputError("give either filter_file or threshold, not both")
+        if self.evaluator is not None and self.scorer != "longppl":
+            raise InputError("evaluator is a LongPPL option; set scorer='longppl'")
+
+
+class XCompress(Summary):
+    """``xcompress``: K candidate summaries ranked by a reader-space scorer, behind the norm-guided filter."""
+
+    name = "xcompress"
+    config_class = XCompressConfig
+    reader_aware = True
+
+    def __init__(self, compressor: LanguageModel, reader: LanguageModel, scorer: Scorer,
+                 config: XCompressConfig | None = None) -> None:
+        super().__init__(compressor, config or XCompressConfig())
+        self.config: XCompressConfig
+        self.reader = reader
+        self.scorer = scorer
+        self.calibration: FilterCalibration | None = None
+        self.threshold = self.config.threshold
+        if self.config.filter_file is not None:
+            self.calibration = FilterCalibration.load(self.config.filter_file)
+            if self.calibration.reader not in {self.config.reader, reader.name}:
+                raise InputError(f"filter file was calibrated with reader {self.calibration.reader!r}, "
+                                 f"this xcompress scores with {reader.name!r}; recalibrate")
+            cal = self.calibration
+            # The ratio's scale depends on how the greedy summary was written: refuse a mismatched calibration.
+            if cal.max_new_tokens and cal.max_new_tokens != self.config.max_new_tokens:
+                raise InputError(f"filter file was calibrated with max_new_tokens={cal.max_new_tokens}, "
+                                 f"this xcompress uses {self.config.max_new_tokens}; recalibrate or match them")
+            if cal.compressor and cal.compressor not in {self.config.compressor, compressor.name}:
+                raise InputError(f"filter file was calibrated with compressor {cal.compressor!r}, "
+                                 f"this xcompress uses {self.config.compressor!r}; recalibrate")
+            self.threshold = cal.threshold
+        # The filter reads the same layer as the scorer (SPS: penultimate) unless told otherwise.
+        scorer_layer = scorer.layer if scorer.layer is not None else -2
+        self.filter_layer = self.config.filter_layer
+        if self.filter_layer is None:
+            self.filter_layer = self.calibration.layer if self.calibration else scorer_layer
+        if self.calibration is not None and self.calibration.layer != self.filter_layer:
+            raise InputError(f"filter file was calibrated at layer {self.calibration.layer}, asked for {self.filter_layer}")
+
+    @classmethod
+    def from_config(  # type: ignore[override]
+        cls, config: XCompressConfig, *, pool: Any, reader: LanguageModel | None = None
+    ) -> XCompress:
+        compressor = pool.lm(config.compressor, dtype=config.compressor_dtype)
+        reader_lm = reader_for(config.reader, pool=pool, reader=reader)
+        options = dict(config.scorer_options)
+        if config.evaluator:
+            options["evaluator"] = config.evaluator
+        scorer = build_scorer(config.scorer, reader_lm, pool=pool, **options)
+        return cls(compressor, reader_lm, scorer, config)
+
+    def filter_ratio(self, text: str) -> float:
+        """The norm ratio of a summary under the reader (nan for an empty summary, which is always sampled)."""
+        if not text.strip():
+            return math.nan
+        reader = require_local(self.reader, purpose="xcompress's norm-guided filter")
+        return norm_ratio(reader.hidden_states([text], layer=self.filter_layer)[0])
+
+    def candidates(self, prompt: str, *, seed: int) -> list[Generation]:
+        cfg = self.config
+        if cfg.decoding == "beam":
+            return self.compressor.generate([prompt], n=cfg.k, temperature=0.0, num_beams=cfg.num_beams or cfg.k,
+                                            repetition_penalty=cfg.repetition_penalty,
+                                            max_new_tokens=cfg.max_new_tokens)[0]
+        return self.compressor.generate([prompt], n=cfg.k, temperature=cfg.temperature, top_p=cfg.top_p,
+                                        repetition_penalty=cfg.repetition_penalty,
+                                        max_new_tokens=cfg.max_new_tokens, seed=seed)[0]
+
+    def rank(self, texts: Sequence[str]) -> list[float]:
+        """Scores aligned with ``texts``; an empty candidate gets +inf (it can only win if all are empty)."""
+        filled = [i for i, t in enumerate(texts) if t.strip()]
+        scores = [math.inf] * len(texts)
+        if filled:
+            for i, s in zip(filled, self.scorer.score([texts[i] for i in filled])):
+                scores[i] = float(s)
+        return scores
+
+    def _compress(self, question: str, passages: list[Passage]) -> Compression:
+        cfg = self.config
+        prompt = summary_prompt(self.compressor, cfg.prompt, question, passages)
+        seed = question_seed(cfg.seed, question)
+        details: dict[str, Any] = {"scorer": cfg.scorer, "decoding": cfg.decoding, "seed": seed,
+                                   "threshold": self.threshold}
+        units: list[str] = []
+        greedy: Generation | None = None
+        if self.threshold is not None:
+            greedy = self.compressor.generate([prompt], max_new_tokens=cfg.max_new_tokens)[0][0]
+            ratio = self.filter_ratio(greedy.text)
+            details["filter_ratio"] = ratio
+            # An empty greedy summary is always sent to sampling (nothing to keep).
+            if math.isfinite(ratio) and ratio > self.threshold:
+                details["chosen"] = 0
+                return Compression(text=greedy.text, units=[greedy.text], kept=[0], metrics={"sampled": 0.0},
+                                   details=details)
+            if cfg.include_greedy:
+                units.append(greedy.text)
+        details["greedy_index"] = 0 if units else None
+        units.extend(g.text for g in self.candidates(prompt, seed=seed))
+        scores = self.rank(units)
+        chosen = int(np.argmin(scores))  # first of equal scores
+        details["chosen"] = chosen
+        return Compression(text=units[chosen], units=units, scores=scores, kept=[chosen], metrics={"sampled": 1.0},
+                           details=details)

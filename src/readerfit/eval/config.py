@@ -1,0 +1,124 @@
+"""The eval's configuration: built once (from the command line or in code), handed to the harness and to Ray.
+
+``settings()`` is what ``run.json`` stores and what a rerun must match to resume; it is the same
+dictionary readerfit 0.1 wrote, so folders of that version resume unchanged (keys that were added
+later appear only when set; the API key never does).
+
+>>> EvalConfig(data="dev.jsonl", compressors=["none"]).settings()["top_k"]
+5
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from readerfit.compressors import COMPRESSORS
+from readerfit.errors import InputError
+from readerfit.models.specs import DEFAULT_LM
+from readerfit.registry import make_config
+from readerfit.retrieval_utility.judge import JUDGES
+from readerfit.retrieve.index import RETRIEVERS
+from readerfit.retrieve.rerank import RERANKERS
+
+RETRIEVER_CHOICES = ("none", *RETRIEVERS.names())
+
+
+@dataclass
+class EvalConfig:
+    """One eval: data → (retrieve → rerank) → each compressor → the reader → EM/F1/containment."""
+
+    data: str
+    compressors: list[str] = field(default_factory=lambda: ["none"])
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    format: str | None = None
+    limit: int | None = None
+    retriever: str = "none"
+    corpus: str | None = None
+    index: str | None = None
+    top_k: int = 5
+    reader: str = DEFAULT_LM
+    dtype: str = "float32"
+    device: str | None = None
+    max_new_tokens: int = 32
+    seper: bool = False
+    judge: str = "lexical"
+    seper_n: int = 10
+    rerank: str | None = None
+    rerank_top: int | None = None
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    data_label: str | None = None  # what run.json calls the data (the demo: "demo")
+
+    def __post_init__(self) -> None:
+        self.compressors = list(self.compressors)
+        if not self.compressors:
+            raise InputError("no compressors to evaluate")
+        if len(set(self.compressors)) != len(self.compressors):
+            raise InputError(f"compressor names repeat: {self.compressors}")
+        for name in self.compressors:
+            if name not in COMPRESSORS:
+                raise COMPRESSORS.unknown(name)
+        unknown = sorted(set(self.options) - set(self.compressors))
+        if unknown:
+            raise InputError(f"--option names compressors not being run: {', '.join(unknown)}")
+        if self.retriever not in RETRIEVER_CHOICES:
+            raise InputError(f"unknown retriever {self.retriever!r}; expected one of {', '.join(RETRIEVER_CHOICES)}")
+        if self.retriever == "none" and (self.corpus or self.index):
+            raise InputError("--corpus/--index need --retriever bm25|dense|hybrid")
+        if self.retriever != "none" and not (self.corpus or self.index):
+            raise InputError(f"--retriever {self.retriever} needs --corpus PATH or --index DIR")
+        for name, value in (("top_k", self.top_k), ("max_new_tokens", self.max_new_tokens), ("seper_n", self.seper_n),
+                            ("limit", self.limit), ("rerank_top", self.rerank_top)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise InputError(f"{name} must be a positive integer, got {value!r}")
+        if self.rerank is None and self.rerank_top is not None:
+            raise InputError("--rerank-top needs --rerank (cross-encoder:<id or path> | lm | lm:<model>)")
+        if self.rerank is not None and self.rerank.partition(":")[0] not in RERANKERS:
+            raise InputError(f"unknown reranker {self.rerank!r}; registered: {', '.join(RERANKERS.names())} "
+                             "(cross-encoder:<id or path>, lm, lm:<model>)")
+        if self.seper and self.judge.partition(":")[0] not in JUDGES:
+            raise JUDGES.unknown(self.judge)
+
+    def check_options(self) -> None:
+        """Every compressor's options checked against its config dataclass (no model loads)."""
+        for name in self.compressors:
+            make_config(COMPRESSORS.get(name).config_class, self.options.get(name, {}), what=f"compressor {name!r}")
+
+    def settings(self) -> dict[str, Any]:
+        """The run settings (``run.json``); a rerun resumes only with equal settings."""
+        settings: dict[str, Any] = {
+            "data": self.data_label or self.data, "format": self.format, "limit": self.limit,
+            "retriever": self.retriever, "corpus": self.corpus, "index": self.index, "top_k": self.top_k,
+            "reader": self.reader, "dtype": self.dtype, "max_new_tokens": self.max_new_tokens, "options": self.options,
+        }
+        # added after the first release: only when set, so folders written before them keep their settings
+        if self.seper:
+            settings["seper"] = {"judge": self.judge, "n": self.seper_n}
+        if self.rerank is not None:
+            settings["rerank"] = {"reranker": self.rerank, "top": self.rerank_top}
+        if self.base_url:
+            settings["base_url"] = self.base_url
+        return settings
+
+    def with_absolute_paths(self) -> EvalConfig:
+        """A copy whose local files (corpus, index, reader, judge and reranker models) are absolute paths.
+
+        For Ray workers, whose working directory is not the driver's.
+        """
+        def absolute(value: str | None) -> str | None:
+            if value is not None and Path(value).expanduser().exists():
+                return str(Path(value).expanduser().resolve())
+            return value
+
+        def absolute_spec(spec: str | None) -> str | None:  # KIND:PATH
+            if spec is None or ":" not in spec:
+                return spec
+            kind, _, name = spec.partition(":")
+            return f"{kind}:{absolute(name)}"
+
+        return dataclasses.replace(self, corpus=absolute(self.corpus), index=absolute(self.index),
+                                   reader=absolute(self.reader) or self.reader, judge=absolute_spec(self.judge) or "",
+                                   rerank=absolute_spec(self.rerank))

@@ -1,0 +1,219 @@
+"""The evaluation harness: compressors over a dataset, one JSONL record per (example, compressor), resumable.
+
+:func:`build_eval` turns an :class:`~readerfit.eval.config.EvalConfig` into the run's models, the shared
+first stage (retrieval, reranking) and one pipeline per compressor; :func:`run_eval` runs them into a
+:class:`~readerfit.runs.RunFolder` (locally; :mod:`readerfit.eval.ray` does the same over Ray).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from readerfit.compressors import COMPRESSORS
+from readerfit.data import load_corpus
+from readerfit.errors import BackendUnavailableError, InputError, MissingPackageError, ReaderfitError
+from readerfit.eval.config import EvalConfig
+from readerfit.eval.pipeline import PipelineConfig, RAGPipeline, Retrieval
+from readerfit.eval.summary import summarize, summary_json, summary_markdown
+from readerfit.models.pool import ModelPool
+from readerfit.retrieval_utility.hook import eval_record_hook
+from readerfit.retrieve import build_retriever, load_index
+from readerfit.retrieve.base import Retriever
+from readerfit.retrieve.rerank import build_reranker
+from readerfit.runs import RunFolder
+from readerfit.types import QAExample, Record
+
+RecordHook = Callable[[QAExample, Record, RAGPipeline], None]
+
+
+@dataclass
+class EvalSetup:
+    """What one process runs an eval with: the shared first stage and one pipeline per compressor."""
+
+    retrieval: Retrieval
+    pipelines: dict[str, RAGPipeline]
+    record_hook: RecordHook | None = None
+    pool: ModelPool | None = field(default=None, repr=False)
+
+
+def build_retriever_for(config: EvalConfig, pool: ModelPool) -> Retriever | None:
+    if config.retriever == "none":
+        return None
+    embedder = pool.embedder() if config.retriever in ("dense", "hybrid") else None
+    if config.index:
+        return load_index(config.index, embedder=embedder)
+    return build_retriever(config.retriever, load_corpus(str(config.corpus)), embedder=embedder)
+
+
+def build_eval(config: EvalConfig) -> EvalSetup:
+    """The models, retrieval and pipelines of an eval (once in a local run, once in every Ray worker)."""
+    pool = ModelPool(device=config.device, dtype=config.dtype, openai_base_url=config.base_url,
+                     openai_api_key=config.api_key)
+    reader = pool.lm(config.reader)
+    retrieval = Retrieval(retriever=build_retriever_for(config, pool),
+                          reranker=build_reranker(config.rerank, pool, reader=reader) if config.rerank else None,
+                          top_k=config.top_k, rerank_top=config.rerank_top)
+    pipeline_config = PipelineConfig(top_k=config.top_k, max_new_tokens=config.max_new_tokens)
+    pipelines = {name: RAGPipeline(reader=reader, retrieval=retrieval, config=pipeline_config,
+                                   compressor=COMPRESSORS.build(name, config.options.get(name, {}), pool=pool,
+                                                                reader=reader))
+                 for name in config.compressors}
+    hook = eval_record_hook(pool=pool, judge=config.judge, n=config.seper_n) if config.seper else None
+    return EvalSetup(retrieval=retrieval, pipelines=pipelines, record_hook=hook, pool=pool)
+
+
+def build_pipelines(
+    *,
+    compressors: Sequence[str],
+    pool: ModelPool,
+    reader: str,
+    retriever: Retriever | None = None,
+    config: PipelineConfig | None = None,
+    compressor_options: dict[str, dict[str, Any]] | None = None,
+    reranker: str | None = None,
+) -> dict[str, RAGPipeline]:
+    """One pipeline per compressor name, sharing the reader, retrieval, reranker and models of ``pool``.
+
+    Reader-aware compressors (xcompress, xcompress-embed) score and read with ``reader``. ``reranker``: a
+    spec for :func:`readerfit.retrieve.rerank.build_reranker` (``cross-encoder:<id or path>``, ``lm``,
+    ``lm:<model>``).
+    """
+    if len(set(compressors)) != len(compressors):
+        raise InputError(f"compressor names repeat: {list(compressors)}")
+    config = config or PipelineConfig()
+    reader_lm = pool.lm(reader)
+    retrieval = Retrieval(retriever=retriever, top_k=config.top_k, rerank_top=config.rerank_top,
+                          reranker=build_reranker(reranker, pool, reader=reader_lm) if reranker else None)
+    options = compressor_options or {}
+    return {name: RAGPipeline(reader=reader_lm, retrieval=retrieval, config=config,
+                              compressor=COMPRESSORS.build(name, options.get(name, {}), pool=pool, reader=reader_lm))
+            for name in compressors}
+
+
+def check_examples(examples: Sequence[QAExample]) -> None:
+    if not examples:
+        raise InputError("no examples to evaluate")
+    ids = [e.id for e in examples]
+    if len(set(ids)) != len(ids):
+        raise InputError("example ids are not unique; resuming needs unique ids")
+
+
+def open_eval_run(*, examples: Sequence[QAExample], methods: Sequence[str], out: str | Path | None,
+                  settings: dict[str, Any], data_label: str = "data") -> RunFolder:
+    """Check the inputs and open the eval's run folder (refusing one written with other settings)."""
+    check_examples(examples)
+    if not methods:
+        raise InputError("no compressors to evaluate")
+    return RunFolder.open(out, kind="eval", settings=settings, key=("id", "method"), data_label=data_label)
+
+
+def pending(run: RunFolder, examples: Sequence[QAExample], methods: Sequence[str]) -> list[tuple[QAExample, list[str]]]:
+    """The (example, methods not yet recorded) pairs still to run."""
+    todo = []
+    for e in examples:
+        missing = [m for m in methods if not run.log.done((e.id, m))]
+        if missing:
+            todo.append((e, missing))
+    return todo
+
+
+def run_eval(
+    *,
+    examples: Sequence[QAExample],
+    pipelines: dict[str, RAGPipeline] | None = None,
+    out: str | Path | None,
+    run_config: dict[str, Any] | None = None,
+    progress: bool = True,
+    on_record: Callable[[Record], None] | None = None,
+    record_hook: RecordHook | None = None,
+    setup: Callable[[], EvalSetup] | None = None,
+    methods: Sequence[str] | None = None,
+    data_label: str = "data",
+) -> dict[str, Any]:
+    """Run every pipeline on every example, appending records to ``out/records.jsonl`` as they finish.
+
+    A rerun with the same ``out`` skips the (example, method) pairs already recorded; ``setup`` (instead
+    of ``pipelines``) builds the models only when something is left to run. Per-example
+    :class:`ReaderfitError`\\ s (e.g. a context that does not fit the reader) are recorded as errors and
+    excluded from the means. Returns the JSON summary (also written to ``out/summary.json`` and ``summary.md``).
+    """
+    if pipelines is not None:
+        given = dict(pipelines)
+        methods = list(given)
+
+        def setup() -> EvalSetup:
+            return EvalSetup(retrieval=next(iter(given.values())).retrieval, pipelines=given, record_hook=record_hook)
+    elif setup is None or methods is None:
+        raise InputError("run_eval needs pipelines, or a setup function and the method names")
+    methods = list(methods)
+    with open_eval_run(examples=examples, methods=methods, out=out, settings=run_config or {},
+                       data_label=data_label) as run:
+        todo = pending(run, examples, methods)
+        if todo:
+            stages = setup()
+            total = len(examples) * len(methods)
+            bar = run.progress(total=total, done=total - sum(len(m) for _, m in todo), desc="eval", unit="run",
+                               enabled=progress)
+            for example, missing in todo:
+                for record in eval_example(example, setup=stages, methods=missing):
+                    run.log.append(record.to_dict())
+                    if on_record:
+                        on_record(record)
+                    bar.update(1)
+            bar.close()
+        return write_summary(run, examples=examples, methods=methods)
+
+
+def eval_example(example: QAExample, *, setup: EvalSetup, methods: Sequence[str]) -> Iterator[Record]:
+    """One record per method for one example, retrieving (and reranking) once for all of them.
+
+    Per-example :class:`ReaderfitError`\\ s become error records. A generator, so the local harness
+    writes each record as soon as it exists; Ray workers collect them. A
+    :class:`BackendUnavailableError` (a model server down, a remote model asked for hidden states) or a
+    :class:`MissingPackageError` is no example's fault: it propagates, stopping the run with its
+    message, and a rerun resumes.
+    """
+    try:
+        retrieved = setup.retrieval(example)
+    except (BackendUnavailableError, MissingPackageError):
+        raise
+    except ReaderfitError as err:
+        for m in methods:
+            yield error_record(example, m, err)
+        return
+    for method in methods:
+        pipeline = setup.pipelines[method]
+        try:
+            record = pipeline.run(example, retrieved)
+            if setup.record_hook is not None:
+                setup.record_hook(example, record, pipeline)
+        except (BackendUnavailableError, MissingPackageError):
+            raise
+        except ReaderfitError as err:
+            record = error_record(example, method, err)
+        yield record
+
+
+def write_summary(run: RunFolder, *, examples: Sequence[QAExample], methods: Sequence[str]) -> dict[str, Any]:
+    """Summaries of this run's examples and methods, recomputed from the records and written to the folder.
+
+    Records are taken in (example, method) order, not file order, so a run whose records arrived in
+    another order (resumed, or from Ray workers) gives the same means.
+    """
+    position = {e.id: i for i, e in enumerate(examples)}
+    method_pos = {m: i for i, m in enumerate(methods)}
+    records = sorted((r for r in run.log if r["id"] in position and r["method"] in method_pos),
+                     key=lambda r: (position[r["id"]], method_pos[r["method"]]))
+    summary = summarize(records, methods)
+    result = summary_json(summary, n=len(examples), out=run.path)
+    run.write_summary(result, summary_markdown(summary))
+    return result
+
+
+def error_record(example: QAExample, method: str, err: Exception) -> Record:
+    return Record(id=example.id, method=method, question=example.question, answers=list(example.answers),
+                  prediction="", em=0.0, f1=0.0, contains=0.0, context_tokens_in=0, context_tokens_out=0,
+                  compress_s=0.0, read_s=0.0, extra={"error": f"{type(err).__name__}: {err}"})

@@ -1,0 +1,90 @@
+"""An eval's summary: per-compressor means recomputed from the records alone (a resumed run summarises
+like an uninterrupted one), as JSON and as a markdown table."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from readerfit.io import markdown_table
+
+SUMMARY_KEYS = ("em", "f1", "contains", "context_tokens_in", "context_tokens", "kept_token_fraction",
+                "compress_s", "read_s", "total_s")
+
+
+@dataclass
+class MethodSummary:
+    """Per-question means of one compressor's records (errors excluded and counted)."""
+
+    n: int
+    em: float
+    f1: float
+    contains: float
+    context_tokens_in: float
+    context_tokens: float
+    kept_token_fraction: float
+    compress_s: float
+    read_s: float
+    total_s: float
+    n_errors: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(sum(values) / len(values)) if values else math.nan
+
+
+def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict[str, MethodSummary]:
+    """Summaries recomputed from the records alone, so a resumed run summarises like an uninterrupted one."""
+    out: dict[str, MethodSummary] = {}
+    for method in methods:
+        rows = [r for r in records if r["method"] == method]
+        ok = [r for r in rows if not r.get("extra", {}).get("error")]
+        fractions = [r["context_tokens_out"] / r["context_tokens_in"] if r["context_tokens_in"] else 1.0 for r in ok]
+        numeric_extra: dict[str, list[float]] = {}
+        for r in ok:
+            for k, v in r.get("extra", {}).items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    numeric_extra.setdefault(k, []).append(float(v))
+        out[method] = MethodSummary(
+            n=len(ok),
+            em=_mean([r["em"] for r in ok]),
+            f1=_mean([r["f1"] for r in ok]),
+            contains=_mean([r["contains"] for r in ok]),
+            context_tokens_in=_mean([r["context_tokens_in"] for r in ok]),
+            context_tokens=_mean([r["context_tokens_out"] for r in ok]),
+            kept_token_fraction=_mean(fractions),
+            compress_s=_mean([r["compress_s"] for r in ok]),
+            read_s=_mean([r["read_s"] for r in ok]),
+            total_s=_mean([r["total_s"] for r in ok]),
+            n_errors=len(rows) - len(ok),
+            extra={k: _mean(v) for k, v in numeric_extra.items()},
+        )
+    return out
+
+
+def summary_markdown(summary: dict[str, MethodSummary]) -> str:
+    rows = []
+    for method, s in summary.items():
+        row = {"method": method, **{k: getattr(s, k) for k in SUMMARY_KEYS}, "n": s.n, "n_errors": s.n_errors}
+        row.update(s.extra)
+        rows.append(row)
+    columns = [("method", "method", ""), ("n", "n", "d"), ("em", "EM", ".3f"), ("f1", "F1", ".3f"),
+               ("contains", "contains", ".3f"), ("context_tokens", "ctx tokens", ".1f"),
+               ("kept_token_fraction", "% kept", ".1%"), ("compress_s", "compress s", ".3f"),
+               ("read_s", "read s", ".3f"), ("total_s", "total s", ".3f")]
+    extra_keys = sorted({k for s in summary.values() for k in s.extra})
+    columns += [(k, k, ".3f") for k in extra_keys]
+    if any(s.n_errors for s in summary.values()):
+        columns.append(("n_errors", "errors", "d"))
+    return markdown_table(rows, columns)
+
+
+def summary_json(summary: dict[str, MethodSummary], *, n: int, out: Path | None) -> dict[str, Any]:
+    methods = {}
+    for method, s in summary.items():
+        methods[method] = {"n": s.n, **{k: getattr(s, k) for k in SUMMARY_KEYS}, "n_errors": s.n_errors, **s.extra}
+    return {"n": n, "methods": methods, "out": str(out) if out else None}

@@ -1,0 +1,66 @@
+"""Key/value caches across transformers versions (4.x tuples, 5.x Cache objects)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+
+def logits_kwarg(model: Any) -> str | None:
+    params = inspect.signature(model.forward).parameters
+    for name in ("logits_to_keep", "num_logits_to_keep"):
+        if name in params:
+            return name
+    return None
+
+
+def cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(keys, values) per layer of a DynamicCache, across transformers versions."""
+    if hasattr(cache, "layers"):
+        return [(layer.keys, layer.values) for layer in cache.layers]
+    return list(zip(cache.key_cache, cache.value_cache))
+
+
+def make_cache(kv: Sequence[tuple[torch.Tensor, torch.Tensor]], config: Any) -> Any:
+    """A fresh DynamicCache starting from ``kv`` (the model extends the cache, never ``kv`` itself)."""
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(list(kv), config=config)
+    except TypeError:  # older transformers
+        return DynamicCache.from_legacy_cache(tuple(kv))
+
+
+class LegacyCacheModel:
+    """The HF model as llmlingua 0.2 calls it: with and returning per-layer ``[key, value]`` lists.
+
+    llmlingua slices and concatenates ``past_key_values`` as tuples; transformers 5
+    takes and returns ``Cache`` objects instead. Everything else passes through.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    def __call__(self, *args: Any, past_key_values: Any = None, **kwargs: Any) -> Any:
+        from transformers import Cache, DynamicCache
+
+        if past_key_values is not None and not isinstance(past_key_values, Cache):
+            pairs = [(k, v) for k, v in past_key_values]
+            if hasattr(DynamicCache, "from_legacy_cache"):  # transformers 4.x
+                past_key_values = DynamicCache.from_legacy_cache(tuple(pairs))
+            else:
+                past_key_values = DynamicCache(ddp_cache_data=pairs, config=self._model.config)
+        out = self._model(*args, past_key_values=past_key_values, **kwargs)
+        cache = getattr(out, "past_key_values", None)
+        if isinstance(cache, Cache):
+            if hasattr(cache, "to_legacy_cache"):
+                out.past_key_values = [list(kv) for kv in cache.to_legacy_cache()]
+            else:
+                out.past_key_values = [[layer.keys, layer.values] for layer in cache.layers]
+        return out

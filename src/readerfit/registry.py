@@ -1,0 +1,244 @@
+"""One registry type for every family of components, and options → config dataclass with typed checks.
+
+A family registers each member by name with one line; a member given as ``"module:Attr"`` (or
+``"module"``) is imported on first use, so a component's heavy dependencies load only when chosen.
+Every family reports an unknown name the same way, listing the registered names.
+
+A *buildable* member is a class with a ``config_class`` (a dataclass, defaults = the papers') and a
+``from_config(config, **context)`` classmethod; :meth:`Registry.build` turns a name (or a
+``NAME:ARG`` spec, ARG going to the class's ``spec_field``) and an options dict into one, rejecting
+unknown options with the valid ones named and coercing values to the fields' types.
+
+>>> reg = Registry("splitter")
+>>> reg.register("regex", "readerfit.text.split:_load_regex", help="rule-based")
+>>> reg.names(), "regex" in reg
+(['regex'], True)
+>>> reg.get("nltk")                                    # doctest: +IGNORE_EXCEPTION_DETAIL
+Traceback (most recent call last):
+readerfit.errors.InputError: unknown splitter 'nltk'; registered: regex
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import importlib
+import math
+import types
+import typing
+from collections.abc import Iterator
+from typing import Any, Generic, TypeVar
+
+from readerfit.errors import InputError
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass
+class _Entry:
+    target: Any
+    help: str = ""
+    loaded: bool = False
+
+
+class Registry(Generic[T]):
+    """Names → members of one family (compressors, scorers, judges, formats, commands...)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, _Entry] = {}
+
+    def register(self, name: str, target: T | str, *, help: str = "") -> None:
+        """Add ``target`` (or ``"module:Attr"`` / ``"module"``, imported on first use) under ``name``."""
+        if not isinstance(name, str) or not name or ":" in name or name != name.strip():
+            raise ValueError(f"{self.kind} names must be non-empty strings without ':' or spaces, got {name!r}")
+        if name in self._entries:
+            raise ValueError(f"{self.kind} {name!r} is registered twice")
+        self._entries[name] = _Entry(target, help, loaded=not isinstance(target, str))
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def help(self, name: str) -> str:
+        return self._entry(name).help
+
+    def unknown(self, name: object) -> InputError:
+        """The error for a name that is not registered (one wording for every family)."""
+        return InputError(f"unknown {self.kind} {name!r}; registered: {', '.join(self.names())}")
+
+    def _entry(self, name: str) -> _Entry:
+        if name not in self._entries:
+            raise self.unknown(name)
+        return self._entries[name]
+
+    def get(self, name: str) -> T:
+        """The member registered as ``name`` (importing it on first use)."""
+        entry = self._entry(name)
+        if not entry.loaded:
+            module, _, attr = str(entry.target).partition(":")
+            loaded = importlib.import_module(module)
+            entry.target = getattr(loaded, attr) if attr else loaded
+            entry.loaded = True
+        return entry.target
+
+    def build(self, spec: str, options: dict[str, Any] | None = None, /, **context: Any) -> Any:
+        """A member built from ``NAME`` or ``NAME:ARG`` and options: ``cls.from_config(config, **context)``."""
+        if not isinstance(spec, str) or not spec.strip():
+            raise InputError(f"expected a {self.kind} name ({', '.join(self.names())}), got {spec!r}")
+        name, sep, arg = spec.strip().partition(":")
+        cls: Any = self.get(name)
+        options = dict(options or {})
+        if sep:
+            field_name = getattr(cls, "spec_field", None)
+            if field_name is None:
+                raise InputError(f"{self.kind} {name!r} takes no ':ARGUMENT', got {spec!r}")
+            if field_name in options:
+                raise InputError(f"{self.kind} {spec!r}: give {field_name!r} either after ':' or as an option")
+            options[field_name] = arg
+        config = make_config(cls.config_class, options, what=f"{self.kind} {name!r}")
+        return cls.from_config(config, **context)
+
+
+# ----- options → config dataclasses -----------------------------------------------------------------
+def param(default: Any = dataclasses.MISSING, *, help: str, default_factory: Any = dataclasses.MISSING,
+          flag: str | None = None, aliases: tuple[str, ...] = (), choices: tuple[Any, ...] | None = None,
+          type: Any = None) -> Any:
+    """A config field with what its command-line flag needs: help, and optionally the flag, aliases,
+    choices and an argparse ``type`` (the flag is generated from the field by the command line)."""
+    metadata = {"help": help, "flag": flag, "aliases": aliases, "choices": choices, "type": type}
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def make_config(config_class: type[T], options: dict[str, Any] | None, *, what: str) -> T:
+    """``config_class(**options)`` with unknown keys named and values checked against the field types.
+
+    Values are coerced where it loses nothing (``"3"`` or ``3.0`` for an int field, ``1`` for a float
+    field, ``"true"`` for a bool); anything else is an :class:`InputError` saying what was expected.
+
+    >>> @dataclasses.dataclass
+    ... class C:
+    ...     top_n: int = 5
+    ...     ratio: float | None = None
+    >>> make_config(C, {"top_n": "3", "ratio": 1}, what="demo")
+    C(top_n=3, ratio=1.0)
+    >>> make_config(C, {"top_n": 2.5}, what="demo")      # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    readerfit.errors.InputError: demo: option 'top_n' expects an integer, got 2.5
+    """
+    options = dict(options or {})
+    fields = {f.name: f for f in dataclasses.fields(config_class) if f.init}  # type: ignore[arg-type]
+    unknown = sorted(set(options) - set(fields))
+    if unknown:
+        valid = ", ".join(sorted(fields)) or "none"
+        raise InputError(f"{what}: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+                         f"valid options: {valid}")
+    hints = typing.get_type_hints(config_class)
+    values = {k: coerce(v, hints.get(k, Any), what=f"{what}: option {k!r}") for k, v in options.items()}
+    try:
+        return config_class(**values)
+    except InputError as err:
+        raise InputError(f"{what}: {err}") from err
+    except TypeError as err:
+        raise InputError(f"{what}: {err}") from err
+
+
+def _type_name(tp: Any) -> str:
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string", type(None): "null"}
+    if tp in names:
+        return names[tp]
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is not None:
+        return f"a {getattr(origin, '__name__', str(origin))}"
+    return getattr(tp, "__name__", str(tp))
+
+
+def coerce(value: Any, tp: Any, *, what: str) -> Any:
+    """``value`` as type ``tp`` (ints, floats, bools, strings, None, tuples/lists/dicts of them), or an error."""
+    if tp is Any:
+        return value
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None:
+            if type(None) in args:
+                return None
+            raise InputError(f"{what} expects {_type_name(tp)}, got null")
+        # the exact type first, so 1 stays an int in int | float
+        for arg in sorted((a for a in args if a is not type(None)), key=lambda a: not _is_instance(value, a)):
+            try:
+                return coerce(value, arg, what=what)
+            except InputError:
+                pass
+        raise InputError(f"{what} expects {_type_name(tp)}, got {value!r}")
+    if origin is typing.Literal:
+        if value in typing.get_args(tp):
+            return value
+        raise InputError(f"{what} expects one of {', '.join(map(repr, typing.get_args(tp)))}, got {value!r}")
+    if origin in (tuple, list, collections.abc.Sequence):
+        if isinstance(value, str) or not isinstance(value, (list, tuple)):
+            raise InputError(f"{what} expects a list, got {value!r}")
+        item_type = next((a for a in typing.get_args(tp) if a is not Ellipsis), Any)
+        coerced = [coerce(v, item_type, what=what) for v in value]
+        return tuple(coerced) if origin is tuple else coerced
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise InputError(f"{what} expects a JSON object, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.strip().lower() in ("true", "1", "yes")
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        raise InputError(f"{what} expects true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        number = _number(value)
+        if number is None or isinstance(value, bool) or not math.isfinite(number) or number != int(number):
+            raise InputError(f"{what} expects an integer, got {value!r}")
+        return int(number)
+    if tp is float:
+        number = _number(value)
+        if number is None or isinstance(value, bool) or not math.isfinite(number):
+            raise InputError(f"{what} expects a finite number, got {value!r}")
+        return float(number)
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)  # a name such as a model called "7" parsed as a number from --option
+        raise InputError(f"{what} expects a string, got {value!r}")
+    return value
+
+
+def _is_instance(value: Any, tp: Any) -> bool:
+    try:
+        return isinstance(value, tp) and not (tp in (int, float) and isinstance(value, bool))
+    except TypeError:
+        return False
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None

@@ -1,0 +1,192 @@
+"""SePer's arithmetic, without models: sample weights, clusters, the belief in the references, baselines.
+
+Every function here takes responses, their log-likelihoods and an entailment lookup, so it can be
+checked against hand-computed values and run on responses generated elsewhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from readerfit.errors import InputError
+from readerfit.metrics.qa import contains, exact_match, f1, rouge_l
+from readerfit.retrieval_utility.entropy import (
+    cluster_masses,
+    greedy_clusters,
+    predictive_entropy,
+    semantic_entropy,
+    softmax_weights,
+)
+from readerfit.types import Generation
+
+LIKELIHOODS = ("mean", "sum", "uniform")
+
+
+@dataclass
+class SePerResult:
+    """SePer of one sample set, with the baselines computed from the same samples."""
+
+    soft: float
+    hard: float
+    soft_per_reference: list[float]
+    hard_per_reference: list[float]
+    responses: list[str]
+    weights: list[float]
+    clusters: list[int]
+    baselines: dict[str, float] = field(default_factory=dict)
+    context: str | None = None
+
+    def to_dict(self, *, samples: bool = True) -> dict[str, Any]:
+        d = asdict(self)
+        if not samples:
+            for key in ("responses", "weights", "clusters", "context"):
+                d.pop(key)
+        return d
+
+
+def likelihood_scores(generations: Sequence[Generation], mode: str = "mean") -> list[float]:
+    """Per-sample log-likelihood scores: mean token log-prob ("mean", "uniform") or the sum ("sum").
+
+    Empty responses get the mean score of the non-empty ones (module docstring).
+    """
+    if mode not in LIKELIHOODS:
+        raise InputError(f"likelihood must be one of {', '.join(LIKELIHOODS)}, got {mode!r}")
+    raw = [g.logprob if mode == "sum" else g.mean_logprob for g in generations]
+    empty = [not g.text.strip() for g in generations]
+    kept = [s for s, e in zip(raw, empty) if not e]
+    fill = sum(kept) / len(kept) if kept else 0.0
+    return [fill if e else s for s, e in zip(raw, empty)]
+
+
+def sample_weights(generations: Sequence[Generation], mode: str = "mean") -> list[float]:
+    """ℓ_i: the samples' likelihoods normalised over the samples (see the module docstring)."""
+    if not generations:
+        raise InputError("no samples: SePer needs at least one sampled response")
+    if mode == "uniform":
+        return [1.0 / len(generations)] * len(generations)
+    return softmax_weights(likelihood_scores(generations, mode))
+
+
+def seper_from_judgments(
+    responses: Sequence[str],
+    weights: Sequence[float],
+    references: Sequence[str],
+    entail: Callable[[str, str], float],
+    *,
+    threshold: float = 0.5,
+    reference_agg: str = "mean",
+    soft_entailment: str = "forward",
+) -> SePerResult:
+    """SePer soft and hard from responses, their weights and an entailment lookup ``entail(x, y)``.
+
+    ``entail`` is only asked about distinct, non-empty texts; identical texts
+    entail each other (1.0) and an empty text entails / is entailed by nothing (0.0).
+
+    >>> table = {("Paris", "paris, france"): 1.0, ("paris, france", "Paris"): 1.0}
+    >>> r = seper_from_judgments(["Paris", "Lyon"], [0.7, 0.3], ["paris, france"], lambda x, y: table.get((x, y), 0.0))
+    >>> (round(r.soft, 2), round(r.hard, 2), r.clusters)
+    (0.7, 0.7, [0, 1])
+    """
+    texts = [str(r).strip() for r in responses]
+    refs = check_references(references)
+    if not texts:
+        raise InputError("no samples: SePer needs at least one sampled response")
+    if len(weights) != len(texts):
+        raise InputError(f"got {len(weights)} weights for {len(texts)} responses")
+    total = float(sum(weights))
+    if not total > 0 or any(not math.isfinite(w) or w < 0 for w in weights):
+        raise InputError(f"weights must be finite, non-negative, with a positive sum; got {list(weights)}")
+    w = [float(x) / total for x in weights]
+
+    def E(x: str, y: str) -> float:
+        if not x or not y:
+            return 0.0
+        if x == y:
+            return 1.0
+        return float(entail(x, y))
+
+    def equivalent(x: str, y: str) -> bool:
+        return x == y or (E(x, y) >= threshold and E(y, x) >= threshold)
+
+    clusters = greedy_clusters(len(texts), lambda rep, i: equivalent(texts[rep], texts[i]))
+    masses = cluster_masses(clusters, w)
+    reps: dict[int, str] = {}
+    for i, c in enumerate(clusters):
+        reps.setdefault(c, texts[i])
+
+    def soft_score(r: str, a: str) -> float:
+        fwd = E(r, a)
+        if soft_entailment == "forward":
+            return fwd
+        back = E(a, r)
+        return min(fwd, back) if soft_entailment == "min" else (fwd + back) / 2
+
+    soft_per, hard_per = [], []
+    for a in refs:
+        soft_per.append(sum(wi * soft_score(r, a) for wi, r in zip(w, texts)))
+        hard_per.append(sum(m for c, m in masses.items() if reps[c] and equivalent(reps[c], a)))
+    agg = max if reference_agg == "max" else (lambda v: sum(v) / len(v))
+    return SePerResult(soft=float(agg(soft_per)), hard=float(agg(hard_per)), soft_per_reference=soft_per,
+                       hard_per_reference=hard_per, responses=texts, weights=w, clusters=clusters)
+
+
+def judge_pairs(sample_texts: Sequence[Sequence[str]], references: Sequence[str]) -> list[tuple[str, str]]:
+    """Every (premise, hypothesis) pair SePer may ask about, naively listed (duplicates included).
+
+    Per sample set: each response against each reference in both directions,
+    and every ordered pair of responses with different texts (clustering).
+    The judge deduplicates; listing naively keeps that its job (and measurable).
+    """
+    pairs: list[tuple[str, str]] = []
+    for texts in sample_texts:
+        texts = [t for t in (x.strip() for x in texts) if t]
+        for r in texts:
+            for a in references:
+                if r != a:
+                    pairs += [(r, a), (a, r)]
+        for i, x in enumerate(texts):
+            for j, y in enumerate(texts):
+                if i != j and x != y:
+                    pairs.append((x, y))
+    return pairs
+
+
+def sample_baselines(
+    generations: Sequence[Generation],
+    references: Sequence[str],
+    *,
+    weights: Sequence[float],
+    clusters: Sequence[int],
+    likelihood: str = "mean",
+) -> dict[str, float]:
+    """EM, F1, ROUGE-L, containment (means over samples), token perplexity, entropy, semantic entropy."""
+    refs = list(references)
+    texts = [g.text.strip() for g in generations]
+    n = len(texts)
+    out = {
+        "em": sum(exact_match(prediction=t, references=refs) for t in texts) / n,
+        "f1": sum(f1(prediction=t, references=refs) for t in texts) / n,
+        "rouge_l": sum(rouge_l(prediction=t, references=refs) for t in texts) / n,
+        "contains": sum(contains(prediction=t, references=refs) for t in texts) / n,
+    }
+    logps = [lp for g, t in zip(generations, texts) if t for lp in g.token_logprobs]
+    out["ppl"] = math.exp(-sum(logps) / len(logps)) if logps else math.nan
+    scores = likelihood_scores(generations, "sum" if likelihood == "sum" else "mean")
+    out["entropy"] = predictive_entropy(scores)
+    out["semantic_entropy"] = semantic_entropy(clusters, weights)
+    return out
+
+
+def check_references(references: Sequence[str]) -> list[str]:
+    if isinstance(references, str):
+        raise InputError("references must be a list of answers, got a single string; wrap it in a list")
+    refs = [str(a).strip() for a in references]
+    if not refs:
+        raise InputError("SePer needs at least one reference answer")
+    for i, a in enumerate(refs):
+        if not a:
+            raise InputError(f"reference answer {i} is empty")
+    return refs

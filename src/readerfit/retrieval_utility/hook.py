@@ -1,0 +1,44 @@
+"""``readerfit eval --seper``: ΔSePer of each compressor's context, added to every record."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from readerfit.errors import ReaderfitError
+from readerfit.retrieval_utility.judge import build_judge
+from readerfit.retrieval_utility.seper import SampleSet, SePer, SePerConfig
+from readerfit.types import QAExample, Record
+
+
+def eval_record_hook(*, pool: Any, judge: str = "lexical", n: int = 10, config: SePerConfig | None = None
+                     ) -> Callable[[QAExample, Record, Any], None]:
+    """A ``run_eval`` record hook: ΔSePer of the context the reader received vs no context.
+
+    The reader of each pipeline is the generator. Adds ``delta_seper`` (soft),
+    ``delta_seper_hard`` and ``seper`` (with the context) to ``record.extra``; a
+    SePer failure (e.g. a context too long for the prompt) is noted as
+    ``seper_error`` without failing the record. The no-context samples of an
+    example are drawn once and shared by all compressors.
+    """
+    cfg = config or SePerConfig(n=n, judge=judge)
+    judge_obj = build_judge(cfg.judge, pool=pool)
+    cache: dict[tuple[int, str], SampleSet] = {}
+
+    def hook(example: QAExample, record: Record, pipeline: Any) -> None:
+        seper = SePer(pipeline.lm, judge_obj, cfg)
+        key = (id(pipeline.lm), example.id)
+        try:
+            if key not in cache:
+                cache.clear()  # examples come one at a time; keep only the current one
+                cache[key] = seper.sample(example.question, None)
+            context = (record.compression or {}).get("text", "")
+            d = seper.delta(example.question, example.answers, context, baseline=cache[key])
+        except ReaderfitError as err:
+            record.extra["seper_error"] = f"{type(err).__name__}: {err}"
+            return
+        record.extra["delta_seper"] = d.soft
+        record.extra["delta_seper_hard"] = d.hard
+        record.extra["seper"] = d.with_context.soft
+
+    return hook

@@ -1,0 +1,361 @@
+"""Answer-equivalence judges: E(x ⊢ y) ∈ [0, 1], "does answer x entail answer y (for this question)?".
+
+SePer (and the EVOUNA experiment) ask one thing of a judge: a batched,
+directional entailment score. Semantic equivalence is entailment both ways,
+``E(x ⊢ y) ≥ τ and E(y ⊢ x) ≥ τ``.
+
+Registered judges (``build_judge(spec)``; ``NAME:ARG`` gives the ARG to the judge's ``spec_field``):
+
+* ``lexical`` — the SePer paper's *Lexical Match* baseline: x ⊢ y when the
+  SQuAD-normalised y occurs in the normalised x (plain substring, as the
+  paper's numbers on EVOUNA need; ``lexical:word`` matches on word
+  boundaries instead). Scores are 0 or 1; works offline.
+* ``nli:<hub id or local dir>`` — any MNLI-style sequence-classification model
+  (the paper's is ``microsoft/deberta-v2-xlarge-mnli``); E is the softmax
+  probability of the entailment label. As in the paper, the premise is
+  "question + response" and the hypothesis "question + answer".
+* ``lm:<model>`` — a causal LM asked whether one answer implies the other;
+  E = P(Yes) / (P(Yes) + P(No)) of the next token.
+
+Shared behaviour (base class :class:`Judge`): inputs are validated, an empty
+text (after stripping) entails nothing and is entailed by nothing (E = 0,
+without asking the model), identical (question, premise, hypothesis) triples
+are scored once per call (``dedupe=False`` turns that off, for benchmarks),
+and a backend's output is checked (count, finite, within [0, 1]).
+
+>>> judge = build_judge("lexical")
+>>> judge.entails(["It is Paris, France.", "Lyon"], ["paris", "paris"], question="Capital of France?")
+[1.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from readerfit.errors import ContextLengthError, InputError, ReaderfitError, UnknownModelError
+from readerfit.models.device import auto_device, resolve_dtype
+from readerfit.models.lm import LanguageModel
+from readerfit.models.specs import DEFAULT_LM, resolve
+from readerfit.registry import Registry
+from readerfit.text.normalize import normalize_answer
+
+Triple = tuple[str, str, str]  # (question, premise, hypothesis)
+
+JUDGES: Registry[Any] = Registry("judge")
+JUDGES.register("lexical", "readerfit.retrieval_utility.judge:LexicalJudge", help="lexical[:substring|word]")
+JUDGES.register("nli", "readerfit.retrieval_utility.judge:NLIJudge", help="nli:<hub id or local directory>")
+JUDGES.register("lm", "readerfit.retrieval_utility.judge:LMJudge",
+                help="lm:<registered LM, local directory or hub id>")
+
+
+class JudgeError(ReaderfitError):
+    """A judge backend returned something that is not one score in [0, 1] per pair."""
+
+
+class Judge:
+    """Base class: validation, empty texts, per-call deduplication; subclasses implement :meth:`_score`."""
+
+    name: str = "judge"
+
+    def __init__(self, *, dedupe: bool = True) -> None:
+        self.dedupe = dedupe
+        # Counters for benchmarks and tests (per instance; never global).
+        self.calls = 0
+        self.pairs_requested = 0
+        self.pairs_scored = 0
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    def entails(
+        self,
+        premises: Sequence[str],
+        hypotheses: Sequence[str],
+        *,
+        question: str | Sequence[str] | None = None,
+    ) -> list[float]:
+        """E(premise_i ⊢ hypothesis_i) for each pair, in input order.
+
+        ``question`` is one question for all pairs, one per pair, or None.
+        """
+        if isinstance(premises, str) or isinstance(hypotheses, str):
+            raise InputError("premises and hypotheses must be sequences of strings, not a single string")
+        premises, hypotheses = list(premises), list(hypotheses)
+        if len(premises) != len(hypotheses):
+            raise InputError(f"got {len(premises)} premises but {len(hypotheses)} hypotheses; expected pairs")
+        if question is None or isinstance(question, str):
+            questions = [question or ""] * len(premises)
+        else:
+            questions = list(question)
+            if len(questions) != len(premises):
+                raise InputError(f"got {len(questions)} questions for {len(premises)} pairs; expected one or one per pair")
+        for label, texts in (("premise", premises), ("hypothesis", hypotheses), ("question", questions)):
+            for i, t in enumerate(texts):
+                if not isinstance(t, str):
+                    raise InputError(f"{label} {i} must be a string, got {type(t).__name__}")
+        self.calls += 1
+        self.pairs_requested += len(premises)
+        triples = [(q.strip(), p.strip(), h.strip()) for q, p, h in zip(questions, premises, hypotheses)]
+        # An empty answer states nothing: it entails nothing and nothing entails it.
+        todo = [t for t in triples if t[1] and t[2]]
+        if self.dedupe:
+            todo = list(dict.fromkeys(todo))
+        scores: dict[Triple, float] = {}
+        if todo:
+            got = self._score(todo)
+            self._check(got, len(todo))
+            self.pairs_scored += len(todo)
+            if self.dedupe:
+                scores = dict(zip(todo, (float(s) for s in got)))
+            else:
+                it = iter(float(s) for s in got)
+                return [next(it) if (t[1] and t[2]) else 0.0 for t in triples]
+        return [scores[t] if (t[1] and t[2]) else 0.0 for t in triples]
+
+    def _check(self, got: Any, expected: int) -> None:
+        try:
+            values = list(got)
+        except TypeError:
+            raise JudgeError(f"judge {self.name!r} returned {type(got).__name__}, expected a list of scores") from None
+        if len(values) != expected:
+            raise JudgeError(f"judge {self.name!r} returned {len(values)} scores for {expected} pairs")
+        for v in values:
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or not -1e-6 <= v <= 1 + 1e-6:
+                raise JudgeError(f"judge {self.name!r} returned {v!r}; expected a number in [0, 1]")
+
+    def equivalent(
+        self, xs: Sequence[str], ys: Sequence[str], *, question: str | None = None, threshold: float = 0.5
+    ) -> list[bool]:
+        """Bidirectional entailment: x ≡ y when E(x ⊢ y) ≥ τ and E(y ⊢ x) ≥ τ (one batched call)."""
+        xs, ys = list(xs), list(ys)
+        scores = self.entails(xs + ys, ys + xs, question=question)
+        n = len(xs)
+        return [scores[i] >= threshold and scores[n + i] >= threshold for i in range(n)]
+
+    def _score(self, triples: list[Triple]) -> list[float]:
+        """E for each (question, premise, hypothesis); texts are stripped and non-empty."""
+        raise NotImplementedError
+
+
+@dataclass
+class LexicalConfig:
+    mode: str = "substring"
+
+
+class LexicalJudge(Judge):
+    """The Lexical Match baseline: the normalised hypothesis occurs in the normalised premise.
+
+    ``mode="substring"`` (default) is a plain substring test, which reproduces
+    the SePer paper's Lexical Match row on EVOUNA; ``mode="word"`` requires
+    word boundaries ("art" does not match inside "party"). A hypothesis that
+    normalises to "" (e.g. "the") matches nothing. The question is ignored.
+    """
+
+    config_class = LexicalConfig
+    spec_field = "mode"
+
+    def __init__(self, mode: str = "substring", *, dedupe: bool = True) -> None:
+        if mode not in ("substring", "word"):
+            raise InputError(f"lexical judge mode must be 'substring' or 'word', got {mode!r}")
+        super().__init__(dedupe=dedupe)
+        self.mode = mode
+        self.name = "lexical" if mode == "substring" else f"lexical:{mode}"
+
+    @classmethod
+    def from_config(cls, config: LexicalConfig, *, pool: Any = None, dedupe: bool = True) -> LexicalJudge:
+        return cls(config.mode or "substring", dedupe=dedupe)
+
+    def _score(self, triples: list[Triple]) -> list[float]:
+        out = []
+        for _, premise, hypothesis in triples:
+            p, h = normalize_answer(premise), normalize_answer(hypothesis)
+            if not h:
+                out.append(0.0)
+            elif self.mode == "substring":
+                out.append(float(h in p))
+            else:
+                out.append(float(f" {h} " in f" {p} "))
+        return out
+
+
+def entailment_index(id2label: dict[Any, str], *, model: str = "") -> int:
+    """The class index whose label names entailment (case-insensitive "entail", not "not_entailment").
+
+    >>> entailment_index({0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"})
+    2
+    """
+    hits = []
+    for key, label in (id2label or {}).items():
+        low = str(label).lower().replace("-", "_").replace(" ", "_")
+        if "entail" in low and not low.startswith(("not", "non")):
+            hits.append(int(key))
+    if len(hits) != 1:
+        raise InputError(
+            f"NLI model {model!r}: cannot tell the entailment class from config.id2label={dict(id2label or {})}; "
+            "expected exactly one label containing 'entail' (an MNLI-style model)"
+        )
+    return hits[0]
+
+
+@dataclass
+class NLIConfig:
+    model: str = ""
+    batch_size: int = 16
+    with_question: bool = True
+    dtype: str = "float32"
+    device: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.model.strip():
+            raise InputError("the NLI judge needs a model: nli:<hub id or local directory>, "
+                             "e.g. nli:microsoft/deberta-v2-xlarge-mnli")
+
+
+class NLIJudge(Judge):
+    """An MNLI-style sequence classifier; E = P(entailment | premise, hypothesis).
+
+    With a question (SePer's use), the pair is ("question response",
+    "question answer"), as in the paper. Inputs longer than the model's
+    maximum length raise :class:`ContextLengthError` (never truncated).
+
+    >>> judge = NLIJudge("microsoft/deberta-v2-xlarge-mnli")          # doctest: +SKIP
+    >>> judge.entails(["Paris"], ["The capital is Paris"], question="Capital of France?")  # doctest: +SKIP
+    """
+
+    config_class = NLIConfig
+    spec_field = "model"
+
+    def __init__(
+        self,
+        name_or_path: str,
+        *,
+        device: str | None = None,
+        batch_size: int = 16,
+        with_question: bool = True,
+        dtype: str = "float32",
+        dedupe: bool = True,
+    ) -> None:
+        super().__init__(dedupe=dedupe)
+        if not isinstance(name_or_path, str) or not name_or_path.strip():
+            raise InputError("the NLI judge needs a model: nli:<hub id or local directory>")
+        if batch_size < 1:
+            raise InputError(f"batch_size must be >= 1, got {batch_size}")
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        source = resolve(name_or_path, "nli").path()
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(source)
+            self.model = AutoModelForSequenceClassification.from_pretrained(
+                source, dtype=resolve_dtype(dtype), use_safetensors=True)
+        except (OSError, ValueError) as err:  # transformers raises either for missing or unusable files
+            raise UnknownModelError(
+                f"could not load NLI model {name_or_path!r} (offline machines need a local directory with "
+                f"safetensors weights): {err}"
+            ) from err
+        self.name = f"nli:{name_or_path}"
+        self.entail_index = entailment_index(self.model.config.id2label, model=name_or_path)
+        self.device = auto_device(device)
+        self.model.to(self.device).eval()
+        self.batch_size = batch_size
+        self.with_question = with_question
+        limits = [getattr(self.model.config, "max_position_embeddings", None),
+                  getattr(self.tokenizer, "model_max_length", None)]
+        self.max_length = min(int(v) for v in limits if isinstance(v, int) and 0 < v < 1_000_000) if any(
+            isinstance(v, int) and 0 < v < 1_000_000 for v in limits) else None
+
+    @classmethod
+    def from_config(cls, config: NLIConfig, *, pool: Any = None, dedupe: bool = True) -> NLIJudge:
+        device = config.device if config.device is not None else (pool.device if pool is not None else None)
+        return cls(config.model, device=device, batch_size=config.batch_size, with_question=config.with_question,
+                   dtype=config.dtype, dedupe=dedupe)
+
+    def _texts(self, triple: Triple) -> tuple[str, str]:
+        q, p, h = triple
+        if self.with_question and q:
+            return f"{q} {p}", f"{q} {h}"
+        return p, h
+
+    def _score(self, triples: list[Triple]) -> list[float]:
+        pairs = [self._texts(t) for t in triples]
+        lengths = []
+        for i, (a, b) in enumerate(pairs):
+            n = len(self.tokenizer(a, b)["input_ids"])
+            if self.max_length is not None and n > self.max_length:
+                raise ContextLengthError(
+                    f"NLI pair {i} has {n} tokens, more than {self.name!r} takes ({self.max_length}); shorten the texts"
+                )
+            lengths.append(n)
+        out: list[float] = [0.0] * len(pairs)
+        order = sorted(range(len(pairs)), key=lambda i: lengths[i])
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                batch = order[start : start + self.batch_size]
+                enc = self.tokenizer([pairs[i][0] for i in batch], [pairs[i][1] for i in batch],
+                                     padding=True, return_tensors="pt").to(self.device)
+                probs = torch.softmax(self.model(**enc).logits.float(), dim=-1)[:, self.entail_index].cpu()
+                for row, i in enumerate(batch):
+                    out[i] = float(probs[row])
+        return out
+
+
+LM_JUDGE_PROMPT = (
+    "Question: {question}\nAnswer 1: {premise}\nAnswer 2: {hypothesis}\n"
+    "If Answer 1 is correct, is Answer 2 also correct (do they say the same thing)? Answer only \"Yes\" or \"No\"."
+)
+
+
+@dataclass
+class LMJudgeConfig:
+    model: str = DEFAULT_LM
+
+
+class LMJudge(Judge):
+    """A causal LM prompted for entailment; E = P(Yes) / (P(Yes) + P(No)) of its next token.
+
+    >>> judge = LMJudge(HFLanguageModel("smollm2-135m"))                  # doctest: +SKIP
+    """
+
+    config_class = LMJudgeConfig
+    spec_field = "model"
+
+    def __init__(self, lm: LanguageModel, *, prompt: str = LM_JUDGE_PROMPT, dedupe: bool = True) -> None:
+        super().__init__(dedupe=dedupe)
+        for key in ("{question}", "{premise}", "{hypothesis}"):
+            if key not in prompt:
+                raise InputError(f"the LM judge prompt must contain {key}")
+        self.lm = lm
+        self.prompt = prompt
+        self.name = f"lm:{lm.name}"
+
+    @classmethod
+    def from_config(cls, config: LMJudgeConfig, *, pool: Any = None, dedupe: bool = True) -> LMJudge:
+        if pool is None:
+            raise InputError("the lm judge loads its model from a ModelPool: build it with pool=")
+        return cls(pool.lm(config.model or DEFAULT_LM), dedupe=dedupe)
+
+    def _score(self, triples: list[Triple]) -> list[float]:
+        prompts = [self.lm.chat(self.prompt.format(question=q or "(none)", premise=p, hypothesis=h))
+                   for q, p, h in triples]
+        return [cp.ratio("Yes", "No") for cp in self.lm.next_token_probs(prompts, ["Yes", "No"])]
+
+
+def judge_names() -> list[str]:
+    """The registered judge forms, as shown in help and error messages."""
+    return [JUDGES.help(name) for name in JUDGES.names()]
+
+
+def build_judge(spec: str, pool: Any = None, *, dedupe: bool = True, **options: Any) -> Judge:
+    """A judge from its spec: ``lexical``, ``lexical:word``, ``nli:<id or path>``, ``lm:<model>``.
+
+    ``pool`` (a :class:`~readerfit.models.pool.ModelPool`) holds the LM of an ``lm:`` judge, shared
+    with the rest of the run; its device is used for NLI models.
+
+    >>> build_judge("lexical").name
+    'lexical'
+    """
+    return JUDGES.build(spec, options, pool=pool, dedupe=dedupe)

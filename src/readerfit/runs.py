@@ -1,0 +1,185 @@
+"""The run folder: one lifecycle for every long run (eval, experiments).
+
+``RunFolder.open`` creates (or resumes) the folder: ``run.json`` holds the run's kind and settings
+(a rerun with other settings is refused), ``records.jsonl`` the records written so far (one per
+example, appended as they finish), and an exclusive lock makes the run its folder's one writer.
+:meth:`RunFolder.write_summary` writes ``summary.json`` and ``summary.md``; :class:`RunView` reads a
+folder back (the report engine's input).
+
+>>> import tempfile, pathlib
+>>> out = pathlib.Path(tempfile.mkdtemp()) / "run"
+>>> with RunFolder.open(out, kind="demo", settings={"n": 1}, key=("id",)) as run:
+...     run.log.append({"id": "q1"})
+>>> RunFolder.open(out, kind="demo", settings={"n": 2}, key=("id",))   # doctest: +ELLIPSIS, +IGNORE_EXCEPTION_DETAIL
+Traceback (most recent call last):
+readerfit.errors.InputError: ... holds a run with other settings (n differ); ...
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from readerfit.errors import InputError
+from readerfit.io import RecordLog, read_json, read_jsonl, write_atomic, write_json
+
+RUN_FORMAT = "readerfit-run/1"
+RUN_FILE = "run.json"
+LOCK_FILE = ".lock"
+
+
+def default_out(kind: str, data_label: str, settings: dict[str, Any]) -> Path:
+    """``runs/<kind>-<data stem>-<hash of the settings>``: the same command resumes the same folder."""
+    digest = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    stem = Path(data_label.split(":")[-1]).name.split(".")[0] or "data"
+    return Path("runs") / f"{kind}-{stem}-{digest}"
+
+
+def read_run_file(folder: str | os.PathLike) -> tuple[str | None, dict[str, Any] | None]:
+    """(kind, settings) of a folder's ``run.json``; folders written before readerfit stored the kind give None."""
+    path = Path(folder) / RUN_FILE
+    if not path.is_file():
+        return None, None
+    data = read_json(path, what="run file")
+    if not isinstance(data, dict):
+        raise InputError(f"{path} holds {type(data).__name__}, expected a JSON object")
+    if data.get("format") == RUN_FORMAT:
+        return str(data.get("kind")), dict(data.get("settings") or {})
+    return None, data  # the flat settings of an older readerfit
+
+
+def check_out(out: Path) -> None:
+    """Fail before any model loads when ``out`` cannot be a run folder."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {str(out)!r} is a file; expected a folder (new or of an earlier run)")
+    probe = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise InputError(f"--out {str(out)!r}: cannot write in {str(probe)!r} (permission denied)")
+
+
+class RunFolder:
+    """An open run folder: its settings checked, its lock held, its records loaded (``log``)."""
+
+    def __init__(self, path: Path, *, kind: str, settings: dict[str, Any], key: tuple[str, ...]) -> None:
+        self.path = path
+        self.kind = kind
+        self.settings = settings
+        self._lock: Any = None
+        self._take_lock()
+        try:
+            self._check_settings()
+            self.log = RecordLog(path / "records.jsonl", key=key)
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def open(cls, out: str | os.PathLike | None, *, kind: str, settings: dict[str, Any], key: tuple[str, ...],
+             data_label: str = "data") -> RunFolder:
+        """Create or resume ``out`` (default :func:`default_out`) for a run of ``kind`` with ``settings``."""
+        path = Path(out) if out is not None else default_out(kind, data_label, settings)
+        check_out(path)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise InputError(f"--out {str(path)!r}: cannot create the folder ({err.strerror})") from err
+        return cls(path, kind=kind, settings=settings, key=key)
+
+    # ----- one writer ------------------------------------------------------------------------
+    def _take_lock(self) -> None:
+        import filelock  # a dependency of transformers' hub client; imported here to keep this module light
+
+        lock = filelock.FileLock(str(self.path / LOCK_FILE), timeout=0)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            holder = ""
+            try:
+                holder = (self.path / f"{LOCK_FILE}.pid").read_text().strip()
+            except OSError:
+                pass
+            raise InputError(
+                f"{self.path} is in use by another readerfit run" + (f" (pid {holder})" if holder else "")
+                + "; wait for it to finish, or give this run another --out") from None
+        self._lock = lock
+        write_atomic(self.path / f"{LOCK_FILE}.pid", f"{os.getpid()}\n")
+
+    def close(self) -> None:
+        """Release the folder (a crashed process releases it too: the lock dies with it)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self) -> RunFolder:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ----- settings ---------------------------------------------------------------------------
+    def _check_settings(self) -> None:
+        old_kind, old = read_run_file(self.path)
+        record = {"format": RUN_FORMAT, "kind": self.kind, "settings": self.settings}
+        if old is None:
+            write_json(self.path / RUN_FILE, record)
+            return
+        if old_kind is not None and old_kind != self.kind:
+            raise InputError(f"{self.path} holds a {old_kind!r} run, not {self.kind!r}; use a new --out folder")
+        diff = sorted(k for k in set(old) | set(self.settings) if old.get(k) != self.settings.get(k))
+        if diff:
+            raise InputError(f"{self.path} holds a run with other settings ({', '.join(diff)} differ); "
+                             "use a new --out folder or delete it")
+        if old_kind is None:  # written before the kind was stored: upgrade it in place, settings unchanged
+            write_json(self.path / RUN_FILE, record)
+
+    # ----- progress and results --------------------------------------------------------------
+    def progress(self, *, total: int, done: int, desc: str, unit: str, enabled: bool = True) -> Any:
+        """A progress bar on stderr (tqdm), starting at ``done``."""
+        from tqdm import tqdm
+
+        return tqdm(total=total, initial=done, disable=not enabled, file=sys.stderr, desc=desc, unit=unit,
+                    dynamic_ncols=True)
+
+    def write_summary(self, result: dict[str, Any], table: str) -> None:
+        """``summary.json`` (the result) and ``summary.md`` (the table), recomputed from the records."""
+        write_json(self.path / "summary.json", result)
+        write_atomic(self.path / "summary.md", table + "\n")
+
+
+@dataclass
+class RunView:
+    """What an output folder holds, read-only (runs may still be writing it): records, summary, settings."""
+
+    path: Path
+    records: list[dict[str, Any]]
+    summary: dict[str, Any] | None
+    settings: dict[str, Any] | None
+    files: list[str]
+
+    kind: str | None = None
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> RunView:
+        p = Path(path)
+        if not p.is_dir():
+            raise InputError(f"{str(path)!r} is not a folder; expected an eval or `readerfit exp` output folder")
+        records = read_jsonl(p / "records.jsonl") if (p / "records.jsonl").is_file() else []
+        summary = read_json(p / "summary.json", what="summary") if (p / "summary.json").is_file() else None
+        kind, settings = read_run_file(p)
+        return cls(path=p, records=records, summary=summary if isinstance(summary, dict) else None, settings=settings,
+                   files=sorted(f.name for f in p.iterdir() if not f.name.startswith(".")), kind=kind)
+
+
+@dataclass
+class Outcome:
+    """An experiment's result (JSON), its table (markdown) and a line for the terminal."""
+
+    result: dict[str, Any]
+    table: str
+    note: str = ""
+    files: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,88 @@
+"""What makes training resumable exactly: the schedule and the data order are pure functions of the step
+and the seed, and checkpoints (trainable weights + optimizer state + step) are written atomically."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from readerfit.errors import InputError
+from readerfit.io import atomic_dir, write_json
+
+
+def lr_at(step: int, *, total: int, lr: float, warmup_ratio: float) -> float:
+    """Linear warmup over ``warmup_ratio`` of the steps, then linear decay to 0."""
+    warm = int(total * warmup_ratio)
+    if step < warm:
+        return lr * (step + 1) / warm
+    return lr * max(0.0, (total - step) / max(1, total - warm))
+
+
+def example_order(n: int, *, total: int, seed: int) -> list[int]:
+    """Indices of the ``total`` examples trained on: epoch e is a shuffle seeded by (seed, e)."""
+    out: list[int] = []
+    epoch = 0
+    while len(out) < total:
+        perm = list(range(n))
+        random.Random(f"{seed}:{epoch}").shuffle(perm)
+        out.extend(perm)
+        epoch += 1
+    return out[:total]
+
+
+def save_checkpoint(out: Path, step: int, model: Any, optimizer: torch.optim.Optimizer) -> None:
+    """Trainable weights, optimizer state and step, atomically; ``checkpoint.json`` points to the newest."""
+    from safetensors.torch import save_file
+
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    params = dict(model.named_parameters())
+    index = {id(params[n]): i for i, n in enumerate(names)}
+    opt_tensors: dict[str, torch.Tensor] = {}
+    for p, state in optimizer.state.items():
+        i = index[id(p)]
+        for k, v in state.items():
+            opt_tensors[f"{i}.{k}"] = (v if torch.is_tensor(v) else torch.tensor(v)).detach().cpu().contiguous()
+    groups = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+    root = out / "checkpoints"
+    target = root / f"step-{step:06d}"
+    with atomic_dir(target, replace=True) as tmp:
+        save_file({n: params[n].detach().cpu().contiguous() for n in names}, str(tmp / "trainable.safetensors"))
+        save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
+        write_json(tmp / "state.json", {"step": step, "names": names, "param_groups": groups})
+    write_json(out / "checkpoint.json", {"step": step, "dir": str(target.relative_to(out))})
+    for old in root.iterdir():
+        if old.name.startswith("step-") and old != target:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def load_checkpoint(out: Path, model: Any, optimizer: torch.optim.Optimizer) -> int:
+    """Restore the last checkpoint into ``model`` and ``optimizer``; returns its step (0 when none)."""
+    pointer = out / "checkpoint.json"
+    if not pointer.is_file():
+        return 0
+    from safetensors.torch import load_file
+
+    info = json.loads(pointer.read_text())
+    folder = out / info["dir"]
+    state = json.loads((folder / "state.json").read_text())
+    params = dict(model.named_parameters())
+    names = state["names"]
+    trained = load_file(str(folder / "trainable.safetensors"))
+    if set(names) != {n for n, p in params.items() if p.requires_grad} or set(trained) != set(names):
+        raise InputError(f"{folder} does not match this model's trainable parameters; delete {out} to restart")
+    with torch.no_grad():
+        for n in names:
+            params[n].copy_(trained[n])
+    opt = load_file(str(folder / "optimizer.safetensors"))
+    per: dict[int, dict[str, torch.Tensor]] = {}
+    for key, v in opt.items():
+        i, k = key.split(".", 1)
+        per.setdefault(int(i), {})[k] = v
+    groups = [dict(g, params=list(range(len(names)))) for g in state["param_groups"]]
+    optimizer.load_state_dict({"state": per, "param_groups": groups})
+    return int(state["step"])

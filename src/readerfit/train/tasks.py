@@ -1,0 +1,152 @@
+"""The two trainable EXIT classifiers: LoRA on a causal LM (the paper's) and a MiniLM cross-encoder."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from readerfit.compressors.exit import NEGATIVE, POSITIVE, LMSentenceClassifier, encoder_text_a
+from readerfit.compressors.exit.config import ENCODER_WEIGHTS
+from readerfit.errors import InputError, require
+from readerfit.models.hf import HFLanguageModel
+from readerfit.models.kv_cache import logits_kwarg
+from readerfit.models.specs import resolve
+from readerfit.train.config import TrainConfig
+from readerfit.train.exit_data import ExitSample
+
+
+class LMTask:
+    """LoRA on a causal LM; loss = CE over (z_Yes, z_No) at the answer position."""
+
+    def __init__(self, config: TrainConfig, device: torch.device) -> None:
+        peft = require("peft", extra="train", purpose="training an LM classifier")
+
+        self.config = config
+        self.lm = HFLanguageModel(str(config.base), device=device, dtype="float32")
+        self.clf = LMSentenceClassifier(self.lm)
+        self.yes = self.lm.candidate_token_ids(POSITIVE)[0]
+        self.no = self.lm.candidate_token_ids(NEGATIVE)[0]
+        names = {n.rsplit(".", 1)[-1] for n, _ in self.lm.model.named_modules()}
+        missing = [m for m in config.target_modules if m not in names]
+        if missing:
+            raise InputError(f"target modules {missing} are not in {config.base!r}")
+        layers = None
+        if config.lora_layers is not None:
+            # Only the top layers adapt: backpropagation then stops below them (the cheap way to train on a CPU).
+            n = self.lm.num_layers
+            if config.lora_layers > n:
+                raise InputError(f"lora_layers={config.lora_layers} but {config.base!r} has {n} layers")
+            layers = list(range(n - config.lora_layers, n))
+        lora = peft.LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                          target_modules=list(config.target_modules), task_type="CAUSAL_LM", bias="none",
+                          layers_to_transform=layers)
+        self.model = peft.get_peft_model(self.lm.model, lora)
+        if config.init is not None:  # continue from a trained adapter of the same shape
+            from safetensors.torch import load_file
+
+            state = {k: v.float() for k, v in load_file(str(Path(config.init) / "adapter_model.safetensors")).items()}
+            result = peft.set_peft_model_state_dict(self.model, state)
+            if getattr(result, "unexpected_keys", None):
+                raise InputError(f"{config.init} does not match this LoRA configuration")
+        self.device = device
+        self.limit = min(self.lm.context_length, config.max_tokens or self.lm.context_length)
+        self._keep = logits_kwarg(self.lm.model)
+
+    def encode(self, s: ExitSample) -> list[int]:
+        return self.clf.prompt_ids(s.question, s.context, s.sentence)
+
+    def fits(self, s: ExitSample) -> bool:
+        return len(self.encode(s)) <= self.limit
+
+    def logits(self, batch: Sequence[ExitSample]) -> torch.Tensor:
+        """(B, 2) logits of (Yes, No) at each prompt's answer position."""
+        seqs = [self.encode(s) for s in batch]
+        width = max(len(s) for s in seqs)
+        pad = int(self.lm.tokenizer.pad_token_id)
+        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for row, s in enumerate(seqs):  # right padding: real tokens never see it (causal)
+            ids[row, : len(s)] = torch.tensor(s)
+            mask[row, : len(s)] = 1
+        last = torch.tensor([len(s) - 1 for s in seqs])
+        if self._keep == "logits_to_keep":  # only the answer positions go through the LM head
+            keep = torch.unique(last)
+            out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                             logits_to_keep=keep.to(self.device)).logits  # (B, K, V)
+            col = torch.searchsorted(keep, last)
+        else:
+            out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+            col = last
+        picked = out[torch.arange(len(seqs)), col.to(self.device)]
+        return picked[:, [self.yes, self.no]].float()
+
+    @staticmethod
+    def targets(batch: Sequence[ExitSample]) -> torch.Tensor:
+        return torch.tensor([0 if s.label == 1 else 1 for s in batch])  # column 0 = "Yes"
+
+    @staticmethod
+    def positive_prob(logits: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(logits, dim=-1)[:, 0]
+
+    def save(self, out: Path, save_dtype: torch.dtype) -> None:
+        from safetensors.torch import save_file
+
+        peft = require("peft", extra="train", purpose="saving an LM classifier")
+        state = {k: v.detach().to(save_dtype).cpu().contiguous()
+                 for k, v in peft.get_peft_model_state_dict(self.model).items()}
+        save_file(state, str(out / "adapter_model.safetensors"), metadata={"format": "pt"})
+        peft_config = self.model.peft_config["default"]
+        peft_config.base_model_name_or_path = str(self.config.base)
+        peft_config.save_pretrained(str(out))
+
+
+class EncoderTask:
+    """A cross-encoder (sequence classification, 2 labels) from the base MiniLM's BERT."""
+
+    def __init__(self, config: TrainConfig, device: torch.device) -> None:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        self.config = config
+        path = resolve(str(config.base), "embedder").path()
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2).to(device)
+        if config.freeze_embeddings:
+            for p in self.model.get_input_embeddings().parameters():
+                p.requires_grad_(False)
+        if config.init is not None:  # continue from a trained encoder classifier
+            from safetensors.torch import load_file
+
+            state = {k: v.float() for k, v in load_file(str(Path(config.init) / ENCODER_WEIGHTS)).items()}
+            unknown = set(state) - set(self.model.state_dict())
+            if unknown:
+                raise InputError(f"{config.init} does not match the base {config.base!r}: {sorted(unknown)[:3]}")
+            self.model.load_state_dict(state, strict=False)
+        self.device = device
+        context = int(getattr(self.model.config, "max_position_embeddings", 512))
+        self.limit = min(context, config.max_tokens or context)
+
+    def fits(self, s: ExitSample) -> bool:
+        n = len(self.tokenizer(encoder_text_a(s.question, s.sentence), s.context)["input_ids"])
+        return n <= self.limit
+
+    def logits(self, batch: Sequence[ExitSample]) -> torch.Tensor:
+        enc = self.tokenizer([encoder_text_a(s.question, s.sentence) for s in batch],
+                             [s.context for s in batch], padding=True, return_tensors="pt").to(self.device)
+        return self.model(**enc).logits.float()
+
+    @staticmethod
+    def targets(batch: Sequence[ExitSample]) -> torch.Tensor:
+        return torch.tensor([int(s.label) for s in batch])  # column 1 = useful
+
+    @staticmethod
+    def positive_prob(logits: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(logits, dim=-1)[:, 1]
+
+    def save(self, out: Path, save_dtype: torch.dtype) -> None:
+        from safetensors.torch import save_file
+
+        state = {n: p.detach().to(save_dtype).cpu().contiguous() for n, p in self.model.named_parameters() if p.requires_grad}
+        # Buffers such as position ids come from the base; only trained tensors are written.
+        save_file(state, str(out / ENCODER_WEIGHTS), metadata={"format": "pt"})
