@@ -1,6 +1,8 @@
 """readerfit: fit retrieved context to the reader LLM of a RAG pipeline (EXIT, SPS/xCompress, SePer).
 
-The main types load at once; everything that needs torch loads on first use.
+``readerfit.compress(question, passages, method="exit")``, ``readerfit.score(texts, scorer="sps")`` and
+``readerfit.seper(question, answers, context=...)`` do the three jobs; models load once per process. The main
+types load at once; everything that needs torch loads on first use.
 
 >>> import readerfit
 >>> readerfit.Passage("Anna wrote it.", title="Book").render()
@@ -36,6 +38,10 @@ except PackageNotFoundError:  # a source tree that is not installed
 
 # name -> module: loaded on first access (they import torch and the model stack)
 _LAZY = {
+    "compress": "readerfit.api",
+    "score": "readerfit.api",
+    "seper": "readerfit.api",
+    "default_pool": "readerfit.api",
     "ModelPool": "readerfit.models.pool",
     "build_compressor": "readerfit.compressors",
     "build_scorer": "readerfit.scorers",

@@ -1,0 +1,46 @@
+"""The façade: readerfit.compress / score / seper on plain inputs, models loaded once per pool."""
+
+from __future__ import annotations
+
+import pytest
+
+import readerfit
+from readerfit.errors import InputError
+from readerfit.models.pool import ModelPool
+
+
+@pytest.fixture()
+def pool(tiny_lm) -> ModelPool:
+    p = ModelPool(device="cpu")
+    p.put("lm", "tiny", tiny_lm)
+    return p
+
+
+def test_compress_takes_strings_and_objects_and_reuses_the_compressor(pool, monkeypatch):
+    passages = ["Marta founded the club.", {"title": "Rain", "text": "Rain fell all day."}, "  "]
+    c = readerfit.compress("Who founded the club?", passages, method="none", pool=pool)
+    assert c.text == "Marta founded the club.\n\nRain\nRain fell all day." and c.kept == [0, 1]
+    built = []
+    real = readerfit.compressors.COMPRESSORS.build
+    monkeypatch.setattr(readerfit.compressors.COMPRESSORS, "build", lambda *a, **k: built.append(a) or real(*a, **k))
+    for _ in range(3):
+        readerfit.compress("Who?", ["A b."], method="summary", pool=pool, compressor="tiny", max_new_tokens=3)
+    assert len(built) == 1  # one compressor for these options, its models loaded once
+
+
+@pytest.mark.parametrize("bad", ["one string", [{"text": 3}], [{"title": "T", "text": "x", "extra": 1}], [5]])
+def test_compress_refuses_bad_passages_clearly(bad, pool):
+    with pytest.raises(InputError, match="passages"):
+        readerfit.compress("Who?", bad, method="none", pool=pool)
+
+
+def test_score_and_seper(pool, tiny_lm):
+    scores = readerfit.score(["Anna wrote the book.", "Paris is the capital."], scorer="ppl", reader="tiny", pool=pool)
+    assert scores == readerfit.build_scorer("ppl", tiny_lm).score(["Anna wrote the book.", "Paris is the capital."])
+    with pytest.raises(InputError, match="single string"):
+        readerfit.score("one text", scorer="ppl", reader="tiny", pool=pool)
+    without = readerfit.seper("Who wrote the book?", ["Anna"], generator="tiny", pool=pool, n=3, max_new_tokens=4)
+    assert 0.0 <= without.soft <= 1.0 and len(without.responses) == 3
+    delta = readerfit.seper("Who wrote the book?", ["Anna"], context="Anna wrote the book.", generator="tiny",
+                            pool=pool, n=3, max_new_tokens=4)
+    assert delta.soft == pytest.approx(delta.with_context.soft - delta.without.soft)
