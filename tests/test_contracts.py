@@ -21,7 +21,7 @@ from readerfit.data import detect_format, load_corpus, load_dataset
 from readerfit.data.formats import FORMATS
 from readerfit.errors import InputError, ReaderfitError
 from readerfit.models.pool import ModelPool
-from readerfit.registry import make_config
+from readerfit.registry import PRESET_NAMES, make_config, presets_of
 from readerfit.retrieval_utility.judge import JUDGES, build_judge
 from readerfit.retrieve import build_retriever, load_index, save_index
 from readerfit.retrieve.index import RETRIEVERS
@@ -109,6 +109,18 @@ def test_compressor_options_round_trip_and_unknown_ones_are_named(name, pool, ti
         assert field.name in str(err.value)
 
 
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+@pytest.mark.parametrize("name", COMPRESSORS.names())
+def test_compressor_presets_build_and_options_override_them(name, preset, pool, tiny_lm_dir):
+    """Every compressor has the paper and official presets; options given explicitly win over them."""
+    cls = COMPRESSORS.get(name)
+    assert set(PRESET_NAMES) <= set(presets_of(cls.config_class))
+    c = compressor(name, pool, tiny_lm_dir, preset=preset)
+    for key, value in COMPRESSOR_OPTIONS[name].items():
+        if value != "TINY_DIR":
+            assert getattr(c.config, key) == value
+
+
 @pytest.mark.parametrize("name", [n for n in COMPRESSORS.names() if COMPRESSORS.get(n).reader_aware])
 def test_reader_aware_compressors_are_handed_the_readers(name, pool, tiny_lm_dir, tmp_path):
     from conftest import build_tiny_lm
@@ -138,6 +150,7 @@ def test_scorer_contract(name, tiny_lm):
         s.score(["fine", "  "])
     with pytest.raises(InputError, match="unknown option 'nope'"):
         build_scorer(name, tiny_lm, nope=1)
+    assert set(PRESET_NAMES) <= set(presets_of(SCORERS.get(name).config_class))
 
 
 # ----- judges --------------------------------------------------------------------------------------------------

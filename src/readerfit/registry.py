@@ -90,8 +90,12 @@ class Registry(Generic[T]):
             entry.loaded = True
         return entry.target
 
-    def build(self, spec: str, options: dict[str, Any] | None = None, /, **context: Any) -> Any:
-        """A member built from ``NAME`` or ``NAME:ARG`` and options: ``cls.from_config(config, **context)``."""
+    def build(self, spec: str, options: dict[str, Any] | None = None, /, *, preset: str | None = None,
+              **context: Any) -> Any:
+        """A member built from ``NAME`` or ``NAME:ARG`` and options: ``cls.from_config(config, **context)``.
+
+        ``preset`` (``paper``, ``official``) starts from that preset's settings; ``options`` override them.
+        """
         if not isinstance(spec, str) or not spec.strip():
             raise InputError(f"expected a {self.kind} name ({', '.join(self.names())}), got {spec!r}")
         name, sep, arg = spec.strip().partition(":")
@@ -104,7 +108,7 @@ class Registry(Generic[T]):
             if field_name in options:
                 raise InputError(f"{self.kind} {spec!r}: give {field_name!r} either after ':' or as an option")
             options[field_name] = arg
-        config = make_config(cls.config_class, options, what=f"{self.kind} {name!r}")
+        config = make_config(cls.config_class, options, what=f"{self.kind} {name!r}", preset=preset)
         return cls.from_config(config, **context)
 
 
@@ -120,8 +124,19 @@ def param(default: Any = dataclasses.MISSING, *, help: str, default_factory: Any
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def make_config(config_class: type[T], options: dict[str, Any] | None, *, what: str) -> T:
+PRESET_NAMES = ("paper", "official")
+
+
+def presets_of(config_class: type) -> dict[str, dict[str, Any]]:
+    """A config class's presets: ``paper`` (as the paper defines the method) and ``official`` (as its authors'
+    released code runs it), each a dict of field values; a class without ``PRESETS`` has none."""
+    return dict(getattr(config_class, "PRESETS", {}))
+
+
+def make_config(config_class: type[T], options: dict[str, Any] | None, *, what: str, preset: str | None = None) -> T:
     """``config_class(**options)`` with unknown keys named and values checked against the field types.
+
+    ``preset`` starts from that preset's field values (options given override them).
 
     Values are coerced where it loses nothing (``"3"`` or ``3.0`` for an int field, ``1`` for a float
     field, ``"true"`` for a bool); anything else is an :class:`InputError` saying what was expected.
@@ -137,6 +152,11 @@ def make_config(config_class: type[T], options: dict[str, Any] | None, *, what: 
     readerfit.errors.InputError: demo: option 'top_n' expects an integer, got 2.5
     """
     options = dict(options or {})
+    if preset is not None:
+        presets = presets_of(config_class)
+        if preset not in presets:
+            raise InputError(f"{what}: no preset {preset!r}; presets: {', '.join(presets) or 'none'}")
+        options = {**presets[preset], **options}
     fields = {f.name: f for f in dataclasses.fields(config_class) if f.init}  # type: ignore[arg-type]
     unknown = sorted(set(options) - set(fields))
     if unknown:

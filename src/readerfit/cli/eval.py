@@ -14,6 +14,7 @@ from readerfit.eval.harness import build_eval, run_eval
 from readerfit.eval.ray import RayConfig, run_eval_ray
 from readerfit.eval.report import report_section
 from readerfit.models.specs import DEFAULT_LM
+from readerfit.registry import PRESET_NAMES
 from readerfit.report import report_after_run
 from readerfit.runs import check_out
 
@@ -36,6 +37,9 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
     p.add_argument("--option", action="append", default=[], metavar="COMPRESSOR.KEY=VALUE",
                    help="a compressor option, e.g. sentence-sim.top_n=3 (repeatable)")
     p.add_argument("--reader", default=DEFAULT_LM, help="reader LM: registered name, local directory or HF id")
+    p.add_argument("--preset", default=None, choices=list(PRESET_NAMES),
+                   help="every method as its paper defines it (paper) or as its authors' released code runs it "
+                        "(official); --option values override the preset (default: readerfit's defaults)")
     p.add_argument("--max-new-tokens", type=positive_int, default=32)
     p.add_argument("--out", default=None, help="output folder (default: runs/<data>-<settings hash>); reruns resume")
     p.add_argument("--seper", action="store_true", help="add ΔSePer of each context (vs none) to the records and table")
@@ -54,7 +58,8 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
                       format=args.format, limit=args.limit, retriever=args.retriever, corpus=args.corpus,
                       index=args.index, top_k=args.top_k, reader=args.reader, dtype=args.dtype, device=args.device,
                       max_new_tokens=args.max_new_tokens, seper=args.seper, judge=args.judge, seper_n=args.seper_n,
-                      rerank=args.rerank, rerank_top=args.rerank_top, base_url=args.base_url, api_key=args.api_key)
+                      rerank=args.rerank, rerank_top=args.rerank_top, base_url=args.base_url, api_key=args.api_key,
+                      preset=args.preset)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -38,18 +38,20 @@ def registered_compressors() -> list[str]:
     return COMPRESSORS.names()
 
 
-def build_compressor(name: str, pool: Any, *, reader: LanguageModel | str | None = None,
+def build_compressor(name: str, pool: Any, *, reader: LanguageModel | str | None = None, preset: str | None = None,
                      **options: Any) -> BaseCompressor:
     """A compressor by registered name, its models from ``pool``; ``options`` go to its config dataclass.
 
     ``reader`` is the reader LM of the pipeline the compressor serves (or its name): reader-aware
-    compressors (xcompress, xcompress-embed) score and read with it.
+    compressors (xcompress, xcompress-embed) score and read with it. ``preset``: ``paper`` or ``official``
+    (the method as its paper defines it, or as its authors' released code runs it); ``options`` override it.
 
     >>> from readerfit.models.pool import ModelPool
     >>> build_compressor("none", ModelPool()).name
     'none'
     """
-    return COMPRESSORS.build(name, options, pool=pool, reader=pool.lm(reader) if isinstance(reader, str) else reader)
+    return COMPRESSORS.build(name, options, preset=preset, pool=pool,
+                             reader=pool.lm(reader) if isinstance(reader, str) else reader)
 
 
 __all__ = ["COMPRESSORS", "BaseCompressor", "ReadsCompressed", "build_compressor", "check_inputs", "join_passages",

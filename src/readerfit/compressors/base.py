@@ -26,7 +26,9 @@ from readerfit.types import Compression, Passage, render_passage
 
 @dataclass
 class NoOptions:
-    """The config of a compressor that takes no options."""
+    """The config of a compressor that takes no options (the same under every preset)."""
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
 
 
 class BaseCompressor:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor
 from readerfit.errors import InputError, UnknownModelError, require
@@ -43,6 +43,10 @@ class LongLLMLinguaConfig:
     count toward it as in llmlingua). ``model`` is the small LM: a registered
     name, a local HF-format directory or a hub id.
     """
+
+    # llmlingua is the authors' code: its question-aware settings above are the paper's too
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
+
 
     rate: float = 0.5
     model: str = DEFAULT_LM

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -18,6 +18,10 @@ from readerfit.types import Compression, Passage
 @dataclass
 class SentenceSimConfig:
     """Keep the ``top_n`` sentences most similar to the question (cosine of ``embedder`` embeddings)."""
+
+    # a baseline with no paper or released code of its own to follow: the same under every preset
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
+
 
     top_n: int = 5
     embedder: str = "minilm"

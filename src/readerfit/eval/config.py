@@ -18,7 +18,7 @@ from typing import Any
 from readerfit.compressors import COMPRESSORS
 from readerfit.errors import InputError
 from readerfit.models.specs import DEFAULT_LM
-from readerfit.registry import make_config
+from readerfit.registry import PRESET_NAMES, make_config
 from readerfit.retrieval_utility.judge import JUDGES
 from readerfit.retrieve.index import RETRIEVERS
 from readerfit.retrieve.rerank import RERANKERS
@@ -50,6 +50,7 @@ class EvalConfig:
     rerank_top: int | None = None
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
+    preset: str | None = None  # paper | official: every method as its paper defines it / its authors' code runs it
     data_label: str | None = None  # what run.json calls the data (the demo: "demo")
 
     def __post_init__(self) -> None:
@@ -79,13 +80,16 @@ class EvalConfig:
         if self.rerank is not None and self.rerank.partition(":")[0] not in RERANKERS:
             raise InputError(f"unknown reranker {self.rerank!r}; registered: {', '.join(RERANKERS.names())} "
                              "(cross-encoder:<id or path>, lm, lm:<model>)")
+        if self.preset is not None and self.preset not in PRESET_NAMES:
+            raise InputError(f"unknown preset {self.preset!r}; expected one of {', '.join(PRESET_NAMES)}")
         if self.seper and self.judge.partition(":")[0] not in JUDGES:
             raise JUDGES.unknown(self.judge)
 
     def check_options(self) -> None:
         """Every compressor's options checked against its config dataclass (no model loads)."""
         for name in self.compressors:
-            make_config(COMPRESSORS.get(name).config_class, self.options.get(name, {}), what=f"compressor {name!r}")
+            make_config(COMPRESSORS.get(name).config_class, self.options.get(name, {}), what=f"compressor {name!r}",
+                        preset=self.preset)
 
     def settings(self) -> dict[str, Any]:
         """The run settings (``run.json``); a rerun resumes only with equal settings."""
@@ -101,6 +105,8 @@ class EvalConfig:
             settings["rerank"] = {"reranker": self.rerank, "top": self.rerank_top}
         if self.base_url:
             settings["base_url"] = self.base_url
+        if self.preset is not None:
+            settings["preset"] = self.preset
         return settings
 
     def with_absolute_paths(self) -> EvalConfig:

@@ -59,9 +59,10 @@ def build_eval(config: EvalConfig) -> EvalSetup:
     pipeline_config = PipelineConfig(top_k=config.top_k, max_new_tokens=config.max_new_tokens)
     pipelines = {name: RAGPipeline(reader=reader, retrieval=retrieval, config=pipeline_config,
                                    compressor=COMPRESSORS.build(name, config.options.get(name, {}), pool=pool,
-                                                                reader=reader))
+                                                                reader=reader, preset=config.preset))
                  for name in config.compressors}
-    hook = eval_record_hook(pool=pool, judge=config.judge, n=config.seper_n) if config.seper else None
+    hook = eval_record_hook(pool=pool, judge=config.judge, n=config.seper_n, preset=config.preset) \
+        if config.seper else None
     return EvalSetup(retrieval=retrieval, pipelines=pipelines, record_hook=hook, pool=pool)
 
 

@@ -6,13 +6,14 @@ from collections.abc import Callable
 from typing import Any
 
 from readerfit.errors import ReaderfitError
+from readerfit.registry import make_config
 from readerfit.retrieval_utility.judge import build_judge
 from readerfit.retrieval_utility.seper import SampleSet, SePer, SePerConfig
 from readerfit.types import QAExample, Record
 
 
-def eval_record_hook(*, pool: Any, judge: str = "lexical", n: int = 10, config: SePerConfig | None = None
-                     ) -> Callable[[QAExample, Record, Any], None]:
+def eval_record_hook(*, pool: Any, judge: str = "lexical", n: int = 10, preset: str | None = None,
+                     config: SePerConfig | None = None) -> Callable[[QAExample, Record, Any], None]:
     """A ``run_eval`` record hook: ΔSePer of the context the reader received vs no context.
 
     The reader of each pipeline is the generator. Adds ``delta_seper`` (soft),
@@ -21,7 +22,7 @@ def eval_record_hook(*, pool: Any, judge: str = "lexical", n: int = 10, config: 
     ``seper_error`` without failing the record. The no-context samples of an
     example are drawn once and shared by all compressors.
     """
-    cfg = config or SePerConfig(n=n, judge=judge)
+    cfg = config or make_config(SePerConfig, {"n": n, "judge": judge}, what="SePer", preset=preset)
     judge_obj = build_judge(cfg.judge, pool=pool)
     cache: dict[tuple[int, str], SampleSet] = {}
 

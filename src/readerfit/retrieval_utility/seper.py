@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from readerfit.errors import InputError, ReaderfitError
 from readerfit.models.specs import DEFAULT_LM
@@ -101,6 +101,9 @@ class SePerConfig:
     soft_entailment: str = "forward"
     seed: int | None = 0
     chat: bool = True
+
+    # paper: the method as the SePer paper defines it; official: as its authors' released code runs it
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
 
     def __post_init__(self) -> None:
         if not isinstance(self.n, int) or self.n < 1:

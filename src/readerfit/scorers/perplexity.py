@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -71,7 +71,9 @@ def perplexity(logprobs: Sequence[float]) -> float:
 
 @dataclass
 class PPLConfig:
-    """PPL takes no options."""
+    """PPL takes no options (the same under every preset)."""
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
 
 
 class PPLScorer:
@@ -131,6 +133,9 @@ def select_key_tokens(long_logprobs: Sequence[float], short_logprobs: Sequence[f
 class LongPPLConfig:
     """LongPPL settings: the paper's α, β; window None = the scaling rule; ``evaluator`` (a model name) None =
     the scored model."""
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
+
 
     alpha: float = 2.0
     beta: float = -2.0

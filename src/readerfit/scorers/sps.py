@@ -44,7 +44,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -258,6 +258,9 @@ class SPSConfig:
 
     ``source``: "embeddings" | "hidden" (bank from ``hidden_texts``) | "hidden:<file>" | "param:<parameter name>".
     """
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
+
 
     source: str = "embeddings"
     variance_ratio: float = 0.95

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any, ClassVar
 
 from readerfit.errors import InputError
 
@@ -39,6 +40,9 @@ class ExitConfig:
     ``cache_prefix`` False scores one sentence per forward pass (the slow
     reference).
     """
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
+
 
     classifier: str = "default"
     adapter: str | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from readerfit.compressors.xcompress.probes import ProbeConfig, XCompressEmbed
 from readerfit.compressors.xcompress.summary import Summary, SummaryConfig
@@ -21,6 +21,9 @@ PURPOSE = "xcompress-embed (the reader's input embeddings)"
 class XCompressEmbedConfig(SummaryConfig):
     """``xcompress-embed``: the greedy summary (as ``summary``), then probes and SPS over the reader's
     embedding sequence. Probe settings as :class:`ProbeConfig`; ``max_new_tokens`` is the summary's."""
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
+
 
     # the probe settings, their defaults taken from ProbeConfig (one source for them)
     n_probes: int = ProbeConfig.n_probes

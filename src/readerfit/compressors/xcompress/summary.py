@@ -5,7 +5,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor, join_passages
 from readerfit.errors import InputError
@@ -37,6 +37,9 @@ def question_seed(seed: int, question: str) -> int:
 @dataclass
 class SummaryConfig:
     """``summary``: one greedy summary. ``max_new_tokens`` bounds its length: 256 tokens ≈ the prompt's 200 words."""
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
+
 
     compressor: str = DEFAULT_LM
     max_new_tokens: int = 256

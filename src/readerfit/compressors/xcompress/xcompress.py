@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -59,6 +59,9 @@ class XCompressConfig(SummaryConfig):
 
     ``reader`` None scores in the pipeline's reader's space (a name picks another model).
     """
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
+
 
     reader: str | None = None
     scorer: str = "sps"
