@@ -301,18 +301,27 @@ class HFLanguageModel:
         max_new_tokens: int = 64,
         seed: int | None = None,
         num_beams: int = 1,
+        stop: Sequence[str] | None = None,
+        top_k: int | None = None,
     ) -> list[list[Generation]]:
         """``n`` continuations per prompt; token log-probs are the model's own (unprocessed) log-softmax.
 
         For n > 1 the prompt is prefilled once and its key/value cache repeated n
         times (measured 4× faster than re-prefilling per sample on long prompts).
-        EOS is not part of the returned tokens.
+        EOS is not part of the returned tokens. ``stop``: strings that end a
+        continuation (cut before the first one; the tokens kept are those that end
+        before it). ``top_k``: sample from the k likeliest tokens (default: all).
         """
         if n < 1:
             raise InputError(f"n must be >= 1, got {n}")
         if temperature < 0 or max_new_tokens < 1:
             raise InputError(f"expected temperature >= 0 and max_new_tokens >= 1, got {temperature}, {max_new_tokens}")
         sample = temperature > 0
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
+            raise InputError(f"top_k must be a non-negative integer (0 = all tokens), got {top_k!r}")
+        stops = [s for s in (stop or ()) if s]
+        if isinstance(stop, str) or not all(isinstance(s, str) for s in stops):
+            raise InputError(f"stop must be a list of strings, got {stop!r}")
         if not sample and n > 1 and num_beams < n:
             raise InputError(f"n={n} greedy continuations would be identical; set temperature > 0 or num_beams >= n")
         results: list[list[Generation]] = []
@@ -326,12 +335,13 @@ class HFLanguageModel:
                 results.append(
                     self._generate_one(ids, n=n, sample=sample, temperature=temperature, top_p=top_p,
                                        repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens,
-                                       num_beams=num_beams)
+                                       num_beams=num_beams, stop=stops, top_k=top_k)
                 )
         return results
 
     def _generate_one(self, ids: list[int], *, n: int, sample: bool, temperature: float, top_p: float,
-                      repetition_penalty: float, max_new_tokens: int, num_beams: int) -> list[Generation]:
+                      repetition_penalty: float, max_new_tokens: int, num_beams: int, stop: list[str],
+                      top_k: int | None) -> list[Generation]:
         from transformers import DynamicCache
 
         input_ids = torch.tensor([ids], device=self.device)
@@ -344,13 +354,15 @@ class HFLanguageModel:
             pad_token_id=self.tokenizer.pad_token_id,
         )
         if sample:
-            kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
+            kwargs.update(temperature=temperature, top_p=top_p, top_k=0 if top_k is None else top_k)
         else:
             kwargs.update(temperature=None, top_p=None, top_k=None)
+        if stop:  # ends a row early; the text is cut below either way
+            kwargs.update(stop_strings=list(stop), tokenizer=self.tokenizer)
         if num_beams > 1:
             kwargs.update(num_beams=num_beams, num_return_sequences=n, output_logits=False, output_scores=True)
             out = self.model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
-            return self._beam_generations(input_ids, out, n)
+            return [self._cut_at_stop(g, stop) for g in self._beam_generations(input_ids, out, n)]
         if n > 1 and len(ids) > 1:
             # Shared prefill: the cache of all prompt tokens but the last, repeated n times.
             cache = DynamicCache()
@@ -373,9 +385,25 @@ class HFLanguageModel:
                     break
                 toks.append(tok)
                 lps.append(float(logp[row, t, tok]))
-            gens.append(Generation(text=self.tokenizer.decode(toks, skip_special_tokens=True).strip(),
-                                   token_ids=toks, token_logprobs=lps))
+            gens.append(self._cut_at_stop(Generation(text=self.tokenizer.decode(toks, skip_special_tokens=True).strip(),
+                                                     token_ids=toks, token_logprobs=lps), stop))
         return gens
+
+    def _cut_at_stop(self, gen: Generation, stop: Sequence[str]) -> Generation:
+        """``gen`` cut before the first stop string; its tokens: those whose text ends before the cut."""
+        if not stop:
+            return gen
+        text = self.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
+        cut = min((i for s in stop if (i := text.find(s)) >= 0), default=None)
+        if cut is None:
+            return gen
+        keep = 0
+        for k in range(1, len(gen.token_ids) + 1):
+            if len(self.tokenizer.decode(gen.token_ids[:k], skip_special_tokens=True)) > cut:
+                break
+            keep = k
+        return Generation(text=text[:cut].strip(), token_ids=gen.token_ids[:keep],
+                          token_logprobs=gen.token_logprobs[:keep])
 
     def _beam_generations(self, input_ids: torch.Tensor, out: Any, n: int) -> list[Generation]:
         """Beam candidates; their token log-probs are re-scored with one forward pass each."""

@@ -51,8 +51,14 @@ class LanguageModel(Protocol):
         repetition_penalty: float = 1.0,
         max_new_tokens: int = 64,
         seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        top_k: int | None = None,
     ) -> list[list[Generation]]:
-        """``n`` continuations per prompt (greedy when temperature is 0), with token log-probs."""
+        """``n`` continuations per prompt (greedy when temperature is 0), with token log-probs.
+
+        ``stop``: strings that end a continuation (cut before the first); ``top_k``: sample among the
+        k likeliest tokens (None: the backend's default, all tokens).
+        """
         ...
 
     def next_token_probs(self, prompts: Sequence[Prompt], candidates: Sequence[str]) -> list[CandidateProbs]:

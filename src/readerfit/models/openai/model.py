@@ -164,12 +164,15 @@ class OpenAILanguageModel:
         repetition_penalty: float = 1.0,
         max_new_tokens: int = 64,
         seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        top_k: int | None = None,
     ) -> list[list[Generation]]:
         """``n`` continuations per prompt, one request each (``n`` inside it), with the server's token log-probs.
 
         ``repetition_penalty`` other than 1 is sent as vLLM's ``repetition_penalty`` (llama.cpp:
         ``repeat_penalty``); OpenAI's own API has no such parameter. A trailing end-of-sequence
-        token the server reports is left out, as in the transformers backend.
+        token the server reports is left out, as in the transformers backend. ``stop`` is sent as the
+        API's ``stop``; ``top_k`` as vLLM's and llama.cpp's ``top_k`` (OpenAI's own API has none).
         """
         if n < 1:
             raise InputError(f"n must be >= 1, got {n}")
@@ -183,6 +186,14 @@ class OpenAILanguageModel:
                                 "max_tokens": max_new_tokens}
         if seed is not None:
             body["seed"] = seed
+        if stop:
+            if isinstance(stop, str) or not all(isinstance(x, str) and x for x in stop):
+                raise InputError(f"stop must be a list of non-empty strings, got {stop!r}")
+            body["stop"] = list(stop)
+        if top_k is not None:
+            if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+                raise InputError(f"top_k must be a non-negative integer, got {top_k!r}")
+            body["top_k"] = top_k
         if repetition_penalty != 1.0:
             key = "repeat_penalty" if self.server.flavour() == "llamacpp" else "repetition_penalty"
             body[key] = repetition_penalty
