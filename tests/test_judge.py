@@ -14,10 +14,9 @@ from readerfit.retrieval_utility.judge import (
     JudgeError,
     LexicalJudge,
     LMJudge,
-    NLIJudge,
     build_judge,
-    entailment_index,
 )
+from readerfit.retrieval_utility.nli import NLIJudge, entailment_index
 
 
 # ----- lexical ----------------------------------------------------------------------------------

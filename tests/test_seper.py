@@ -298,14 +298,15 @@ def test_seper_cli_json_contract(capsys, tmp_path, tiny_lm_dir):
     out = capsys.readouterr().out
     assert code == 0
     result = json.loads(out.strip().splitlines()[-1])
-    assert {"seper_without", "seper_with", "delta"} <= set(result)
-    assert result["delta"] == pytest.approx(result["seper_with"] - result["seper_without"])
+    assert set(result) == {"without", "with", "delta", "preset"} and result["preset"] is None
+    for key in ("soft", "hard"):
+        assert result["delta"][key] == pytest.approx(result["with"][key] - result["without"][key])
     assert "ΔSePer" in out
     code = main(["seper", "--question", "who wrote the book?", "--answers", "Anna", "--generator", str(tiny_lm_dir),
-                 "-n", "2", "--max-new-tokens", "3", "--device", "cpu", "--mode", "hard", "--json"])
+                 "-n", "2", "--max-new-tokens", "3", "--device", "cpu", "--preset", "official", "--json"])
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert code == 0 and result["seper_with"] is None and result["delta"] is None and result["mode"] == "hard"
-    assert 0.0 <= result["seper_without"] <= 1.0
+    assert code == 0 and result["with"] is None and result["delta"] is None and result["preset"] == "official"
+    assert 0.0 <= result["without"]["soft"] <= 1.0 and 0.0 <= result["without"]["hard"] <= 1.0
     code = main(["seper", "--question", "q?", "--answers", "A", "--context", str(tmp_path / "absent.txt"),
                  "--generator", str(tiny_lm_dir)])
     assert code == 2 and "absent.txt" in capsys.readouterr().err

@@ -1,9 +1,12 @@
 """``readerfit seper``: SePer of an answer without and with a context, and ΔSePer.
 
     readerfit seper --question "Who wrote Hamlet?" --answers Shakespeare "William Shakespeare" \
-        --context passage.txt [--generator smollm2-135m] [--judge lexical] [-n 10] [--json]
+        --context passage.txt [--generator smollm2-135m] [--judge lexical] [-n 10] [--preset paper|official] [--json]
+    readerfit seper --question Q --answers A [A ...] --responses FILE [--context-responses FILE] [--judge J] \
+        [--preset P] --json        # responses generated elsewhere: no sampling, no generator loaded
 
-Models load in :func:`run`.
+``--json`` prints ``{"without": {"soft", "hard"}, "with": {...} or null, "delta": {...} or null, "preset"}``
+as the last line. Models load in :func:`run`.
 """
 
 from __future__ import annotations
@@ -12,13 +15,21 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from readerfit.cli.options import add_model_args, emit, finite_float, positive_int
 from readerfit.errors import InputError
 from readerfit.io import markdown_table
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
-from readerfit.retrieval_utility.seper import SePer, SePerResult
+from readerfit.retrieval_utility.belief import SePerResult
+from readerfit.retrieval_utility.config import PRESET_CHOICES
+from readerfit.retrieval_utility.responses import read_responses
+from readerfit.retrieval_utility.seper import DeltaSePer, SePer, seper_json
+
+# flag -> SePerConfig field; a flag left out keeps the preset's (or readerfit's default) value
+CONFIG_FLAGS = {"samples": "n", "max_new_tokens": "max_new_tokens", "temperature": "temperature", "top_k": "top_k",
+                "likelihood": "likelihood", "reference_agg": "reference_agg", "threshold": "threshold", "seed": "seed"}
 
 
 def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
@@ -26,18 +37,29 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
     p.add_argument("--answers", nargs="+", required=True, help="reference answers (first = canonical)")
     p.add_argument("--context", default=None, help="file holding the retrieved context ('-' reads stdin); "
                    "without it only the no-context SePer is computed")
+    p.add_argument("--responses", default=None,
+                   help="JSONL of responses generated elsewhere, without context: {\"text\", \"logprob\"[, \"n_tokens\"]} "
+                        "or {\"text\", \"token_logprobs\"} per line; nothing is sampled")
+    p.add_argument("--context-responses", default=None,
+                   help="JSONL of the responses generated with the context (with --responses): gives ΔSePer")
+    p.add_argument("--preset", default=None, choices=list(PRESET_CHOICES),
+                   help="SePer as the paper defines it (paper) or as its authors' released code runs it (official); "
+                        "flags given override it (default: readerfit's defaults)")
     p.add_argument("--generator", default=DEFAULT_LM, help="generator LM: registered name, local directory or HF id")
     p.add_argument("--judge", default="lexical", help="lexical | nli:<id or path> | lm:<model> (default lexical)")
-    p.add_argument("-n", "--samples", type=positive_int, default=10, help="sampled responses per condition (10)")
-    p.add_argument("--max-new-tokens", type=positive_int, default=32)
-    p.add_argument("--temperature", type=finite_float, default=1.0)
-    p.add_argument("--likelihood", choices=["mean", "sum", "uniform"], default="mean",
-                   help="sample weights: softmax of mean token log-lik (released code), of summed log-lik, or 1/N")
-    p.add_argument("--reference-agg", choices=["mean", "max"], default="mean", help="over several references")
-    p.add_argument("--threshold", type=finite_float, default=0.5, help="entailment threshold τ (hard SePer)")
-    p.add_argument("--mode", choices=["soft", "hard"], default="soft", help="the SePer variant the JSON reports")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--show-samples", action="store_true", help="print the sampled responses and their weights")
+    p.add_argument("-n", "--samples", type=positive_int, default=None, help="sampled responses per condition (10)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=None, help="(32; paper 512, official 128)")
+    p.add_argument("--temperature", type=finite_float, default=None, help="(1.0)")
+    p.add_argument("--top-k", type=positive_int, default=None, help="sample among the k likeliest tokens "
+                   "(default all; official 50)")
+    p.add_argument("--likelihood", choices=["mean", "sum", "uniform"], default=None,
+                   help="sample weights: softmax of mean token log-lik (default, released code), of summed log-lik "
+                        "(paper), or 1/N")
+    p.add_argument("--reference-agg", choices=["mean", "max"], default=None,
+                   help="over several references (mean; official max)")
+    p.add_argument("--threshold", type=finite_float, default=None, help="entailment threshold τ (0.5)")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed (0)")
+    p.add_argument("--show-samples", action="store_true", help="print the responses and their weights")
     add_model_args(p)
 
 
@@ -54,18 +76,37 @@ def _read_context(path: str) -> str:
     return text
 
 
-def run(args: argparse.Namespace) -> int:
-    context = _read_context(args.context) if args.context else None
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    return {field: getattr(args, flag) for flag, field in CONFIG_FLAGS.items() if getattr(args, flag) is not None}
+
+
+def _score(args: argparse.Namespace) -> SePerResult | DeltaSePer:
+    if args.context_responses and not args.responses:
+        raise InputError("--context-responses goes with --responses (the responses without the context)")
     pool = ModelPool(device=args.device, dtype=args.dtype)
-    seper = SePer.from_pool(pool, generator=args.generator, judge=args.judge, n=args.samples,
-                            max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                            likelihood=args.likelihood, reference_agg=args.reference_agg, threshold=args.threshold,
-                            seed=args.seed)
+    if args.responses:
+        if args.context:
+            raise InputError("give either --context (sample here) or --responses/--context-responses (given), not both")
+        given = read_responses(args.responses)
+        with_context = read_responses(args.context_responses) if args.context_responses else None
+        seper = SePer.from_pool(pool, judge=args.judge, preset=args.preset, load_generator=False, **_options(args))
+        return seper.score_responses(args.question, args.answers, given.generations,
+                                     context_responses=None if with_context is None else with_context.generations,
+                                     token_counts=given.token_counts and (with_context is None
+                                                                          or with_context.token_counts))
+    context = _read_context(args.context) if args.context else None
+    seper = SePer.from_pool(pool, generator=args.generator, judge=args.judge, preset=args.preset, **_options(args))
     if context is None:
-        without, with_ctx = seper.seper(args.question, args.answers), None
+        return seper.seper(args.question, args.answers)
+    return seper.delta(args.question, args.answers, context)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = _score(args)
+    if isinstance(result, DeltaSePer):
+        without, with_ctx = result.without, result.with_context
     else:
-        d = seper.delta(args.question, args.answers, context)
-        without, with_ctx = d.without, d.with_context
+        without, with_ctx = result, None
     rows = []
     for label, r in (("without context", without), ("with context", with_ctx)):
         if r is not None:
@@ -77,16 +118,12 @@ def run(args: argparse.Namespace) -> int:
                ("entropy", "entropy", ".3f"), ("semantic_entropy", "sem. entropy", ".3f"),
                ("contains", "contains", ".2f")]
     table = markdown_table(rows, columns)
+    if args.preset:
+        table += f"\n\npreset: {args.preset}"
     if args.show_samples:
         for label, r in (("without", without), ("with", with_ctx)):
             if r is not None:
                 table += f"\n\nsamples {label} context (weight, cluster):\n" + "\n".join(
                     f"  {w:.3f} [{c}] {t!r}" for t, w, c in zip(r.responses, r.weights, r.clusters))
-    def value(r: SePerResult) -> float:
-        return r.soft if args.mode == "soft" else r.hard
-
-    result = {"seper_without": value(without), "seper_with": None if with_ctx is None else value(with_ctx),
-              "delta": None if with_ctx is None else value(with_ctx) - value(without),
-              "mode": args.mode, "n": args.samples, "generator": args.generator, "judge": seper.judge.name}
-    emit(result, table, as_json=args.json)
+    emit(seper_json(result, preset=args.preset), table, as_json=args.json)
     return 0

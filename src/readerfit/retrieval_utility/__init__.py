@@ -14,7 +14,8 @@ from readerfit.retrieval_utility.entropy import (
     softmax_weights,
 )
 from readerfit.retrieval_utility.judge import JUDGES, Judge, build_judge
-from readerfit.retrieval_utility.seper import DeltaSePer, SampleSet, SePer, SePerConfig
+from readerfit.retrieval_utility.responses import parse_responses, read_responses
+from readerfit.retrieval_utility.seper import DeltaSePer, SampleSet, SePer, SePerConfig, seper_json
 
 __all__ = [
     "JUDGES",
@@ -27,9 +28,12 @@ __all__ = [
     "SePerResult",
     "cluster_assignment_entropy",
     "greedy_clusters",
+    "parse_responses",
     "predictive_entropy",
+    "read_responses",
     "sample_weights",
     "semantic_entropy",
     "seper_from_judgments",
+    "seper_json",
     "softmax_weights",
 ]

@@ -20,9 +20,15 @@ from readerfit.retrieval_utility.entropy import (
     semantic_entropy,
     softmax_weights,
 )
+from readerfit.retrieval_utility.judge import Relation
 from readerfit.types import Generation
 
 LIKELIHOODS = ("mean", "sum", "uniform")
+REFERENCE_AGGS = ("mean", "max")
+SOFT_ENTAILMENTS = ("forward", "max", "min", "mean")
+DECISIONS = ("threshold", "argmax")
+ANSWER_MATCHES = ("equivalent", "loose")
+HARD_REFERENCES = ("each", "any")
 
 
 @dataclass
@@ -76,14 +82,31 @@ def seper_from_judgments(
     references: Sequence[str],
     entail: Callable[[str, str], float],
     *,
+    relation: Callable[[str, str], Relation] | None = None,
     threshold: float = 0.5,
     reference_agg: str = "mean",
     soft_entailment: str = "forward",
+    decision: str = "threshold",
+    answer_match: str = "equivalent",
+    hard_reference: str = "each",
+    cluster_assign: str = "first",
 ) -> SePerResult:
     """SePer soft and hard from responses, their weights and an entailment lookup ``entail(x, y)``.
 
     ``entail`` is only asked about distinct, non-empty texts; identical texts
     entail each other (1.0) and an empty text entails / is entailed by nothing (0.0).
+    ``relation(x, y)`` gives (entailment, neutral, contradiction) for ``decision="argmax"``
+    and ``answer_match="loose"`` (default: (E, 1 − E, 0), a judge with no contradiction class).
+
+    * x entails y: E(x ⊢ y) ≥ τ (``decision="threshold"``) or the relation's most likely class is
+      entailment (``"argmax"``; ties go to contradiction, then neutral); x ≡ y: x entails y and y entails x.
+    * soft, per reference a: Σ_i ℓ_i · k(r_i, a), k = E(r ⊢ a) (``soft_entailment="forward"``), or
+      max / min / mean of E(r ⊢ a) and E(a ⊢ r).
+    * hard, per reference a: the mass of the clusters whose first member matches a: ≡ a
+      (``answer_match="equivalent"``), or "loose": neither direction is a contradiction and not both
+      are neutral (i.e. at least one direction entails).
+    * several references: ``reference_agg`` (mean or max) of the per-reference values; with
+      ``hard_reference="any"`` hard is instead the mass of the clusters that match any reference.
 
     >>> table = {("Paris", "paris, france"): 1.0, ("paris, france", "Paris"): 1.0}
     >>> r = seper_from_judgments(["Paris", "Lyon"], [0.7, 0.3], ["paris, france"], lambda x, y: table.get((x, y), 0.0))
@@ -99,6 +122,12 @@ def seper_from_judgments(
     total = float(sum(weights))
     if not total > 0 or any(not math.isfinite(w) or w < 0 for w in weights):
         raise InputError(f"weights must be finite, non-negative, with a positive sum; got {list(weights)}")
+    for name, value, allowed in (("reference_agg", reference_agg, REFERENCE_AGGS),
+                                 ("soft_entailment", soft_entailment, SOFT_ENTAILMENTS),
+                                 ("decision", decision, DECISIONS), ("answer_match", answer_match, ANSWER_MATCHES),
+                                 ("hard_reference", hard_reference, HARD_REFERENCES)):
+        if value not in allowed:
+            raise InputError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
     w = [float(x) / total for x in weights]
 
     def E(x: str, y: str) -> float:
@@ -108,10 +137,29 @@ def seper_from_judgments(
             return 1.0
         return float(entail(x, y))
 
-    def equivalent(x: str, y: str) -> bool:
-        return x == y or (E(x, y) >= threshold and E(y, x) >= threshold)
+    def label(x: str, y: str) -> int:  # 0 contradiction, 1 neutral, 2 entailment
+        if not x or not y:
+            return 1
+        if x == y:
+            return 2
+        ent, neu, con = relation(x, y) if relation is not None else (E(x, y), 1.0 - E(x, y), 0.0)
+        return max(range(3), key=lambda k: ((con, neu, ent)[k], -k))  # the first of equal maxima
 
-    clusters = greedy_clusters(len(texts), lambda rep, i: equivalent(texts[rep], texts[i]))
+    def entails(x: str, y: str) -> bool:
+        return label(x, y) == 2 if decision == "argmax" else E(x, y) >= threshold
+
+    def equivalent(x: str, y: str) -> bool:
+        return x == y or (entails(x, y) and entails(y, x))
+
+    def loose(x: str, y: str) -> bool:
+        if x == y:
+            return True
+        if not x or not y:
+            return False
+        return label(x, y) != 0 and label(y, x) != 0 and (entails(x, y) or entails(y, x))
+
+    matches = equivalent if answer_match == "equivalent" else loose
+    clusters = greedy_clusters(len(texts), lambda rep, i: equivalent(texts[rep], texts[i]), assign=cluster_assign)
     masses = cluster_masses(clusters, w)
     reps: dict[int, str] = {}
     for i, c in enumerate(clusters):
@@ -122,14 +170,14 @@ def seper_from_judgments(
         if soft_entailment == "forward":
             return fwd
         back = E(a, r)
-        return min(fwd, back) if soft_entailment == "min" else (fwd + back) / 2
+        return {"max": max, "min": min}.get(soft_entailment, lambda u, v: (u + v) / 2)(fwd, back)
 
-    soft_per, hard_per = [], []
-    for a in refs:
-        soft_per.append(sum(wi * soft_score(r, a) for wi, r in zip(w, texts)))
-        hard_per.append(sum(m for c, m in masses.items() if reps[c] and equivalent(reps[c], a)))
+    matched = {c: [bool(reps[c]) and matches(reps[c], a) for a in refs] for c in masses}
+    soft_per = [sum(wi * soft_score(r, a) for wi, r in zip(w, texts)) for a in refs]
+    hard_per = [sum(m for c, m in masses.items() if matched[c][j]) for j in range(len(refs))]
     agg = max if reference_agg == "max" else (lambda v: sum(v) / len(v))
-    return SePerResult(soft=float(agg(soft_per)), hard=float(agg(hard_per)), soft_per_reference=soft_per,
+    hard = sum(m for c, m in masses.items() if any(matched[c])) if hard_reference == "any" else agg(hard_per)
+    return SePerResult(soft=float(agg(soft_per)), hard=float(hard), soft_per_reference=soft_per,
                        hard_per_reference=hard_per, responses=texts, weights=w, clusters=clusters)
 
 

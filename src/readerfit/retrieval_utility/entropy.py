@@ -60,23 +60,35 @@ def predictive_entropy(scores: Sequence[float]) -> float:
     return -sum(values) / len(values)
 
 
-def greedy_clusters(n: int, equivalent: Callable[[int, int], bool]) -> list[int]:
-    """Cluster ids for items 0..n-1: each item joins the first cluster whose *first member* it is equivalent to.
+def greedy_clusters(n: int, equivalent: Callable[[int, int], bool], *, assign: str = "first") -> list[int]:
+    """Cluster ids for items 0..n-1 by Kuhn et al.'s bidirectional-entailment clustering.
 
-    This is Kuhn et al.'s bidirectional-entailment clustering. Where the judge
-    is not transitive (a ≡ b, b ≡ c, a ≢ c) the result depends on the order:
-    [a, b, c] gives {a, b}, {c}; [b, a, c] gives {b, a, c}. ``equivalent(rep,
-    item)`` is called only for cluster representatives.
+    An item that is equivalent to no earlier cluster's *first member* starts a
+    cluster. Any other item joins the first such cluster (``assign="first"``)
+    or the last (``assign="last"``): the released SePer and semantic-entropy
+    code compares each new cluster's first member with every later item and
+    overwrites earlier ids, so there the last wins. The two differ only where
+    the judge is not transitive (a ≡ b, b ≡ c, a ≢ c), where the result also
+    depends on the order: [a, b, c] gives {a, b}, {c}; [b, a, c] gives {b, a, c}.
+    ``equivalent(rep, item)`` is called only for cluster representatives.
+
+    >>> eq = lambda rep, i: {rep, i} in ({0, 2}, {1, 2})
+    >>> greedy_clusters(3, eq), greedy_clusters(3, eq, assign="last")
+    ([0, 1, 0], [0, 1, 1])
     """
     if n < 0:
         raise InputError(f"n must be >= 0, got {n}")
+    if assign not in ("first", "last"):
+        raise InputError(f"assign must be 'first' or 'last', got {assign!r}")
     reps: list[int] = []
     ids: list[int] = []
     for i in range(n):
-        for c, rep in enumerate(reps):
-            if equivalent(rep, i):
-                ids.append(c)
-                break
+        if assign == "last":
+            matches = [c for c, rep in enumerate(reps) if equivalent(rep, i)]
+        else:
+            matches = next(([c] for c, rep in enumerate(reps) if equivalent(rep, i)), [])
+        if matches:
+            ids.append(matches[-1])
         else:
             reps.append(i)
             ids.append(len(reps) - 1)

@@ -23,6 +23,13 @@ without asking the model), identical (question, premise, hypothesis) triples
 are scored once per call (``dedupe=False`` turns that off, for benchmarks),
 and a backend's output is checked (count, finite, within [0, 1]).
 
+:meth:`Judge.relations` gives the three NLI relations (entailment, neutral,
+contradiction) per pair, which the released SePer code's "loose" matching and
+argmax decisions need. An NLI model gives its own three probabilities; a judge
+with one score (lexical, LM) has no contradiction class, so "not entailed" is
+neutral: (E, 1 − E, 0). Under "loose" matching such a judge therefore matches
+when x entails y or y entails x. An empty text: (0, 1, 0).
+
 >>> judge = build_judge("lexical")
 >>> judge.entails(["It is Paris, France.", "Lyon"], ["paris", "paris"], question="Capital of France?")
 [1.0, 0.0]
@@ -35,20 +42,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
-from readerfit.errors import ContextLengthError, InputError, ReaderfitError, UnknownModelError
-from readerfit.models.device import auto_device, resolve_dtype
+from readerfit.errors import InputError, ReaderfitError
 from readerfit.models.lm import LanguageModel
-from readerfit.models.specs import DEFAULT_LM, resolve
+from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import Registry
 from readerfit.text.normalize import normalize_answer
 
 Triple = tuple[str, str, str]  # (question, premise, hypothesis)
+Relation = tuple[float, float, float]  # (P(entailment), P(neutral), P(contradiction))
+NO_RELATION: Relation = (0.0, 1.0, 0.0)  # an empty text: neither entailed nor contradicted
 
 JUDGES: Registry[Any] = Registry("judge")
 JUDGES.register("lexical", "readerfit.retrieval_utility.judge:LexicalJudge", help="lexical[:substring|word]")
-JUDGES.register("nli", "readerfit.retrieval_utility.judge:NLIJudge", help="nli:<hub id or local directory>")
+JUDGES.register("nli", "readerfit.retrieval_utility.nli:NLIJudge", help="nli:<hub id or local directory>")
 JUDGES.register("lm", "readerfit.retrieval_utility.judge:LMJudge",
                 help="lm:<registered LM, local directory or hub id>")
 
@@ -83,6 +89,26 @@ class Judge:
 
         ``question`` is one question for all pairs, one per pair, or None.
         """
+        return self._run(premises, hypotheses, question, score=self._score, empty=0.0, check=self._check,
+                         convert=float)
+
+    def relations(
+        self,
+        premises: Sequence[str],
+        hypotheses: Sequence[str],
+        *,
+        question: str | Sequence[str] | None = None,
+    ) -> list[Relation]:
+        """(P(entailment), P(neutral), P(contradiction)) of premise_i → hypothesis_i, in input order.
+
+        >>> build_judge("lexical").relations(["Paris, France", "Lyon"], ["Paris", "Paris"])
+        [(1.0, 0.0, 0.0), (0.0, 1.0, 0.0)]
+        """
+        return self._run(premises, hypotheses, question, score=self._relations, empty=NO_RELATION,
+                         check=self._check_relations, convert=lambda r: tuple(float(x) for x in r))
+
+    def _run(self, premises: Sequence[str], hypotheses: Sequence[str], question: str | Sequence[str] | None, *,
+             score: Any, empty: Any, check: Any, convert: Any) -> list[Any]:
         if isinstance(premises, str) or isinstance(hypotheses, str):
             raise InputError("premises and hypotheses must be sequences of strings, not a single string")
         premises, hypotheses = list(premises), list(hypotheses)
@@ -105,17 +131,18 @@ class Judge:
         todo = [t for t in triples if t[1] and t[2]]
         if self.dedupe:
             todo = list(dict.fromkeys(todo))
-        scores: dict[Triple, float] = {}
+        scores: dict[Triple, Any] = {}
         if todo:
-            got = self._score(todo)
-            self._check(got, len(todo))
+            got = score(todo)
+            check(got, len(todo))
+            got = [convert(x) for x in got]
             self.pairs_scored += len(todo)
             if self.dedupe:
-                scores = dict(zip(todo, (float(s) for s in got)))
+                scores = dict(zip(todo, got))
             else:
-                it = iter(float(s) for s in got)
-                return [next(it) if (t[1] and t[2]) else 0.0 for t in triples]
-        return [scores[t] if (t[1] and t[2]) else 0.0 for t in triples]
+                it = iter(got)
+                return [next(it) if (t[1] and t[2]) else empty for t in triples]
+        return [scores[t] if (t[1] and t[2]) else empty for t in triples]
 
     def _check(self, got: Any, expected: int) -> None:
         try:
@@ -127,6 +154,17 @@ class Judge:
         for v in values:
             if not isinstance(v, (int, float)) or not math.isfinite(v) or not -1e-6 <= v <= 1 + 1e-6:
                 raise JudgeError(f"judge {self.name!r} returned {v!r}; expected a number in [0, 1]")
+
+    def _check_relations(self, got: Any, expected: int) -> None:
+        values = list(got)
+        if len(values) != expected:
+            raise JudgeError(f"judge {self.name!r} returned {len(values)} relations for {expected} pairs")
+        for v in values:
+            if not (isinstance(v, tuple) and len(v) == 3):
+                raise JudgeError(f"judge {self.name!r} returned {v!r}; expected (entailment, neutral, contradiction)")
+            self._check(list(v), 3)
+            if abs(sum(v) - 1.0) > 1e-4:
+                raise JudgeError(f"judge {self.name!r} returned relations {v!r} that do not sum to 1")
 
     def equivalent(
         self, xs: Sequence[str], ys: Sequence[str], *, question: str | None = None, threshold: float = 0.5
@@ -140,6 +178,14 @@ class Judge:
     def _score(self, triples: list[Triple]) -> list[float]:
         """E for each (question, premise, hypothesis); texts are stripped and non-empty."""
         raise NotImplementedError
+
+    def _relations(self, triples: list[Triple]) -> list[Relation]:
+        """Relations for a judge with one score: without a contradiction class, "not entailed" is neutral."""
+        out = []
+        for e in self._score(triples):
+            e = min(1.0, max(0.0, float(e)))
+            out.append((e, 1.0 - e, 0.0))
+        return out
 
 
 @dataclass
@@ -180,126 +226,6 @@ class LexicalJudge(Judge):
                 out.append(float(h in p))
             else:
                 out.append(float(f" {h} " in f" {p} "))
-        return out
-
-
-def entailment_index(id2label: dict[Any, str], *, model: str = "") -> int:
-    """The class index whose label names entailment (case-insensitive "entail", not "not_entailment").
-
-    >>> entailment_index({0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"})
-    2
-    """
-    hits = []
-    for key, label in (id2label or {}).items():
-        low = str(label).lower().replace("-", "_").replace(" ", "_")
-        if "entail" in low and not low.startswith(("not", "non")):
-            hits.append(int(key))
-    if len(hits) != 1:
-        raise InputError(
-            f"NLI model {model!r}: cannot tell the entailment class from config.id2label={dict(id2label or {})}; "
-            "expected exactly one label containing 'entail' (an MNLI-style model)"
-        )
-    return hits[0]
-
-
-@dataclass
-class NLIConfig:
-    model: str = ""
-    batch_size: int = 16
-    with_question: bool = True
-    dtype: str = "float32"
-    device: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.model.strip():
-            raise InputError("the NLI judge needs a model: nli:<hub id or local directory>, "
-                             "e.g. nli:microsoft/deberta-v2-xlarge-mnli")
-
-
-class NLIJudge(Judge):
-    """An MNLI-style sequence classifier; E = P(entailment | premise, hypothesis).
-
-    With a question (SePer's use), the pair is ("question response",
-    "question answer"), as in the paper. Inputs longer than the model's
-    maximum length raise :class:`ContextLengthError` (never truncated).
-
-    >>> judge = NLIJudge("microsoft/deberta-v2-xlarge-mnli")          # doctest: +SKIP
-    >>> judge.entails(["Paris"], ["The capital is Paris"], question="Capital of France?")  # doctest: +SKIP
-    """
-
-    config_class = NLIConfig
-    spec_field = "model"
-
-    def __init__(
-        self,
-        name_or_path: str,
-        *,
-        device: str | None = None,
-        batch_size: int = 16,
-        with_question: bool = True,
-        dtype: str = "float32",
-        dedupe: bool = True,
-    ) -> None:
-        super().__init__(dedupe=dedupe)
-        if not isinstance(name_or_path, str) or not name_or_path.strip():
-            raise InputError("the NLI judge needs a model: nli:<hub id or local directory>")
-        if batch_size < 1:
-            raise InputError(f"batch_size must be >= 1, got {batch_size}")
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        source = resolve(name_or_path, "nli").path()
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(source)
-            self.model = AutoModelForSequenceClassification.from_pretrained(
-                source, dtype=resolve_dtype(dtype), use_safetensors=True)
-        except (OSError, ValueError) as err:  # transformers raises either for missing or unusable files
-            raise UnknownModelError(
-                f"could not load NLI model {name_or_path!r} (offline machines need a local directory with "
-                f"safetensors weights): {err}"
-            ) from err
-        self.name = f"nli:{name_or_path}"
-        self.entail_index = entailment_index(self.model.config.id2label, model=name_or_path)
-        self.device = auto_device(device)
-        self.model.to(self.device).eval()
-        self.batch_size = batch_size
-        self.with_question = with_question
-        limits = [getattr(self.model.config, "max_position_embeddings", None),
-                  getattr(self.tokenizer, "model_max_length", None)]
-        self.max_length = min(int(v) for v in limits if isinstance(v, int) and 0 < v < 1_000_000) if any(
-            isinstance(v, int) and 0 < v < 1_000_000 for v in limits) else None
-
-    @classmethod
-    def from_config(cls, config: NLIConfig, *, pool: Any = None, dedupe: bool = True) -> NLIJudge:
-        device = config.device if config.device is not None else (pool.device if pool is not None else None)
-        return cls(config.model, device=device, batch_size=config.batch_size, with_question=config.with_question,
-                   dtype=config.dtype, dedupe=dedupe)
-
-    def _texts(self, triple: Triple) -> tuple[str, str]:
-        q, p, h = triple
-        if self.with_question and q:
-            return f"{q} {p}", f"{q} {h}"
-        return p, h
-
-    def _score(self, triples: list[Triple]) -> list[float]:
-        pairs = [self._texts(t) for t in triples]
-        lengths = []
-        for i, (a, b) in enumerate(pairs):
-            n = len(self.tokenizer(a, b)["input_ids"])
-            if self.max_length is not None and n > self.max_length:
-                raise ContextLengthError(
-                    f"NLI pair {i} has {n} tokens, more than {self.name!r} takes ({self.max_length}); shorten the texts"
-                )
-            lengths.append(n)
-        out: list[float] = [0.0] * len(pairs)
-        order = sorted(range(len(pairs)), key=lambda i: lengths[i])
-        with torch.inference_mode():
-            for start in range(0, len(order), self.batch_size):
-                batch = order[start : start + self.batch_size]
-                enc = self.tokenizer([pairs[i][0] for i in batch], [pairs[i][1] for i in batch],
-                                     padding=True, return_tensors="pt").to(self.device)
-                probs = torch.softmax(self.model(**enc).logits.float(), dim=-1)[:, self.entail_index].cpu()
-                for row, i in enumerate(batch):
-                    out[i] = float(probs[row])
         return out
 
 

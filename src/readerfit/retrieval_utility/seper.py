@@ -6,7 +6,9 @@ Perplexity Reduction", ICLR 2025.
 For a question q, references A* and a context D (or none):
 
 1. Sample N responses r_1..r_N from the generator M (temperature 1.0) with the
-   paper's prompt (Appendix D.5), each with its token log-probabilities.
+   paper's prompt (Appendix D.5), each with its token log-probabilities; or take
+   N responses generated elsewhere (:meth:`SePer.score_responses`). An empty or
+   whitespace context is no retrieval: the no-context samples are used, Δ = 0.
 2. Weights ℓ_i: the responses' likelihoods normalised over the N samples.
    ``likelihood="mean"`` (default, as the released code): the mean token
    log-likelihood of each sample, softmax over samples.
@@ -17,13 +19,17 @@ For a question q, references A* and a context D (or none):
    x ≡ y when E(x ⊢ y) ≥ τ and E(y ⊢ x) ≥ τ; identical strings are equivalent.
 4. Per reference a*:
    SePer_soft(a*) = Σ_i ℓ_i · E(r_i ⊢ a*)  (``soft_entailment="forward"``;
-   "min"/"mean" combine both directions instead);
+   "max"/"min"/"mean" combine both directions instead);
    SePer_hard(a*) = likelihood mass of the bidirectional-entailment clusters
-   (Kuhn et al.'s greedy clustering) whose first member is ≡ a*.
+   (Kuhn et al.'s greedy clustering) whose first member is ≡ a*
+   (``answer_match="loose"``: the released code's looser match).
 5. Several references: the mean over references (paper eq. 10) or, with
    ``reference_agg="max"``, the max; each response is paired with its own
-   score against each reference.
+   score against each reference (``hard_reference="any"``: a cluster counts
+   once if it matches any reference).
 6. ΔSePer = SePer(with D) − SePer(without D).
+
+``SePerConfig.PRESETS`` holds ``paper`` and ``official`` (:mod:`readerfit.retrieval_utility.config`).
 
 Empty responses (no text after stripping) state nothing: E = 0 against any
 reference, they cluster only with each other, and since their likelihood is
@@ -45,14 +51,15 @@ perplexity of the samples, predictive entropy and semantic entropy
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from readerfit.errors import InputError, ReaderfitError
 from readerfit.models.specs import DEFAULT_LM
+from readerfit.registry import make_config
 from readerfit.retrieval_utility.belief import (
-    LIKELIHOODS,
     SePerResult,
     check_references,
     judge_pairs,
@@ -60,80 +67,39 @@ from readerfit.retrieval_utility.belief import (
     sample_weights,
     seper_from_judgments,
 )
+from readerfit.retrieval_utility.config import (
+    OFFICIAL_CONTEXT_PROMPT,
+    OFFICIAL_PROMPT,
+    SEPER_CONTEXT_PROMPT,
+    SEPER_PROMPT,
+    SePerConfig,
+)
 from readerfit.retrieval_utility.judge import build_judge
 from readerfit.types import Generation
 
-# The paper's Appendix D.5 prompts. The context prompt's "documents.{reference} Question:" is set on
-# separate lines here (the PDF shows no whitespace there; the document needs a separator).
-SEPER_PROMPT = (
-    "Answer the question based on your own knowledge. Only give me the answer and do not output any other words. "
-    "Question: {question}"
-)
-SEPER_CONTEXT_PROMPT = (
-    "Answer the question based on the given document. Only give me the answer and do not output any other words. "
-    "The following are given documents.\n\n{reference}\n\nQuestion: {question}"
-)
+__all__ = ["OFFICIAL_CONTEXT_PROMPT", "OFFICIAL_PROMPT", "SEPER_CONTEXT_PROMPT", "SEPER_PROMPT", "DeltaSePer",
+           "SampleSet", "SePer", "SePerConfig", "is_empty_context", "seper_json"]
 
-REFERENCE_AGGS = ("mean", "max")
-SOFT_ENTAILMENTS = ("forward", "min", "mean")
 BASELINE_KEYS = ("em", "f1", "rouge_l", "contains", "ppl", "entropy", "semantic_entropy")
 
 
-@dataclass
-class SePerConfig:
-    """SePer settings; defaults follow the paper (N = 10, temperature 1.0, τ = 0.5, mean over references).
-
-    ``max_new_tokens`` is 32 (short-answer prompts; the released notebook
-    allows 128). ``judge`` is a judge spec for :func:`~readerfit.retrieval_utility.judge.build_judge`.
-    ``chat`` applies the generator's chat template to the prompt.
-    """
-
-    n: int = 10
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 32
-    prompt: str = SEPER_PROMPT
-    context_prompt: str = SEPER_CONTEXT_PROMPT
-    judge: str = "lexical"
-    threshold: float = 0.5
-    likelihood: str = "mean"
-    reference_agg: str = "mean"
-    soft_entailment: str = "forward"
-    seed: int | None = 0
-    chat: bool = True
-
-    # paper: the method as the SePer paper defines it; official: as its authors' released code runs it
-    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.n, int) or self.n < 1:
-            raise InputError(f"n (samples) must be an integer >= 1, got {self.n!r}")
-        if not self.temperature > 0:
-            raise InputError(f"temperature must be > 0 (SePer samples), got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise InputError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.max_new_tokens < 1:
-            raise InputError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if "{question}" not in self.prompt:
-            raise InputError("prompt must contain {question}")
-        if "{question}" not in self.context_prompt or "{reference}" not in self.context_prompt:
-            raise InputError("context_prompt must contain {question} and {reference}")
-        if not 0 <= self.threshold <= 1:
-            raise InputError(f"threshold τ must be in [0, 1], got {self.threshold}")
-        for name, value, allowed in (("likelihood", self.likelihood, LIKELIHOODS),
-                                     ("reference_agg", self.reference_agg, REFERENCE_AGGS),
-                                     ("soft_entailment", self.soft_entailment, SOFT_ENTAILMENTS)):
-            if value not in allowed:
-                raise InputError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+def is_empty_context(context: str | None) -> bool:
+    """No retrieval: no context, or one with nothing but whitespace."""
+    return context is None or not context.strip()
 
 
 @dataclass
 class SampleSet:
-    """N sampled responses to one prompt (no context when ``context`` is None)."""
+    """N responses to one prompt (no context when ``context`` is None).
+
+    ``token_counts`` is False for responses given with a summed log-probability only: each then holds
+    one pseudo-token carrying the sum, so the mean likelihood and token perplexity are unknown.
+    """
 
     context: str | None
     prompt: str
     generations: list[Generation]
+    token_counts: bool = True
 
     @property
     def texts(self) -> list[str]:
@@ -156,10 +122,26 @@ class DeltaSePer:
         return self.with_context.hard - self.without.hard
 
 
+def seper_json(result: SePerResult | DeltaSePer, *, preset: str | None = None) -> dict[str, Any]:
+    """``{"without": {soft, hard}, "with": {soft, hard} or None, "delta": {soft, hard} or None, "preset"}``.
+
+    >>> r = SePerResult(soft=0.5, hard=0.25, soft_per_reference=[0.5], hard_per_reference=[0.25], responses=["a"],
+    ...                 weights=[1.0], clusters=[0])
+    >>> seper_json(r)
+    {'without': {'soft': 0.5, 'hard': 0.25}, 'with': None, 'delta': None, 'preset': None}
+    """
+    if isinstance(result, DeltaSePer):
+        return {"without": {"soft": result.without.soft, "hard": result.without.hard},
+                "with": {"soft": result.with_context.soft, "hard": result.with_context.hard},
+                "delta": {"soft": result.soft, "hard": result.hard}, "preset": preset}
+    return {"without": {"soft": result.soft, "hard": result.hard}, "with": None, "delta": None, "preset": preset}
+
 
 # ----- with a generator and a judge -----------------------------------------------------------------
 class SePer:
     """SePer / ΔSePer of contexts for questions, with a generator LM and an entailment judge.
+
+    ``generator`` may be None to score responses generated elsewhere (:meth:`score_responses`).
 
     >>> from readerfit.models.pool import ModelPool                          # doctest: +SKIP
     >>> seper = SePer.from_pool(ModelPool(), generator="smollm2-135m")      # doctest: +SKIP
@@ -174,70 +156,138 @@ class SePer:
         self.judge = judge
 
     @classmethod
-    def from_pool(cls, pool: Any, *, generator: str | None = None, judge: str | None = None, **options: Any) -> SePer:
-        """Generator and judge from a :class:`~readerfit.models.pool.ModelPool`; options → :class:`SePerConfig`."""
+    def from_pool(cls, pool: Any, *, generator: str | None = None, judge: str | None = None,
+                  preset: str | None = None, load_generator: bool = True, **options: Any) -> SePer:
+        """Generator and judge from a :class:`~readerfit.models.pool.ModelPool`; ``preset`` (paper, official)
+        then ``options`` → :class:`SePerConfig`. ``load_generator=False``: score given responses only."""
         if judge is not None:
             options["judge"] = judge
-        config = SePerConfig(**options)
-        return cls(pool.lm(generator or DEFAULT_LM), config=config, pool=pool)
+        config = make_config(SePerConfig, options, what="SePer", preset=preset)
+        lm = pool.lm(generator or DEFAULT_LM) if load_generator else None
+        return cls(lm, config=config, pool=pool)
 
-    def prompt_for(self, question: str, context: str | None) -> str:
+    def _need_generator(self) -> Any:
+        if self.generator is None:
+            raise InputError("this SePer has no generator: it scores given responses only (score_responses)")
+        return self.generator
+
+    def prompt_for(self, question: str, context: str | None) -> Any:
+        """The generator's prompt; an empty or whitespace context is no context."""
         if not isinstance(question, str) or not question.strip():
             raise InputError("SePer needs a non-empty question")
-        if context is None:
-            text = self.config.prompt.format(question=question.strip())
+        if context is not None and not isinstance(context, str):
+            raise InputError(f"context must be a string or None, got {type(context).__name__}")
+        cfg = self.config
+        values = {"question": question.strip()}
+        if is_empty_context(context):
+            user, system = cfg.prompt, cfg.system_prompt
         else:
-            if not isinstance(context, str):
-                raise InputError(f"context must be a string or None, got {type(context).__name__}")
-            text = self.config.context_prompt.format(question=question.strip(), reference=context.strip())
-        return self.generator.chat(text) if self.config.chat else text
+            assert context is not None
+            user, system = cfg.context_prompt, cfg.context_system_prompt
+            values["reference"] = context.strip()
+        user, system = user.format(**values), system.format(**values)
+        if cfg.chat:
+            return self._need_generator().chat(user, system=system or None)
+        return f"{system}\n{user}" if system else user
+
+    def _generate(self, prompt: Any, **kwargs: Any) -> list[Generation]:
+        cfg = self.config
+        if cfg.stop:  # passed only when set, so any backend keeps its default behaviour otherwise
+            kwargs["stop"] = list(cfg.stop)
+        out = self._need_generator().generate([prompt], max_new_tokens=cfg.max_new_tokens, **kwargs)
+        return list(out[0]) if out else []
 
     def sample(self, question: str, context: str | None = None) -> SampleSet:
         """N samples from one batched generate (the backend shares the prompt's prefill)."""
         cfg = self.config
         prompt = self.prompt_for(question, context)
-        out = self.generator.generate([prompt], n=cfg.n, temperature=cfg.temperature, top_p=cfg.top_p,
-                                      max_new_tokens=cfg.max_new_tokens, seed=cfg.seed)
-        gens = list(out[0]) if out else []
+        kwargs: dict[str, Any] = {"n": cfg.n, "temperature": cfg.temperature, "top_p": cfg.top_p, "seed": cfg.seed}
+        if cfg.top_k is not None:
+            kwargs["top_k"] = cfg.top_k
+        gens = self._generate(prompt, **kwargs)
         if len(gens) != cfg.n:
             raise ReaderfitError(f"generator {self.generator.name!r} returned {len(gens)} samples, "
                                  f"expected {cfg.n}")
-        return SampleSet(context=context, prompt=prompt, generations=gens)
+        return SampleSet(context=None if is_empty_context(context) else context, prompt=prompt, generations=gens)
+
+    def greedy(self, question: str, context: str | None = None) -> Generation:
+        """One greedy answer with the same prompt and stop strings."""
+        gens = self._generate(self.prompt_for(question, context))
+        if not gens:
+            raise ReaderfitError(f"generator {self.generator.name!r} returned no greedy answer")
+        return gens[0]
 
     def score(self, question: str, references: Sequence[str], sample_sets: Sequence[SampleSet]) -> list[SePerResult]:
         """SePer of each sample set; all their judge pairs go to the judge in one (deduplicated) call."""
         refs = check_references(references)
-        pairs = judge_pairs([s.texts for s in sample_sets], refs)
-        table: dict[tuple[str, str], float] = {}
-        if pairs:
-            scores = self.judge.entails([p for p, _ in pairs], [h for _, h in pairs], question=question.strip())
-            table = dict(zip(pairs, scores))
-        results = []
         cfg = self.config
+        pairs = judge_pairs([s.texts for s in sample_sets], refs)
+        entail: dict[tuple[str, str], float] = {}
+        relation: dict[tuple[str, str], tuple[float, float, float]] = {}
+        if pairs:
+            args = ([p for p, _ in pairs], [h for _, h in pairs])
+            if cfg.needs_relations:
+                relation = dict(zip(pairs, self.judge.relations(*args, question=cfg.judge_question(question))))
+                entail = {k: r[0] for k, r in relation.items()}
+            else:
+                entail = dict(zip(pairs, self.judge.entails(*args, question=cfg.judge_question(question))))
+        results = []
         for s in sample_sets:
             if not s.generations:
                 raise InputError("no samples: SePer needs at least one sampled response")
+            if not s.token_counts and cfg.likelihood == "mean":
+                raise InputError("the mean likelihood (softmax of mean token log-probabilities) needs token counts; "
+                                 "responses given with a summed logprob only allow likelihood 'sum' or 'uniform' "
+                                 "(or give token_logprobs, or n_tokens beside logprob)")
             weights = sample_weights(s.generations, cfg.likelihood)
-            r = seper_from_judgments(s.texts, weights, refs, lambda x, y: table[(x, y)], threshold=cfg.threshold,
-                                     reference_agg=cfg.reference_agg, soft_entailment=cfg.soft_entailment)
+            r = seper_from_judgments(
+                s.texts, weights, refs, lambda x, y: entail[(x, y)],
+                relation=(lambda x, y: relation[(x, y)]) if relation else None, threshold=cfg.threshold,
+                reference_agg=cfg.reference_agg, soft_entailment=cfg.soft_entailment, decision=cfg.decision,
+                answer_match=cfg.answer_match, hard_reference=cfg.hard_reference, cluster_assign=cfg.cluster_assign)
             r.context = s.context
             r.baselines = sample_baselines(s.generations, refs, weights=r.weights, clusters=r.clusters,
-                                           likelihood=cfg.likelihood)
+                                           likelihood=cfg.likelihood if s.token_counts else "sum")
+            if not s.token_counts:
+                r.baselines["ppl"] = math.nan  # token perplexity needs the token count
             results.append(r)
         return results
 
     def seper(self, question: str, references: Sequence[str], context: str | None = None) -> SePerResult:
-        """SePer of one condition (no context when ``context`` is None)."""
+        """SePer of one condition (no context when ``context`` is None or empty)."""
         check_references(references)
         return self.score(question, references, [self.sample(question, context)])[0]
 
     def delta(self, question: str, references: Sequence[str], context: str, *,
               baseline: SampleSet | None = None) -> DeltaSePer:
-        """ΔSePer = SePer(with ``context``) − SePer(without); pass ``baseline`` to reuse no-context samples."""
+        """ΔSePer = SePer(with ``context``) − SePer(without); pass ``baseline`` to reuse no-context samples.
+
+        An empty or whitespace context is no retrieval: both sides are the no-context samples, Δ = 0 exactly.
+        """
         check_references(references)
         if context is None:
             raise InputError("ΔSePer needs a context (use seper() for the no-context SePer)")
         base = baseline if baseline is not None else self.sample(question, None)
+        if is_empty_context(context):
+            (without,) = self.score(question, references, [base])
+            return DeltaSePer(without=without, with_context=without)
         with_ctx = self.sample(question, context)
         without, with_result = self.score(question, references, [base, with_ctx])
         return DeltaSePer(without=without, with_context=with_result)
+
+    def score_responses(self, question: str, references: Sequence[str], responses: Sequence[Generation], *,
+                        context_responses: Sequence[Generation] | None = None,
+                        token_counts: bool = True) -> SePerResult | DeltaSePer:
+        """SePer of responses generated elsewhere (no sampling), or ΔSePer with the context's responses too.
+
+        ``token_counts=False``: the generations hold summed log-probabilities only (see :class:`SampleSet`).
+        """
+        check_references(references)
+        for name, given in (("responses", responses), ("context_responses", context_responses)):
+            if given is not None and (not given or not all(isinstance(g, Generation) for g in given)):
+                raise InputError(f"{name} must be a non-empty list of Generations")
+        sets = [SampleSet(context=None, prompt="", generations=list(responses), token_counts=token_counts)]
+        if context_responses is not None:
+            sets.append(SampleSet(context="", prompt="", generations=list(context_responses), token_counts=token_counts))
+        results = self.score(question, references, sets)
+        return results[0] if context_responses is None else DeltaSePer(without=results[0], with_context=results[1])

@@ -1,0 +1,153 @@
+"""SePer's settings, its prompts and its two presets: ``paper`` (Dai et al., ICLR 2025) and ``official``
+(the authors' released code, ``sepermetric/seper``).
+
+Where each setting comes from is in ``docs/fidelity/seper.md``. In short:
+
+* default (readerfit): the paper's D.5 instructions in one user turn, pure sampling (N = 10, T = 1.0),
+  32 new tokens, forward entailment at τ = 0.5, mean over references, weights = softmax of the mean
+  token log-likelihood (as the released code).
+* ``paper``: Algorithm 1 as written: forward entailment E(r ⊢ a*) for soft, clusters ≡ a* for hard,
+  the mean over references (eq. 10); weights ℓ_i = P(r_i) (eq. 7, normalised over the N samples); the
+  D.5 prompts as system + user turns (FlashRAG's naive and RAG templates); 512 new tokens.
+* ``official``: ``seper/calculate.py``: soft = Σ_i ℓ_i · max(E(r ⊢ a), E(a ⊢ r)), max over references;
+  hard = the mass of the clusters whose first member "loosely" matches any reference (no contradiction
+  either way, not both neutral), clusters by the NLI's argmax in both directions (the last matching
+  cluster wins, as its loop overwrites); NLI pairs "question? response"; ``make_prompt``'s prompt
+  without a chat template; generation stops at a newline, "Question:" or "Context:"; top-k 50
+  (transformers' default, which the code leaves on); 128 new tokens (``example.ipynb``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from readerfit.errors import InputError
+from readerfit.retrieval_utility.belief import (
+    ANSWER_MATCHES,
+    DECISIONS,
+    HARD_REFERENCES,
+    LIKELIHOODS,
+    REFERENCE_AGGS,
+    SOFT_ENTAILMENTS,
+)
+
+# The paper's Appendix D.5 instructions, in one user turn (readerfit's default). The context prompt's
+# "documents.{reference} Question:" is set on separate lines here (the PDF shows no whitespace there).
+SEPER_PROMPT = (
+    "Answer the question based on your own knowledge. Only give me the answer and do not output any other words. "
+    "Question: {question}"
+)
+SEPER_CONTEXT_PROMPT = (
+    "Answer the question based on the given document. Only give me the answer and do not output any other words. "
+    "The following are given documents.\n\n{reference}\n\nQuestion: {question}"
+)
+# The same prompts as system + user turns, as FlashRAG (which the paper's D.5 names) sends them.
+PAPER_SYSTEM_PROMPT = ("Answer the question based on your own knowledge. "
+                       "Only give me the answer and do not output any other words.")
+PAPER_CONTEXT_SYSTEM_PROMPT = ("Answer the question based on the given document. Only give me the answer and do not "
+                               "output any other words.\nThe following are given documents.\n\n{reference}")
+PAPER_USER_PROMPT = "Question: {question}"
+# seper/calculate.py make_prompt with BRIEF_PROMPTS["default"]; an empty context gives no Context line.
+OFFICIAL_PROMPT = "Answer the following question as briefly as possible.\nQuestion: {question}\nAnswer:"
+OFFICIAL_CONTEXT_PROMPT = ("Answer the following question as briefly as possible.\nContext: {reference}\n"
+                           "Question: {question}\nAnswer:")
+# seper/models/base_model.py STOP_SEQUENCES ("\n\n\n\n", "\n\n\n", "\n\n" all start with "\n")
+OFFICIAL_STOP = ("\n", "Question:", "Context:")
+
+PRESET_CHOICES = ("paper", "official")
+
+
+@dataclass
+class SePerConfig:
+    """SePer settings (readerfit's defaults; ``PRESETS`` holds the paper's and the released code's).
+
+    ``judge`` is a judge spec for :func:`~readerfit.retrieval_utility.judge.build_judge`; ``chat`` applies the
+    generator's chat template (with ``system_prompt`` / ``context_system_prompt`` as a system turn when set);
+    ``stop`` ends a sample at the first of these strings; ``top_k`` None samples from every token.
+    ``decision``, ``answer_match``, ``hard_reference``, ``cluster_assign``: see
+    :func:`~readerfit.retrieval_utility.belief.seper_from_judgments`. ``question_mark``: the judge reads the
+    question with "?" appended when it has none (the released code's NLI pairs).
+    """
+
+    n: int = 10
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int | None = None
+    max_new_tokens: int = 32
+    stop: tuple[str, ...] = ()
+    prompt: str = SEPER_PROMPT
+    context_prompt: str = SEPER_CONTEXT_PROMPT
+    system_prompt: str = ""
+    context_system_prompt: str = ""
+    chat: bool = True
+    judge: str = "lexical"
+    threshold: float = 0.5
+    decision: str = "threshold"
+    likelihood: str = "mean"
+    reference_agg: str = "mean"
+    soft_entailment: str = "forward"
+    answer_match: str = "equivalent"
+    hard_reference: str = "each"
+    cluster_assign: str = "first"
+    question_mark: bool = False
+    seed: int | None = 0
+
+    # paper: the method as the SePer paper defines it; official: as its authors' released code runs it
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "paper": {
+            "n": 10, "temperature": 1.0, "top_p": 1.0, "top_k": None, "max_new_tokens": 512, "stop": (),
+            "prompt": PAPER_USER_PROMPT, "context_prompt": PAPER_USER_PROMPT, "system_prompt": PAPER_SYSTEM_PROMPT,
+            "context_system_prompt": PAPER_CONTEXT_SYSTEM_PROMPT, "chat": True, "threshold": 0.5,
+            "decision": "threshold", "likelihood": "sum", "reference_agg": "mean", "soft_entailment": "forward",
+            "answer_match": "equivalent", "hard_reference": "each", "cluster_assign": "first", "question_mark": False,
+        },
+        "official": {
+            "n": 10, "temperature": 1.0, "top_p": 1.0, "top_k": 50, "max_new_tokens": 128, "stop": OFFICIAL_STOP,
+            "prompt": OFFICIAL_PROMPT, "context_prompt": OFFICIAL_CONTEXT_PROMPT, "system_prompt": "",
+            "context_system_prompt": "", "chat": False, "decision": "argmax", "likelihood": "mean",
+            "reference_agg": "max", "soft_entailment": "max", "answer_match": "loose", "hard_reference": "any",
+            "cluster_assign": "last", "question_mark": True,
+        },
+    }
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
+            raise InputError(f"n (samples) must be an integer >= 1, got {self.n!r}")
+        if not self.temperature > 0:
+            raise InputError(f"temperature must be > 0 (SePer samples), got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise InputError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1):
+            raise InputError(f"top_k must be an integer >= 1 or None (every token), got {self.top_k!r}")
+        if self.max_new_tokens < 1:
+            raise InputError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if isinstance(self.stop, str) or not all(isinstance(s, str) and s for s in self.stop):
+            raise InputError(f"stop must be a list of non-empty strings, got {self.stop!r}")
+        self.stop = tuple(self.stop)
+        if "{question}" not in self.prompt + self.system_prompt:
+            raise InputError("prompt (or system_prompt) must contain {question}")
+        context = self.context_prompt + self.context_system_prompt
+        if "{question}" not in context or "{reference}" not in context:
+            raise InputError("context_prompt (or context_system_prompt) must contain {question} and {reference}")
+        if not 0 <= self.threshold <= 1:
+            raise InputError(f"threshold τ must be in [0, 1], got {self.threshold}")
+        for name, value, allowed in (("likelihood", self.likelihood, LIKELIHOODS),
+                                     ("reference_agg", self.reference_agg, REFERENCE_AGGS),
+                                     ("soft_entailment", self.soft_entailment, SOFT_ENTAILMENTS),
+                                     ("decision", self.decision, DECISIONS),
+                                     ("answer_match", self.answer_match, ANSWER_MATCHES),
+                                     ("hard_reference", self.hard_reference, HARD_REFERENCES),
+                                     ("cluster_assign", self.cluster_assign, ("first", "last"))):
+            if value not in allowed:
+                raise InputError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+
+    @property
+    def needs_relations(self) -> bool:
+        """Whether the judge must give all three NLI relations (argmax decisions, loose matching)."""
+        return self.decision == "argmax" or self.answer_match == "loose"
+
+    def judge_question(self, question: str) -> str:
+        """The question the judge reads (with "?" appended under ``question_mark``)."""
+        q = question.strip()
+        return q + "?" if self.question_mark and not q.endswith("?") else q

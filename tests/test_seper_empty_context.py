@@ -1,0 +1,56 @@
+"""ΔSePer of an empty or whitespace context is exactly 0: no retrieval, so the no-context samples are reused."""
+
+from __future__ import annotations
+
+import pytest
+
+from readerfit.retrieval_utility.hook import eval_record_hook
+from readerfit.retrieval_utility.judge import LexicalJudge
+from readerfit.retrieval_utility.seper import SePer, SePerConfig
+from readerfit.types import QAExample, Record
+from test_seper import ScriptedLM
+
+
+@pytest.mark.parametrize("context", ["", "   ", "\n\t "])
+def test_delta_of_an_empty_context_is_zero_and_samples_nothing_new(context):
+    # with any document block the scripted generator answers differently: a fresh sample would move ΔSePer
+    lm = ScriptedLM(["Lyon"] * 10, ["Paris"] * 10)
+    s = SePer(lm, LexicalJudge(), SePerConfig())
+    d = s.delta("What is the capital of France?", ["Paris"], context=context)
+    assert d.soft == 0.0 and d.hard == 0.0
+    assert len(lm.prompts) == 1 and "given document" not in lm.prompts[0]
+    assert d.with_context.responses == d.without.responses
+    # with a baseline given, nothing is sampled at all
+    base = s.sample("What is the capital of France?", None)
+    d = s.delta("What is the capital of France?", ["Paris"], context=context, baseline=base)
+    assert d.soft == 0.0 and d.hard == 0.0 and len(lm.prompts) == 2
+
+
+def test_sample_of_an_empty_context_uses_the_no_context_prompt():
+    lm = ScriptedLM(["Lyon"] * 10, ["Paris"] * 10)
+    s = SePer(lm, LexicalJudge(), SePerConfig())
+    empty = s.sample("Capital of France?", "  ")
+    assert empty.context is None and empty.prompt == s.prompt_for("Capital of France?", None)
+
+
+class _Pipeline:
+    def __init__(self, lm):
+        self.lm = lm
+
+
+def test_eval_hook_gives_zero_for_a_compressor_that_kept_nothing():
+    lm = ScriptedLM(["Lyon"] * 4, ["Paris"] * 4)
+    hook = eval_record_hook(pool=None, judge="lexical", n=4)
+    example = QAExample(id="q1", question="What is the capital of France?", answers=["Paris"])
+    kept, empty = (Record(id="q1", method=m, question=example.question, answers=example.answers, prediction="",
+                          em=0.0, f1=0.0, contains=0.0, context_tokens_in=9, context_tokens_out=0, compress_s=0.0,
+                          read_s=0.0, compression={"text": text})
+                   for m, text in (("none", "Paris is the capital of France."), ("exit", " \n ")))
+    pipeline = _Pipeline(lm)
+    hook(example, kept, pipeline)
+    hook(example, empty, pipeline)
+    assert kept.extra["delta_seper"] == pytest.approx(1.0)
+    assert empty.extra["delta_seper"] == 0.0 and empty.extra["delta_seper_hard"] == 0.0
+    assert empty.extra["seper"] == 0.0
+    # one no-context sample set for the example, one for the kept context, none for the empty one
+    assert len(lm.prompts) == 2
