@@ -78,29 +78,40 @@ def test_template_that_rewrites_the_prompt_is_refused():
         PromptPieces.from_template(lambda user: "<s>" + user.replace("Sentence", "S"))
 
 
-def test_relevance_matches_a_hand_computation(tiny_lm):
-    clf = LMSentenceClassifier(tiny_lm, cache_prefix=False)
+@pytest.mark.parametrize("labels", ["single", "variants"])
+def test_relevance_matches_a_hand_computation(tiny_lm, labels):
+    clf = LMSentenceClassifier(tiny_lm, cache_prefix=False, labels=labels)
     context = "Book\n" + " ".join(GROUPS[0][1])
     ids = clf.prompt_ids(QUESTION, context, GROUPS[0][1][1])
     with torch.no_grad():
         logits = tiny_lm.model(input_ids=torch.tensor([ids])).logits[0, -1].double()
     probs = torch.softmax(logits, dim=-1)
     yes_ids, no_ids = [], []
-    for word, bucket in (("Yes", yes_ids), ("No", no_ids)):  # every single-token spelling of the word
-        for form in dict.fromkeys([word, word.lower()]):
+    for word, bucket in (("Yes", yes_ids), ("No", no_ids)):
+        if labels == "single":  # the released code: the first token of the word
+            bucket.append(tiny_lm.tokenizer.encode(word, add_special_tokens=False)[0])
+            continue
+        for form in dict.fromkeys([word, word.lower()]):  # every single-token spelling of the word
             for variant in (form, " " + form):
                 enc = tiny_lm.encode(variant)
                 if len(enc) == 1:
                     bucket.append(enc[0])
-    assert yes_ids and no_ids
+    assert yes_ids and no_ids and (labels == "single" or len(yes_ids) + len(no_ids) > 2)
     p_yes, p_no = float(probs[yes_ids].sum()), float(probs[no_ids].sum())
     expected = p_yes / (p_yes + p_no)
     got = clf.score(QUESTION, [("Book", GROUPS[0][1])])[0].scores[1]
     assert got == pytest.approx(expected, abs=1e-6)
-    # the same number through the LM's public next-token API on the rendered prompt
-    if tiny_lm.encode(clf.prompt_text(QUESTION, context, GROUPS[0][1][1])) == ids:
+    # the same number through the LM's public next-token API on the rendered prompt (it sums the variants)
+    if labels == "variants" and tiny_lm.encode(clf.prompt_text(QUESTION, context, GROUPS[0][1][1])) == ids:
         ratio = tiny_lm.next_token_probs([clf.prompt_text(QUESTION, context, GROUPS[0][1][1])], ["Yes", "No"])[0]
         assert ratio.ratio("Yes", "No") == pytest.approx(expected, abs=1e-5)
+
+
+def test_single_and_variant_labels_differ_on_the_tiny_model(tiny_lm):
+    # the two definitions are not the same number (else the tests above could not tell them apart)
+    single = LMSentenceClassifier(tiny_lm, labels="single").score(QUESTION, GROUPS[:1])[0].scores
+    variants = LMSentenceClassifier(tiny_lm, labels="variants").score(QUESTION, GROUPS[:1])[0].scores
+    assert max(abs(a - b) for a, b in zip(single, variants)) > 1e-3
 
 
 # ----- prefix cache -------------------------------------------------------------------------

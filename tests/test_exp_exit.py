@@ -89,11 +89,13 @@ def test_record_labels_types_and_random_negatives():
     assert rec["types"] == ["positive", "hard", "hard", "positive", "distractor", "distractor"]
     assert rec["scores"] == [0.9, 0.0, 0.3, 0.6, 0.0, 0.0]
     assert rec["random_source"] != "q1" and len(rec["random_scores"]) >= 1
-    donor_title = clf.groups[0][-1][0]
+    donor_title = clf.groups[1][0][0]
     assert donor_title not in {p.title for p in examples[1].passages}  # "Shared" can never be a random negative
     assert len(rec["cosine"]) == 6 and len(rec["random_cosine"]) == len(rec["random_scores"])
-    # one classifier call per question: own passages plus the donor paragraph
-    assert len(clf.groups) == 1 and len(clf.groups[0]) == 5
+    # two classifier calls per question: the own passages, then the donor paragraph alone (so that with
+    # context="all" another question's paragraph never joins the documents)
+    assert len(clf.groups) == 2 and len(clf.groups[0]) == 4 and len(clf.groups[1]) == 1
+    assert rec["n_scored"] == 6 + len(rec["random_scores"])
     # deterministic donor
     assert random_donor(examples[1], examples, seed=0) == random_donor(examples[1], examples, seed=0)
 

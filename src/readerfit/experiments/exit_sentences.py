@@ -1,14 +1,15 @@
 """EXIT sentence classification on HotpotQA supporting facts (``readerfit exp exit-sentences``).
 
 For every question, every sentence of its passages is scored by the EXIT
-classifier (query + the sentence's whole passage) and by the MiniLM
+classifier (query + the sentence's whole passage; with ``--context all`` or
+``--preset official``, query + all the question's passages) and by the MiniLM
 query–sentence cosine baseline. Labels: a supporting-fact sentence is
 positive. Negatives by type, as in the paper's Table 8:
 
 * ``hard``: other sentences of the gold (supporting) paragraphs;
 * ``random``: the sentences of one paragraph of *another* question (chosen
   with the seed; sharing no title with the asking question), scored with the
-  asking question;
+  asking question and that paragraph alone as the documents;
 * ``distractor``: sentences of the question's own non-gold paragraphs (the
   HotpotQA distractor setting; what the compressor meets in practice).
 
@@ -35,14 +36,15 @@ from typing import Any
 
 from sklearn.metrics import roc_curve
 
-from readerfit.compressors.exit import ExitConfig, SentenceClassifier, build_classifier
+from readerfit.compressors.exit import PROMPTS, ExitConfig, SentenceClassifier, build_classifier
+from readerfit.compressors.exit.config import CONTEXTS, LABELS
 from readerfit.data import load_dataset
 from readerfit.errors import InputError
 from readerfit.io import markdown_table
 from readerfit.metrics.classification import best_f1, threshold_metrics
 from readerfit.metrics.correlation import auroc
 from readerfit.models.pool import ModelPool
-from readerfit.registry import param
+from readerfit.registry import PRESET_NAMES, make_config, param
 from readerfit.report import Doc, fmt
 from readerfit.runs import Outcome, RunFolder, RunView
 from readerfit.types import Passage, QAExample
@@ -63,19 +65,34 @@ class Config:
     baseline: str = param("minilm", help="embedder of the cosine baseline ('none' to skip)")
     seed: int = param(0, help="seed of the random-negative paragraphs")
     dtype: str = param("float32", help="model dtype", choices=("float32", "bfloat16", "float16"))
+    preset: str | None = param(None, help="the classifier as the paper defines it or as the released code runs it "
+                                          "(prompt, Yes/No ids, context); the flags below override it",
+                               choices=PRESET_NAMES)
+    prompt: str | None = param(None, help="LM classifiers: the paper's prompt or the released one (default: what the "
+                                          "classifier was trained with)", choices=tuple(PROMPTS))
+    labels: str | None = param(None, help="LM classifiers: one Yes/No token id each, or all spellings summed "
+                                          "(default: what the classifier was trained with)", choices=LABELS)
+    context: str | None = param(None, help="each sentence judged with its own passage or with all the question's "
+                                           "passages (default: passage)", choices=CONTEXTS)
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
             raise InputError(f"--limit must be >= 1, got {self.limit}")
 
     def exit_config(self) -> ExitConfig:
-        return ExitConfig(classifier=self.classifier, adapter=self.adapter, threshold=self.threshold,
-                          batch_size=self.batch_size, max_tokens=self.max_tokens, dtype=self.dtype)
+        options: dict[str, Any] = {"classifier": self.classifier, "adapter": self.adapter, "threshold": self.threshold,
+                                   "batch_size": self.batch_size, "max_tokens": self.max_tokens, "dtype": self.dtype}
+        options.update({k: getattr(self, k) for k in ("prompt", "labels", "context") if getattr(self, k) is not None})
+        return make_config(ExitConfig, options, what="exit-sentences", preset=self.preset)
 
     def settings(self) -> dict[str, Any]:
-        # τ is not a setting: the records hold scores, any τ can be summarised
-        return {"data": str(self.data), "classifier": self.classifier, "adapter": self.adapter,
-                "max_tokens": self.max_tokens, "baseline": self.baseline, "seed": self.seed, "dtype": self.dtype}
+        # τ is not a setting: the records hold scores, any τ can be summarised. The newer keys are written only
+        # when set, so folders from before them still resume.
+        out: dict[str, Any] = {"data": str(self.data), "classifier": self.classifier, "adapter": self.adapter,
+                               "max_tokens": self.max_tokens, "baseline": self.baseline, "seed": self.seed,
+                               "dtype": self.dtype}
+        out.update({k: getattr(self, k) for k in ("preset", "prompt", "labels", "context") if getattr(self, k) is not None})
+        return out
 
 
 NEGATIVE_TYPES = ("hard", "random", "distractor")
@@ -125,21 +142,25 @@ def question_record(example: QAExample, *, classifier: SentenceClassifier, embed
     random_sentences: list[str] = []
     if donor is not None:
         random_sentences = [s for _, s in _clean(donor[1])]
-        groups.append((donor[1].title, random_sentences))
     start = time.perf_counter()
     results = classifier.score(example.question, groups)
+    # scored in a call of its own: with context="all" the other question's paragraph must not join the documents
+    random_results = classifier.score(example.question, [(donor[1].title, random_sentences)]) if donor else []
     seconds = time.perf_counter() - start
-    scores = [float(r) for g in results[: len(results) - (donor is not None)] for r in g.scores]
-    random_scores = [float(r) for r in results[-1].scores] if donor is not None else []
+    scores = [float(r) for g in results for r in g.scores]
+    random_scores = [float(r) for r in random_results[0].scores] if random_results else []
     record: dict[str, Any] = {
         "id": example.id, "labels": labels, "types": types, "scores": scores, "random_scores": random_scores,
         "random_source": donor[0] if donor else None, "seconds": seconds,
-        "n_scored": sum(len(g[1]) for g in groups),
-        "windowed": sum(len(g.windows) for g in results),
-        "split": sum(len(g.pieces) for g in results),
+        "n_scored": sum(len(g[1]) for g in groups) + len(random_sentences),
+        "windowed": sum(len(g.windows) for g in [*results, *random_results]),
+        "split": sum(len(g.pieces) for g in [*results, *random_results]),
     }
+    own_passage = sum(len(g.own) for g in results)
+    if own_passage:
+        record["own_passage"] = own_passage  # context="all": all passages did not fit with these sentences
     if embedder is not None:
-        own = [s for _, sents in groups[: len(groups) - (donor is not None)] for s in sents]
+        own = [s for _, sents in groups for s in sents]
         vectors = embedder.encode([example.question] + own + random_sentences, normalize=True)
         cos = (vectors[1:] @ vectors[0]).astype(float).tolist()
         record["cosine"] = cos[: len(own)]
@@ -189,6 +210,7 @@ def summarize(records: Sequence[dict[str, Any]], *, threshold: float) -> dict[st
                                                           for k, v in cos_by.items()}}
     result["windowed_sentences"] = sum(r.get("windowed", 0) for r in records)
     result["split_sentences"] = sum(r.get("split", 0) for r in records)
+    result["own_passage_sentences"] = sum(r.get("own_passage", 0) for r in records)
     return result
 
 
@@ -227,6 +249,10 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
     ids = {e.id for e in examples}
     result = summarize([r for r in run.log if r["id"] in ids], threshold=config.threshold)
     result["classifier"]["name"] = config.classifier + (f"+{config.adapter}" if config.adapter else "")
+    result["classifier"].update({"prompt": exit_config.prompt, "labels": exit_config.labels,
+                                 "context": exit_config.context})
+    if config.preset is not None:
+        result["preset"] = config.preset
     result["out"] = str(run.path)
     return Outcome(result=result, table=summary_table(result))
 

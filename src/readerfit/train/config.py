@@ -1,39 +1,64 @@
-"""The EXIT classifier's training settings."""
+"""The EXIT classifier's training settings, with the paper's (A.1) and the released code's presets."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from readerfit.compressors.exit import read_classifier_manifest
-from readerfit.compressors.exit.config import CLASSIFIER_FILE
+from readerfit.compressors.exit import PROMPTS, read_classifier_manifest
+from readerfit.compressors.exit.config import CLASSIFIER_FILE, LABELS
 from readerfit.errors import InputError
 from readerfit.models.device import DTYPES
 from readerfit.models.specs import DEFAULT_EMBEDDER, DEFAULT_LM
-from readerfit.registry import param
+from readerfit.registry import PRESET_NAMES, param
 
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+# The values of the fields left unset (None) when no preset is given: readerfit's own defaults, the settings
+# the shipped recipes were run with. They are NOT the paper's: the paper (A.1) and the released code train
+# with an effective batch of 64, weight decay 0.1, warmup 0.03, and keep the checkpoint with the lowest
+# validation loss (``--preset paper`` / ``--preset official``).
+DEFAULTS: dict[str, Any] = {"batch_size": 8, "micro_batch": 1, "warmup_ratio": 0.0, "weight_decay": 0.0,
+                            "prompt": "paper", "loss": "pair", "eval_every": 0, "select": "last"}
+# New settings are written to run.json only when they differ from these, so old training folders still resume.
+NEW_KEYS = {"prompt": "paper", "labels": "single", "loss": "pair", "eval_every": 0, "select": "last", "preset": None}
+_A1 = {"lr": 1e-5, "epochs": 1.0, "lora_r": 64, "lora_alpha": 32, "lora_dropout": 0.05,
+       "batch_size": 64, "micro_batch": 8, "weight_decay": 0.1, "warmup_ratio": 0.03,
+       "labels": "single", "loss": "vocab", "eval_every": 300, "select": "loss"}
 
 
 @dataclass
 class TrainConfig:
-    """Training settings; the LM defaults are the paper's (LoRA r 64, α 32, dropout 0.05, lr 1e-5, 1 epoch)."""
+    """Training settings. Unset (None) fields take the preset's value, else :data:`DEFAULTS`.
+
+    Without a preset: LoRA r 64, α 32, dropout 0.05, lr 1e-5, 1 epoch (as the paper), but batch 8, no weight
+    decay, no warmup, the 2-way Yes/No loss and the last weights kept (readerfit's choices, not the paper's).
+    ``paper``: A.1 (batch 8 × accumulation 8 = 64, weight decay 0.1, warmup 0.03, lowest validation loss kept,
+    the full-vocabulary loss of equation 5, Table 4's prompt). ``official``: the same with the released prompt.
+    """
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "paper": {**_A1, "prompt": "paper"},
+        "official": {**_A1, "prompt": "official"},
+    }
 
     arch: str = param("lm", help="lm: LoRA on a causal LM (the paper's); encoder: a MiniLM cross-encoder",
                       choices=("lm", "encoder"))
     base: str | None = param(None, help="base model (default: smollm2-135m for lm, minilm for encoder)")
     epochs: float = param(1.0, help="passes over the samples")
     lr: float = param(1e-5, help="peak learning rate")
-    batch_size: int = param(8, help="examples per optimizer step")
-    micro_batch: int = param(1, help="examples per forward pass")
+    batch_size: int = param(None, help="examples per optimizer step (default: 8; paper/official: 64)")
+    micro_batch: int = param(None, help="examples per forward pass; batch_size / micro_batch is the gradient "
+                                        "accumulation (default: 1; paper/official: 8)")
     lora_r: int = param(64, help="LoRA rank")
     lora_alpha: int = param(32, help="LoRA alpha")
     lora_dropout: float = param(0.05, help="LoRA dropout")
     target_modules: tuple[str, ...] = param(ALL_LINEAR, help="modules LoRA adapts")
     lora_layers: int | None = param(None, help="LoRA on the top N layers only (default: all)")
-    warmup_ratio: float = param(0.0, help="linear warmup over this fraction of the steps")
-    weight_decay: float = param(0.0, help="AdamW weight decay")
+    warmup_ratio: float = param(None, help="linear warmup over this fraction of the steps (default: 0; "
+                                           "paper/official: 0.03)")
+    weight_decay: float = param(None, help="AdamW weight decay (default: 0; paper/official: 0.1)")
     limit: int | None = param(None, help="train on a seeded random subset of N samples")
     seed: int = param(0, help="seed of the order, the subset and the initial weights")
     save_every: int = param(25, help="checkpoint every N optimizer steps")
@@ -42,14 +67,43 @@ class TrainConfig:
     max_tokens: int | None = param(None, help="skip samples longer than this (counted)")
     freeze_embeddings: bool = param(True, help="encoder: keep the word embeddings frozen (only they are not saved)")
     init: str | None = param(None, help="start from a trained classifier directory (same arch and shape)")
+    prompt: str = param(None, help="lm: the EXIT prompt, the paper's (Table 4) or the released code's "
+                                   "(default: paper; official preset: official)", choices=tuple(PROMPTS))
+    labels: str = param("single", help="lm: the Yes/No token ids, one each (the paper's and released code's) or "
+                                       "every single-token spelling summed; the compressor uses the same",
+                        choices=LABELS)
+    loss: str = param(None, help="lm: pair = cross-entropy over (Yes, No), i.e. of the compressor's r; vocab = "
+                                 "-log P(label) over the full vocabulary (the paper's eq. 5; default: pair; "
+                                 "paper/official: vocab)", choices=("pair", "vocab"))
+    eval_every: int = param(None, help="validate on --eval-data every N optimizer steps and at the end, 0: only "
+                                       "at the end (default: 0; paper/official: 300)")
+    select: str = param(None, help="weights kept: last, or the lowest validation loss seen (needs --eval-data; "
+                                   "default: last; paper/official: loss)", choices=("last", "loss"))
+    preset: str | None = param(None, help="start from the paper's (A.1) or the released code's settings; "
+                                          "flags given override it", choices=PRESET_NAMES)
 
     def settings(self) -> dict[str, Any]:
-        """The hyperparameters, as the training folder's ``run.json`` stores them."""
+        """The hyperparameters, as the training folder's ``run.json`` stores them (new keys only when set)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(TrainConfig)}
         out["target_modules"] = list(self.target_modules)
+        for key, old in NEW_KEYS.items():
+            if out[key] == old:
+                del out[key]
         return out
 
     def __post_init__(self) -> None:
+        if self.preset is not None and self.preset not in self.PRESETS:
+            raise InputError(f"unknown preset {self.preset!r}; expected one of {', '.join(self.PRESETS)}")
+        chosen = self.PRESETS.get(self.preset or "", {})
+        for name, value in {**DEFAULTS, **chosen}.items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+        # a preset also sets fields that have a default of their own; a value equal to that default is taken
+        # as not given (argparse cannot tell the two apart)
+        fields = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+        for name, value in chosen.items():
+            if name not in DEFAULTS and getattr(self, name) == fields[name]:
+                setattr(self, name, value)
         if self.arch not in ("lm", "encoder"):
             raise InputError(f"arch must be 'lm' or 'encoder', got {self.arch!r}")
         if self.base is None:
@@ -76,3 +130,9 @@ class TrainConfig:
         if not self.target_modules:
             raise InputError("target_modules must name at least one module")
         self.target_modules = tuple(self.target_modules)
+        if self.prompt not in PROMPTS or self.labels not in LABELS or self.loss not in ("pair", "vocab") \
+                or self.select not in ("last", "loss"):
+            raise InputError(f"expected prompt in {sorted(PROMPTS)}, labels in {LABELS}, loss pair|vocab, select "
+                             f"last|loss; got {self.prompt!r}, {self.labels!r}, {self.loss!r}, {self.select!r}")
+        if int(self.eval_every) < 0:
+            raise InputError(f"eval_every must be >= 0, got {self.eval_every}")

@@ -20,6 +20,12 @@ whole passage it comes from (title line + its sentences, exactly as the
 The output is JSONL (one sample a line) plus ``<name>.manifest.json`` with the
 counts and the sha256 of every source file.
 
+``--preset official`` samples as the released code (``train/datasampling.py``) does, which is not the
+paper's Table 3: every positive, then ``int((1 - positive_ratio) * positives / 2)`` hard negatives and as many
+*distractor* negatives (sentences of the questions' own non-supporting paragraphs, pooled over all questions),
+i.e. 4:1:1 at ``positive_ratio`` 0.5; contexts join the dataset's sentences as they are (HotpotQA's carry
+their leading spaces); seed 42 (:func:`build_samples_official`).
+
 >>> from readerfit.types import QAExample, Passage, SupportingFact
 >>> ex = [QAExample(id=f"q{i}", question=f"Q{i}?", answers=["a"], supporting=[SupportingFact(f"T{i}", 0)],
 ...                 passages=[Passage("A. B. C.", title=f"T{i}", sentences=("A.", "B.", "C."))]) for i in range(4)]
@@ -39,12 +45,12 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from readerfit.data import load_dataset
 from readerfit.errors import InputError
 from readerfit.io import markdown_table, write_atomic, write_json
-from readerfit.registry import param
+from readerfit.registry import PRESET_NAMES, param
 from readerfit.runs import Outcome
 from readerfit.types import Passage, QAExample, render_passage
 
@@ -188,6 +194,55 @@ def build_samples(
     return samples, counts
 
 
+def build_samples_official(
+    examples: Sequence[QAExample], *, seed: int = 42, positive_ratio: float = 0.5
+) -> tuple[list[ExitSample], dict[str, int]]:
+    """The released code's mix: every positive, ``int((1 - positive_ratio) * positives / 2)`` hard and as many
+    distractor negatives drawn from the pools of all questions, shuffled; same draws as the released script for
+    the same seed, questions and order (``random.seed(seed)``; sample hard, sample distractors, shuffle).
+
+    A paragraph counts as supporting when any supporting fact names its title (its other sentences are hard
+    negatives, as upstream); every other paragraph's sentences are distractors. Contexts are ``title\\n`` +
+    the raw sentences joined by spaces; sentences are stripped; empty ones skipped.
+    """
+    if not 0 < positive_ratio < 1:
+        raise InputError(f"positive_ratio must be in (0, 1), got {positive_ratio}")
+    positives: list[ExitSample] = []
+    hard_pool: list[ExitSample] = []
+    distractor_pool: list[ExitSample] = []
+    counts = {"skipped_questions": 0, "bad_facts": 0, "duplicate_ids": 0}
+    for ex in examples:
+        facts = {(f.title, f.sentence) for f in ex.supporting or ()}
+        gold = {t for t, _ in facts}
+        if not facts:
+            counts["skipped_questions"] += 1
+        for p in ex.passages:
+            raw = list(p.sentences or ())
+            context = f"{p.title}\n" + " ".join(raw)
+            for j, sentence in enumerate(raw):
+                if not sentence.strip():
+                    continue
+                kind = "positive" if (p.title, j) in facts else "hard" if p.title in gold else "distractor"
+                sample = ExitSample(qid=ex.id, question=ex.question, title=p.title, context=context,
+                                    sentence=sentence.strip(), sent_index=j, label=int(kind == "positive"),
+                                    type=kind, source_qid=ex.id)
+                (positives if kind == "positive" else hard_pool if kind == "hard" else distractor_pool).append(sample)
+    n_each = int((1 - positive_ratio) * len(positives) / 2)
+    if not positives:
+        raise InputError("no supporting-fact sentences found: this needs HotpotQA-style labels")
+    rng = random.Random(seed)
+    hard = rng.sample(hard_pool, min(n_each, len(hard_pool)))
+    negatives = rng.sample(distractor_pool, min(n_each, len(distractor_pool)))
+    samples = positives + hard + negatives
+    rng.shuffle(samples)
+    for sample in samples:
+        sample.id = f"{sample.qid}:{sample.type}:{sample.title}:{sample.sent_index}"
+    counts.update({"questions": len(examples), "positive": len(positives), "hard": len(hard), "random": 0,
+                   "distractor": len(negatives), "hard_available": len(hard_pool),
+                   "distractor_available": len(distractor_pool), "total": len(samples)})
+    return samples, counts
+
+
 def manifest_path(out: str | Path) -> Path:
     out = Path(out)
     return out.with_name(out.name.split(".")[0] + ".manifest.json")
@@ -195,12 +250,13 @@ def manifest_path(out: str | Path) -> Path:
 
 def write_exit_data(
     sources: Sequence[str], out: str | Path, *, seed: int = 0, fmt: str | None = None, limit: int | None = None,
-    draws: int = 1, distractors: float = 0.0,
+    draws: int = 1, distractors: float = 0.0, positive_ratio: float | None = None,
 ) -> dict[str, Any]:
     """Build the samples from ``sources`` (HotpotQA-style files) and write ``out`` (JSONL) + its manifest.
 
-    ``draws`` > 1 concatenates independent 2:1:1 draws (seeds ``seed .. seed+draws-1``): every positive
-    appears ``draws`` times, each time with freshly sampled hard and random negatives (the ratio holds).
+    ``draws`` > 1 concatenates independent draws (seeds ``seed .. seed+draws-1``): every positive
+    appears ``draws`` times, each time with freshly sampled negatives (the ratio holds).
+    ``positive_ratio`` set: the released code's mix (:func:`build_samples_official`) instead of the paper's.
     """
     if not sources:
         raise InputError("no --data files given")
@@ -212,9 +268,14 @@ def write_exit_data(
         source_info.append({"path": str(path), "sha256": file_sha256(path), "n_questions": len(loaded)})
     if draws < 1:
         raise InputError(f"draws must be >= 1, got {draws}")
-    samples, counts = build_samples(examples, seed=seed, distractors=distractors)
+    def draw(k: int) -> tuple[list[ExitSample], dict[str, int]]:
+        if positive_ratio is not None:
+            return build_samples_official(examples, seed=seed + k, positive_ratio=positive_ratio)
+        return build_samples(examples, seed=seed + k, distractors=distractors)
+
+    samples, counts = draw(0)
     for k in range(1, draws):
-        more, extra = build_samples(examples, seed=seed + k, distractors=distractors)
+        more, extra = draw(k)
         for sample in more:
             sample.id = f"{sample.id}#draw{k}"
         samples.extend(more)
@@ -222,8 +283,11 @@ def write_exit_data(
             counts[key] += extra[key]
     write_atomic(out, "".join(json.dumps(s.to_dict(), ensure_ascii=False) + "\n" for s in samples))
     manifest = {"format": "readerfit-exit-data", "version": 1, "data": str(out), "sha256": file_sha256(out),
-                "seed": seed, "draws": draws, "ratio": list(RATIO), "distractors_per_2_positives": distractors, "limit_per_source": limit, "counts": counts,
-                "sources": source_info}
+                "seed": seed, "draws": draws, "limit_per_source": limit, "counts": counts, "sources": source_info}
+    if positive_ratio is None:
+        manifest.update({"ratio": list(RATIO), "distractors_per_2_positives": distractors})
+    else:  # the released code's mix
+        manifest.update({"sampling": "official", "positive_ratio": positive_ratio})
     write_json(manifest_path(out), manifest)
     return manifest
 
@@ -255,24 +319,47 @@ def read_samples(path: str | Path) -> list[ExitSample]:
 
 @dataclass
 class Config:
+    """``readerfit train exit-data``; ``--preset official`` samples as the released code does (4:1:1 with
+    distractor negatives, seed 42), ``--preset paper`` (= the default) as the paper's Table 3 (2:1:1)."""
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "paper": {"seed": 0, "distractors": 0.0, "positive_ratio": None},
+        "official": {"seed": 42, "distractors": 0.0, "positive_ratio": 0.5},
+    }
+
     data: list[str] = param(help="HotpotQA-style files with supporting facts")
     out: str = param(help="output JSONL (the manifest goes beside it)")
     format: str | None = param(None, help="dataset format (default: detected per file)")
-    seed: int = param(0, help="sampling seed")
+    seed: int = param(None, help="sampling seed (default: 0; official preset: 42)")
     limit: int | None = param(None, help="first N questions of each file")
-    draws: int = param(1, help="independent 2:1:1 draws (seeds seed..seed+draws-1) concatenated")
+    draws: int = param(1, help="independent draws (seeds seed..seed+draws-1) concatenated")
     distractors: float = param(0.0, help="beyond the paper: distractor negatives (own non-gold paragraphs) per 2 "
                                          "positives")
+    positive_ratio: float | None = param(None, help="the released code's mix instead of the paper's: every positive "
+                                                    "plus int((1 - R) * positives / 2) hard and as many distractor "
+                                                    "negatives (official preset: 0.5, i.e. 4:1:1)")
+    preset: str | None = param(None, help="paper (Table 3: 2:1:1, random negatives) or official (the released "
+                                          "datasampling.py); flags given override it", choices=PRESET_NAMES)
 
     def __post_init__(self) -> None:
+        if self.preset is not None and self.preset not in self.PRESETS:
+            raise InputError(f"unknown preset {self.preset!r}; expected one of {', '.join(self.PRESETS)}")
+        chosen = self.PRESETS.get(self.preset or "", {})
+        if self.seed is None:
+            self.seed = int(chosen.get("seed", 0))
+        if self.positive_ratio is None and self.preset is not None:
+            self.positive_ratio = chosen["positive_ratio"]
         if self.limit is not None and self.limit < 1:
             raise InputError(f"--limit must be >= 1, got {self.limit}")
+        if self.positive_ratio is not None and self.distractors:
+            raise InputError("--distractors adds to the paper's mix; the released mix (--positive-ratio) has its own")
 
 
 def run(config: Config, *, progress: bool = True, device: str | None = None) -> Outcome:
     """``readerfit train exit-data``: write the samples and their manifest; the counts as a table."""
     manifest = write_exit_data(config.data, config.out, seed=config.seed, fmt=config.format, limit=config.limit,
-                               draws=config.draws, distractors=config.distractors)
+                               draws=config.draws, distractors=config.distractors,
+                               positive_ratio=config.positive_ratio)
     c = manifest["counts"]
     rows = [{"type": t, "n": c[t]} for t in TYPES if t != "distractor" or c[t]] + [{"type": "total", "n": c["total"]}]
     table = markdown_table(rows, [("type", "type", ""), ("n", "samples", "d")])

@@ -1,10 +1,12 @@
 """Train the EXIT sentence classifier (``readerfit train exit``).
 
-``--arch lm`` (the paper's): LoRA (peft) on a causal LM; the loss is the
-cross-entropy over the two label tokens at the answer position, i.e. the
-logits of "Yes" and "No" after the chat-templated EXIT prompt (the paper's
-equation 5): ``-log softmax([z_Yes, z_No])[y]``. The prompt is tokenised
-exactly as the ``exit`` compressor tokenises it (same three pieces).
+``--arch lm`` (the paper's): LoRA (peft) on a causal LM, scored exactly as the
+``exit`` compressor scores (same prompt pieces, same token ids, same r:
+:mod:`readerfit.compressors.exit.labels`). The loss at the answer position is
+``pair`` (default): ``-log softmax([log P(Yes), log P(No)])[y]``, the
+cross-entropy of the compressor's r; or ``vocab`` (the paper's equation 5 as an
+LM's loss, presets ``paper``/``official``): ``-log P(y)`` over the full vocabulary.
+The held-out AUROC and accuracy are computed from the compressor's r.
 
 ``--arch encoder`` (beyond the paper): a cross-encoder, sequence
 classification with 2 labels on (query [SEP] sentence, passage), initialised
@@ -12,9 +14,14 @@ from the packaged MiniLM's BERT weights with a fresh head. Its word
 embeddings are frozen so only the transformer layers and head are saved
 (small enough to ship).
 
-Defaults are the paper's (LoRA r=64, α=32, dropout 0.05, lr 1e-5, 1 epoch).
+LoRA r=64, α=32, dropout 0.05, lr 1e-5 and 1 epoch are the paper's; the batch
+(8), weight decay (0), warmup (0), loss (pair) and kept weights (the last) are
+readerfit's defaults, not the paper's: ``--preset paper`` / ``--preset official``
+train with an effective batch of 64, weight decay 0.1, warmup 0.03, validation
+every 300 steps and the weights with the lowest validation loss kept
+(:class:`~readerfit.train.config.TrainConfig`).
 Training writes a checkpoint (:mod:`readerfit.train.resume`) every ``--save-every``
-optimizer steps; rerunning the same command resumes from the last one.
+optimizer steps and at every validation; rerunning the same command resumes from the last one.
 
 >>> lr_at(0, total=10, lr=1e-4, warmup_ratio=0.0)
 0.0001
@@ -37,7 +44,7 @@ from typing import Any
 
 import torch
 
-from readerfit.compressors.exit import EXIT_PROMPT, NEGATIVE, POSITIVE
+from readerfit.compressors.exit import NEGATIVE, POSITIVE, PROMPTS
 from readerfit.compressors.exit.config import CLASSIFIER_FILE, CLASSIFIER_FORMAT
 from readerfit.errors import InputError
 from readerfit.io import markdown_table, read_json, read_jsonl, write_atomic, write_json
@@ -47,7 +54,15 @@ from readerfit.registry import param
 from readerfit.runs import Outcome, RunFolder
 from readerfit.train.config import TrainConfig
 from readerfit.train.exit_data import ExitSample, file_sha256, read_samples
-from readerfit.train.resume import example_order, load_checkpoint, lr_at, save_checkpoint
+from readerfit.train.resume import (
+    example_order,
+    load_best,
+    load_checkpoint,
+    lr_at,
+    read_best,
+    save_best,
+    save_checkpoint,
+)
 from readerfit.train.tasks import EncoderTask, LMTask
 
 
@@ -69,15 +84,18 @@ def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
 
 
 def evaluate_samples(task: Any, samples: Sequence[ExitSample], micro_batch: int = 8) -> dict[str, float]:
-    """Loss, accuracy at 0.5 and AUROC of the task's model on held-out samples (2-label probabilities)."""
+    """Loss (the training loss), accuracy at 0.5 and AUROC of the task's model on held-out samples; the
+    probabilities are the compressor's r."""
+    was_training = task.model.training
     task.model.eval()
     probs: list[float] = []
     losses: list[float] = []
     with torch.inference_mode():
         for batch in _chunks(list(samples), micro_batch):
             logits = task.logits(batch)
-            losses.extend(torch.nn.functional.cross_entropy(logits, task.targets(batch), reduction="none").tolist())
+            losses.extend(task.loss(logits, task.targets(batch).to(logits.device), reduction="none").tolist())
             probs.extend(task.positive_prob(logits).tolist())
+    task.model.train(was_training)
     labels = [s.label for s in samples]
     acc = sum((p >= 0.5) == (y == 1) for p, y in zip(probs, labels)) / len(labels)
     return {"n": len(labels), "loss": sum(losses) / len(losses), "accuracy": acc, "auroc": auroc(labels=labels, scores=probs)}
@@ -113,6 +131,15 @@ def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any
     # Over-long samples are skipped, counted and logged (never truncated).
     usable = [s for s in samples if task.fits(s)]
     skipped = len(samples) - len(usable)
+    held = None
+    if eval_data is not None:
+        held = [s for s in read_samples(eval_data) if task.fits(s)][: eval_limit or None]
+        if not held:
+            raise InputError(f"{eval_data}: no held-out sample fits the model")
+    if config.select == "loss" and held is None:
+        raise InputError("select=loss keeps the weights with the lowest validation loss: give --eval-data "
+                         "(held-out exit-data JSONL)")
+    eval_micro = 8 if config.arch == "encoder" else 1
     if config.limit is not None:
         subset = list(range(len(usable)))
         random.Random(f"{config.seed}:subset").shuffle(subset)
@@ -130,6 +157,31 @@ def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any
     history = [h for h in history if h["step"] <= step]  # drop steps done after the last checkpoint
     write_atomic(log_path, "".join(json.dumps(h) + "\n" for h in history))
     elapsed = history[-1]["seconds"] if history else 0.0
+    val_path = out / "validation.jsonl"
+    validated = [v for v in (read_jsonl(val_path, partial_ok=True) if val_path.exists() else []) if v["step"] <= step]
+    write_atomic(val_path, "".join(json.dumps(v) + "\n" for v in validated))
+    best = read_best(out)
+    if best is not None and best["step"] > step:  # kept from steps that will be redone: forget it
+        shutil.rmtree(out / "best", ignore_errors=True)
+
+    def validate(at: int) -> None:
+        """Validation loss at step ``at`` (after its checkpoint); the best weights kept when selecting on it."""
+        assert held is not None
+        metrics = evaluate_samples(task, held, micro_batch=eval_micro)
+        entry = {"step": at, **metrics}
+        with open(val_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+        validated.append(entry)
+        kept = read_best(out)
+        if config.select == "loss" and (kept is None or metrics["loss"] < kept["loss"]):
+            save_best(out, at, task.model, metrics)
+
+    def validation_due(at: int) -> bool:
+        periodic = config.eval_every > 0 and at % config.eval_every == 0
+        return held is not None and (periodic or (at == total_steps and config.select == "loss"))
+
+    if step > 0 and validation_due(step) and not any(v["step"] == step for v in validated):
+        validate(step)  # interrupted between the checkpoint and its validation
     autocast = config.dtype != "float32"
     bar = folder.progress(total=total_steps, done=step, desc=f"train {config.arch}", unit="step", enabled=progress)
     rng_state = torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else [])
@@ -148,7 +200,7 @@ def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any
             for micro in _chunks(batch, config.micro_batch):
                 with torch.autocast(device_type=dev.type, dtype=DTYPES[config.dtype], enabled=autocast):
                     logits = task.logits(micro)
-                loss = torch.nn.functional.cross_entropy(logits.float(), task.targets(micro).to(dev), reduction="sum")
+                loss = task.loss(logits.float(), task.targets(micro).to(dev), reduction="sum")
                 (loss / len(batch)).backward()
                 loss_sum += float(loss.detach())
             optimizer.step()
@@ -161,16 +213,27 @@ def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any
             history.append(entry)
             bar.update(1)
             bar.set_postfix(loss=f"{sum(h['loss'] for h in history[-20:]) / len(history[-20:]):.4f}")
-            if step % config.save_every == 0 and step < total_steps:
+            if validation_due(step):  # the checkpoint first, so a resumed run never redoes a validated step
+                save_checkpoint(out, step, task.model, optimizer)
+                validate(step)
+            elif step % config.save_every == 0 and step < total_steps:
                 save_checkpoint(out, step, task.model, optimizer)
             if on_step is not None:
                 on_step(step)
     bar.close()
     eval_result: dict[str, float] = {}
-    if eval_data is not None:
-        held = read_samples(eval_data)
-        held = [s for s in held if task.fits(s)][: eval_limit or None]
-        eval_result = evaluate_samples(task, held, micro_batch=8 if config.arch == "encoder" else 1)
+    selected: dict[str, Any] = {"rule": config.select, "step": step}
+    if config.select == "loss":
+        kept = read_best(out)
+        if kept is None:
+            raise AssertionError("select=loss but no validated weights were kept")  # a bug, not bad input
+        load_best(out, task.model)
+        selected["step"] = kept["step"]
+        eval_result = {k: v for k, v in kept.items() if k != "step"}
+    elif held is not None:
+        last = next((v for v in validated if v["step"] == step), None)
+        eval_result = ({k: v for k, v in last.items() if k != "step"} if last is not None
+                       else evaluate_samples(task, held, micro_batch=eval_micro))
     tail = history[-max(1, min(50, len(history) // 5)):]
     result = TrainResult(out=str(out), arch=config.arch, steps=step, examples_seen=min(step * config.batch_size, total_examples),
                          seconds=round(elapsed, 1), final_loss=sum(h["loss"] for h in tail) / len(tail),
@@ -178,13 +241,16 @@ def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any
     task.save(out, DTYPES[config.save_dtype])
     manifest = {
         "format": CLASSIFIER_FORMAT, "version": 1, "arch": config.arch, "base": config.base,
-        "prompt": EXIT_PROMPT if config.arch == "lm" else "(query [SEP] sentence, title\\npassage)",
+        "prompt": PROMPTS[config.prompt] if config.arch == "lm" else "(query [SEP] sentence, title\\npassage)",
         "labels": [POSITIVE, NEGATIVE],
         "training": {"settings": settings, "n_samples": len(samples), "n_used": len(usable), "skipped_too_long": skipped,
-                     "result": asdict(result)},
+                     "result": asdict(result), "selected": selected},
     }
+    if config.arch == "lm":  # what the compressor needs to score as it was trained
+        manifest.update({"prompt_style": config.prompt, "label_ids": config.labels})
     write_json(out / CLASSIFIER_FILE, manifest)  # written last: its presence marks a finished run
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    shutil.rmtree(out / "best", ignore_errors=True)
     (out / "checkpoint.json").unlink(missing_ok=True)
     return result
 
@@ -195,8 +261,9 @@ class Config(TrainConfig):
 
     data: str = param(help="training samples (JSONL from `readerfit train exit-data`)")
     out: str = param(help="output classifier directory (a rerun resumes)")
-    eval_data: str | None = param(None, help="held-out exit-data JSONL to score at the end")
-    eval_limit: int | None = param(None, help="score only the first N held-out samples")
+    eval_data: str | None = param(None, help="held-out exit-data JSONL: validation (--eval-every, --select loss) "
+                                             "and the final scores")
+    eval_limit: int | None = param(None, help="use only the first N held-out samples")
 
     def train_config(self) -> TrainConfig:
         return TrainConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(TrainConfig)})

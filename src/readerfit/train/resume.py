@@ -86,3 +86,32 @@ def load_checkpoint(out: Path, model: Any, optimizer: torch.optim.Optimizer) -> 
     groups = [dict(g, params=list(range(len(names)))) for g in state["param_groups"]]
     optimizer.load_state_dict({"state": per, "param_groups": groups})
     return int(state["step"])
+
+
+def save_best(out: Path, step: int, model: Any, metrics: dict[str, Any]) -> None:
+    """The trainable weights with the lowest validation loss so far, atomically (``best/``, ``best.json``)."""
+    from safetensors.torch import save_file
+
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    with atomic_dir(out / "best", replace=True) as tmp:
+        save_file({n: p.detach().cpu().contiguous() for n, p in params}, str(tmp / "trainable.safetensors"))
+        write_json(tmp / "best.json", {"step": step, **metrics})
+
+
+def read_best(out: Path) -> dict[str, Any] | None:
+    """``best/best.json`` (step and validation metrics of the kept weights), or None."""
+    path = out / "best" / "best.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def load_best(out: Path, model: Any) -> None:
+    """Put the weights of ``best/`` back into ``model``'s trainable parameters."""
+    from safetensors.torch import load_file
+
+    trained = load_file(str(out / "best" / "trainable.safetensors"))
+    params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    if set(trained) != set(params):
+        raise InputError(f"{out / 'best'} does not match this model's trainable parameters; delete {out} to restart")
+    with torch.no_grad():
+        for n, p in params.items():
+            p.copy_(trained[n])

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import torch
 
-from readerfit.compressors.exit import NEGATIVE, POSITIVE, LMSentenceClassifier, encoder_text_a
+from readerfit.compressors.exit import LMSentenceClassifier, encoder_text_a, label_log_probs, label_loss
 from readerfit.compressors.exit.config import ENCODER_WEIGHTS
+from readerfit.compressors.exit.labels import relevance_from_label_log_probs
 from readerfit.errors import InputError, require
 from readerfit.models.hf import HFLanguageModel
 from readerfit.models.kv_cache import logits_kwarg
@@ -18,16 +19,20 @@ from readerfit.train.exit_data import ExitSample
 
 
 class LMTask:
-    """LoRA on a causal LM; loss = CE over (z_Yes, z_No) at the answer position."""
+    """LoRA on a causal LM, scored through the compressor's own definition of r.
+
+    ``logits`` are the (B, 2) label log-probabilities log P(Yes), log P(No) at the answer position
+    (:func:`~readerfit.compressors.exit.labels.label_log_probs`, with the compressor's token ids); ``loss`` is
+    their 2-way cross-entropy (``pair``) or the full-vocabulary −log P(label) (``vocab``); ``positive_prob`` is
+    the compressor's r.
+    """
 
     def __init__(self, config: TrainConfig, device: torch.device) -> None:
         peft = require("peft", extra="train", purpose="training an LM classifier")
 
         self.config = config
         self.lm = HFLanguageModel(str(config.base), device=device, dtype="float32")
-        self.clf = LMSentenceClassifier(self.lm)
-        self.yes = self.lm.candidate_token_ids(POSITIVE)[0]
-        self.no = self.lm.candidate_token_ids(NEGATIVE)[0]
+        self.clf = LMSentenceClassifier(self.lm, prompt=config.prompt, labels=config.labels)
         names = {n.rsplit(".", 1)[-1] for n, _ in self.lm.model.named_modules()}
         missing = [m for m in config.target_modules if m not in names]
         if missing:
@@ -61,7 +66,7 @@ class LMTask:
         return len(self.encode(s)) <= self.limit
 
     def logits(self, batch: Sequence[ExitSample]) -> torch.Tensor:
-        """(B, 2) logits of (Yes, No) at each prompt's answer position."""
+        """(B, 2) log P(Yes), log P(No) at each prompt's answer position."""
         seqs = [self.encode(s) for s in batch]
         width = max(len(s) for s in seqs)
         pad = int(self.lm.tokenizer.pad_token_id)
@@ -80,15 +85,18 @@ class LMTask:
             out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
             col = last
         picked = out[torch.arange(len(seqs)), col.to(self.device)]
-        return picked[:, [self.yes, self.no]].float()
+        return label_log_probs(picked, self.clf.yes_ids, self.clf.no_ids)
 
     @staticmethod
     def targets(batch: Sequence[ExitSample]) -> torch.Tensor:
         return torch.tensor([0 if s.label == 1 else 1 for s in batch])  # column 0 = "Yes"
 
+    def loss(self, logits: torch.Tensor, targets: torch.Tensor, *, reduction: str = "mean") -> torch.Tensor:
+        return label_loss(logits, targets, loss=self.config.loss, reduction=reduction)
+
     @staticmethod
     def positive_prob(logits: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(logits, dim=-1)[:, 0]
+        return relevance_from_label_log_probs(logits)  # the compressor's r
 
     def save(self, out: Path, save_dtype: torch.dtype) -> None:
         from safetensors.torch import save_file
@@ -139,6 +147,10 @@ class EncoderTask:
     @staticmethod
     def targets(batch: Sequence[ExitSample]) -> torch.Tensor:
         return torch.tensor([int(s.label) for s in batch])  # column 1 = useful
+
+    @staticmethod
+    def loss(logits: torch.Tensor, targets: torch.Tensor, *, reduction: str = "mean") -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(logits.float(), targets, reduction=reduction)
 
     @staticmethod
     def positive_prob(logits: torch.Tensor) -> torch.Tensor:

@@ -1,17 +1,36 @@
 """EXIT: context-aware extractive compression (Hwang et al.), one module per job.
 
-``config`` (prompt, settings), ``windows`` (over-long passages), ``lm_classifier`` (the paper's, with
+``config`` (prompts, settings, presets), ``labels`` (r from next-token logits: the one definition inference
+and training share), ``windows`` (which context each sentence gets), ``lm_classifier`` (the paper's, with
 prefix caching), ``encoder_classifier`` (a cross-encoder, beyond the paper), ``classifiers``
 (trained directories), ``compressor`` (the ``exit`` compressor).
 """
 
 from readerfit.compressors.exit.classifiers import build_classifier, read_classifier_manifest
 from readerfit.compressors.exit.compressor import ExitCompressor
-from readerfit.compressors.exit.config import EXIT_PROMPT, NEGATIVE, POSITIVE, ExitConfig, default_classifier_dir
+from readerfit.compressors.exit.config import (
+    EXIT_PROMPT,
+    NEGATIVE,
+    OFFICIAL_PROMPT,
+    POSITIVE,
+    PROMPTS,
+    ExitConfig,
+    default_classifier_dir,
+)
 from readerfit.compressors.exit.encoder_classifier import EncoderSentenceClassifier, encoder_text_a
+from readerfit.compressors.exit.labels import label_log_probs, label_loss, label_token_ids, relevance
 from readerfit.compressors.exit.lm_classifier import LMSentenceClassifier, PromptPieces
-from readerfit.compressors.exit.windows import GroupScores, SentenceClassifier, plan_passage, window_around
+from readerfit.compressors.exit.windows import (
+    GroupScores,
+    SentenceClassifier,
+    all_documents,
+    plan_passage,
+    plan_question,
+    window_around,
+)
 
-__all__ = ["EXIT_PROMPT", "NEGATIVE", "POSITIVE", "EncoderSentenceClassifier", "ExitCompressor", "ExitConfig",
-           "GroupScores", "LMSentenceClassifier", "PromptPieces", "SentenceClassifier", "build_classifier",
-           "default_classifier_dir", "encoder_text_a", "plan_passage", "read_classifier_manifest", "window_around"]
+__all__ = ["EXIT_PROMPT", "NEGATIVE", "OFFICIAL_PROMPT", "POSITIVE", "PROMPTS", "EncoderSentenceClassifier",
+           "ExitCompressor", "ExitConfig", "GroupScores", "LMSentenceClassifier", "PromptPieces", "SentenceClassifier",
+           "all_documents", "build_classifier", "default_classifier_dir", "encoder_text_a", "label_log_probs",
+           "label_loss", "label_token_ids", "plan_passage", "plan_question", "read_classifier_manifest", "relevance",
+           "window_around"]

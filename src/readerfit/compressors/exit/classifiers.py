@@ -6,7 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from readerfit.compressors.exit.config import CLASSIFIER_FILE, CLASSIFIER_FORMAT, ExitConfig, default_classifier_dir
+from readerfit.compressors.exit.config import (
+    CLASSIFIER_FILE,
+    CLASSIFIER_FORMAT,
+    PROMPTS,
+    ExitConfig,
+    default_classifier_dir,
+)
 from readerfit.compressors.exit.encoder_classifier import EncoderSentenceClassifier, load_encoder_classifier
 from readerfit.compressors.exit.lm_classifier import LMSentenceClassifier
 from readerfit.compressors.exit.windows import SentenceClassifier
@@ -28,6 +34,19 @@ def read_classifier_manifest(directory: str | Path) -> dict[str, Any] | None:
     return info
 
 
+def trained_with(info: dict[str, Any] | None) -> tuple[str, str]:
+    """(prompt, labels) a classifier directory was trained with: the manifest's ``prompt_style`` and
+    ``labels``; a manifest from before they were recorded holds the paper's prompt text and was trained on
+    one Yes/No token id each; anything else (a plain LM) gets the paper's prompt and single ids."""
+    if info is None:
+        return "paper", "single"
+    training = info.get("training", {}).get("settings", {})
+    prompt = info.get("prompt_style") or training.get("prompt") or next(
+        (name for name, text in PROMPTS.items() if text == info.get("prompt")), "paper")
+    labels = info.get("label_ids") or training.get("labels") or "single"
+    return str(prompt), str(labels)
+
+
 def build_classifier(config: ExitConfig, pool: Any) -> SentenceClassifier:
     """The sentence classifier ``config`` names, its models taken from ``pool``."""
     name = config.classifier
@@ -44,7 +63,7 @@ def build_classifier(config: ExitConfig, pool: Any) -> SentenceClassifier:
             lambda: load_encoder_classifier(directory, base=info.get("base", DEFAULT_EMBEDDER), device=pool.device,
                                             dtype=resolve_dtype(dtype)))
         return EncoderSentenceClassifier(model, tokenizer, batch_size=max(config.batch_size, 16),
-                                         max_tokens=config.max_tokens, name=f"encoder:{name}")
+                                         max_tokens=config.max_tokens, name=f"encoder:{name}", context=config.context)
     if info is not None:  # a trained LoRA adapter over a base LM
         if config.adapter is not None:
             raise InputError(f"{name} already is a trained adapter; pass either classifier=DIR or adapter=DIR")
@@ -53,5 +72,7 @@ def build_classifier(config: ExitConfig, pool: Any) -> SentenceClassifier:
     else:
         lm = pool.local_lm(name, purpose=PURPOSE, dtype=dtype, adapter=config.adapter)
         label = f"lm:{name}" + (f"+{config.adapter}" if config.adapter else "")
+    prompt, labels = trained_with(info)
     return LMSentenceClassifier(lm, batch_size=config.batch_size, max_tokens=config.max_tokens,
-                                cache_prefix=config.cache_prefix, name=label)
+                                cache_prefix=config.cache_prefix, name=label, prompt=config.prompt or prompt,
+                                labels=config.labels or labels, context=config.context)

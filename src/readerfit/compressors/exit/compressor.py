@@ -2,7 +2,7 @@
 Compression for Enhancing Retrieval-Augmented Generation").
 
 Every sentence ``s`` of a retrieved passage ``d`` is classified with the query
-``q`` and *its whole passage* as context, with the paper's prompt::
+``q`` and *its whole passage* as context, with the paper's prompt (Table 4)::
 
     Query: {q}
     Full context: {d}
@@ -10,9 +10,11 @@ Every sentence ``s`` of a retrieved passage ``d`` is classified with the query
     Is this sentence useful in answering the query? Answer only "Yes" or "No".
 
 The relevance is ``r = P("Yes") / (P("Yes") + P("No"))`` from the classifier
-LM's next-token distribution (each word summed over its tokenizer variants);
-sentences with ``r >= τ`` (0.5) are kept, in original order, passage by passage
-under their titles.
+LM's next-token distribution (one token id per word, or all its single-token
+spellings summed: ``labels``); sentences with ``r >= τ`` (0.5) are kept, in
+original order, passage by passage under their titles. ``preset="official"``
+runs it as the released code does: a newline after each label of the prompt,
+and all the question's passages as every sentence's context (``context="all"``).
 
 Speed: all sentences of a passage share the prompt up to ``Sentence:`` (and all
 passages of a question share it up to ``Full context:``). The shared prefix is
@@ -90,6 +92,7 @@ class ExitCompressor(BaseCompressor):
         scores = [0.0] * len(units)
         windowed: dict[int, list[int]] = {}
         pieces: dict[int, int] = {}
+        own: list[int] = []
         for pi, result in zip(order, results):
             for j, k in enumerate(by_passage[pi]):
                 scores[k] = float(result.scores[j])
@@ -97,6 +100,7 @@ class ExitCompressor(BaseCompressor):
                     windowed[k] = list(result.windows[j])
                 if j in result.pieces:
                     pieces[k] = result.pieces[j]
+            own += [by_passage[pi][j] for j in result.own]
         kept = [k for k, r in enumerate(scores) if r >= self.config.threshold]
         details: dict[str, Any] = {
             "classifier": self.classifier.name,
@@ -110,6 +114,9 @@ class ExitCompressor(BaseCompressor):
         if pieces:
             # unit index -> number of word runs it was scored in (too long for the classifier even alone)
             details["split_sentences"] = {str(k): v for k, v in sorted(pieces.items())}
+        if self.config.context == "all":
+            details["context"] = "all"
+            details["own_passage"] = sorted(own)  # all passages did not fit the classifier with these sentences
         return Compression(
             text=assemble(passages, units, kept),
             units=[s for _, s in units],

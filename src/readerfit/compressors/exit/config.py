@@ -9,11 +9,25 @@ from typing import Any, ClassVar
 
 from readerfit.errors import InputError
 
-# The paper's prompt, verbatim; chat-templated as one user turn for the classifier LM.
+# The paper's prompt (Table 4), verbatim; chat-templated as one user turn for the classifier LM.
 EXIT_PROMPT = (
     "Query: {query}\nFull context: {context}\nSentence: {sentence}\n"
     'Is this sentence useful in answering the query? Answer only "Yes" or "No".'
 )
+# The released code's user turn (ThisIsHwang/EXIT train/datasampling.py generate_prompt, exit_rag.py): a newline
+# after each label. The released code hard-codes Gemma's turn markers around it; readerfit takes the classifier's
+# own chat template, which for Gemma renders the same string (tests/fixtures/exit_official).
+OFFICIAL_PROMPT = (
+    "Query:\n{query}\nFull context:\n{context}\nSentence:\n{sentence}\n"
+    'Is this sentence useful in answering the query? Answer only "Yes" or "No".'
+)
+PROMPTS = {"paper": EXIT_PROMPT, "official": OFFICIAL_PROMPT}
+# How the Yes/No words map to token ids: "single" = the first token of "Yes" / "No" (the paper's formula and the
+# released code); "variants" = every single-token spelling summed (Yes, " Yes", yes, " yes").
+LABELS = ("single", "variants")
+# The context each sentence is judged in: its own passage (the paper, and the released training data) or all the
+# question's retrieved documents joined by spaces (the released inference, exit_rag.py).
+CONTEXTS = ("passage", "all")
 POSITIVE, NEGATIVE = "Yes", "No"
 CLASSIFIER_FILE = "exit_classifier.json"
 CLASSIFIER_FORMAT = "readerfit-exit-classifier"
@@ -33,16 +47,23 @@ class ExitConfig:
 
     ``classifier``: ``"default"`` (the shipped trained classifier), a directory
     written by ``readerfit train exit``, or a causal LM (registered name, local
-    directory or HF id) used with the paper's prompt, optionally with a LoRA
+    directory or HF id) used with the EXIT prompt, optionally with a LoRA
     ``adapter`` directory. ``threshold`` is τ. ``max_tokens`` caps the
     classifier input length (None: the classifier's context). ``dtype`` None
     takes the model pool's. ``batch_size`` is sentences per forward pass.
     ``cache_prefix`` False scores one sentence per forward pass (the slow
-    reference).
+    reference). ``prompt`` (``paper`` | ``official``) and ``labels``
+    (``single`` | ``variants``) apply to LM classifiers; None takes what a trained
+    classifier directory was trained with, else ``paper`` / ``single``.
+    ``context``: ``passage`` (each sentence judged with its own passage) or
+    ``all`` (with all the question's passages; a sentence for which they do not
+    fit falls back to its own passage, listed in the details).
     """
 
-    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
-
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "paper": {"prompt": "paper", "labels": "single", "context": "passage", "threshold": 0.5},
+        "official": {"prompt": "official", "labels": "single", "context": "all", "threshold": 0.5},
+    }
 
     classifier: str = "default"
     adapter: str | None = None
@@ -52,6 +73,9 @@ class ExitConfig:
     max_tokens: int | None = None
     dtype: str | None = None
     cache_prefix: bool = True
+    prompt: str | None = None
+    labels: str | None = None
+    context: str = "passage"
 
     def __post_init__(self) -> None:
         if not isinstance(self.classifier, str) or not self.classifier.strip():
@@ -65,3 +89,8 @@ class ExitConfig:
             raise InputError(f"max_tokens must be an integer >= 16 or None, got {self.max_tokens!r}")
         if self.adapter is not None and not Path(self.adapter).is_dir():
             raise InputError(f"adapter directory {self.adapter!r} does not exist")
+        for name, allowed in (("prompt", tuple(PROMPTS)), ("labels", LABELS)):
+            if getattr(self, name) is not None and getattr(self, name) not in allowed:
+                raise InputError(f"{name} must be one of {', '.join(allowed)} (or unset), got {getattr(self, name)!r}")
+        if self.context not in CONTEXTS:
+            raise InputError(f"context must be one of {', '.join(CONTEXTS)}, got {self.context!r}")

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from readerfit.compressors.exit.config import ENCODER_WEIGHTS
-from readerfit.compressors.exit.windows import GroupScores, collect_scores, plan_passage
+from readerfit.compressors.exit.windows import GroupScores, collect_question, plan_question
 from readerfit.errors import UnknownModelError
 from readerfit.models.device import auto_device
 from readerfit.models.specs import DEFAULT_EMBEDDER, resolve
@@ -61,17 +61,20 @@ class EncoderSentenceClassifier:
     """A cross-encoder on (query [SEP] sentence, passage): r = softmax(logits)[1].
 
     Same data and interface as the LM classifier; one forward pass per
-    sentence but a ~10× smaller model (MiniLM-L6).
+    sentence but a ~10× smaller model (MiniLM-L6). It has no prompt and no
+    Yes/No tokens; ``context="all"`` puts all passages in its second segment
+    (which rarely fits its 512 positions: those sentences fall back to their passage).
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, batch_size: int = 16, max_tokens: int | None = None,
-                 name: str = "encoder") -> None:
+                 name: str = "encoder", context: str = "passage") -> None:
+        self.context = context
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
         self.batch_size = batch_size
-        context = int(getattr(model.config, "max_position_embeddings", 512))
-        self.limit = min(context, max_tokens) if max_tokens else context
+        positions = int(getattr(model.config, "max_position_embeddings", 512))
+        self.limit = min(positions, max_tokens) if max_tokens else positions
         self.device = next(model.parameters()).device
 
     def n_tokens(self, question: str, context: str, sentence: str) -> int:
@@ -82,12 +85,10 @@ class EncoderSentenceClassifier:
         def fits(context: str, sentence: str) -> bool:
             return self.n_tokens(question, context, sentence) <= self.limit
 
-        plans = [(len(sentences), plan_passage(title, [x.strip() for x in sentences], fits)) for title, sentences in groups]
-        pairs = [(encoder_text_a(question, text), context)
-                 for _, plan in plans for context, items in plan.jobs.items() for _, text in items]
+        plan = plan_question(groups, fits, context=self.context)
+        pairs = [(encoder_text_a(question, text), context) for context, items in plan.jobs.items() for _, _, text in items]
         flat = iter(self.score_pairs(pairs))
-        return [collect_scores(n, plan, [[next(flat) for _ in items] for items in plan.jobs.values()])
-                for n, plan in plans]
+        return collect_question(plan, [[next(flat) for _ in items] for items in plan.jobs.values()])
 
     @torch.inference_mode()
     def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[float]:

@@ -1,10 +1,11 @@
 """EXIT's classifier (the paper's): a causal LM asked the Yes/No question, with packed prefix caching.
 
-All sentences of a passage share the prompt up to ``Sentence:`` (and all passages of a question
+All sentences judged in one context share the prompt up to ``Sentence:`` (and all contexts of a question
 share it up to ``Full context:``): the question's key/values are computed once per question, and each
-passage goes through one forward pass with its sentences packed after it, without padding, under a
-block mask that lets each sentence see only the question, the passage and itself. The uncached
-reference runs the very same token ids, so both agree to float rounding (tested < 1e-4).
+context (a passage, or all of them) goes through one forward pass with its sentences packed after it,
+without padding, under a block mask that lets each sentence see only the question, the context and itself.
+The uncached reference runs the very same token ids, so both agree to float rounding (tested < 1e-4).
+r comes from :func:`readerfit.compressors.exit.labels.relevance`, the definition training uses too.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import Any
 
 import torch
 
-from readerfit.compressors.exit.config import EXIT_PROMPT, NEGATIVE, POSITIVE
-from readerfit.compressors.exit.windows import GroupScores, collect_scores, plan_passage
+from readerfit.compressors.exit.config import CONTEXTS, PROMPTS
+from readerfit.compressors.exit.labels import label_token_ids, relevance
+from readerfit.compressors.exit.windows import GroupScores, collect_question, plan_question
 from readerfit.errors import InputError
 from readerfit.models.kv_cache import cache_layers, logits_kwarg, make_cache
 
@@ -39,9 +41,9 @@ class PromptPieces:
     end: str
 
     @classmethod
-    def from_template(cls, render: Callable[[str], str]) -> PromptPieces:
+    def from_template(cls, render: Callable[[str], str], prompt: str = PROMPTS["paper"]) -> PromptPieces:
         q, c, s = "\ue000Q\ue000", "\ue000C\ue000", "\ue000S\ue000"
-        user = EXIT_PROMPT.format(query=q, context=c, sentence=s)
+        user = prompt.format(query=q, context=c, sentence=s)
         text = render(user)
         if user not in text or any(text.count(x) != 1 for x in (q, c, s)):
             raise InputError("the classifier's chat template does not keep the EXIT prompt verbatim")
@@ -68,11 +70,14 @@ class PromptPieces:
 
 
 class LMSentenceClassifier:
-    """EXIT's classifier: a causal LM asked the paper's Yes/No question, with prefix KV caching.
+    """EXIT's classifier: a causal LM asked the Yes/No question, with prefix KV caching.
 
     ``lm`` is an :class:`~readerfit.models.hf.HFLanguageModel` (its adapter, if
     any, already merged). ``cache_prefix=False`` runs one forward pass per
     sentence on the very same token ids (the reference the cache must match).
+    ``prompt``: ``paper`` (Table 4) or ``official`` (the released code's);
+    ``labels``: ``single`` or ``variants`` (see :mod:`~readerfit.compressors.exit.labels`);
+    ``context``: ``passage`` or ``all`` (see :mod:`~readerfit.compressors.exit.windows`).
 
     >>> from readerfit.models.hf import HFLanguageModel                  # doctest: +SKIP
     >>> clf = LMSentenceClassifier(HFLanguageModel("smollm2-135m"))      # doctest: +SKIP
@@ -80,15 +85,18 @@ class LMSentenceClassifier:
     """
 
     def __init__(self, lm: Any, *, batch_size: int = 16, max_tokens: int | None = None, cache_prefix: bool = True,
-                 name: str | None = None) -> None:
+                 name: str | None = None, prompt: str = "paper", labels: str = "single",
+                 context: str = "passage") -> None:
+        if prompt not in PROMPTS or context not in CONTEXTS:
+            raise InputError(f"expected prompt in {sorted(PROMPTS)} and context in {CONTEXTS}, got {prompt!r}, {context!r}")
         self.lm = lm
         self.name = name or lm.name
         self.batch_size = batch_size
         self.cache_prefix = cache_prefix
+        self.prompt, self.labels, self.context = prompt, labels, context
         self.limit = min(lm.context_length, max_tokens) if max_tokens else lm.context_length
-        self.pieces = PromptPieces.from_template(lambda user: lm.chat(user))
-        self.yes_ids = lm.candidate_token_ids(POSITIVE)
-        self.no_ids = lm.candidate_token_ids(NEGATIVE)
+        self.pieces = PromptPieces.from_template(lambda user: lm.chat(user), PROMPTS[prompt])
+        self.yes_ids, self.no_ids = label_token_ids(lm, labels)
         self._keep = logits_kwarg(lm.model)
 
     # -- token ids ---------------------------------------------------------------
@@ -106,43 +114,39 @@ class LMSentenceClassifier:
         return self.question_ids(question) + self.passage_ids(context) + self.sentence_ids(sentence)
 
     def prompt_text(self, question: str, context: str, sentence: str) -> str:
-        return self.lm.chat(EXIT_PROMPT.format(query=question.strip(), context=context, sentence=sentence.strip()))
+        user = PROMPTS[self.prompt].format(query=question.strip(), context=context, sentence=sentence.strip())
+        return self.lm.chat(user)
 
     def relevance(self, logits: torch.Tensor) -> list[float]:
-        """r = P(Yes) / (P(Yes) + P(No)) per row of next-token logits (variants summed)."""
-        probs = torch.softmax(logits.float(), dim=-1)
-        yes = probs[:, self.yes_ids].sum(-1)
-        no = probs[:, self.no_ids].sum(-1)
-        total = yes + no
-        r = torch.where(total > 0, yes / total.clamp(min=1e-38), torch.full_like(total, 0.5))
-        return r.cpu().tolist()
+        """r = P(Yes) / (P(Yes) + P(No)) per row of next-token logits (:func:`~readerfit.compressors.exit.labels.relevance`)."""
+        return relevance(logits, self.yes_ids, self.no_ids).cpu().tolist()
 
     # -- scoring -------------------------------------------------------------------
     def score(self, question: str, groups: Sequence[tuple[str, Sequence[str]]]) -> list[GroupScores]:
         q_ids = self.question_ids(question)
         # Token counts of the pieces decide which sentences need a window of their passage.
         s_len: dict[str, int] = {}
+        c_len: dict[str, int] = {}
 
         def fits(context: str, sentence: str) -> bool:
             if sentence not in s_len:
                 s_len[sentence] = len(self.sentence_ids(sentence))
-            return len(q_ids) + len(self.passage_ids(context)) + s_len[sentence] <= self.limit
+            if context not in c_len:
+                c_len[context] = len(self.passage_ids(context))
+            return len(q_ids) + c_len[context] + s_len[sentence] <= self.limit
 
-        plans = [(len(sentences), plan_passage(title, [x.strip() for x in sentences], fits)) for title, sentences in groups]
-        out: list[GroupScores] = []
+        plan = plan_question(groups, fits, context=self.context)
+        job_scores: list[list[float]] = []
         with torch.inference_mode():
-            head_kv = self._encode_prefix(q_ids) if self.cache_prefix else None
-            for n, plan in plans:
-                job_scores = []
-                for context, items in plan.jobs.items():
-                    p_ids = self.passage_ids(context)
-                    suffixes = [self.sentence_ids(text) for _, text in items]
-                    if head_kv is not None:
-                        job_scores.append(self._score_cached(q_ids, p_ids, suffixes, head_kv))
-                    else:
-                        job_scores.append([self._score_one(q_ids + p_ids + x) for x in suffixes])
-                out.append(collect_scores(n, plan, job_scores))
-        return out
+            head_kv = self._encode_prefix(q_ids) if self.cache_prefix and plan.jobs else None
+            for context, items in plan.jobs.items():
+                p_ids = self.passage_ids(context)
+                suffixes = [self.sentence_ids(text) for _, _, text in items]
+                if head_kv is not None:
+                    job_scores.append(self._score_cached(q_ids, p_ids, suffixes, head_kv))
+                else:
+                    job_scores.append([self._score_one(q_ids + p_ids + x) for x in suffixes])
+        return collect_question(plan, job_scores)
 
     def _forward(self, **kwargs: Any) -> Any:
         if self._keep is not None:

@@ -1,8 +1,10 @@
-"""Which context each sentence is scored with: its whole passage, a window of it, or word runs.
+"""Which context each sentence is scored with: all the question's passages, its whole passage, a window
+of it, or word runs.
 
-A sentence that does not fit the classifier with its whole passage is scored against the largest
-window of neighbouring sentences that fits; one too long even alone is scored in word runs and gets
-its best run's score. Chunked, never truncated.
+With ``context="all"`` a sentence is judged with all the passages (as the released code's inference does);
+one for which they do not fit the classifier falls back to its own passage. A sentence that does not fit
+with its whole passage is scored against the largest window of neighbouring sentences that fits; one too
+long even alone is scored in word runs and gets its best run's score. Chunked, never truncated.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class GroupScores:
     scores: list[float]
     windows: dict[int, tuple[int, int]] = field(default_factory=dict)
     pieces: dict[int, int] = field(default_factory=dict)
+    own: list[int] = field(default_factory=list)  # context="all": judged with its own passage (all did not fit)
 
 
 class SentenceClassifier(Protocol):
@@ -113,3 +116,61 @@ def collect_scores(n: int, plan: PassagePlan, job_scores: Sequence[Sequence[floa
     if len(scores) != n:
         raise AssertionError("a sentence was left unscored")  # a bug, not bad input
     return GroupScores(scores=[float(scores[j]) for j in range(n)], windows=plan.windows, pieces=plan.pieces)
+
+
+def all_documents(groups: Sequence[tuple[str, Sequence[str]]]) -> str:
+    """All passages as one context: each rendered as title line + its sentences, joined by spaces (the released
+    code's ``" ".join(all_sentences)``, whose spaCy sentences keep each title on its passage's first sentence)."""
+    return " ".join(render_passage(title, " ".join(s.strip() for s in sentences)) for title, sentences in groups
+                    if sentences)
+
+
+@dataclass
+class QuestionPlan:
+    """How every sentence of a question is scored: ``jobs`` maps a context (one shared prefix) to the
+    (group, sentence index, text) triples scored with it; per group the windows, pieces and fallbacks."""
+
+    sizes: list[int]
+    jobs: dict[str, list[tuple[int, int, str]]]
+    windows: list[dict[int, tuple[int, int]]]
+    pieces: list[dict[int, int]]
+    own: list[list[int]]
+
+
+def plan_question(groups: Sequence[tuple[str, Sequence[str]]], fits: Callable[[str, str], bool], *,
+                  context: str = "passage") -> QuestionPlan:
+    """Group every sentence of the question by the context it is scored with (see the module docstring)."""
+    clean = [(title, [s.strip() for s in sentences]) for title, sentences in groups]
+    full = all_documents(clean) if context == "all" else None
+    plan = QuestionPlan(sizes=[len(s) for _, s in clean], jobs={}, windows=[], pieces=[], own=[])
+    for g, (title, sentences) in enumerate(clean):
+        with_all = [full is not None and fits(full, s) for s in sentences]
+        own = [j for j, ok in enumerate(with_all) if not ok] if full is not None else []
+        if full is not None:
+            plan.jobs.setdefault(full, []).extend((g, j, s) for j, s in enumerate(sentences) if with_all[j])
+        passage = plan_passage(title, sentences, fits) if not all(with_all) else PassagePlan(jobs={})
+        for ctx, items in passage.jobs.items():
+            rest = [(g, j, t) for j, t in items if not with_all[j]]
+            if rest:
+                plan.jobs.setdefault(ctx, []).extend(rest)
+        plan.windows.append({j: w for j, w in passage.windows.items() if not with_all[j]})
+        plan.pieces.append({j: n for j, n in passage.pieces.items() if not with_all[j]})
+        plan.own.append(own)
+    return plan
+
+
+def collect_question(plan: QuestionPlan, job_scores: Sequence[Sequence[float]]) -> list[GroupScores]:
+    """Each group's sentence scores from the jobs' scores (a sentence in pieces takes its best piece)."""
+    scores: list[dict[int, float]] = [{} for _ in plan.sizes]
+    for items, values in zip(plan.jobs.values(), job_scores):
+        if len(items) != len(values):
+            raise AssertionError("a job returned the wrong number of scores")  # a bug, not bad input
+        for (g, j, _), r in zip(items, values):
+            scores[g][j] = max(scores[g].get(j, r), r)
+    out = []
+    for g, n in enumerate(plan.sizes):
+        if len(scores[g]) != n:
+            raise AssertionError("a sentence was left unscored")  # a bug, not bad input
+        out.append(GroupScores(scores=[float(scores[g][j]) for j in range(n)], windows=plan.windows[g],
+                               pieces=plan.pieces[g], own=plan.own[g]))
+    return out
