@@ -8,7 +8,10 @@ references run: the official-style one (the LM head over every position, as
 last position's logits, so the table separates what the prefix cache buys from
 what skipping the LM head buys.
 
-    python benchmarks/exit_speed.py [--questions 3] [--classifier smollm2-135m] [--json]
+    python benchmarks/exit_speed.py [--questions 3] [--classifier smollm2-135m] [--context all --prompt official] [--json]
+
+``--context all`` judges every sentence with all the question's passages (the released code's inference):
+one shared prefix per question, so the cache saves more.
 
 ``--json`` prints ``{"per_sentence_sps", "cached_sps", "speedup", "max_abs_diff", ...}`` as the last line
 (``per_sentence_sps`` is the official-style reference; ``speedup_vs_last_logit`` the stricter ratio).
@@ -48,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--classifier", default="smollm2-135m", help="LM name/path (the LM classifier is what caching speeds up)")
     p.add_argument("--adapter", default=None)
     p.add_argument("--batch-size", type=int, default=16, help="sentences per packed forward pass")
+    p.add_argument("--context", default="passage", choices=["passage", "all"], help="each sentence's context")
+    p.add_argument("--prompt", default="paper", choices=["paper", "official"], help="the EXIT prompt")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "exit_speed.json"))
@@ -56,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from readerfit.compressors.exit import LMSentenceClassifier
+    from readerfit.compressors.exit import LMSentenceClassifier, all_documents
     from readerfit.data import load_dataset, load_demo
     from readerfit.io import markdown_table, write_json
     from readerfit.models.hf import HFLanguageModel
@@ -83,11 +88,17 @@ def main(argv: list[str] | None = None) -> int:
 
     LastLogitReference = _last_logit_reference()
     lm = HFLanguageModel(args.classifier, dtype=args.dtype, adapter=args.adapter)
-    cached = LMSentenceClassifier(lm, batch_size=args.batch_size, cache_prefix=True)
-    naive = LMSentenceClassifier(lm, cache_prefix=False)
-    last_logit = LastLogitReference(lm, cache_prefix=False)
+    how = {"context": args.context, "prompt": args.prompt}
+    cached = LMSentenceClassifier(lm, batch_size=args.batch_size, cache_prefix=True, **how)
+    naive = LMSentenceClassifier(lm, cache_prefix=False, **how)
+    last_logit = LastLogitReference(lm, cache_prefix=False, **how)
     paths = {"per_sentence": naive, "last_logit": last_logit, "cached": cached}
-    prompt_tokens = [len(naive.prompt_ids(q, f"{t}\n" + " ".join(s), x)) for q, groups in questions for t, s in groups for x in s]
+
+    def context_of(groups: list, t: str, s: list) -> str:
+        return all_documents(groups) if args.context == "all" else f"{t}\n" + " ".join(s)
+
+    prompt_tokens = [len(naive.prompt_ids(q, context_of(groups, t, s), x))
+                     for q, groups in questions for t, s in groups for x in s]
 
     # a warm-up passage each, so that first-call overheads do not count
     q0, groups0 = questions[0]
@@ -120,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         "classifier": args.classifier,
         "dtype": args.dtype,
         "batch_size": args.batch_size,
+        "context": args.context,
+        "prompt": args.prompt,
         "threads": torch.get_num_threads(),
         "data": str(data) if data.exists() else "demo",
     }
