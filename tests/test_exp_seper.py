@@ -56,6 +56,54 @@ def test_evouna_protocol_skips_improper_and_missing(tmp_path):
     assert code == 0
 
 
+def test_evouna_reads_improper_items_with_null_fields_and_counts_what_it_skips(tmp_path, capsys):
+    rows = [
+        evouna_item(0, "Paris", {"fid": "Paris"}, {"fid": True}),
+        # as in EVOUNA's NQ.json: an improper item whose golden answer and judgments are null
+        {"question": "who's opening at fenway", "golden_answer": None, "answer_fid": "The Monsieurs",
+         "judge_fid": None, "answer_newbing": None, "judge_newbing": None, "improper": True},
+        # no human judged any system: skipped, whatever its other fields hold
+        {"question": None, "golden_answer": 7, "answer_fid": "x", "judge_fid": "nan", "improper": False},
+        evouna_item(3, "Rome", {"fid": "Milan"}, {"fid": False, "gpt4": "nan"}),
+    ]
+    path = tmp_path / "NQ.json"
+    path.write_text(json.dumps(rows))
+    code = main(["exp", "evouna", "--data", str(path), "--judge", "lexical", "--json", "--no-progress",
+                 "--out", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    result = json.loads(captured.out.strip().splitlines()[-1])
+    assert result["n"] == 2 and result["skipped"] == {"improper": 1, "unjudged": 1, "unjudged_answers": 1}
+    assert "1 improper, 1 unjudged items, 1 answers without a human judgment" in captured.out
+    assert result["cells"]["fid"]["n"] == 2 and result["cells"]["fid"]["accuracy"] == 1.0
+    # a judged item still has its fields validated
+    path.write_text(json.dumps([evouna_item(0, None, {"fid": "Paris"}, {"fid": True})]))
+    assert main(["exp", "evouna", "--data", str(path), "--out", str(tmp_path / "bad")]) == 2
+    assert "golden_answer" in capsys.readouterr().err
+
+
+def test_evouna_presets_paper_both_ways_official_loose():
+    from readerfit.data.rows import map_evouna
+
+    rows = [evouna_item(0, "Paris, France", {"fid": "Paris", "gpt4": "It is Paris, France", "chatgpt": "Lyon"},
+                        {"fid": True, "gpt4": True, "chatgpt": False})]
+    examples = [map_evouna(r, "test", f"e{i}") for i, r in enumerate(rows)]
+    rules = {p: evouna.Config(data="x", preset=p).rule() for p in (None, "paper", "official")}
+    assert rules[None]["direction"] == "forward" and rules["paper"]["direction"] == "both"
+    assert rules["official"] == {"direction": "loose", "decision": "argmax", "question_mark": True}
+    got = {p: {x: c.tp + c.tn for x, c in evouna.evaluate_judge(examples, LexicalJudge(), **rule)[0].items()}
+           for p, rule in rules.items()}
+    # "Paris" is contained in the alias, not the other way: only the loose match accepts it
+    assert (got[None]["fid"], got["paper"]["fid"], got["official"]["fid"]) == (0, 0, 1)
+    # "It is Paris, France" contains the alias: forward and loose accept it, both-ways does not
+    assert (got[None]["gpt4"], got["paper"]["gpt4"], got["official"]["gpt4"]) == (1, 0, 1)
+    assert all(g["chatgpt"] == 1 for g in got.values())
+    settings = evouna.Config(data="x", preset="official").settings()
+    assert settings["preset"] == "official" and settings["direction"] == "loose"
+    assert "preset" not in evouna.Config(data="x").settings()
+    assert evouna.Config(data="x", preset="official", direction="forward").rule()["direction"] == "forward"
+
+
 def test_evouna_cli_json_contract(tmp_path, capsys):
     rows = [evouna_item(i, "Paris", {x: "Paris" for x in evouna.SYSTEMS}, {x: i % 2 == 0 for x in evouna.SYSTEMS})
             for i in range(4)]
@@ -112,6 +160,38 @@ def test_random_passage_is_deterministic_and_free_of_the_answer():
         seper_utility.random_passage(ex[0], pool[:1], seed=0)
 
 
+def test_annotated_negatives_are_used_where_the_data_has_them():
+    def ex(i, ctxs):
+        return QAExample(id=f"q{i}", question="q?", answers=[f"a{i}"],
+                         passages=[Passage(text=t, id=f"q{i}:{k}") for k, t in enumerate(ctxs)],
+                         metadata={"gold_passage_ids": [f"q{i}:0"], "hasanswer_passage_ids": [f"q{i}:0", f"q{i}:1"]})
+
+    with_negs = ex(0, ["gold a0", "has a0 too", "mentions a0 but unflagged", "plain negative", "another"])
+    only_gold = ex(1, ["gold a1"])
+    pool = [(e.id, seper_utility.gold_passage(e)) for e in (with_negs, only_gold)]
+    source, qid, p = seper_utility.negative_passage(with_negs, pool, seed=0)
+    assert (source, qid, p.id) == ("annotated", "q0", "q0:3")  # the first neither gold, hasanswer nor holding a0
+    source, qid, p = seper_utility.negative_passage(only_gold, pool, seed=0)
+    assert (source, qid, p.id) == ("other-question", "q0", "q0:0")
+    source, _, _ = seper_utility.negative_passage(with_negs, pool, seed=0, source="other-question")
+    assert source == "other-question"
+    with pytest.raises(InputError, match="negatives"):
+        seper_utility.negative_passage(with_negs, pool, seed=0, source="hard")
+
+
+def test_seper_utility_settings_keep_old_folders_and_record_a_preset():
+    old = {"data": "d", "format": None, "limit": None, "generator": "smollm2-135m", "judge": "lexical", "n": 10,
+           "max_new_tokens": 32, "temperature": 1.0, "likelihood": "mean", "reference_agg": "mean",
+           "threshold": 0.5, "seed": 0, "dtype": "float32"}
+    assert seper_utility.Config(data="d").settings() == old
+    official = seper_utility.Config(data="d", preset="official").settings()
+    assert official["preset"] == "official" and official["max_new_tokens"] == 128 and official["reference_agg"] == "max"
+    assert seper_utility.Config(data="d", preset="official", max_new_tokens=16).seper_config().max_new_tokens == 16
+    assert seper_utility.Config(data="d", negatives="other-question").settings()["negatives"] == "other-question"
+    with pytest.raises(InputError):
+        seper_utility.Config(data="d", threshold=2.0)
+
+
 def synthetic_record(qid, none, gold, random_):
     keys = ["soft", "hard", "em", "f1", "rouge_l", "contains", "ppl", "entropy", "semantic_entropy"]
     return {"id": qid, "dropped": False,
@@ -150,7 +230,9 @@ def test_seper_utility_end_to_end_resumes(tmp_path, capsys, tiny_lm_dir, monkeyp
     for r in records:
         if not r["dropped"]:
             assert set(r["conditions"]) == {"none", "gold", "random"}
-            assert r["random_passage_from"] != r["id"]
+            assert r["random_passage_from"] != r["id"] and r["negative_source"] == "other-question"
+    assert result["negatives"]["other-question"] == result["n_questions"]
+    assert "another question" in (out / "summary.md").read_text()
     # a rerun resumes: nothing is recomputed
     monkeypatch.setattr(seper_utility, "run_question", lambda *a, **k: pytest.fail("recomputed a done question"))
     assert main(args) == 0
@@ -159,3 +241,16 @@ def test_seper_utility_end_to_end_resumes(tmp_path, capsys, tiny_lm_dir, monkeyp
         (math.isnan(a) and math.isnan(b)) or a == b for a, b in zip(again["pearson"].values(), result["pearson"].values()))
     # other settings in the same folder are refused
     assert main(args[:-2] + ["--out", str(out), "--seed", "5"]) == 2
+
+
+def test_seper_utility_preset_runs_and_is_recorded(tmp_path, capsys, tiny_lm_dir):
+    data = tmp_path / "nq.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in nq_rows(3)))
+    out = tmp_path / "official"
+    args = ["exp", "seper-utility", "--data", str(data), "--format", "nq-ctxs", "--limit", "2", "--generator",
+            str(tiny_lm_dir), "-n", "2", "--max-new-tokens", "3", "--device", "cpu", "--no-progress", "--json",
+            "--out", str(out), "--preset", "official"]
+    assert main(args) == 0
+    assert "SePer preset: official" in capsys.readouterr().out
+    settings = json.loads((out / "run.json").read_text())["settings"]
+    assert settings["preset"] == "official" and settings["reference_agg"] == "max" and settings["n"] == 2

@@ -22,7 +22,7 @@ def map_readerfit(rec: Any, where: str, default_id: str) -> QAExample:
     """readerfit native JSONL row -> QAExample."""
     q = question(rec, where)
     qid = str(optional(rec, "id", where, (str, int), default_id))
-    if "answers" in rec:
+    if "answers" in rec or "answer" not in rec:  # the native field is "answers"; "answer" is accepted too
         answers = string_list(field(rec, "answers", where), where, "answers", single_ok=True)
     else:
         answers = string_list(field(rec, "answer", where), where, "answer", single_ok=True)
@@ -193,16 +193,15 @@ def _evouna_judge(value: Any, where: str, name: str) -> bool | None:
     raise InputError(f"{where}: field {name!r} must be true, false or \"nan\", got {value!r}")
 
 
-def map_evouna(rec: Any, where: str, default_id: str) -> QAExample:
-    """EVOUNA item -> QAExample; candidate answers and human judgments go to metadata."""
-    q = question(rec, where)
-    qid = str(optional(rec, "id", where, (str, int), default_id))
-    answers = dedupe(field(rec, "golden_answer", where, str).split("/"))
-    systems = list(EVOUNA_SYSTEMS)
-    for key in rec:  # other files of EVOUNA may judge other systems
-        for prefix in ("answer_", "judge_"):
-            if key.startswith(prefix) and key[len(prefix):] not in systems:
-                systems.append(key[len(prefix):])
+def _evouna_missing(value: Any) -> bool:
+    """No human judgment: absent, null, NaN or a "nan"-like string."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return True
+    return isinstance(value, str) and value.strip().lower() in ("nan", "", "none", "null")
+
+
+def _evouna_candidates(rec: dict[str, Any], systems: list[str], where: str, *,
+                       strict: bool) -> dict[str, dict[str, Any]]:
     candidates: dict[str, dict[str, Any]] = {}
     for x in systems:
         if f"answer_{x}" not in rec and f"judge_{x}" not in rec:
@@ -212,6 +211,39 @@ def map_evouna(rec: Any, where: str, default_id: str) -> QAExample:
             answer = None
         if answer is not None:
             answer = str(answer)
-        candidates[x] = {"answer": answer, "judge": _evouna_judge(rec.get(f"judge_{x}"), where, f"judge_{x}")}
+        try:
+            judge = _evouna_judge(rec.get(f"judge_{x}"), where, f"judge_{x}")
+        except InputError:
+            if strict:
+                raise
+            judge = None
+        candidates[x] = {"answer": answer, "judge": judge}
+    return candidates
+
+
+def map_evouna(rec: Any, where: str, default_id: str) -> QAExample:
+    """EVOUNA item -> QAExample; candidate answers and human judgments go to metadata.
+
+    Items the protocol skips, improper ones and those no human judged, are read without validating any field
+    (EVOUNA's NQ file has an improper item whose golden answer is null): what parses is kept, nothing fails.
+    """
+    if not isinstance(rec, dict):
+        raise InputError(f"{where}: expected a JSON object, got {type(rec).__name__}")
     improper = bool(_evouna_judge(rec.get("improper"), where, "improper"))
-    return QAExample(id=qid, question=q, answers=answers, metadata={"candidates": candidates, "improper": improper})
+    systems = list(EVOUNA_SYSTEMS)
+    for key in rec:  # other files of EVOUNA may judge other systems
+        for prefix in ("answer_", "judge_"):
+            if key.startswith(prefix) and key[len(prefix):] not in systems:
+                systems.append(key[len(prefix):])
+    if improper or all(_evouna_missing(rec.get(f"judge_{x}")) for x in systems):
+        lenient = _evouna_candidates(rec, systems, where, strict=False)
+        raw_id, raw_q, golden = rec.get("id"), rec.get("question"), rec.get("golden_answer")
+        return QAExample(id=str(raw_id) if isinstance(raw_id, (str, int)) else default_id,
+                         question=raw_q.strip() if isinstance(raw_q, str) else "",
+                         answers=dedupe(golden.split("/")) if isinstance(golden, str) else [],
+                         metadata={"candidates": lenient, "improper": improper})
+    q = question(rec, where)
+    qid = str(optional(rec, "id", where, (str, int), default_id))
+    answers = dedupe(field(rec, "golden_answer", where, str).split("/"))
+    candidates = _evouna_candidates(rec, systems, where, strict=True)
+    return QAExample(id=qid, question=q, answers=answers, metadata={"candidates": candidates, "improper": False})

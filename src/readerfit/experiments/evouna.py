@@ -2,11 +2,20 @@
 
 For each generator column of EVOUNA (fid, gpt35, chatgpt, gpt4, newbing) the
 judge decides whether the system's answer is correct: correct when, for some
-reference alias a, E(answer ⊢ a) ≥ τ (``direction="forward"``, the default;
-``"both"`` also needs E(a ⊢ answer) ≥ τ). Against the human judgments: F1
-with *positive = judged correct*, and accuracy (agreement). Items marked
-improper and candidates whose human judgment is missing or "nan" (or whose
-answer is missing) are skipped, as in the paper.
+reference alias a, the answer matches a:
+
+* ``direction="forward"`` (default): E(answer ⊢ a) ≥ τ; with the lexical judge
+  this is EVOUNA's Lexical Match (``lexical_match.lms``), the paper's baseline row;
+* ``"both"``: also E(a ⊢ answer) ≥ τ (SePer's equivalence, Algorithm 1: the ``paper`` preset);
+* ``"loose"``: the released SePer code's answer match: no contradiction either
+  way and not both neutral, on the judge's most likely relation (the ``official``
+  preset, which also appends "?" to the question the judge reads).
+
+Against the human judgments: F1 with *positive = judged correct*, and accuracy
+(agreement). Skipped, as the paper does, and counted in the output: items marked
+improper (EVOUNA's NQ file has one whose golden answer is null; they are skipped
+before any other field is read), items no human judged, and candidates whose
+judgment is missing or "nan" (or whose answer is missing).
 
     readerfit exp evouna --data ../shared/data/evouna/TQ.json --judge lexical [--json]
 
@@ -32,11 +41,18 @@ from readerfit.io import markdown_table, write_atomic
 from readerfit.models.pool import ModelPool
 from readerfit.registry import param
 from readerfit.report import Doc, fmt, kv_table
+from readerfit.retrieval_utility.belief import entailed, loose_match
+from readerfit.retrieval_utility.config import PRESET_CHOICES
 from readerfit.retrieval_utility.judge import Judge, build_judge
 from readerfit.runs import Outcome, RunFolder, RunView
 from readerfit.types import QAExample
 
 KEY = ("id", "system")
+DIRECTIONS = ("forward", "both", "loose")
+PRESET_RULES: dict[str, dict[str, Any]] = {
+    "paper": {"direction": "both"},
+    "official": {"direction": "loose", "decision": "argmax", "question_mark": True},
+}
 
 
 @dataclass
@@ -46,17 +62,32 @@ class Config:
     limit: int | None = param(None, help="first N items")
     judge: str = param("lexical", help="lexical | nli:<id or path> | lm:<model>")
     threshold: float = param(0.5, help="entailment threshold τ")
-    direction: str = param("forward", help="forward: answer ⊢ reference; both: bidirectional entailment",
-                           choices=("forward", "both"))
+    preset: str | None = param(None, help="SePer's answer match as the paper defines it (both directions) or as "
+                               "its authors' released code runs it (loose, argmax, '?'); default: forward",
+                               choices=PRESET_CHOICES)
+    direction: str | None = param(None, help="forward: answer ⊢ reference (default); both: bidirectional "
+                                  "entailment; loose: the released SePer code's match", choices=DIRECTIONS)
     dtype: str = param("float32", help="dtype of an lm: judge", choices=("float32", "bfloat16", "float16"))
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
             raise InputError(f"--limit must be >= 1, got {self.limit}")
 
+    def rule(self) -> dict[str, Any]:
+        """direction, decision and question_mark: the preset's, then ``--direction`` when given."""
+        rule: dict[str, Any] = dict(PRESET_RULES.get(self.preset or "", {"direction": "forward"}))
+        rule.setdefault("decision", "threshold")
+        rule.setdefault("question_mark", False)
+        if self.direction is not None:
+            rule["direction"] = self.direction
+        return rule
+
     def settings(self) -> dict[str, Any]:
-        return {"data": str(self.data), "limit": self.limit, "judge": self.judge, "threshold": self.threshold,
-                "direction": self.direction}
+        settings = {"data": str(self.data), "limit": self.limit, "judge": self.judge, "threshold": self.threshold,
+                    "direction": self.rule()["direction"]}
+        if self.preset is not None:  # added after 0.1: only when set, so older folders resume
+            settings["preset"] = self.preset
+        return settings
 
 
 SYSTEMS = ("fid", "gpt35", "chatgpt", "gpt4", "newbing")
@@ -95,12 +126,35 @@ def agreement(predicted: Sequence[bool], human: Sequence[bool]) -> Cell:
     return Cell(f1=f1, accuracy=acc, n=len(human), tp=tp, fp=fp, fn=fn, tn=tn)
 
 
+def skipped_counts(examples: Sequence[QAExample], systems: Sequence[str] = SYSTEMS) -> dict[str, int]:
+    """Items skipped (improper, unjudged) and candidate answers skipped (no human judgment or no answer)."""
+    counts = {"improper": 0, "unjudged": 0, "unjudged_answers": 0}
+    for e in examples:
+        if e.metadata.get("improper"):
+            counts["improper"] += 1
+        elif not judged(e):
+            counts["unjudged"] += 1
+        else:
+            for x in systems:
+                c = e.metadata.get("candidates", {}).get(x)
+                if c is not None and (c.get("judge") is None or c.get("answer") is None):
+                    counts["unjudged_answers"] += 1
+    return counts
+
+
+def judged(example: QAExample) -> bool:
+    """Whether a human judged any system's answer to this item."""
+    return any(c.get("judge") is not None for c in example.metadata.get("candidates", {}).values())
+
+
 def evaluate_judge(
     examples: Sequence[QAExample],
     judge: Judge,
     *,
     threshold: float = 0.5,
     direction: str = "forward",
+    decision: str = "threshold",
+    question_mark: bool = False,
     systems: Sequence[str] = SYSTEMS,
     progress: bool = False,
     chunk: int = 256,
@@ -109,16 +163,19 @@ def evaluate_judge(
 
     Judge calls are batched over ``chunk`` items at a time (one progress step each).
     """
-    if direction not in ("forward", "both"):
-        raise InputError(f"direction must be 'forward' or 'both', got {direction!r}")
+    if direction not in DIRECTIONS:
+        raise InputError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    if decision not in ("threshold", "argmax"):
+        raise InputError(f"decision must be 'threshold' or 'argmax', got {decision!r}")
     if not 0 <= threshold <= 1:
         raise InputError(f"threshold must be in [0, 1], got {threshold}")
-    items = [e for e in examples if not e.metadata.get("improper")]
-    if not items:
-        raise InputError("no EVOUNA items to evaluate (all improper, or not EVOUNA data: use --format evouna)")
-    for e in items[:1]:
+    for e in examples[:1]:
         if "candidates" not in e.metadata:
             raise InputError(f"example {e.id!r} has no EVOUNA candidates; load the file with format 'evouna'")
+    items = [e for e in examples if not e.metadata.get("improper") and judged(e)]
+    if not items:
+        raise InputError("no EVOUNA items to evaluate (all improper or unjudged, or not EVOUNA data: "
+                         "use --format evouna)")
     # (item, system, answer) for every candidate a human judged
     jobs = []
     for e in items:
@@ -129,21 +186,32 @@ def evaluate_judge(
             jobs.append((e, x, c["answer"], bool(c["judge"])))
     predictions: list[dict[str, Any]] = []
     bar = tqdm(total=len(jobs), disable=not progress, file=sys.stderr, desc="evouna", unit="answer", dynamic_ncols=True)
+    relations = direction == "loose" or decision == "argmax"
     for start in range(0, len(jobs), chunk):
         part = jobs[start : start + chunk]
         prem, hyp, qs, owner = [], [], [], []
         for k, (e, _, answer, _) in enumerate(part):
+            q = e.question.strip()
+            q = q + "?" if question_mark and not q.endswith("?") else q
             for a in e.answers:
                 prem.append(answer)
                 hyp.append(a)
-                qs.append(e.question)
+                qs.append(q)
                 owner.append(k)
-        fwd = judge.entails(prem, hyp, question=qs)
-        back = judge.entails(hyp, prem, question=qs) if direction == "both" else [1.0] * len(prem)
+        if relations:
+            fwd = judge.relations(prem, hyp, question=qs)
+            back = judge.relations(hyp, prem, question=qs) if direction != "forward" else fwd
+        else:
+            fwd = [(v, 1.0 - v, 0.0) for v in judge.entails(prem, hyp, question=qs)]
+            back = [(v, 1.0 - v, 0.0) for v in judge.entails(hyp, prem, question=qs)] if direction == "both" else fwd
         correct = [False] * len(part)
         for k, f, b in zip(owner, fwd, back):
-            if f >= threshold and b >= threshold:
-                correct[k] = True
+            if direction == "loose":
+                ok = loose_match(f, b, decision=decision, threshold=threshold)
+            else:
+                ok = entailed(f, decision=decision, threshold=threshold) and (
+                    direction == "forward" or entailed(b, decision=decision, threshold=threshold))
+            correct[k] = correct[k] or ok
         for (e, x, _, human), pred in zip(part, correct):
             predictions.append({"id": e.id, "system": x, "predicted": pred, "human": human})
         bar.update(len(part))
@@ -174,15 +242,28 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
     """The judge's decision on every human-judged answer, and its agreement with the humans per system."""
     examples = load_dataset(config.data, format=config.format, limit=config.limit)
     judge = build_judge(config.judge, pool=pool)
-    cells, n, predictions = evaluate_judge(examples, judge, threshold=config.threshold, direction=config.direction,
-                                           progress=progress)
+    rule = config.rule()
+    cells, n, predictions = evaluate_judge(examples, judge, threshold=config.threshold, progress=progress, **rule)
+    skipped = skipped_counts(examples)
     result = {"n": n, "cells": {x: {"f1": c.f1, "accuracy": c.accuracy, "n": c.n} for x, c in cells.items()},
-              "judge": judge.name}
-    is_tq = Path(config.data).name.lower().startswith("tq")
-    paper = PAPER_LEXICAL_TQ if is_tq and config.judge == "lexical" and config.direction == "forward" else None
+              "judge": judge.name, "skipped": skipped, **rule}
     write_atomic(run.path / "predictions.jsonl", "".join(json.dumps(p) + "\n" for p in predictions))
     return Outcome(result={**result, "settings": config.settings(), "counts": {x: asdict(c) for x, c in cells.items()}},
-                   table=markdown(cells, judge=judge.name, paper=paper), note=f"{n} items (improper skipped)")
+                   table=markdown(cells, judge=judge.name, paper=paper_row(config.settings())),
+                   note=skipped_note(n, skipped))
+
+
+def paper_row(settings: dict[str, Any]) -> dict[str, tuple[float, float]] | None:
+    """The paper's Lexical Match row when the run is that protocol (TriviaQA, lexical judge, forward)."""
+    if (Path(str(settings.get("data", ""))).name.lower().startswith("tq") and settings.get("judge") == "lexical"
+            and settings.get("direction", "forward") == "forward"):
+        return PAPER_LEXICAL_TQ
+    return None
+
+
+def skipped_note(n: int, skipped: dict[str, int]) -> str:
+    return (f"{n} items used; skipped: {skipped.get('improper', 0)} improper, {skipped.get('unjudged', 0)} "
+            f"unjudged items, {skipped.get('unjudged_answers', 0)} answers without a human judgment")
 
 
 # ----- report ---------------------------------------------------------------------------------------
@@ -192,13 +273,11 @@ def report_section(folder: RunView, doc: Doc) -> None:
     counts = s.get("counts") or {}
     settings = s.get("settings", {})
     cells = {x: Cell(**c) for x, c in counts.items()} if counts else {}
-    paper = None
-    if (Path(str(settings.get("data", ""))).name.lower().startswith("tq") and settings.get("judge") == "lexical"
-            and settings.get("direction", "forward") == "forward"):
-        paper = PAPER_LEXICAL_TQ
+    paper = paper_row(settings)
     if settings and not folder.settings:  # folders written before run.json held the settings
         doc.add("## Settings", kv_table(settings))
-    doc.add(f"Judge `{s.get('judge')}` against human answer-equivalence labels on {s.get('n', '?')} EVOUNA items.")
+    doc.add(f"Judge `{s.get('judge')}` against human answer-equivalence labels on {s.get('n', '?')} EVOUNA items."
+            + (f" {skipped_note(s.get('n', 0), s['skipped'])}." if s.get("skipped") else ""))
     if cells:
         doc.add("## Results", markdown(cells, judge=str(s.get("judge")), paper=paper))
     else:

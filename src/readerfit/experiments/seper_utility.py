@@ -1,16 +1,25 @@
-"""SePer paper Table 2: which utility metric tracks whether a passage helps (gold vs random passage).
+"""SePer paper Table 2 (simple QA): which utility metric tracks whether a passage helps (positive vs negative).
 
 Protocol, per question of data with gold passages (NQ-open with its gold ctx):
 
-1. Greedy answer of the generator without context (SePer's no-context prompt).
+1. Greedy answer of the generator without context (SePer's no-context prompt of the chosen preset).
    A question is *dropped* when that answer already contains a reference
    answer (normalised, word boundaries: ``metrics.qa.contains``): retrieval
-   cannot show utility where the generator needs none.
+   cannot show utility where the generator needs none (as the paper filters).
 2. N samples without context, with the gold passage (utility label 1), and
-   with a passage from another question (label 0): chosen with
-   ``random.Random(f"{seed}:{question id}")`` among the other questions' gold
-   passages that contain none of this question's references (drawn from the
-   whole file, so the choice does not depend on ``--limit``).
+   with a label-0 passage, drawn as follows (``--negatives``):
+
+   * ``annotated`` (default): the example's own annotated negative, the first
+     (top-ranked) of its passages that is neither gold nor ``hasanswer`` and
+     contains none of its references, as the paper uses the datasets' negative
+     passages; where the example has none, as ``other-question``;
+   * ``other-question``: a gold passage of another question that contains none
+     of this question's references, chosen with ``random.Random(f"{seed}:{id}")``
+     over the whole file (so the choice does not depend on ``--limit``).
+
+   ``nq-open-oracle.even.jsonl.gz`` holds one gold passage per question and no
+   negative, so every label-0 passage there comes from another question (easy
+   negatives); the output counts which source each question used.
 3. Each metric's delta = metric(with passage) − metric(without), from the
    same samples: ΔSePer soft / hard, and the baselines' deltas (mean EM, F1,
    ROUGE-L, containment over samples; token perplexity; predictive entropy;
@@ -19,9 +28,13 @@ Protocol, per question of data with gold passages (NQ-open with its gold ctx):
    fall when a passage helps, so a good metric among them correlates
    negatively; the table ranks by |r|.
 
+Not reproduced: the paper's multi-hop setting (1/n_steps per middle-step passage), its BLEU, BERTScore and
+LLM-judge baselines, and p-values. ``--preset paper|official`` runs SePer as the paper defines it or as its
+authors' released code runs it (:mod:`readerfit.retrieval_utility.config`).
+
 One JSONL record per question under ``--out`` (resumable), summary.json + summary.md.
 
-    readerfit exp seper-utility --data ../shared/data/nq/nq-open-oracle.even.jsonl.gz --limit 100 [--json]
+    readerfit exp seper-utility --data ../shared/data/nq/nq-open-oracle.even.jsonl.gz --limit 100 [--preset official] [--json]
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,13 +54,16 @@ from readerfit.metrics.correlation import pearson
 from readerfit.metrics.qa import contains
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
-from readerfit.registry import param
+from readerfit.registry import make_config, param
 from readerfit.report import Doc, fmt
-from readerfit.retrieval_utility.seper import SePer, SePerResult
+from readerfit.retrieval_utility.belief import SePerResult
+from readerfit.retrieval_utility.config import PRESET_CHOICES, SePerConfig
+from readerfit.retrieval_utility.seper import SePer, is_empty_context
 from readerfit.runs import Outcome, RunFolder, RunView
 from readerfit.types import Passage, QAExample
 
 KEY = ("id",)
+NEGATIVE_SOURCES = ("annotated", "other-question")
 
 
 @dataclass
@@ -56,12 +73,20 @@ class Config:
     limit: int | None = param(None, help="first N questions")
     generator: str = param(DEFAULT_LM, help="the generator LM")
     judge: str = param("lexical", help="lexical | nli:<id or path> | lm:<model>")
-    samples: int = param(10, help="sampled responses per condition", flag="--samples", aliases=("-n",))
-    max_new_tokens: int = param(32, help="answer length bound (tokens)")
-    temperature: float = param(1.0, help="sampling temperature")
-    likelihood: str = param("mean", help="sample weights", choices=("mean", "sum", "uniform"))
-    reference_agg: str = param("mean", help="over several references", choices=("mean", "max"))
-    threshold: float = param(0.5, help="entailment threshold τ")
+    preset: str | None = param(None, help="SePer as the paper defines it or as its authors' released code runs it "
+                               "(flags given override it; default: readerfit's defaults)", choices=PRESET_CHOICES)
+    samples: int | None = param(None, help="sampled responses per condition (default 10)", flag="--samples",
+                                aliases=("-n",))
+    max_new_tokens: int | None = param(None, help="answer length bound in tokens (default 32; paper 512, official 128)")
+    temperature: float | None = param(None, help="sampling temperature (default 1.0)")
+    likelihood: str | None = param(None, help="sample weights (default mean; paper sum)",
+                                   choices=("mean", "sum", "uniform"))
+    reference_agg: str | None = param(None, help="over several references (default mean; official max)",
+                                      choices=("mean", "max"))
+    threshold: float | None = param(None, help="entailment threshold τ (default 0.5)")
+    negatives: str = param("annotated", help="label-0 passages: the example's annotated negative where it has one, "
+                           "else another question's gold passage (annotated), or always the latter",
+                           choices=NEGATIVE_SOURCES)
     seed: int = param(0, help="seed of the samples and of the random passages")
     dtype: str = param("float32", help="model dtype", choices=("float32", "bfloat16", "float16"))
 
@@ -70,12 +95,30 @@ class Config:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+        self.seper_config()  # the SePer settings are checked now, not after the data is loaded
+
+    def seper_config(self) -> SePerConfig:
+        """SePer's settings: the preset's (or readerfit's defaults), then the flags given."""
+        options: dict[str, Any] = {"judge": self.judge, "seed": self.seed}
+        for flag, name in (("samples", "n"), ("max_new_tokens", "max_new_tokens"), ("temperature", "temperature"),
+                           ("likelihood", "likelihood"), ("reference_agg", "reference_agg"),
+                           ("threshold", "threshold")):
+            if getattr(self, flag) is not None:
+                options[name] = getattr(self, flag)
+        return make_config(SePerConfig, options, what="seper-utility", preset=self.preset)
 
     def settings(self) -> dict[str, Any]:
-        return {"data": str(self.data), "format": self.format, "limit": self.limit, "generator": self.generator,
-                "judge": self.judge, "n": self.samples, "max_new_tokens": self.max_new_tokens,
-                "temperature": self.temperature, "likelihood": self.likelihood, "reference_agg": self.reference_agg,
-                "threshold": self.threshold, "seed": self.seed, "dtype": self.dtype}
+        cfg = self.seper_config()
+        settings = {"data": str(self.data), "format": self.format, "limit": self.limit, "generator": self.generator,
+                    "judge": self.judge, "n": cfg.n, "max_new_tokens": cfg.max_new_tokens,
+                    "temperature": cfg.temperature, "likelihood": cfg.likelihood, "reference_agg": cfg.reference_agg,
+                    "threshold": cfg.threshold, "seed": self.seed, "dtype": self.dtype}
+        # keys added after 0.1 appear only when they differ from what older folders ran, so those resume
+        if self.preset is not None:
+            settings["preset"] = self.preset
+        if self.negatives != "annotated":
+            settings["negatives"] = self.negatives
+        return settings
 
 
 METRICS = {  # JSON key -> (where in a condition's record, the metric)
@@ -113,26 +156,55 @@ def random_passage(example: QAExample, pool: Sequence[tuple[str, Passage]], *, s
     raise InputError(f"no passage of another question is free of the answers of {example.id!r}")
 
 
+def annotated_negative(example: QAExample) -> Passage | None:
+    """The example's first passage that is neither gold nor ``hasanswer`` and holds none of its answers.
+
+    Only for examples whose passages carry those labels (the example has a gold passage).
+    """
+    if gold_passage(example) is None:
+        return None
+    positive = set(example.metadata.get("gold_passage_ids", [])) | set(example.metadata.get("hasanswer_passage_ids", []))
+    for p in example.passages:
+        if p.id not in positive and p.text.strip() and not contains(prediction=p.render(), references=example.answers):
+            return p
+    return None
+
+
+def negative_passage(example: QAExample, pool: Sequence[tuple[str, Passage]], *, seed: int,
+                     source: str = "annotated") -> tuple[str, str, Passage]:
+    """(how it was drawn, the question it belongs to, the label-0 passage) for ``example``."""
+    if source not in NEGATIVE_SOURCES:
+        raise InputError(f"negatives must be one of {', '.join(NEGATIVE_SOURCES)}, got {source!r}")
+    if source == "annotated":
+        p = annotated_negative(example)
+        if p is not None:
+            return "annotated", example.id, p
+    qid, p = random_passage(example, pool, seed=seed)
+    return "other-question", qid, p
+
+
 def condition_record(result: SePerResult) -> dict[str, Any]:
     return {"soft": result.soft, "hard": result.hard, **result.baselines,
             "responses": result.responses, "weights": result.weights, "clusters": result.clusters}
 
 
-def run_question(seper: SePer, example: QAExample, gold: Passage, other: tuple[str, Passage]) -> dict[str, Any]:
+def run_question(seper: SePer, example: QAExample, gold: Passage, other: tuple[str, str, Passage]) -> dict[str, Any]:
     """The record of one question: greedy no-context answer, and if kept the three conditions."""
     start = time.perf_counter()
-    cfg = seper.config
-    greedy = seper.generator.generate([seper.prompt_for(example.question, None)], max_new_tokens=cfg.max_new_tokens)[0][0].text
+    greedy = seper.greedy(example.question).text
     record: dict[str, Any] = {"id": example.id, "question": example.question, "answers": list(example.answers),
                               "greedy_no_context": greedy,
                               "dropped": bool(contains(prediction=greedy, references=example.answers))}
     if not record["dropped"]:
-        sets = [seper.sample(example.question, None), seper.sample(example.question, gold.render()),
-                seper.sample(example.question, other[1].render())]
-        none, with_gold, with_random = seper.score(example.question, example.answers, sets)
-        record.update(gold_passage_id=gold.id, random_passage_from=other[0], random_passage_id=other[1].id,
-                      conditions={"none": condition_record(none), "gold": condition_record(with_gold),
-                                  "random": condition_record(with_random)})
+        none = seper.sample(example.question, None)
+        # an empty passage is no retrieval: it reuses the no-context samples (ΔSePer exactly 0)
+        sets = [none] + [none if is_empty_context(text) else seper.sample(example.question, text)
+                         for text in (gold.render(), other[2].render())]
+        results = seper.score(example.question, example.answers, sets)
+        record.update(gold_passage_id=gold.id, negative_source=other[0], random_passage_from=other[1],
+                      random_passage_id=other[2].id,
+                      conditions={"none": condition_record(results[0]), "gold": condition_record(results[1]),
+                                  "random": condition_record(results[2])})
     record["seconds"] = time.perf_counter() - start
     return record
 
@@ -156,9 +228,11 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         rand = [x for x, y in zip(xs, ys) if y == 0.0]
         means[key] = {"gold": sum(gold) / len(gold) if gold else math.nan,
                       "random": sum(rand) / len(rand) if rand else math.nan}
+    sources = Counter(r.get("negative_source", "other-question") for r in kept)  # 0.1 records: other questions'
     return {"n_questions": len(kept), "pearson": pearsons,
             "n_dropped": sum(1 for r in records if r.get("dropped")),
-            "n_errors": sum(1 for r in records if r.get("error")), "mean_delta": means}
+            "n_errors": sum(1 for r in records if r.get("error")), "mean_delta": means,
+            "negatives": {k: sources.get(k, 0) for k in NEGATIVE_SOURCES}}
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:
@@ -168,7 +242,16 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     table = markdown_table(rows, [("rank", "rank (|r|)", "d"), ("metric", "metric", ""), ("r", "Pearson r", ".3f"),
                                   ("gold", "mean Δ gold", ".3f"), ("random", "mean Δ random", ".3f")])
     return (f"{table}\n\n{summary['n_questions']} questions ({summary['n_dropped']} dropped: answered without "
-            f"context; {summary['n_errors']} errors)")
+            f"context; {summary['n_errors']} errors). {negatives_note(summary)}")
+
+
+def negatives_note(summary: dict[str, Any]) -> str:
+    """How the label-0 passages were drawn, with counts."""
+    counts = summary.get("negatives") or {}
+    return (f"Label 0 (\"random\" column): the question's own annotated negative passage for "
+            f"{counts.get('annotated', 0)} questions; a gold passage of another question that holds none of the "
+            f"answers (seeded draw) for {counts.get('other-question', 0)} (no annotated negative, or "
+            "--negatives other-question).")
 
 
 def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = True) -> Outcome:
@@ -178,10 +261,8 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
     if not pool_passages:
         raise InputError(f"{config.data}: no gold passages (expected data such as NQ-open with its gold ctx)")
     selected = examples[: config.limit] if config.limit else examples
-    seper = SePer.from_pool(pool, generator=config.generator, judge=config.judge, n=config.samples,
-                            max_new_tokens=config.max_new_tokens, temperature=config.temperature,
-                            likelihood=config.likelihood, reference_agg=config.reference_agg,
-                            threshold=config.threshold, seed=config.seed)
+    cfg = config.seper_config()
+    seper = SePer(pool.lm(config.generator), config=cfg, pool=pool)
     done = sum(1 for e in selected if run.log.done((e.id,)))
     bar = run.progress(total=len(selected), done=done, desc="seper-utility", unit="question", enabled=progress)
     for e in selected:
@@ -191,7 +272,8 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
         try:
             if gold is None:
                 raise InputError(f"example {e.id!r} has no gold passage")
-            record = run_question(seper, e, gold, random_passage(e, pool_passages, seed=config.seed))
+            record = run_question(seper, e, gold, negative_passage(e, pool_passages, seed=config.seed,
+                                                                   source=config.negatives))
         except ReaderfitError as err:
             record = {"id": e.id, "question": e.question, "error": f"{type(err).__name__}: {err}"}
         run.log.append(record)
@@ -202,7 +284,8 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
     summary = summarize([r for r in run.log if r["id"] in ids])
     result = {"n_questions": summary["n_questions"], "pearson": summary["pearson"],
               "n_dropped": summary["n_dropped"], "out": str(run.path)}
-    return Outcome(result={**summary, **result, "settings": config.settings()}, table=summary_markdown(summary))
+    return Outcome(result={**summary, **result, "settings": config.settings()}, table=summary_markdown(summary),
+                   note=f"SePer preset: {config.preset or 'readerfit default'}")
 
 
 # ----- report ---------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from readerfit.retrieval_utility.entropy import (
     semantic_entropy,
     softmax_weights,
 )
-from readerfit.retrieval_utility.judge import Relation
+from readerfit.retrieval_utility.judge import NO_RELATION, Relation
 from readerfit.types import Generation
 
 LIKELIHOODS = ("mean", "sum", "uniform")
@@ -74,6 +74,30 @@ def sample_weights(generations: Sequence[Generation], mode: str = "mean") -> lis
     if mode == "uniform":
         return [1.0 / len(generations)] * len(generations)
     return softmax_weights(likelihood_scores(generations, mode))
+
+
+def relation_label(rel: Relation) -> int:
+    """The most likely relation: 0 contradiction, 1 neutral, 2 entailment (the first of equal maxima, in that order,
+    as ``torch.argmax`` over deberta-mnli's (contradiction, neutral, entailment) logits).
+
+    >>> relation_label((0.5, 0.5, 0.0)), relation_label((0.6, 0.3, 0.1)), relation_label((0.2, 0.3, 0.5))
+    (1, 2, 0)
+    """
+    ent, neu, con = rel
+    return max(range(3), key=lambda k: ((con, neu, ent)[k], -k))
+
+
+def entailed(rel: Relation, *, decision: str = "threshold", threshold: float = 0.5) -> bool:
+    """x entails y: E ≥ τ (``"threshold"``) or the most likely relation is entailment (``"argmax"``)."""
+    return relation_label(rel) == 2 if decision == "argmax" else rel[0] >= threshold
+
+
+def loose_match(forward: Relation, backward: Relation, *, decision: str = "threshold", threshold: float = 0.5) -> bool:
+    """The released code's "loose" match: no contradiction either way and not both neutral (one way entails)."""
+    if relation_label(forward) == 0 or relation_label(backward) == 0:
+        return False
+    return entailed(forward, decision=decision, threshold=threshold) or entailed(backward, decision=decision,
+                                                                                 threshold=threshold)
 
 
 def seper_from_judgments(
@@ -137,26 +161,26 @@ def seper_from_judgments(
             return 1.0
         return float(entail(x, y))
 
-    def label(x: str, y: str) -> int:  # 0 contradiction, 1 neutral, 2 entailment
+    def rel(x: str, y: str) -> Relation:
         if not x or not y:
-            return 1
+            return NO_RELATION
         if x == y:
-            return 2
-        ent, neu, con = relation(x, y) if relation is not None else (E(x, y), 1.0 - E(x, y), 0.0)
-        return max(range(3), key=lambda k: ((con, neu, ent)[k], -k))  # the first of equal maxima
+            return (1.0, 0.0, 0.0)
+        if relation is not None:
+            return relation(x, y)
+        e = E(x, y)
+        return (e, 1.0 - e, 0.0)
 
     def entails(x: str, y: str) -> bool:
-        return label(x, y) == 2 if decision == "argmax" else E(x, y) >= threshold
+        return entailed(rel(x, y), decision=decision, threshold=threshold) if decision == "argmax" \
+            else E(x, y) >= threshold
 
     def equivalent(x: str, y: str) -> bool:
         return x == y or (entails(x, y) and entails(y, x))
 
     def loose(x: str, y: str) -> bool:
-        if x == y:
-            return True
-        if not x or not y:
-            return False
-        return label(x, y) != 0 and label(y, x) != 0 and (entails(x, y) or entails(y, x))
+        return x == y or (bool(x) and bool(y) and loose_match(rel(x, y), rel(y, x), decision=decision,
+                                                              threshold=threshold))
 
     matches = equivalent if answer_match == "equivalent" else loose
     clusters = greedy_clusters(len(texts), lambda rep, i: equivalent(texts[rep], texts[i]), assign=cluster_assign)
