@@ -139,7 +139,7 @@ def test_config_validation():
         with pytest.raises(InputError):
             TrainConfig(**bad)
     assert TrainConfig(arch="encoder").base == "minilm" and TrainConfig().base == "smollm2-135m"
-    d = TrainConfig()  # the paper's defaults
+    d = TrainConfig()  # the paper's LoRA settings, lr and epochs (batch, decay, warmup are not: see the presets)
     assert (d.lora_r, d.lora_alpha, d.lora_dropout, d.lr, d.epochs) == (64, 32, 0.05, 1e-5, 1.0)
 
 

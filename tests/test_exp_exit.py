@@ -162,3 +162,32 @@ def test_cli_with_cosine_baseline(tiny_lm_dir, tmp_path, capsys):
                  "--out", str(tmp_path / "run"), "--no-progress", "--json"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert 0.0 <= result["baseline_cosine"]["auroc"] <= 1.0
+
+
+def test_presets_reach_the_classifier_and_are_recorded_only_when_set(tiny_lm_dir, tmp_path, capsys):
+    from readerfit.cli import main
+    from readerfit.data import write_examples
+    from readerfit.experiments.exit_sentences import Config
+
+    assert "preset" not in Config(data="x").settings() and "context" not in Config(data="x").settings()
+    assert Config(data="x", preset="official").settings()["preset"] == "official"
+    official = Config(data="x", classifier=str(tiny_lm_dir), preset="official").exit_config()
+    assert (official.prompt, official.labels, official.context) == ("official", "single", "all")
+    overridden = Config(data="x", classifier=str(tiny_lm_dir), preset="official", context="passage").exit_config()
+    assert overridden.context == "passage" and overridden.prompt == "official"
+
+    data = write_examples(tmp_path / "hp.jsonl", make_examples(2))
+    base = ["exp", "exit-sentences", "--data", str(data), "--classifier", str(tiny_lm_dir), "--baseline", "none",
+            "--no-progress", "--json"]
+    results = {}
+    for name in ("paper", "official"):
+        out = tmp_path / name
+        assert main([*base, "--out", str(out), "--preset", name]) == 0
+        results[name] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert json.loads((out / "run.json").read_text())["settings"]["preset"] == name
+        assert results[name]["preset"] == name
+    assert results["official"]["classifier"]["context"] == "all"
+    # all passages as the context changes the scores (the released inference is not the paper's)
+    assert results["official"]["classifier"]["auroc"] != results["paper"]["classifier"]["auroc"] or \
+        [json.loads(x)["scores"] for x in (tmp_path / "official" / "records.jsonl").read_text().splitlines()] != \
+        [json.loads(x)["scores"] for x in (tmp_path / "paper" / "records.jsonl").read_text().splitlines()]

@@ -274,7 +274,9 @@ def report_section(folder: RunView, doc: Doc) -> None:
     doc.add("## Results", summary_table(result))
     doc.add(f"{result['n_sentences']} sentences; classifier {result['classifier'].get('name', '?')}: "
             f"{fmt(result['classifier'].get('sentences_per_s'), '.1f')} sentences/s; "
-            f"{result.get('windowed_sentences', 0)} scored against a window, {result.get('split_sentences', 0)} in pieces.")
+            f"{result.get('windowed_sentences', 0)} scored against a window, {result.get('split_sentences', 0)} in pieces"
+            + (f", {result['own_passage_sentences']} with their own passage (all passages did not fit the classifier)"
+               if result.get("own_passage_sentences") else "") + ".")
     doc.add("## Plots")
     if folder.records:
         doc.figure("roc", "ROC and score distributions", lambda fig: _plot_exit_roc(fig, folder.records, result),
