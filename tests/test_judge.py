@@ -163,6 +163,48 @@ def test_nli_judge_matches_direct_computation(tiny_nli_dir):
     assert judge.equivalent(["anna"], ["paris"], threshold=1.0) == [False]
 
 
+def manual_nli_probs(path, premise, hypothesis):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSequenceClassification.from_pretrained(path).eval()
+    with torch.no_grad():
+        return torch.softmax(model(**tok(premise, hypothesis, return_tensors="pt")).logits[0], -1).tolist()
+
+
+def test_nli_relations_are_the_three_class_probabilities_by_label_name(tmp_path, tiny_nli_dir):
+    judge = NLIJudge(str(tiny_nli_dir), device="cpu", batch_size=2)
+    premises, hypotheses = ["anna", "paris is a city", "", "lyon"], ["anna wrote it", "paris", "paris", "lyon"]
+    rels = judge.relations(premises, hypotheses, question="who?")
+    ents = judge.entails(premises, hypotheses, question="who?")
+    for (e, n, c), ent, p, h in zip(rels, ents, premises, hypotheses):
+        assert e == pytest.approx(ent, abs=1e-6)
+        if p and h:
+            con, neu, want_e = manual_nli_probs(tiny_nli_dir, f"who? {p}", f"who? {h}")  # 0 contra, 1 neutral, 2 ent
+            assert (e, n, c) == pytest.approx((want_e, neu, con), abs=1e-5)
+    assert rels[2] == (0.0, 1.0, 0.0)  # an empty text: neutral, without asking the model
+    # another label order: the classes are found by name, not position
+    shuffled = build_tiny_nli(tmp_path / "shuffled", id2label={0: "ENTAILMENT", 1: "CONTRADICTION", 2: "NEUTRAL"})
+    e, n, c = NLIJudge(str(shuffled), device="cpu").relations(["anna"], ["paris"])[0]
+    ent, con, neu = manual_nli_probs(shuffled, "anna", "paris")
+    assert (e, n, c) == pytest.approx((ent, neu, con), abs=1e-5)
+    # two classes: "not entailment" is neutral, no contradiction
+    two = build_tiny_nli(tmp_path / "two", id2label={0: "entailment", 1: "not_entailment"})
+    e, n, c = NLIJudge(str(two), device="cpu").relations(["anna"], ["paris"])[0]
+    assert c == 0.0 and e + n == pytest.approx(1.0)
+
+
+def test_relations_of_one_score_judges_and_bad_backends():
+    assert LexicalJudge().relations(["paris, france", "lyon"], ["paris", "paris"]) == [(1.0, 0.0, 0.0), (0.0, 1.0, 0.0)]
+
+    class Bad(Judge):
+        def _relations(self, triples):
+            return [(0.5, 0.2, 0.1)]
+
+    with pytest.raises(JudgeError, match="sum to 1"):
+        Bad().relations(["a"], ["b"])
+
+
 def test_nli_judge_via_registry_refuses_long_inputs(tiny_nli_dir):
     judge = build_judge(f"nli:{tiny_nli_dir}", device="cpu")
     assert isinstance(judge, NLIJudge)

@@ -208,3 +208,35 @@ def test_cli_given_responses_json(tmp_path, capsys):
     assert f"{bad} line 1" in capsys.readouterr().err
     assert main(["seper", "--question", "q?", "--answers", "A", "--context-responses", str(with_ctx)]) == 2
     assert "--responses" in capsys.readouterr().err
+
+
+def test_eval_hook_runs_the_preset():
+    from readerfit.retrieval_utility.hook import eval_record_hook
+    from readerfit.types import QAExample, Record
+
+    class Recording(ChatLM):
+        def __init__(self):
+            super().__init__()
+            self.kwargs = []
+
+        def generate(self, prompts, **kwargs):
+            self.kwargs.append((prompts[0], kwargs))
+            return super().generate(prompts, **kwargs)
+
+    lm = Recording()
+    hook = eval_record_hook(pool=None, judge="lexical", n=3, preset="official")
+    example = QAExample(id="q", question="Capital of France", answers=["Paris"])
+    record = Record(id="q", method="none", question=example.question, answers=example.answers, prediction="", em=0.0,
+                    f1=0.0, contains=0.0, context_tokens_in=1, context_tokens_out=1, compress_s=0.0, read_s=0.0,
+                    compression={"text": "Paris is the capital."})
+
+    class Pipeline:
+        pass
+
+    pipeline = Pipeline()
+    pipeline.lm = lm
+    hook(example, record, pipeline)
+    assert "seper_error" not in record.extra and record.extra["delta_seper"] == 0.0  # "Paris" either way
+    assert [k["n"] for _, k in lm.kwargs] == [3, 3] and all(k["top_k"] == 50 for _, k in lm.kwargs)
+    assert lm.kwargs[1][0].startswith("Answer the following question as briefly as possible.\nContext: Paris")
+    assert lm.turns == []  # no chat template under the official preset
