@@ -278,3 +278,10 @@ def test_compressor_scores_a_trained_directory_as_it_was_trained(tiny_lm_dir, da
     assert isinstance(clf, LMSentenceClassifier) and (clf.prompt, clf.labels) == ("official", "variants")
     forced = build_classifier(ExitConfig(classifier=str(out), prompt="paper", labels="single"), ModelPool(device="cpu"))
     assert (forced.prompt, forced.labels) == ("paper", "single")
+
+
+@pytest.mark.model
+def test_all_documents_cached_equals_uncached_on_smollm(smollm):
+    cached = LMSentenceClassifier(smollm, context="all", prompt="official", batch_size=2).score(QUESTION, GROUPS)
+    plain = LMSentenceClassifier(smollm, context="all", prompt="official", cache_prefix=False).score(QUESTION, GROUPS)
+    assert max(abs(a - b) for ga, gb in zip(cached, plain) for a, b in zip(ga.scores, gb.scores)) < 1e-4
