@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -150,9 +150,11 @@ class RecordLog:
     True
     """
 
-    def __init__(self, path: str | os.PathLike, *, key: tuple[str, ...]) -> None:
+    def __init__(self, path: str | os.PathLike, *, key: tuple[str, ...],
+                 check: Callable[[dict[str, Any]], str | None] | None = None) -> None:
         self.path = Path(path)
         self.key = key
+        self.check = check
         self.records: list[dict[str, Any]] = []
         self._done: set[tuple[Any, ...]] = set()
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -168,9 +170,10 @@ class RecordLog:
             if line.strip():
                 record = _parse_line(line, self.path, n)
                 missing = [k for k in self.key if k not in record]
-                if missing:
-                    raise InputError(f"{self.path} line {n}: a record without {', '.join(missing)}; "
-                                     "not a file this run wrote (move it away to start over)")
+                problem = f"a record without {', '.join(missing)}" if missing else self.check(record) if self.check else None
+                if problem:
+                    raise InputError(f"{self.path} line {n}: {problem}; not a record this run wrote "
+                                     "(fix or delete that line, or move the file away to start over)")
                 self._add(record)
             good += len(line)
         if good != len(raw):

@@ -21,6 +21,8 @@ import hashlib
 import json
 import os
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,7 +67,8 @@ def check_out(out: Path) -> None:
 class RunFolder:
     """An open run folder: its settings checked, its lock held, its records loaded (``log``)."""
 
-    def __init__(self, path: Path, *, kind: str, settings: dict[str, Any], key: tuple[str, ...]) -> None:
+    def __init__(self, path: Path, *, kind: str, settings: dict[str, Any], key: tuple[str, ...],
+                 check: Callable[[dict[str, Any]], str | None] | None = None) -> None:
         self.path = path
         self.kind = kind
         self.settings = settings
@@ -73,14 +76,14 @@ class RunFolder:
         self._take_lock()
         try:
             self._check_settings()
-            self.log = RecordLog(path / "records.jsonl", key=key)
+            self.log = RecordLog(path / "records.jsonl", key=key, check=check)
         except BaseException:
             self.close()
             raise
 
     @classmethod
     def open(cls, out: str | os.PathLike | None, *, kind: str, settings: dict[str, Any], key: tuple[str, ...],
-             data_label: str = "data") -> RunFolder:
+             data_label: str = "data", check: Callable[[dict[str, Any]], str | None] | None = None) -> RunFolder:
         """Create or resume ``out`` (default :func:`default_out`) for a run of ``kind`` with ``settings``."""
         path = Path(out) if out is not None else default_out(kind, data_label, settings)
         check_out(path)
@@ -88,7 +91,7 @@ class RunFolder:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise InputError(f"--out {str(path)!r}: cannot create the folder ({err.strerror})") from err
-        return cls(path, kind=kind, settings=settings, key=key)
+        return cls(path, kind=kind, settings=settings, key=key, check=check)
 
     # ----- one writer ------------------------------------------------------------------------
     def _take_lock(self) -> None:
@@ -98,16 +101,27 @@ class RunFolder:
         try:
             lock.acquire()
         except filelock.Timeout:
-            holder = ""
-            try:
-                holder = (self.path / f"{LOCK_FILE}.pid").read_text().strip()
-            except OSError:
-                pass
+            holder = self._lock_holder()
             raise InputError(
                 f"{self.path} is in use by another readerfit run" + (f" (pid {holder})" if holder else "")
                 + "; wait for it to finish, or give this run another --out") from None
         self._lock = lock
         write_atomic(self.path / f"{LOCK_FILE}.pid", f"{os.getpid()}\n")
+
+    def _lock_holder(self, wait: float = 2.0) -> int | None:
+        """The pid of the live process holding the lock (it writes its pid just after taking the lock)."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                pid = int((self.path / f"{LOCK_FILE}.pid").read_text().strip())
+                os.kill(pid, 0)  # raises when no such process: a pid left by a crashed run
+                return pid
+            except PermissionError:
+                return pid  # alive, another user's
+            except (OSError, ValueError):
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(0.05)
 
     def close(self) -> None:
         """Release the folder (a crashed process releases it too: the lock dies with it)."""

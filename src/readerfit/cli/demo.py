@@ -19,11 +19,12 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
     p.add_argument("--out", default=None)
     add_model_args(p)
     add_server_args(p)
-    p.set_defaults(ray=None, ray_workers=None)
+    p.set_defaults(ray=None, ray_workers=None, skip_invalid=False)
 
 
 def run(args: argparse.Namespace) -> int:
     config = EvalConfig(data=str(demo_path()), data_label="demo", compressors=args.compressor, limit=args.limit,
                         retriever="bm25", corpus=str(demo_corpus_path()), top_k=4, reader=args.reader,
-                        dtype=args.dtype, device=args.device, base_url=args.base_url, api_key=args.api_key)
+                        dtype=args.dtype, device=args.device, base_url=args.base_url, api_key=args.api_key,
+                        context_length=args.context_length)
     return run_config(config, args)

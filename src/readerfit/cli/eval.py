@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import functools
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from readerfit.cli.options import add_model_args, add_server_args, emit, parse_options, positive_int
 from readerfit.data import load_dataset
 from readerfit.eval.config import RETRIEVER_CHOICES, EvalConfig
-from readerfit.eval.harness import build_eval, run_eval
+from readerfit.eval.harness import build_eval, run_eval, runnable
 from readerfit.eval.ray import RayConfig, run_eval_ray
 from readerfit.eval.report import report_section
 from readerfit.models.specs import DEFAULT_LM
@@ -42,6 +43,9 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
                         "(official); --option values override the preset (default: readerfit's defaults)")
     p.add_argument("--max-new-tokens", type=positive_int, default=32)
     p.add_argument("--out", default=None, help="output folder (default: runs/<data>-<settings hash>); reruns resume")
+    p.add_argument("--skip-invalid", action="store_true",
+                   help="run the examples that can run (default: refuse data with a blank question or answer, or "
+                        "without passages and no retriever, listing them)")
     p.add_argument("--seper", action="store_true", help="add ΔSePer of each context (vs none) to the records and table")
     p.add_argument("--judge", default="lexical", help="SePer judge: lexical | nli:<id or path> | lm:<model>")
     p.add_argument("--seper-n", type=positive_int, default=10, help="SePer samples per condition")
@@ -59,7 +63,7 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
                       index=args.index, top_k=args.top_k, reader=args.reader, dtype=args.dtype, device=args.device,
                       max_new_tokens=args.max_new_tokens, seper=args.seper, judge=args.judge, seper_n=args.seper_n,
                       rerank=args.rerank, rerank_top=args.rerank_top, base_url=args.base_url, api_key=args.api_key,
-                      preset=args.preset)
+                      context_length=args.context_length, preset=args.preset)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,7 +75,11 @@ def run_config(config: EvalConfig, args: argparse.Namespace) -> int:
     config.check_options()
     if args.out is not None:
         check_out(Path(args.out))
-    examples = load_dataset(config.data, format=config.format, limit=config.limit)
+    examples, invalid = runnable(load_dataset(config.data, format=config.format, limit=config.limit),
+                                 needs_passages=config.retriever == "none", skip_invalid=args.skip_invalid)
+    if invalid:
+        print(f"readerfit: skipping {len(invalid)} examples that cannot run: "
+              + ", ".join(qid for qid, _ in invalid[:20]) + (" ..." if len(invalid) > 20 else ""), file=sys.stderr)
     label = config.data_label or config.data
     if args.ray:
         # the workers build the models; paths made absolute since a worker's directory is not ours
@@ -83,6 +91,8 @@ def run_config(config: EvalConfig, args: argparse.Namespace) -> int:
     else:
         result = run_eval(examples=examples, setup=functools.partial(build_eval, config), methods=config.compressors,
                           out=args.out, run_config=config.settings(), progress=not args.no_progress, data_label=label)
+    if invalid:
+        result["n_skipped_invalid"] = len(invalid)
     out = result["out"]
     report = report_after_run(out, kind="eval", section=report_section)  # warns on stderr, never fails the run
     table = (Path(out) / "summary.md").read_text(encoding="utf-8").rstrip()

@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 from readerfit.errors import ReaderfitError
 from readerfit.registry import Registry
@@ -19,13 +20,24 @@ COMMANDS.register("exp", "readerfit.cli.exp", help="run one of the papers' exper
 COMMANDS.register("train", "readerfit.cli.train", help="build training data and train classifiers")
 COMMANDS.register("seper", "readerfit.cli.seper",
                   help="SePer of the reference answers without and with a context, and ΔSePer")
+COMMANDS.register("compress", "readerfit.cli.compress",
+                  help="compress the passages of a question (JSON on stdin or a JSONL file) for the reader")
+COMMANDS.register("score", "readerfit.cli.score", help="score texts by how well the reader can use them (SPS, PPL, LongPPL)")
+COMMANDS.register("serve", "readerfit.cli.serve", help="serve compress, score and SePer over HTTP (FastAPI)")
 COMMANDS.register("report", "readerfit.cli.report",
                   help="markdown report (tables + PNG plots) of an eval or exp output folder")
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error on stderr (the usage is one ``--help`` away) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser; only the command named in ``argv`` is imported to add its flags."""
-    parser = argparse.ArgumentParser(prog="readerfit", description="Fit retrieved context to the reader LLM.")
+    parser = Parser(prog="readerfit", description="Fit retrieved context to the reader LLM.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = next((a for a in argv if a in COMMANDS), None)
     for name in COMMANDS:

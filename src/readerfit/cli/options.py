@@ -148,6 +148,9 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
                         "(default: $OPENAI_BASE_URL)")
     p.add_argument("--api-key", default=None,
                    help="that server's API key (default: $OPENAI_API_KEY); never written to the output folder")
+    p.add_argument("--context-length", type=positive_int, default=None, metavar="N",
+                   help="context length (tokens) of the served model, for servers that do not report it "
+                        "(llama-cpp-python: the --n_ctx it was started with); default: asked from the server")
 
 
 def set_threads(threads: int | None) -> None:

@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from readerfit.errors import InputError
 from readerfit.io import read_json
@@ -62,6 +63,8 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
 
 def report_folder(folder: str | os.PathLike, *, out: str | os.PathLike | None = None, plots: bool = True) -> Report:
     """The report of any run folder, its kind read from ``run.json`` (or recognised, for older folders)."""
+    if out is not None and Path(out).suffix.lower() != ".md":
+        raise InputError(f"--out must name a markdown file (.md), got {str(out)!r}")
     view = RunView.read(folder)
     kind = view.kind or detect_kind(view)
     return write_report(folder, kind=kind, section=REPORT_SECTIONS.get(kind), out=out, plots=plots)

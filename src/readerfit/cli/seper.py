@@ -70,7 +70,10 @@ def _read_context(path: str) -> str:
         file = Path(path)
         if not file.is_file():
             raise InputError(f"--context {path!r} is not a file")
-        text = file.read_text(encoding="utf-8")
+        try:
+            text = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"--context {path!r} is not UTF-8 text (byte {err.start}: {err.reason})") from None
     if not text.strip():
         raise InputError(f"--context {path!r} is empty")
     return text

@@ -6,9 +6,11 @@ line-based files, ``index N`` for JSON lists) so a user can fix the row.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -18,6 +20,17 @@ from readerfit.errors import InputError
 GZIP_MAGIC = b"\x1f\x8b"
 
 Shape = Literal["lines", "list", "object", "text"]
+
+
+@contextlib.contextmanager
+def decoded(shown: str) -> Iterator[None]:
+    """Decoding failures while reading ``shown`` as InputErrors that name the file."""
+    try:
+        yield
+    except UnicodeDecodeError as e:
+        raise InputError(f"{shown}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8") from e
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise InputError(f"{shown}: corrupt or truncated gzip file ({e})") from e
 
 
 def is_gzip(path: Path) -> bool:

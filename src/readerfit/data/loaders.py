@@ -50,7 +50,10 @@ def detect_format(path: PathLike) -> str:
     name = _io.logical_name(p).lower()
     if name.endswith(".tsv"):
         return "triviaqa-tsv"
-    shape, first = _io.peek(p, shown)
+    with _io.decoded(shown):
+        shape, first = _io.peek(p, shown)
+    if shape == "text" and not str(first).strip():
+        raise InputError(f"{shown}: the file is empty (no example or passage in it)")
     if shape == "text":
         if "\t" in first:
             return "triviaqa-tsv"
@@ -80,12 +83,8 @@ def _resolve(path: PathLike, format: str | None) -> tuple[Path, str, Format]:
 
 
 def _take(items: Iterable[Any], limit: int | None, shown: str) -> list[Any]:
-    try:
+    with _io.decoded(shown):
         return list(islice(items, limit))
-    except UnicodeDecodeError as e:
-        raise InputError(f"{shown}: not UTF-8 text ({e.reason} at byte {e.start})") from e
-    except (gzip.BadGzipFile, EOFError) as e:
-        raise InputError(f"{shown}: corrupt or truncated gzip file ({e})") from e
 
 
 def load_dataset(path: PathLike, *, format: str | None = None, limit: int | None = None) -> list[QAExample]:

@@ -17,6 +17,8 @@ from typing import Any
 
 from readerfit.compressors import COMPRESSORS
 from readerfit.errors import InputError
+from readerfit.models.device import auto_device
+from readerfit.models.openai.config import PREFIX, redact_url
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import PRESET_NAMES, make_config
 from readerfit.retrieval_utility.judge import JUDGES
@@ -50,6 +52,7 @@ class EvalConfig:
     rerank_top: int | None = None
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
+    context_length: int | None = None  # of served (openai:<model>) models, when their server does not report it
     preset: str | None = None  # paper | official: every method as its paper defines it / its authors' code runs it
     data_label: str | None = None  # what run.json calls the data (the demo: "demo")
 
@@ -71,8 +74,13 @@ class EvalConfig:
             raise InputError("--corpus/--index need --retriever bm25|dense|hybrid")
         if self.retriever != "none" and not (self.corpus or self.index):
             raise InputError(f"--retriever {self.retriever} needs --corpus PATH or --index DIR")
+        if self.corpus and not Path(self.corpus).expanduser().is_file():
+            raise InputError(f"--corpus {self.corpus!r}: no such file")
+        if self.index and not (Path(self.index).expanduser() / "manifest.json").is_file():
+            raise InputError(f"--index {self.index!r} is not a readerfit index: manifest.json is missing")
         for name, value in (("top_k", self.top_k), ("max_new_tokens", self.max_new_tokens), ("seper_n", self.seper_n),
-                            ("limit", self.limit), ("rerank_top", self.rerank_top)):
+                            ("limit", self.limit), ("rerank_top", self.rerank_top),
+                            ("context_length", self.context_length)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise InputError(f"{name} must be a positive integer, got {value!r}")
         if self.rerank is None and self.rerank_top is not None:
@@ -80,6 +88,10 @@ class EvalConfig:
         if self.rerank is not None and self.rerank.partition(":")[0] not in RERANKERS:
             raise InputError(f"unknown reranker {self.rerank!r}; registered: {', '.join(RERANKERS.names())} "
                              "(cross-encoder:<id or path>, lm, lm:<model>)")
+        auto_device(self.device)  # before any model loads
+        if self.context_length is not None and PREFIX not in f"{self.reader} {self.judge} {self.rerank} {self.options}":
+            raise InputError(f"--context-length {self.context_length} is for served models ({PREFIX}<model>), and this "
+                             f"eval names none (reader {self.reader!r}); a local model knows its own")
         if self.preset is not None and self.preset not in PRESET_NAMES:
             raise InputError(f"unknown preset {self.preset!r}; expected one of {', '.join(PRESET_NAMES)}")
         if self.seper and self.judge.partition(":")[0] not in JUDGES:
@@ -104,9 +116,11 @@ class EvalConfig:
         if self.rerank is not None:
             settings["rerank"] = {"reranker": self.rerank, "top": self.rerank_top}
         if self.base_url:
-            settings["base_url"] = self.base_url
+            settings["base_url"] = redact_url(self.base_url)  # never a credential on disk
         if self.preset is not None:
             settings["preset"] = self.preset
+        if self.context_length is not None:
+            settings["context_length"] = self.context_length
         return settings
 
     def with_absolute_paths(self) -> EvalConfig:

@@ -51,9 +51,11 @@ def build_retriever_for(config: EvalConfig, pool: ModelPool) -> Retriever | None
 def build_eval(config: EvalConfig) -> EvalSetup:
     """The models, retrieval and pipelines of an eval (once in a local run, once in every Ray worker)."""
     pool = ModelPool(device=config.device, dtype=config.dtype, openai_base_url=config.base_url,
-                     openai_api_key=config.api_key)
+                     openai_api_key=config.api_key,
+                     openai_options=None if config.context_length is None else {"context_length": config.context_length})
+    retriever = build_retriever_for(config, pool)  # a bad corpus fails before the reader loads
     reader = pool.lm(config.reader)
-    retrieval = Retrieval(retriever=build_retriever_for(config, pool),
+    retrieval = Retrieval(retriever=retriever,
                           reranker=build_reranker(config.rerank, pool, reader=reader) if config.rerank else None,
                           top_k=config.top_k, rerank_top=config.rerank_top)
     pipeline_config = PipelineConfig(top_k=config.top_k, max_new_tokens=config.max_new_tokens)
@@ -94,6 +96,27 @@ def build_pipelines(
             for name in compressors}
 
 
+def runnable(examples: Sequence[QAExample], *, needs_passages: bool, skip_invalid: bool = False
+             ) -> tuple[list[QAExample], list[tuple[str, list[str]]]]:
+    """The examples that can run, and the (id, problems) of those that cannot.
+
+    Without ``skip_invalid`` any example that cannot run (blank question or answer; no passage when there is
+    no retriever) is an error listing the offending ids, before any model loads.
+    """
+    invalid = [(e.id, problems) for e in examples if (problems := e.problems(needs_passages=needs_passages))]
+    if invalid and not skip_invalid:
+        shown = "; ".join(f"{qid} ({', '.join(p)})" for qid, p in invalid[:10])
+        more = f"; and {len(invalid) - 10} more" if len(invalid) > 10 else ""
+        raise InputError(f"{len(invalid)} of {len(examples)} examples cannot run: {shown}{more}; fix the data, "
+                         "give a retriever for questions without passages, or pass --skip-invalid to run the rest")
+    bad = {qid for qid, _ in invalid}
+    left = [e for e in examples if e.id not in bad]
+    if examples and not left:
+        raise InputError(f"no example can run: all {len(examples)} have a problem, e.g. {invalid[0][0]} "
+                         f"({', '.join(invalid[0][1])})")
+    return left, invalid
+
+
 def check_examples(examples: Sequence[QAExample]) -> None:
     if not examples:
         raise InputError("no examples to evaluate")
@@ -108,7 +131,22 @@ def open_eval_run(*, examples: Sequence[QAExample], methods: Sequence[str], out:
     check_examples(examples)
     if not methods:
         raise InputError("no compressors to evaluate")
-    return RunFolder.open(out, kind="eval", settings=settings, key=("id", "method"), data_label=data_label)
+    return RunFolder.open(out, kind="eval", settings=settings, key=("id", "method"), data_label=data_label,
+                          check=check_record)
+
+
+def check_record(record: dict[str, Any]) -> str | None:
+    """What is wrong with an eval record read back from disk (None when it can be summarised)."""
+    for key in ("id", "method"):
+        if not isinstance(record.get(key), str):
+            return f"field {key!r} is {record.get(key)!r}, expected a string"
+    for key in ("em", "f1", "contains", "context_tokens_in", "context_tokens_out", "compress_s", "read_s"):
+        value = record.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"field {key!r} is {value!r}, expected a number"
+    if not isinstance(record.get("extra", {}), dict):
+        return f"field 'extra' is {record.get('extra')!r}, expected an object"
+    return None
 
 
 def pending(run: RunFolder, examples: Sequence[QAExample], methods: Sequence[str]) -> list[tuple[QAExample, list[str]]]:

@@ -24,10 +24,29 @@ def cache_root() -> Path:
 
 
 def auto_device(device: str | torch.device | None) -> torch.device:
-    """``device`` as a torch device; None picks CUDA when present, else the CPU."""
+    """``device`` as a torch device; None picks CUDA when present, else the CPU.
+
+    A device that does not exist here is an :class:`InputError` saying what does.
+    """
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise InputError(f"unknown device {device!r}; expected cpu, cuda, cuda:N (or leave it out: CUDA if present, "
+                         "else the CPU)") from None
+    if d.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise InputError(f"device {device!r}: torch sees no CUDA GPU on this machine; use --device cpu "
+                             "(or leave --device out)")
+        if d.index is not None and d.index >= count:
+            raise InputError(f"device {device!r}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}")
+    elif d.type == "mps" and not torch.backends.mps.is_available():
+        raise InputError(f"device {device!r}: MPS is not available on this machine; use --device cpu")
+    elif d.type not in ("cpu", "cuda", "mps"):
+        raise InputError(f"device {device!r}: readerfit runs on cpu, cuda or mps")
+    return d
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:

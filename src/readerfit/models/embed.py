@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from readerfit.errors import InputError, require
+from readerfit.errors import InputError, UnknownModelError, require
 from readerfit.models.device import auto_device
 from readerfit.models.specs import DEFAULT_EMBEDDER, resolve
 
@@ -32,7 +32,12 @@ class SentenceEmbedder:
         self.path = resolve(name_or_path, "embedder").path()
         self.device = str(auto_device(device))
         self.batch_size = batch_size
-        self._model = st.SentenceTransformer(self.path, device=self.device, local_files_only=True)
+        try:
+            self._model = st.SentenceTransformer(self.path, device=self.device, local_files_only=True)
+        except (OSError, ValueError, KeyError) as err:
+            raise UnknownModelError(f"could not load embedder {name_or_path!r} from {self.path!r}: expected a "
+                                    f"sentence-transformers model folder; {type(err).__name__}: "
+                                    f"{str(err).splitlines()[0][:200]}") from err
         # get_embedding_dimension is the newer name; older releases only have the long one.
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self._dim = int(get_dim())

@@ -20,7 +20,7 @@ import torch
 from readerfit.errors import ContextLengthError, InputError, UnknownModelError, require
 from readerfit.io import atomic_dir
 from readerfit.models.device import auto_device, cache_root, resolve_dtype
-from readerfit.models.lm import Prompt
+from readerfit.models.lm import Prompt, PromptText
 from readerfit.models.specs import DEFAULT_LM, ModelSpec, resolve
 from readerfit.types import CandidateProbs, Generation
 
@@ -82,10 +82,11 @@ class HFLanguageModel:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
             self.model = AutoModelForCausalLM.from_pretrained(source, dtype=self.dtype, use_safetensors=True, **kwargs)
-        except OSError as err:
+        except (OSError, ValueError, KeyError) as err:  # transformers' ways of saying "no model here"
             raise UnknownModelError(
-                f"could not load model {name_or_path!r} from {source!r} (offline machines need a local "
-                f"directory or a registered name): {err}"
+                f"could not load model {name_or_path!r} from {source!r}: expected a model directory with config.json, "
+                f"tokenizer files and safetensors weights (offline machines need a local directory or a registered "
+                f"name); {type(err).__name__}: {str(err).splitlines()[0][:200]}"
             ) from err
         if adapter is not None:
             self.model = self._with_adapter(adapter)
@@ -133,40 +134,65 @@ class HFLanguageModel:
                 ids.update(int(i) for i in source)
         return ids
 
-    def chat(self, user: str, system: str | None = None) -> str:
+    def chat(self, user: str, system: str | None = None) -> PromptText:
         """Chat-templated prompt for one user turn (plain text when the tokenizer has no template)."""
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
         return self.render(messages)
 
     def render(self, prompt: Prompt) -> str:
+        """Messages through the chat template as :class:`PromptText` (the contents stay content); text as given."""
         if isinstance(prompt, str):
             return prompt
-        if getattr(self.tokenizer, "chat_template", None):
-            return self.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-        return "\n".join(m["content"] for m in prompt) + "\n"
+        contents = [m["content"] for m in prompt]
+        if not getattr(self.tokenizer, "chat_template", None):
+            return PromptText([(c + "\n", False) for c in contents])
+        # rendered once around placeholders, so the template's parts and the contents are known apart
+        placeholders = [f"\ue000READERFIT{i}\ue000" for i in range(len(prompt))]
+        masked = [{**m, "content": ph} for m, ph in zip(prompt, placeholders)]
+        rendered = self.tokenizer.apply_chat_template(masked, tokenize=False, add_generation_prompt=True)
+        found = PromptText.around(rendered, contents, placeholders)
+        if found is not None:
+            return found
+        # a template that rewrites its contents: render them for real; they are then tokenized as template text
+        return self.tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
 
     def encode(self, text: str, *, special: bool = False) -> list[int]:
+        """Token ids of template text: control-token strings in it become control tokens."""
         return list(self.tokenizer(text, add_special_tokens=special)["input_ids"])
 
-    def count_tokens(self, text: str) -> int:
-        return len(self.encode(text))
+    def encode_text(self, text: str) -> list[int]:
+        """Token ids of content (text from data): a string spelling a control token stays plain text."""
+        return list(self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
 
-    def _check_fits(self, n_tokens: int, what: str) -> None:
-        if n_tokens > self.context_length:
+    def encode_prompt(self, prompt: Prompt) -> list[int]:
+        """A prompt's ids: the template's parts with their control tokens, its content as plain text."""
+        text = self.render(prompt)
+        if isinstance(text, PromptText):
+            return [i for part, template in text.segments
+                    for i in (self.encode(part) if template else self.encode_text(part))]
+        return self.encode(text)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` as content (a control-token string in it counts as the plain text it is)."""
+        return len(self.encode_text(text))
+
+    def _check_fits(self, n_tokens: int, what: str, *, extra: int = 0) -> None:
+        if n_tokens + extra > self.context_length:
+            room = f" plus {extra} new tokens, {n_tokens + extra} in all," if extra else ""
             raise ContextLengthError(
-                f"{what} has {n_tokens} tokens, more than the context of {self.name!r} "
-                f"({self.context_length}); shorten or chunk it (readerfit never truncates silently)"
+                f"{what} has {n_tokens} tokens{room} more than the context of {self.name!r} "
+                f"({self.context_length} tokens); shorten or chunk it (readerfit never truncates silently)"
             )
 
     def _prompt_ids(self, prompt: Prompt) -> list[int]:
-        ids = self.encode(self.render(prompt))
+        ids = self.encode_prompt(prompt)
         if not ids:
             raise InputError("empty prompt: expected text or chat messages with content")
         return ids
 
     def _text_ids(self, text: str) -> list[int]:
         """Ids of a text scored on its own, led by BOS when the model has one so every token is conditioned."""
-        ids = self.encode(text)
+        ids = self.encode_text(text)
         bos = self.tokenizer.bos_token_id
         return ([bos] if bos is not None and (not ids or ids[0] != bos) else []) + ids
 
@@ -249,7 +275,7 @@ class HFLanguageModel:
         starts: list[int] = []
         for i, text in enumerate(texts):
             head = self._prompt_ids(prompts[i]) if prompts is not None else self._text_ids("")
-            body = self.encode(text)
+            body = self.encode_text(text)
             seqs.append(head + body)
             starts.append(len(head))
             self._check_fits(len(seqs[-1]), f"text {i}")
@@ -274,7 +300,7 @@ class HFLanguageModel:
             raise InputError(f"layer must be in [{-n_states}, {n_states - 1}] for {self.name!r}, got {layer}")
         seqs = []
         for i, t in enumerate(texts):
-            ids = self.encode(t)
+            ids = self.encode_text(t)
             if not ids:
                 raise InputError(f"text {i} is empty; hidden states need at least one token")
             self._check_fits(len(ids), f"text {i}")
@@ -331,7 +357,8 @@ class HFLanguageModel:
                 torch.manual_seed(seed)
             for i, prompt in enumerate(prompts):
                 ids = self._prompt_ids(prompt)
-                self._check_fits(len(ids) + max_new_tokens, f"prompt {i} plus {max_new_tokens} new tokens")
+                self._check_fits(len(ids), "the prompt" if len(prompts) == 1 else f"prompt {i + 1} of {len(prompts)}",
+                                 extra=max_new_tokens)
                 results.append(
                     self._generate_one(ids, n=n, sample=sample, temperature=temperature, top_p=top_p,
                                        repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens,

@@ -22,6 +22,62 @@ Prompt = str | list[dict[str, str]]
 """A prompt is either raw text or chat messages ([{"role": "user", "content": ...}])."""
 
 
+class PromptText(str):
+    r"""Prompt text that knows which of its parts are the chat template's and which are content.
+
+    A backend tokenizes the template's parts with control tokens (``<|im_start|>``...) and the content
+    (questions, passages, answers: text from data) as plain text, so a passage that spells a control
+    token can never open a chat turn. ``chat()`` returns one; a plain ``str`` prompt is taken as given.
+
+    >>> p = PromptText([("<|im_start|>user\n", True), ("Who?", False), ("<|im_end|>\n", True)])
+    >>> str(p), [text for text, template in p.segments if not template]
+    ('<|im_start|>user\nWho?<|im_end|>\n', ['Who?'])
+    """
+
+    segments: tuple[tuple[str, bool], ...]
+
+    def __new__(cls, segments: Sequence[tuple[str, bool]]) -> PromptText:
+        merged: list[tuple[str, bool]] = []
+        for text, template in segments:
+            if not text:
+                continue
+            if merged and merged[-1][1] == template:
+                merged[-1] = (merged[-1][0] + text, template)
+            else:
+                merged.append((text, template))
+        obj = super().__new__(cls, "".join(text for text, _ in merged))
+        obj.segments = tuple(merged)
+        return obj
+
+    @classmethod
+    def content(cls, text: str) -> PromptText:
+        """Text that is all content (a prompt built without a chat template)."""
+        return cls([(text, False)])
+
+    @classmethod
+    def around(cls, rendered: str, contents: Sequence[str], placeholders: Sequence[str]) -> PromptText | None:
+        """The segments of a template rendered around ``placeholders`` (each exactly once), filled with
+        ``contents``; None when the template did not keep every placeholder verbatim."""
+        segments: list[tuple[str, bool]] = []
+        rest = rendered
+        for placeholder, content in zip(placeholders, contents):
+            if rest.count(placeholder) != 1:
+                return None
+            before, rest = rest.split(placeholder)
+            segments += [(before, True), (content, False)]
+        if any(p in rest for p in placeholders):
+            return None
+        return cls([*segments, (rest, True)])
+
+    def __add__(self, other: str) -> PromptText:  # type: ignore[override]
+        # appended plain text is content: it never gains control tokens by concatenation
+        tail = other.segments if isinstance(other, PromptText) else ((other, False),)
+        return PromptText(self.segments + tuple(tail))
+
+    def __radd__(self, other: str) -> PromptText:
+        return PromptText(((other, False), *self.segments))
+
+
 @runtime_checkable
 class LanguageModel(Protocol):
     """What readers, generators and text-level scorers need from an LM.

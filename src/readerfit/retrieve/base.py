@@ -37,11 +37,14 @@ def check_corpus(corpus: Sequence[Passage]) -> list[Passage]:
     if isinstance(corpus, (str, Passage)):
         raise InputError("corpus must be a list of Passage objects, got a single item")
     passages = list(corpus)
-    if not passages:
-        raise InputError("corpus is empty: cannot build a retriever over no passages")
     for i, p in enumerate(passages):
         if not isinstance(p, Passage):
             raise InputError(f"corpus[{i}] must be a Passage, got {type(p).__name__}")
+    # an empty passage can never be retrieved usefully (and breaks BM25's length normalisation): left out
+    passages = [p for p in passages if p.text.strip()]
+    if not passages:
+        raise InputError("corpus is empty: cannot build a retriever over no passages"
+                         + (" (every passage in it is empty)" if corpus else ""))
     return passages
 
 

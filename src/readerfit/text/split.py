@@ -38,7 +38,8 @@ def _load_spacy() -> Splitter:
     def split(text: str) -> list[str]:
         if not text.strip():
             return []
-        return _clean([s.text for s in nlp(text).sents])
+        # spaCy refuses texts over nlp.max_length characters: split them into chunks first (nothing dropped)
+        return _clean([s.text for chunk in text_chunks(text, nlp.max_length // 2) for s in nlp(chunk).sents])
 
     return split
 
@@ -105,6 +106,25 @@ def split_sentences(text: str, *, splitter: str = "spacy") -> list[str]:
     if not isinstance(text, str):
         raise InputError(f"expected a string to split, got {type(text).__name__}")
     return get_splitter(splitter)(text)
+
+
+def text_chunks(text: str, limit: int) -> list[str]:
+    """``text`` cut into consecutive pieces of at most ``limit`` characters, at a line break, else after a
+    sentence end, else at a space when there is one (never mid-word unless a "word" is longer than ``limit``).
+
+    >>> text_chunks("aa bb. cc dd", 7)
+    ['aa bb. ', 'cc dd']
+    """
+    chunks = []
+    while len(text) > limit:
+        window = text[:limit]
+        cut = max(window.rfind("\n"), window.rfind(". ") + 1, window.rfind("? ") + 1, window.rfind("! ") + 1)
+        if cut <= 0:
+            cut = window.rfind(" ")
+        cut = cut + 1 if cut > 0 else limit
+        chunks.append(text[:cut])
+        text = text[cut:]
+    return [*chunks, text] if text else chunks
 
 
 def word_runs(text: str, fits: Callable[[str], bool], *, what: str = "the model") -> list[str]:

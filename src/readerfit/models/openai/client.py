@@ -15,6 +15,7 @@ from readerfit.models.openai.config import (
     ServerRejectedError,
     ServerResponseError,
     ServerUnavailableError,
+    redact_url,
 )
 
 T = TypeVar("T")
@@ -49,6 +50,7 @@ class HTTPClient:
         """
         cfg = self.config
         url = (cfg.root_url if root else str(cfg.base_url)) + path
+        shown = redact_url(url)  # what messages show: no credentials
         attempts = cfg.max_retries + 1
         start = time.monotonic()
         last = ""
@@ -64,16 +66,16 @@ class HTTPClient:
                     try:
                         data = response.json()
                     except ValueError:
-                        raise ServerResponseError(f"{url} answered HTTP {status} with a body that is not JSON: "
+                        raise ServerResponseError(f"{shown} answered HTTP {status} with a body that is not JSON: "
                                                   f"{response.text[:200]!r}") from None
                     if not isinstance(data, dict):
-                        raise ServerResponseError(f"{url} answered {type(data).__name__} JSON, expected an object")
+                        raise ServerResponseError(f"{shown} answered {type(data).__name__} JSON, expected an object")
                     return data
                 message = error_message(response)
                 if optional and status in (400, 404, 405, 422, 501):
                     return None
                 if status != 429 and status < 500:
-                    raise self._client_error(url, status, message)
+                    raise self._client_error(shown, status, message)
                 last = f"HTTP {status}" + (f": {message}" if message else "")
                 after = retry_after(response.headers.get("retry-after"))
                 if after is not None:  # the server said when to come back; do as it says (within max_wait)
@@ -81,12 +83,13 @@ class HTTPClient:
             if attempt + 1 < attempts:
                 time.sleep(wait)
         raise ServerUnavailableError(
-            f"the OpenAI-compatible server at {cfg.base_url} did not answer {url} after {attempts} "
+            f"the OpenAI-compatible server at {cfg.shown_url} did not answer {shown} after {attempts} "
             f"attempt(s) in {time.monotonic() - start:.1f}s (last: {last}); start the server or check --base-url "
             "/ OPENAI_BASE_URL, then rerun (an eval resumes where it stopped)"
         )
 
     def _client_error(self, url: str, status: int, message: str) -> ReaderfitError:
+        """``url`` is already redacted."""
         if status in (400, 413, 422) and _CONTEXT_MESSAGE.search(message):
             return ContextLengthError(f"{self.name}: the server refused the prompt as too long: {message}")
         if status in (401, 403):
@@ -94,7 +97,7 @@ class HTTPClient:
                                        "check --api-key / OPENAI_API_KEY")
         if status == 404:
             return ServerRejectedError(f"{url} answered HTTP 404 ({message}); check the model name "
-                                       f"{self.config.model!r} and the base URL {self.config.base_url}")
+                                       f"{self.config.model!r} and the base URL {self.config.shown_url}")
         return ServerResponseError(f"{url} answered HTTP {status}: {message}")
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
@@ -116,7 +119,7 @@ def choices(data: dict[str, Any], url: Any) -> list[dict[str, Any]]:
     """The ``choices`` of a completion answer, or a clear error."""
     found = data.get("choices")
     if not isinstance(found, list) or not found or not all(isinstance(c, dict) for c in found):
-        raise ServerResponseError(f"{url} answered without choices: {str(data)[:200]}")
+        raise ServerResponseError(f"{redact_url(str(url))} answered without choices: {str(data)[:200]}")
     return found
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
 
 from readerfit.errors import BackendUnavailableError, InputError, ReaderfitError
 
@@ -24,6 +25,25 @@ class ServerFeatureError(BackendUnavailableError):
 
 class ServerResponseError(ReaderfitError):
     """The server refused one request (400, 422...) or answered something that is not the OpenAI format."""
+
+
+_SECRET_PARAMS = ("key", "token", "secret", "password", "passwd", "auth", "signature", "sig", "credential")
+
+
+def redact_url(url: str) -> str:
+    """``url`` without credentials: user info and secret-looking query values become ``***``.
+
+    >>> redact_url("http://user:pass@host:8000/v1?api_key=abc&x=1")
+    'http://***@host:8000/v1?api_key=***&x=1'
+    """
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = "&".join(
+        f"{k}=***" if any(word in k.lower() for word in _SECRET_PARAMS) else (f"{k}={v}" if v or "=" in pair else k)
+        for pair in parts.query.split("&") if pair for k, _, v in [pair.partition("=")])
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def parse_model_name(name: str) -> str | None:
@@ -92,6 +112,11 @@ class OpenAIConfig:
             raise InputError(f"chat_template must be auto, server or plain, got {self.chat_template!r}")
         if self.count_tokens not in ("auto", "server", "approx"):
             raise InputError(f"count_tokens must be auto, server or approx, got {self.count_tokens!r}")
+
+    @property
+    def shown_url(self) -> str:
+        """The base URL as messages show it: credentials redacted."""
+        return redact_url(str(self.base_url))
 
     @property
     def root_url(self) -> str:

@@ -40,13 +40,16 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-from readerfit.errors import ContextLengthError, InputError
-from readerfit.models.lm import Prompt
+from readerfit.errors import InputError
+from readerfit.models.lm import Prompt, PromptText
 from readerfit.models.openai.client import HTTPClient, choices
-from readerfit.models.openai.config import PREFIX, OpenAIConfig, ServerFeatureError, ServerResponseError
+from readerfit.models.openai.config import PREFIX, OpenAIConfig, ServerFeatureError, ServerResponseError, redact_url
+from readerfit.models.openai.prompts import ChatPrompt, escape_controls, wire_prompt
+from readerfit.models.openai.scoring import PromptScorer
 from readerfit.models.openai.server import ServerInfo
 from readerfit.types import CandidateProbs, Generation
 
+_LLAMA_CPP = ("llamacpp", "llama-cpp-python")  # server flavours that take llama.cpp's sampling parameters
 _SPECIAL_TOKEN = re.compile(r"^(<\|[^<>]*\|>|</?s>|<eos>|<end_of_turn>|\[/?INST\])$")
 
 
@@ -68,8 +71,10 @@ class OpenAILanguageModel:
         self.name = PREFIX + self.config.model
         self.http = HTTPClient(self.config, name=self.name)
         self.server = ServerInfo(self.http, self.config, name=self.name)
+        self.scorer = PromptScorer(self.http, self.config, self.server, name=self.name)
         self._counts: dict[str, int] = {}
         self._warned: set[str] = set()
+        self._n_ignored = False  # learned from the first answer to n > 1
 
     def __repr__(self) -> str:
         return f"OpenAILanguageModel({self.config.model!r}, base_url={self.config.base_url!r})"
@@ -95,16 +100,16 @@ class OpenAILanguageModel:
         return self.config.count_tokens != "approx" and self.server.flavour() != "none"
 
     def count_tokens(self, text: str) -> int:
-        """Tokens of ``text`` without special tokens, as the server's tokenizer counts them (cached)."""
+        """Tokens of ``text`` as content (control-token strings escaped, as prompts send them), cached."""
         if text in self._counts:
             return self._counts[text]
-        ids = None if self.config.count_tokens == "approx" else self.server.tokenize(text)
+        ids = None if self.config.count_tokens == "approx" else self.server.tokenize(escape_controls(text))
         if ids is None:
             if self.config.count_tokens == "server":
-                raise ServerFeatureError(f"{self.config.root_url} offers no /tokenize, and count_tokens='server' "
+                raise ServerFeatureError(f"{redact_url(self.config.root_url)} offers no /tokenize, and count_tokens='server' "
                                          "was asked; use count_tokens='auto' or 'approx'")
             if self.config.count_tokens == "auto":
-                self._warn_once("count", f"{self.config.root_url} offers no /tokenize: token counts of {self.name} "
+                self._warn_once("count", f"{redact_url(self.config.root_url)} offers no /tokenize: token counts of {self.name} "
                                          "are approximated as ceil(characters / 4)")
             count = math.ceil(len(text) / 4)
         else:
@@ -118,40 +123,39 @@ class OpenAILanguageModel:
         return self.server.context_length()
 
     # ----- prompts ----------------------------------------------------------------------------
-    def chat(self, user: str, system: str | None = None) -> str:
-        """One user turn in the server's chat template, as text for /v1/completions.
+    def chat(self, user: str, system: str | None = None) -> PromptText:
+        """One user turn in the server's chat template.
 
-        The template is rendered once around placeholders and filled in here, so a chat
-        prompt costs no request. A template that refuses a system turn gets the system text
-        folded into the user turn. Without a server template: the contents joined by newlines.
+        The template is rendered once around placeholders and filled in here, so a chat prompt costs
+        no request. A template that refuses a system turn gets the system text folded into the user
+        turn. A server that exposes no template as text (llama-cpp-python's) gets a
+        :class:`~readerfit.models.openai.prompts.ChatPrompt`: sent to ``/v1/chat/completions`` as
+        messages, so the server's own template applies (``chat_template="plain"``: plain text instead).
         """
         pieces = self.server.template(bool(system)) if self.config.chat_template != "plain" else None
         if pieces is None and system and self.config.chat_template != "plain" and self.server.template(False) is not None:
             pieces, user, system = self.server.template(False), f"{system}\n\n{user}", None
         if pieces is None:
             if self.config.chat_template == "server":
-                raise ServerFeatureError(f"{self.config.root_url} exposes no chat template (vLLM /tokenize with "
+                raise ServerFeatureError(f"{redact_url(self.config.root_url)} exposes no chat template (vLLM /tokenize with "
                                          "messages + /detokenize, or llama.cpp /apply-template); use "
                                          "chat_template='plain' or message prompts (sent to /v1/chat/completions)")
             if self.config.chat_template == "auto":
-                self._warn_once("chat", f"{self.config.root_url} exposes no chat template: chat prompts of "
-                                        f"{self.name} are plain text (message prompts still use the server's)")
-            return "\n".join([system, user] if system else [user]) + "\n"
+                self._warn_once("chat", f"{redact_url(self.config.root_url)} exposes no chat template as text: chat "
+                                        f"prompts of {self.name} go to /v1/chat/completions as messages (the server "
+                                        "applies its template); a prompt edited as a string is plain text")
+                return ChatPrompt(([{"role": "system", "content": system}] if system else [])
+                                  + [{"role": "user", "content": user}])
+            return PromptText.content("\n".join([system, user] if system else [user]) + "\n")
         if system:
             before, between, after = pieces
-            return before + system + between + user + after
+            return PromptText([(before, True), (system, False), (between, True), (user, False), (after, True)])
         before, after = pieces
-        return before + user + after
+        return PromptText([(before, True), (user, False), (after, True)])
 
     def _check_prompt(self, prompt: Prompt) -> Prompt:
-        if isinstance(prompt, str):
-            if not prompt:
-                raise InputError("empty prompt: expected text or chat messages with content")
-            return prompt
-        if (not isinstance(prompt, list) or not prompt
-                or not all(isinstance(m, dict) and "role" in m and "content" in m for m in prompt)):
-            raise InputError(f"expected a prompt string or chat messages [{{'role', 'content'}}], got {prompt!r:.200}")
-        return prompt
+        """The prompt as it goes to the server (:func:`~readerfit.models.openai.prompts.wire_prompt`)."""
+        return wire_prompt(prompt)
 
     # ----- protocol -----------------------------------------------------------------------------
     def generate(
@@ -190,24 +194,42 @@ class OpenAILanguageModel:
             if isinstance(stop, str) or not all(isinstance(x, str) and x for x in stop):
                 raise InputError(f"stop must be a list of non-empty strings, got {stop!r}")
             body["stop"] = list(stop)
-        if top_k is not None:
-            if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-                raise InputError(f"top_k must be a non-negative integer, got {top_k!r}")
-            body["top_k"] = top_k
-        if repetition_penalty != 1.0:
-            key = "repeat_penalty" if self.server.flavour() == "llamacpp" else "repetition_penalty"
-            body[key] = repetition_penalty
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
+            raise InputError(f"top_k must be a non-negative integer, got {top_k!r}")
+        if self.server.flavour() in _LLAMA_CPP:
+            # llama.cpp's servers sample with their own defaults unless told (top_k 40, min_p 0.05; llama-cpp-python
+            # also repeat_penalty 1.1, even when greedy): ask for the distribution asked here, as the local backend does
+            body.update(top_k=0 if top_k is None else top_k, min_p=0.0, repeat_penalty=repetition_penalty)
+        else:
+            if top_k is not None:
+                body["top_k"] = top_k
+            if repetition_penalty != 1.0:
+                body["repetition_penalty"] = repetition_penalty
         checked = [self._check_prompt(p) for p in prompts]  # every prompt checked before any request
         return self.http.map(lambda p: self._generate_one(p, body), checked)
 
     def _generate_one(self, prompt: Prompt, body: dict[str, Any]) -> list[Generation]:
+        n = body["n"]
+        if n > 1 and self._n_ignored:
+            return [g for i in range(n) for g in self._request_choices(prompt, _nth_sample(body, i))]
+        found = self._request_choices(prompt, body)
+        if len(found) == 1 and n > 1:
+            # llama-cpp-python's server ignores n: one request per sample, sample i seeded seed + i
+            self._n_ignored = True
+            self._warn_once("n", f"{self.config.shown_url} answered 1 choice for n={n}: {self.name} asks for each "
+                                 "sample apart (sample i seeded seed + i)")
+            return found + [g for i in range(1, n) for g in self._request_choices(prompt, _nth_sample(body, i))]
+        if len(found) != n:
+            raise ServerResponseError(f"{self.config.shown_url} returned {len(found)} choices, asked n={n}")
+        return found
+
+    def _request_choices(self, prompt: Prompt, body: dict[str, Any]) -> list[Generation]:
         if isinstance(prompt, str):
             data = self.http.request("/completions", {**body, "prompt": prompt, "logprobs": 1}) or {}
-        else:
-            data = self.http.request("/chat/completions", {**body, "messages": prompt, "logprobs": True}) or {}
+        else:  # top_logprobs too: llama-cpp-python returns no log-probabilities for logprobs=True alone
+            data = self.http.request("/chat/completions", {**body, "messages": prompt, "logprobs": True,
+                                                           "top_logprobs": 1}) or {}
         found = sorted(choices(data, self.config.base_url), key=lambda c: c.get("index", 0))
-        if len(found) != body["n"]:
-            raise ServerResponseError(f"{self.config.base_url} returned {len(found)} choices, asked n={body['n']}")
         return [self._generation(c, chat=not isinstance(prompt, str)) for c in found]
 
     def _generation(self, choice: dict[str, Any], *, chat: bool) -> Generation:
@@ -221,7 +243,7 @@ class OpenAILanguageModel:
             text = choice.get("text") or ""
             tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
         if tokens is None or values is None or len(tokens) != len(values) or any(v is None for v in values):
-            raise ServerFeatureError(f"{self.config.base_url} returned no per-token log-probabilities for a "
+            raise ServerFeatureError(f"{self.config.shown_url} returned no per-token log-probabilities for a "
                                      "generation (asked with logprobs); readerfit needs them (SePer, xCompress)")
         if choice.get("finish_reason") == "stop" and tokens and (not tokens[-1] or _SPECIAL_TOKEN.match(tokens[-1])):
             tokens, values = tokens[:-1], values[:-1]  # the end-of-sequence token: not part of the answer
@@ -266,7 +288,7 @@ class OpenAILanguageModel:
             content = (choice.get("logprobs") or {}).get("content") or []
             if content and isinstance(content[0].get("top_logprobs"), list) and content[0]["top_logprobs"]:
                 return [(e["token"], float(e["logprob"])) for e in content[0]["top_logprobs"]]
-        raise ServerFeatureError(f"{self.config.base_url} returned no top log-probabilities for the next token "
+        raise ServerFeatureError(f"{self.config.shown_url} returned no top log-probabilities for the next token "
                                  f"(asked for {k}); next_token_probs (EXIT, LM judges) needs them")
 
     def token_logprobs(self, texts: Sequence[str], *, prompts: Sequence[str] | None = None) -> list[list[float]]:
@@ -274,57 +296,12 @@ class OpenAILanguageModel:
 
         With the server's /tokenize, prompt and text are tokenized apart and sent as token ids (the
         prompt with BOS), as the transformers backend does; a text scored without a prompt or BOS
-        loses its first token (nothing conditions it). Without /tokenize only prompt-less texts
-        can be scored (their echo, leading unconditioned tokens dropped).
+        loses its first token (nothing conditions it). Without token-id prompts (no /tokenize, or
+        llama-cpp-python's server) only prompt-less texts can be scored (their echo, leading
+        unconditioned tokens dropped). The server's echo is checked once against its generation
+        log-probabilities (:mod:`readerfit.models.openai.scoring`); one that disagrees is an error.
         """
-        texts = list(texts)
-        if prompts is not None and len(prompts) != len(texts):
-            raise InputError(f"got {len(texts)} texts but {len(prompts)} prompts; expected one prompt per text")
-        if self.server.flavour() == "none":
-            if prompts is not None:
-                raise ServerFeatureError(f"{self.config.root_url} offers no /tokenize, which token_logprobs with "
-                                         "prompts needs to find where each text starts; use a vLLM server")
-            return self.http.map(self._text_logprobs, texts)
-        return self.http.map(lambda i: self._ids_logprobs(texts[i], None if prompts is None else prompts[i]),
-                         range(len(texts)))
-
-    def _ids_logprobs(self, text: str, prompt: str | None) -> list[float]:
-        body = self.server.tokenize(text) or []
-        if not body:
-            return []
-        head = self.server.tokenize(prompt or "", special=True) or []
-        ids = head + body
-        if len(ids) > self.context_length:
-            raise ContextLengthError(f"{self.name}: prompt plus text has {len(ids)} tokens, more than the context "
-                                     f"({self.context_length}); shorten or chunk it (readerfit never truncates silently)")
-        values = self._echo(ids)[len(head):]
-        if not head:  # no prompt and no BOS: the first token has nothing to condition on
-            values = values[1:]
-        if any(v is None for v in values):
-            raise ServerFeatureError(f"{self.config.base_url} returned null prompt log-probabilities inside the text")
-        return [float(v) for v in values if v is not None]
-
-    def _text_logprobs(self, text: str) -> list[float]:
-        if not text:
-            return []
-        values = self._echo(text)
-        while values and values[0] is None:  # BOS and/or the unconditioned first token
-            values = values[1:]
-        if any(v is None for v in values):
-            raise ServerFeatureError(f"{self.config.base_url} returned null prompt log-probabilities inside the text")
-        return [float(v) for v in values if v is not None]
-
-    def _echo(self, prompt: str | list[int]) -> list[float | None]:
-        data = self.http.request("/completions", {"model": self.config.model, "prompt": prompt, "echo": True,
-                                             "max_tokens": 0, "logprobs": 1, "temperature": 0.0}) or {}
-        values = (choices(data, self.config.base_url)[0].get("logprobs") or {}).get("token_logprobs")
-        if not isinstance(values, list) or (isinstance(prompt, list) and len(values) < len(prompt)) or not values:
-            raise ServerFeatureError(
-                f"{self.config.base_url}/completions returned no prompt log-probabilities for echo=True, max_tokens=0 "
-                "(vLLM gives them; OpenAI's API and llama.cpp's server do not); token_logprobs (perplexity, LongPPL, "
-                "selective-context) needs a server that does, or a local model"
-            )
-        return values[: len(prompt)] if isinstance(prompt, list) else values
+        return self.scorer.token_logprobs(texts, prompts=prompts)
 
 
 def _variants(word: str) -> set[str]:
@@ -335,3 +312,9 @@ def _variants(word: str) -> set[str]:
 def _normalise_token(token: str) -> str:
     # Byte-level BPE ("Ġ") and SentencePiece ("▁") spell a leading space with a marker when not decoded.
     return " " + token[1:] if token[:1] in ("Ġ", "▁") else token
+
+
+def _nth_sample(body: dict[str, Any], i: int) -> dict[str, Any]:
+    """The request for sample ``i`` alone: n=1, seeded ``seed + i`` (unseeded stays unseeded)."""
+    seed = body.get("seed")
+    return {**body, "n": 1, **({} if seed is None else {"seed": (seed + i) % 2**32})}
