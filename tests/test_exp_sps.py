@@ -109,3 +109,61 @@ def test_calibrate_filter_cli(tiny_lm_dir, tiny_data, tmp_path, capsys, monkeypa
     assert "calibrate-filter" in (out / "report.md").read_text() and ((out / "report-ratios.png").is_file() or not HAS_MATPLOTLIB)
     assert main(["exp", "calibrate-filter", "--data", str(tiny_data), "--percentile", "130", "--out",
                  str(tmp_path / "x")]) == 2
+
+
+def test_presets_protocol_and_settings(tiny_lm_dir, tiny_data, tmp_path, capsys, monkeypatch) -> None:
+    from readerfit.experiments.sps_correlation import Config
+
+    # no preset: the settings an older folder holds (no new keys), the compressor prompt and EXIT reader prompt
+    plain = Config(data=str(tiny_data))
+    assert "preset" not in plain.settings() and "protocol" not in plain.settings()
+    assert plain.settings()["sps"] == {"pooling": "max", "layer": -2, "variance_ratio": 0.95, "source": "embeddings",
+                                       "centered": False}
+    assert plain.protocol() == {"prompt": "paper", "decoding": "sample", "reader_prompt": "exit"}
+    paper = Config(data=str(tiny_data), preset="paper")
+    assert paper.protocol() == {"prompt": "table1", "decoding": "sample", "reader_prompt": "sps"}
+    official = Config(data=str(tiny_data), preset="official")
+    assert official.protocol()["decoding"] == "beam"
+    assert official.sps_options()["source"] == "param:penultimate-q_proj" and official.sps_options()["centered"]
+    assert Config(data=str(tiny_data), preset="official", w_source="embeddings").sps_options()["source"] == "embeddings"
+    assert Config(data=str(tiny_data), pool_from=1).settings()["sps"]["pool_from"] == 1
+
+    monkeypatch.setenv("READERFIT_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "official"
+    argv = ["exp", "sps-correlation", "--data", str(tiny_data), "--compressor", str(tiny_lm_dir), "--reader",
+            str(tiny_lm_dir), "--summaries", "2", "--bins", "2", "--max-new-tokens", "5", "--answer-tokens", "3",
+            "--preset", "official", "--out", str(out), "--no-progress", "--json", "--limit", "2"]
+    assert main(argv) == 0
+    result = _last_json(capsys)
+    top = result["details"]["sps_top_dimension"]
+    assert top["n"] == result["n_summaries"] and 0 < top["share_mean"] <= 1 and 0 <= top["dim"] < 48
+    assert result["details"]["protocol"]["decoding"] == "beam"
+    settings = json.loads((out / "run.json").read_text())["settings"]
+    assert settings["preset"] == "official" and settings["sps"]["source"] == "param:penultimate-q_proj"
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert all(len(r["sps_top"]["share"]) == 2 for r in records)
+    assert "top dimension" in (out / "summary.md").read_text() and "top dimension" in (out / "report.md").read_text()
+    # the variant rescored from the same summaries; a reuse with another protocol is refused
+    rescored = tmp_path / "from1"
+    assert main(["exp", "sps-correlation", "--data", str(tiny_data), "--reader", str(tiny_lm_dir), "--summaries", "2",
+                 "--bins", "2", "--scorers", "sps", "--preset", "official", "--pool-from", "1", "--reuse", str(out),
+                 "--out", str(rescored), "--no-progress", "--json", "--limit", "2"]) == 0
+    again = [json.loads(line) for line in (rescored / "records.jsonl").read_text().splitlines()]
+    assert [r["summaries"] for r in again] == [r["summaries"] for r in records]
+    capsys.readouterr()
+    assert main(["exp", "sps-correlation", "--data", str(tiny_data), "--reader", str(tiny_lm_dir), "--summaries", "2",
+                 "--preset", "paper", "--reuse", str(out), "--out", str(tmp_path / "bad"), "--no-progress"]) == 2
+    assert "written with" in capsys.readouterr().err
+
+
+def test_top_dimension_by_hand() -> None:
+    from readerfit.experiments.sps_summary import top_dimension
+
+    recs = [{"sps_top": {"dim": [5, 5, None], "share": [0.9, 0.7, None], "residual_dim": [1, 2, None],
+                         "residual_share": [0.3, 0.5, None]}},
+            {"sps_top": {"dim": [7], "share": [0.2], "residual_dim": [1], "residual_share": [0.1]}}, {}]
+    top = top_dimension(recs)
+    assert top["n"] == 3 and top["dim"] == 5 and top["dim_fraction"] == pytest.approx(2 / 3)
+    assert top["share_mean"] == pytest.approx(0.6) and top["share_min"] == 0.2 and top["share_max"] == 0.9
+    assert top["residual_dim"] == 1 and top["residual_share_mean"] == pytest.approx(0.3)
+    assert top_dimension([{}]) == {}

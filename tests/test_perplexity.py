@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
 from readerfit.errors import ContextLengthError, InputError
+from readerfit.registry import make_config
 from readerfit.scorers import build_scorer
+from readerfit.scorers import perplexity as perplexity_module
 from readerfit.scorers.perplexity import (
     LongPPLConfig,
     LongPPLScorer,
@@ -50,7 +54,7 @@ def test_key_token_selection_hand_example() -> None:
 def test_short_window_rule() -> None:
     assert short_window_for(40) == 32
     assert short_window_for(400) == 100
-    assert short_window_for(100_000) == 1024
+    assert short_window_for(100_000) == 4096  # the released trunc_len (was capped at 1024: the stride)
 
 
 def test_ppl_matches_token_logprobs(tiny_lm) -> None:
@@ -74,7 +78,7 @@ TEXT = ("Query: who wrote the book? Full context: The book was written by Anna. 
 
 def test_short_logprobs_equal_truncated_forward(tiny_lm) -> None:
     scorer = LongPPLScorer(tiny_lm, LongPPLConfig(short_window=8, stride=3))
-    seq, start = scorer._sequence(tiny_lm, TEXT, None)
+    seq, start = scorer._sequence(tiny_lm, TEXT, None, scored=True)
     short = scorer.short_logprobs(seq, window=8, stride=3)
     assert all(v is None for v in short[:8]) and all(v is not None for v in short[8:])
     # slow reference: for token t in a block starting at b, the context is seq[b-8:t], one forward per token
@@ -94,7 +98,7 @@ def test_longppl_consistent_with_its_parts(tiny_lm) -> None:
     assert res.n_tokens == len(lps) == tiny_lm.count_tokens(TEXT)
     assert res.ppl == pytest.approx(perplexity(lps), rel=1e-4)
     # recompute the key tokens from the parts
-    seq, start = scorer._sequence(tiny_lm, TEXT, None)
+    seq, start = scorer._sequence(tiny_lm, TEXT, None, scored=True)
     short = scorer.short_logprobs(seq, window=8, stride=2)
     expected = [t - start for t in range(start, len(seq)) if short[t] is not None
                 and lps[t - start] - short[t] > 0.5 and lps[t - start] > -10.0]
@@ -138,3 +142,70 @@ def test_longppl_prompt_and_errors(tiny_lm) -> None:
         LongPPLConfig(short_window=0)
     with pytest.raises(InputError):
         build_scorer("ppl", tiny_lm, alpha=1)
+
+
+# ----- the released LongPPL (PKU-ML/LongPPL), numbers in tests/fixtures/sps_official/ ----------------------------
+FIXTURES = Path(__file__).parent / "fixtures" / "sps_official"
+
+
+def _official(lm, *, trunc_len: int, window: int) -> LongPPLScorer:
+    cfg = make_config(LongPPLConfig, {"short_window": trunc_len, "stride": window}, what="longppl", preset="official")
+    return LongPPLScorer(lm, cfg)
+
+
+def test_window_constant_and_docstring_agree_with_the_released_code() -> None:
+    """The released short context is trunc_len = 4096 (1024 is the stride): readerfit capped it at 1024."""
+    assert LongPPLConfig().window_cap == 4096
+    official = make_config(LongPPLConfig, {}, what="longppl", preset="official")
+    assert (official.short_window, official.stride, official.bos) == (4096, 1024, False)
+    doc = perplexity_module.__doc__ or ""
+    assert "4096" in doc and "The paper's window is 1024" not in doc
+
+
+def test_official_preset_on_a_short_text_has_no_key_token(tiny_lm) -> None:
+    """A text shorter than 4096 tokens has no key token under the released window (it returns None; readerfit
+    falls back to the PPL, which then equals the released PPL of the text without BOS)."""
+    data = json.loads((FIXTURES / "longppl_tiny.json").read_text())
+    for case in data["cases"]:
+        if "error" in case:
+            continue
+        assert case["n_key_token"] is None and case["longppl"] is None
+        [r] = _official(tiny_lm, trunc_len=case["trunc_len"], window=case["sliding_window"]).score_details([case["text"]])
+        assert r.fallback and r.key_tokens == []
+        assert r.n_tokens == case["n_token"] == len(case["evaluator_ids"])
+        assert r.ppl == pytest.approx(case["ppl"], rel=1e-4)
+
+
+@pytest.mark.model
+def test_official_preset_equals_the_released_longppl_on_smollm2(smollm) -> None:
+    data = json.loads((FIXTURES / "longppl_smollm2.json").read_text())
+    checked = 0
+    for case in data["cases"]:
+        if "error" in case:  # the released loop fails when its last block holds a single token
+            continue
+        [r] = _official(smollm, trunc_len=case["trunc_len"], window=case["sliding_window"]).score_details([case["text"]])
+        assert r.ppl == pytest.approx(case["ppl"], rel=1e-4)
+        if case["n_key_token"] is None:
+            assert r.fallback
+            continue
+        checked += 1
+        assert r.n_key == case["n_key_token"]
+        assert r.longppl == pytest.approx(case["longppl"], rel=1e-4)
+        # the same key tokens: their character spans are the released key intervals
+        offsets = smollm.tokenizer(case["text"], add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        spans = [list(offsets[k]) for k in r.key_tokens]
+        assert all(any(a <= s and e <= b for a, b in case["key_char_intervals"]) for s, e in spans)
+    assert checked >= 4
+
+
+def test_bos_off_scores_the_text_alone(tiny_lm) -> None:
+    text = "The book was written by Anna. It sold well."
+    ids = tiny_lm.encode(text)
+    [with_bos] = LongPPLScorer(tiny_lm, LongPPLConfig()).score_details([text])
+    [alone] = LongPPLScorer(tiny_lm, LongPPLConfig(bos=False)).score_details([text])
+    assert with_bos.n_tokens == alone.n_tokens == len(ids)
+    with torch.inference_mode():
+        logits = tiny_lm.model(torch.tensor([ids])).logits[0].float()
+    lp = torch.log_softmax(logits[:-1], -1)[torch.arange(len(ids) - 1), torch.tensor(ids[1:])]
+    assert alone.ppl == pytest.approx(math.exp(-float(lp.mean())), rel=1e-5)  # the first token is context only
+    assert with_bos.ppl != pytest.approx(alone.ppl, rel=1e-6)

@@ -1,7 +1,10 @@
 """Calibrate xCompress's norm-guided filter: the ratio percentile below which a question is sent to sampling.
 
 Per validation question: the compressor's greedy summary (the xCompress prompt,
-the same ``--max-new-tokens`` the compressor will use), then
+the same ``--max-new-tokens`` the compressor will use; with ``--preset`` the
+``summary`` compressor's preset: its prompt, document layout and length, and the
+first segment only when it writes segment by segment), cut at the evaluation the
+prompt asks for (only the summary is measured, as xcompress measures it), then
 
     ratio = ‖mean-pooled reader states‖₂ / ‖max-pooled reader states‖₁   (layer ``--layer``, penultimate)
 
@@ -33,7 +36,7 @@ from readerfit.errors import InputError, ReaderfitError
 from readerfit.io import markdown_table, read_json
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
-from readerfit.registry import param
+from readerfit.registry import PRESET_NAMES, make_config, param
 from readerfit.report import Doc, finite, fmt
 from readerfit.runs import Outcome, RunFolder, RunView
 
@@ -51,20 +54,34 @@ class Config:
     compressor_dtype: str | None = param(None, help="dtype of the compressor (default: --dtype)", choices=DTYPES)
     reader: str = param(DEFAULT_LM, help="LM whose hidden states give the ratio")
     layer: int = param(-2, help="hidden-state layer (-2 = penultimate)")
-    max_new_tokens: int = param(256, help="as the xcompress compressor will use")
+    max_new_tokens: int | None = param(None, help="as the xcompress compressor will use (default: the preset's, "
+                                       "else 256)")
     filter_file: str | None = param(None, help="where to save the threshold (default OUT/filter.json)")
     dtype: str = param("float32", help="model dtype", choices=DTYPES)
+    preset: str | None = param(None, help="write the greedy summary as the summary compressor's preset does",
+                               choices=PRESET_NAMES)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.percentile <= 100.0:
             raise InputError(f"--percentile must be in [0, 100], got {self.percentile}")
         if self.limit is not None and self.limit < 1:
             raise InputError(f"--limit must be >= 1, got {self.limit}")
+        self.summary_config()  # checks the preset and the options now
+
+    def summary_config(self) -> SummaryConfig:
+        """The ``summary`` compressor's config: its preset (if any), then the flags given."""
+        options: dict[str, Any] = {"compressor": self.compressor, "compressor_dtype": self.compressor_dtype}
+        if self.max_new_tokens is not None:
+            options["max_new_tokens"] = self.max_new_tokens
+        return make_config(SummaryConfig, options, what="calibrate-filter", preset=self.preset)
 
     def settings(self) -> dict[str, Any]:
-        return {"data": str(self.data), "format": self.format, "compressor": self.compressor,
-                "compressor_dtype": self.compressor_dtype, "reader": self.reader, "layer": self.layer,
-                "max_new_tokens": self.max_new_tokens, "dtype": self.dtype}
+        settings = {"data": str(self.data), "format": self.format, "compressor": self.compressor,
+                    "compressor_dtype": self.compressor_dtype, "reader": self.reader, "layer": self.layer,
+                    "max_new_tokens": self.summary_config().max_new_tokens, "dtype": self.dtype}
+        if self.preset is not None:  # added later: only when set, so older folders resume
+            settings["preset"] = self.preset
+        return settings
 
 
 def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = True) -> Outcome:
@@ -72,18 +89,20 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
     examples = load_dataset(config.data, format=config.format, limit=config.limit)
     todo = [e for e in examples if not run.log.done((e.id,))]
     if todo:
-        summary = Summary(pool.lm(config.compressor, dtype=config.compressor_dtype),
-                          SummaryConfig(compressor=config.compressor, max_new_tokens=config.max_new_tokens,
-                                        compressor_dtype=config.compressor_dtype))
+        summary = Summary(pool.lm(config.compressor, dtype=config.compressor_dtype), config.summary_config())
         reader = pool.local_lm(config.reader, purpose="the norm-guided filter")
         bar = run.progress(total=len(examples), done=len(examples) - len(todo), desc="calibrate-filter",
                            unit="question", enabled=progress)
         for ex in todo:
             start = time.perf_counter()
             try:
-                text = summary.greedy(ex.question, check_inputs(ex.question, ex.passages)).text
+                # the filter measures the summary alone, not the evaluation the prompt asks for after it
+                parsed = summary.parse(summary.greedy(ex.question, check_inputs(ex.question, ex.passages)).text)
+                text = parsed.scored
                 ratio = norm_ratio(reader.hidden_states([text], layer=config.layer)[0]) if text.strip() else math.nan
                 record = {"id": ex.id, "ratio": ratio, "summary": text, "seconds": time.perf_counter() - start}
+                if parsed.evaluation:
+                    record["evaluation"] = parsed.evaluation
             except ReaderfitError as err:
                 record = {"id": ex.id, "ratio": math.nan, "error": f"{type(err).__name__}: {err}"}
             run.log.append(record)
@@ -94,7 +113,7 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
     threshold = calibrate_threshold(ratios, percentile=config.percentile)
     calibration = FilterCalibration(threshold=threshold, percentile=config.percentile, n=len(ratios),
                                     reader=config.reader, layer=config.layer, compressor=config.compressor,
-                                    max_new_tokens=config.max_new_tokens, data=str(config.data),
+                                    max_new_tokens=config.summary_config().max_new_tokens, data=str(config.data),
                                     ratio_min=min(ratios), ratio_median=statistics.median(ratios),
                                     ratio_max=max(ratios))
     filter_file = Path(config.filter_file) if config.filter_file else run.path / "filter.json"

@@ -3,13 +3,19 @@
 Protocol, per question:
 
 1. The compressor LM writes ``--summaries`` (10) summaries of the question's
-   passages with the xCompress prompt (paper Appendix A), in one batched call
-   with fixed decoding parameters (temperature 1.0, repetition penalty 1.2,
-   a per-question seed derived from ``--seed``; ``--temperature``, ``--top-p``,
-   ``--repetition-penalty`` change them).
+   passages in one batched call with fixed decoding parameters: sampling
+   (temperature 1.0, repetition penalty 1.2, a per-question seed derived from
+   ``--seed``) or, with ``--decoding beam``, the best beams (as many beams as
+   summaries). The prompt (``--prompt``) is the paper's Table 1 prompt
+   (``table1``, Appendix A Listing 3, "professional writer … [DONE]"; the text
+   before "[DONE]" is the summary), or a compressor prompt (``paper``: the
+   xCompress prompt of Appendix A; ``compact``: the released CompAct prompt),
+   whose generation is cut at its "Evaluation" (kept in the record).
 2. Each summary is scored by every scorer (PPL, LongPPL, SPS under the reader;
-   lower = better), and the reader answers the question from it (the EXIT
-   reader prompt, greedy): EM, F1 and answer containment per summary.
+   lower = better), and the reader answers the question from it, greedily
+   (``--reader-prompt``: ``sps``, the SPS paper's "Write a high-quality answer
+   … (some of which might be irrelevant)." in the released layout, or
+   ``exit``, the EXIT reader prompt): EM, F1 and answer containment per summary.
 3. Per scorer, over all questions: the binned Pearson correlation
    (``metrics.binned_correlation``: a question's summaries ranked best first,
    rank → bin, outcomes averaged per bin, PCC of bin index vs mean outcome; a
@@ -18,16 +24,25 @@ Protocol, per question:
    summaries compared only within a question (``within_question_auroc``,
    oriented so 1.0 = the scorer always prefers correct summaries; "correct" is
    ``--correct``, default containment, because a 135M reader rarely matches
-   exactly). Summaries that are empty (no score) are left out.
+   exactly). Summaries that are empty (no score) are left out. The output also
+   says how much of the SPS vector's squared norm sits in its top dimension.
+
+``--preset paper``: the Table 1 prompt, sampling, the SPS reader prompt, and the scorers' paper presets
+(SPS W = the input embeddings; LongPPL with the released 4096/1024 window). ``--preset official``: the same
+protocol with the authors' released pieces: beam search, SPS W = the centred PCA of the penultimate layer's
+q_proj, LongPPL as PKU-ML/LongPPL runs it. Without a preset: the xCompress compressor prompt, sampling, the
+EXIT reader prompt, readerfit's scorer defaults. A flag given explicitly overrides the preset.
 
 Ablations are options: ``--pooling``, ``--layer``, ``--ratio``, ``--w-source``,
-``--centered``; ``--reuse DIR`` rescores the summaries and answers of an
-earlier run instead of generating new ones (only the scores are recomputed).
+``--centered``, ``--pool-from`` (beyond the paper: leave the first tokens out of
+SPS's max); ``--reuse DIR`` rescores the summaries and answers of an earlier run
+(written with the same prompt, decoding and reader prompt) instead of generating
+new ones (only the scores are recomputed).
 
 One JSONL record per question under ``--out`` (resumable), summary.json,
 summary.md and report.md with its plots.
 
-    readerfit exp sps-correlation --data ../shared/data/hotpotqa/rpt_dev.jsonl --limit 50 [--json]
+    readerfit exp sps-correlation --data ../shared/data/hotpotqa/rpt_dev.jsonl --limit 50 [--preset paper] [--json]
 """
 
 from __future__ import annotations
@@ -40,24 +55,33 @@ from pathlib import Path
 from typing import Any
 
 from readerfit.compressors.base import check_inputs
-from readerfit.compressors.xcompress import XCOMPRESS_PROMPT, question_seed, summary_prompt
+from readerfit.compressors.xcompress import question_seed, summary_prompt
+from readerfit.compressors.xcompress.prompts import PROMPTS, SPS_READER_PROMPT, split_evaluation, strip_done
 from readerfit.data import load_dataset
 from readerfit.errors import InputError
-from readerfit.io import markdown_table, read_jsonl
-from readerfit.metrics.correlation import binned_correlation, within_question_auroc
+from readerfit.experiments.sps_summary import summarize, summary_table
+from readerfit.io import read_jsonl
 from readerfit.metrics.qa import qa_scores
 from readerfit.models.lm import LanguageModel
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
-from readerfit.reader import Reader
-from readerfit.registry import param
+from readerfit.reader import READER_PROMPT, Reader
+from readerfit.registry import PRESET_NAMES, param
 from readerfit.report import OUTCOMES, Doc, colors, fmt, mean
-from readerfit.runs import Outcome, RunFolder, RunView
-from readerfit.scorers import SCORERS, build_scorer
+from readerfit.runs import Outcome, RunFolder, RunView, read_run_file
+from readerfit.scorers import SCORERS
+from readerfit.scorers.sps import SPSConfig
 from readerfit.types import QAExample
 
 KEY = ("id",)
 DTYPES = ("float32", "bfloat16", "float16")
+READER_PROMPTS = {"exit": READER_PROMPT, "sps": SPS_READER_PROMPT}
+# what each preset asks of the protocol itself (the scorers take their own presets)
+PROTOCOLS: dict[str | None, dict[str, str]] = {
+    None: {"prompt": "paper", "decoding": "sample", "reader_prompt": "exit"},
+    "paper": {"prompt": "table1", "decoding": "sample", "reader_prompt": "sps"},
+    "official": {"prompt": "table1", "decoding": "beam", "reader_prompt": "sps"},
+}
 
 
 @dataclass
@@ -80,12 +104,22 @@ class Config:
     pooling: str = param("max", help="SPS pooling", choices=("max", "mean", "last"))
     layer: int = param(-2, help="SPS hidden-state layer (-2 = penultimate)")
     ratio: float = param(0.95, help="SPS variance ratio")
-    w_source: str = param("embeddings", help="SPS W: embeddings | hidden:<file> | param:<name>")
-    centered: bool = param(False, help="SPS with centred PCA (the released code)")
+    w_source: str | None = param(None, help="SPS W: embeddings | hidden:<file> | param:<name> "
+                                 "(default: the preset's, else embeddings)")
+    centered: bool | None = param(None, help="SPS with centred PCA (the released code; default: the preset's)")
     correct: str = param("contains", help="what counts as a correct summary for the AUROC",
                          choices=("em", "f1", "contains"))
     reuse: str | None = param(None, help="rescore the summaries and answers of an earlier run (its folder)")
     dtype: str = param("float32", help="model dtype", choices=DTYPES)
+    preset: str | None = param(None, help="the protocol as the paper defines it or as its authors' code runs it",
+                               choices=PRESET_NAMES)
+    prompt: str | None = param(None, help="summary prompt (default: the preset's; without one, paper)",
+                               choices=tuple(PROMPTS))
+    decoding: str | None = param(None, help="sample, or beam search with --summaries beams (default: the preset's)",
+                                 choices=("sample", "beam"))
+    reader_prompt: str | None = param(None, help="the reader's prompt (default: the preset's; without one, exit)",
+                                      choices=tuple(READER_PROMPTS))
+    pool_from: int = param(0, help="SPS pools token states from this index on (1: leave out the first token)")
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.scorers) - set(SCORERS.names()))
@@ -97,38 +131,77 @@ class Config:
                 raise InputError(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(self, name)}")
         if self.summaries < 2:
             raise InputError("--summaries must be >= 2 to rank summaries")
-        if self.reuse is not None and not (Path(self.reuse) / "records.jsonl").is_file():
-            raise InputError(f"--reuse {self.reuse}: no records.jsonl there")
+        if self.preset is not None and self.preset not in PRESET_NAMES:
+            raise InputError(f"unknown preset {self.preset!r}; expected one of {', '.join(PRESET_NAMES)}")
+        if self.pool_from < 0:
+            raise InputError(f"--pool-from must be >= 0, got {self.pool_from}")
+        if self.reuse is not None:
+            if not (Path(self.reuse) / "records.jsonl").is_file():
+                raise InputError(f"--reuse {self.reuse}: no records.jsonl there")
+            _, old = read_run_file(self.reuse)
+            old_protocol = (old or {}).get("protocol", PROTOCOLS[None])
+            if old_protocol != self.protocol():
+                raise InputError(f"--reuse {self.reuse}: its summaries and answers were written with {old_protocol}, "
+                                 f"this run asks for {self.protocol()}; give --prompt/--decoding/--reader-prompt to match")
+
+    def protocol(self) -> dict[str, str]:
+        """The summary prompt, decoding and reader prompt: the flags given, else the preset's."""
+        base = PROTOCOLS[self.preset]
+        return {k: getattr(self, k) or base[k] for k in ("prompt", "decoding", "reader_prompt")}
 
     def sps_options(self) -> dict[str, Any]:
-        return {"pooling": self.pooling, "layer": self.layer, "variance_ratio": self.ratio, "source": self.w_source,
-                "centered": self.centered}
+        preset = SPSConfig.PRESETS[self.preset] if self.preset else {}
+        source = self.w_source or preset.get("source", SPSConfig.source)
+        centered = self.centered if self.centered is not None else preset.get("centered", SPSConfig.centered)
+        options = {"pooling": self.pooling, "layer": self.layer, "variance_ratio": self.ratio, "source": source,
+                   "centered": centered}
+        if self.pool_from:
+            options["pool_from"] = self.pool_from
+        return options
 
     def settings(self) -> dict[str, Any]:
-        return {"data": str(self.data), "format": self.format, "summaries": self.summaries,
-                "compressor": self.compressor, "reader": self.reader, "dtype": self.dtype,
-                "compressor_dtype": self.compressor_dtype, "max_new_tokens": self.max_new_tokens,
-                "answer_tokens": self.answer_tokens, "temperature": self.temperature, "top_p": self.top_p,
-                "repetition_penalty": self.repetition_penalty, "seed": self.seed, "scorers": list(self.scorers),
-                "sps": self.sps_options(), "reuse": self.reuse}
+        settings = {"data": str(self.data), "format": self.format, "summaries": self.summaries,
+                    "compressor": self.compressor, "reader": self.reader, "dtype": self.dtype,
+                    "compressor_dtype": self.compressor_dtype, "max_new_tokens": self.max_new_tokens,
+                    "answer_tokens": self.answer_tokens, "temperature": self.temperature, "top_p": self.top_p,
+                    "repetition_penalty": self.repetition_penalty, "seed": self.seed, "scorers": list(self.scorers),
+                    "sps": self.sps_options(), "reuse": self.reuse}
+        # added after the first release: only when they differ from the old default, so old folders resume
+        if self.preset is not None:
+            settings["preset"] = self.preset
+        if self.protocol() != PROTOCOLS[None]:
+            settings["protocol"] = self.protocol()
+        return settings
 
 
 # ----- one question --------------------------------------------------------------------------------
 def write_summaries(compressor: Any, example: QAExample, *, n: int, max_new_tokens: int, temperature: float,
-                    repetition_penalty: float, seed: int, top_p: float = 1.0) -> list[str]:
-    """``n`` summaries from one batched, seeded generate call with the xCompress prompt."""
+                    repetition_penalty: float, seed: int, top_p: float = 1.0, prompt: str = "paper",
+                    decoding: str = "sample", official: bool = False) -> tuple[list[str], list[str]]:
+    """``n`` summaries from one batched generate call, and the evaluation each one's generation ends with.
+
+    The Table 1 prompt's summary is the text before "[DONE]"; a compressor prompt's is the text before its
+    evaluation (``official``: the released code's split at "\n\nEvaluation:").
+    """
     passages = check_inputs(example.question, example.passages)
-    prompt = summary_prompt(compressor, XCOMPRESS_PROMPT, example.question, passages)
-    gens = compressor.generate([prompt], n=n, temperature=temperature, top_p=top_p,
-                               repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens,
-                               seed=question_seed(seed, example.id))[0]
-    return [g.text for g in gens]
+    text = summary_prompt(compressor, PROMPTS[prompt], example.question, passages)
+    if decoding == "beam":
+        gens = compressor.generate([text], n=n, temperature=0.0, num_beams=n, repetition_penalty=repetition_penalty,
+                                   max_new_tokens=max_new_tokens)[0]
+    else:
+        gens = compressor.generate([text], n=n, temperature=temperature, top_p=top_p,
+                                   repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens,
+                                   seed=question_seed(seed, example.id))[0]
+    if prompt == "table1":
+        return [strip_done(g.text) for g in gens], ["" for _ in gens]
+    parts = [split_evaluation(g.text, official=official) for g in gens]
+    return [p[0] for p in parts], [p[1] for p in parts]
 
 
 def read_answers(reader: LanguageModel, example: QAExample, summaries: Sequence[str], *,
-                 max_new_tokens: int) -> dict[str, list]:
-    """The reader's answer from each summary (the EXIT reader prompt, greedy) and its EM/F1/containment."""
-    read = Reader(reader, max_new_tokens=max_new_tokens)
+                 max_new_tokens: int, prompt: str = READER_PROMPT) -> dict[str, list]:
+    """The reader's answer from each summary (greedy, ``prompt``) and its EM/F1/containment."""
+    read = Reader(reader, prompt=prompt, max_new_tokens=max_new_tokens)
     out: dict[str, list] = {"predictions": [], **{k: [] for k in OUTCOMES}}
     for s in summaries:
         answer = read.read(example.question, s).answer
@@ -139,126 +212,79 @@ def read_answers(reader: LanguageModel, example: QAExample, summaries: Sequence[
     return out
 
 
-def score_summaries(scorers: dict[str, Any], summaries: Sequence[str]) -> tuple[dict[str, list[float]], dict[str, float]]:
-    """Scores per scorer aligned with ``summaries`` (nan for an empty summary), and seconds per scorer."""
+def score_summaries(scorers: dict[str, Any], summaries: Sequence[str]) -> tuple[dict[str, list[float]], dict[str, float],
+                                                                                dict[str, list] | None]:
+    """Scores per scorer aligned with ``summaries`` (nan for an empty summary), seconds per scorer, and for SPS
+    the top dimension of each summary's vector and its share (None entries for empty summaries)."""
     filled = [i for i, s in enumerate(summaries) if s.strip()]
     scores: dict[str, list[float]] = {}
     seconds: dict[str, float] = {}
+    top: dict[str, list] | None = None
     for name, scorer in scorers.items():
         start = time.perf_counter()
         values = [math.nan] * len(summaries)
-        if filled:
+        if filled and name == "sps":
+            top = {k: [None] * len(summaries) for k in ("dim", "share", "residual_dim", "residual_share")}
+            for i, d in zip(filled, scorer.details([summaries[i] for i in filled])):
+                values[i] = d.sps
+                top["dim"][i], top["share"][i] = d.top_dim, d.top_share
+                top["residual_dim"][i], top["residual_share"][i] = d.residual_top_dim, d.residual_top_share
+        elif filled:
             for i, v in zip(filled, scorer.score([summaries[i] for i in filled])):
                 values[i] = float(v)
         scores[name] = values
         seconds[name] = time.perf_counter() - start
-    return scores, seconds
-
-
-# ----- summary from records ------------------------------------------------------------------------
-def _finite_rows(record: dict[str, Any], scorers: Sequence[str]) -> list[int]:
-    return [i for i in range(len(record["summaries"]))
-            if all(math.isfinite(record["scores"][s][i]) for s in scorers if s in record["scores"])]
-
-
-def summarize(records: Sequence[dict[str, Any]], scorers: Sequence[str], *, bins: int = 10,
-              correct: str = "contains") -> dict[str, Any]:
-    """The JSON result, recomputed from the records alone."""
-    rows = [(r, _finite_rows(r, scorers)) for r in records]
-    rows = [(r, idx) for r, idx in rows if idx]
-    result: dict[str, Any] = {"n_questions": len(rows), "n_summaries": sum(len(idx) for _, idx in rows),
-                              "scorers": {}}
-    details: dict[str, Any] = {"bins": bins, "correct": correct, "bin_means": {}, "auroc_by_outcome": {},
-                               "selected": {}}
-    if not rows:
-        for s in scorers:
-            result["scorers"][s] = {"auroc": math.nan, "pcc_em": math.nan, "pcc_f1": math.nan, "pcc_contains": math.nan}
-        result["details"] = details
-        return result
-    outcomes = {k: [[r[k][i] for i in idx] for r, idx in rows] for k in OUTCOMES}
-    details["mean_summary"] = {k: _mean([v for q in outcomes[k] for v in q]) for k in OUTCOMES}
-    details["oracle"] = {k: _mean([max(q) for q in outcomes[k]]) for k in OUTCOMES}
-    for s in scorers:
-        scores = [[r["scores"][s][i] for i in idx] for r, idx in rows]
-        entry: dict[str, float] = {}
-        details["bin_means"][s] = {}
-        for k in OUTCOMES:
-            b = binned_correlation(scores=scores, outcomes=outcomes[k], bins=bins, lower_is_better=True)
-            entry[f"pcc_{k}"] = b.pcc
-            details["bin_means"][s][k] = b.bin_means
-        aurocs = {k: within_question_auroc(scores=scores, outcomes=outcomes[k], lower_is_better=True)
-                  for k in ("em", "contains")}
-        details["auroc_by_outcome"][s] = aurocs
-        if correct == "f1":
-            aurocs["f1"] = within_question_auroc(scores=scores, outcomes=outcomes["f1"], lower_is_better=True)
-        result["scorers"][s] = {"auroc": aurocs[correct], "pcc_em": entry["pcc_em"], "pcc_f1": entry["pcc_f1"],
-                                "pcc_contains": entry["pcc_contains"]}
-        # what xCompress would get: the reader's outcome on the summary this scorer ranks first
-        picks = [min(range(len(q)), key=q.__getitem__) for q in scores]  # the first of equal scores
-        details["selected"][s] = {k: _mean([outcomes[k][j][p] for j, p in enumerate(picks)]) for k in OUTCOMES}
-    result["details"] = details
-    return result
-
-
-def _mean(values: Sequence[float]) -> float:
-    return float(sum(values) / len(values)) if values else math.nan
-
-
-def summary_table(result: dict[str, Any]) -> str:
-    d = result["details"]
-    rows = []
-    for s, e in result["scorers"].items():
-        sel = d.get("selected", {}).get(s, {})
-        rows.append({"scorer": s, **e, "sel_em": sel.get("em"), "sel_contains": sel.get("contains")})
-    if "mean_summary" in d:
-        rows.append({"scorer": "(mean summary)", "sel_em": d["mean_summary"]["em"],
-                     "sel_contains": d["mean_summary"]["contains"]})
-        rows.append({"scorer": "(oracle)", "sel_em": d["oracle"]["em"], "sel_contains": d["oracle"]["contains"]})
-    cols = [("scorer", "scorer", ""), ("pcc_em", "PCC EM", ".3f"), ("pcc_f1", "PCC F1", ".3f"),
-            ("pcc_contains", "PCC contains", ".3f"), ("auroc", f"AUROC ({d.get('correct', 'contains')})", ".3f"),
-            ("sel_em", "EM of pick", ".3f"), ("sel_contains", "contains of pick", ".3f")]
-    head = (f"{result['n_questions']} questions, {result['n_summaries']} summaries; "
-            "PCC over bins (0 = best-scored): negative = the scorer's preferred summaries answer better")
-    return head + "\n\n" + markdown_table(rows, cols)
+    return scores, seconds, top
 
 
 def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = True) -> Outcome:
     """Summaries, answers and scores per question (one record each), then the correlations."""
     examples = load_dataset(config.data, format=config.format, limit=config.limit)
+    protocol = config.protocol()
     # read-only (a run may still be writing that folder): its complete lines
     reused = {r["id"]: r for r in read_jsonl(Path(config.reuse) / "records.jsonl")} if config.reuse else {}
     reader = pool.lm(config.reader)
     compressor = None if config.reuse else pool.lm(config.compressor, dtype=config.compressor_dtype)
-    scorers = {name: build_scorer(name, reader, pool=pool, **(config.sps_options() if name == "sps" else {}))
+    scorers = {name: SCORERS.build(name, config.sps_options() if name == "sps" else {}, preset=config.preset,
+                                   reader=reader, pool=pool)
                for name in config.scorers}
     todo = [e for e in examples if not run.log.done((e.id,))]
     bar = run.progress(total=len(examples), done=len(examples) - len(todo), desc="sps-correlation", unit="question",
                        enabled=progress)
     for ex in todo:
         start = time.perf_counter()
+        evaluations: list[str] = []
         if config.reuse:
             if ex.id not in reused:
                 bar.update(1)
                 continue
             old = reused[ex.id]
             summaries = old["summaries"]
+            evaluations = old.get("evaluations", [])
             answers = {k: old[k] for k in ("predictions", *OUTCOMES)}
             summarize_s, read_s = old.get("seconds", {}).get("summaries", 0.0), old.get("seconds", {}).get("read", 0.0)
         else:
             assert compressor is not None
-            summaries = write_summaries(compressor, ex, n=config.summaries, max_new_tokens=config.max_new_tokens,
-                                        temperature=config.temperature, repetition_penalty=config.repetition_penalty,
-                                        seed=config.seed, top_p=config.top_p)
+            summaries, evaluations = write_summaries(
+                compressor, ex, n=config.summaries, max_new_tokens=config.max_new_tokens,
+                temperature=config.temperature, repetition_penalty=config.repetition_penalty, seed=config.seed,
+                top_p=config.top_p, prompt=protocol["prompt"], decoding=protocol["decoding"],
+                official=config.preset == "official")
             summarize_s = time.perf_counter() - start
             t = time.perf_counter()
-            answers = read_answers(reader, ex, summaries, max_new_tokens=config.answer_tokens)
+            answers = read_answers(reader, ex, summaries, max_new_tokens=config.answer_tokens,
+                                   prompt=READER_PROMPTS[protocol["reader_prompt"]])
             read_s = time.perf_counter() - t
-        scores, score_s = score_summaries(scorers, summaries)
-        run.log.append({"id": ex.id, "question": ex.question, "answers": ex.answers, "summaries": summaries,
-                        "summary_tokens": [reader.count_tokens(s) for s in summaries], **answers, "scores": scores,
-                        "seconds": {"summaries": summarize_s, "read": read_s,
-                                    **{f"score_{k}": v for k, v in score_s.items()},
-                                    "total": time.perf_counter() - start}})
+        scores, score_s, top = score_summaries(scorers, summaries)
+        record: dict[str, Any] = {"id": ex.id, "question": ex.question, "answers": ex.answers, "summaries": summaries}
+        if any(evaluations):
+            record["evaluations"] = evaluations
+        record.update({"summary_tokens": [reader.count_tokens(s) for s in summaries], **answers, "scores": scores})
+        if top is not None:
+            record["sps_top"] = top
+        record["seconds"] = {"summaries": summarize_s, "read": read_s, **{f"score_{k}": v for k, v in score_s.items()},
+                             "total": time.perf_counter() - start}
+        run.log.append(record)
         bar.update(1)
     bar.close()
     ids = {e.id for e in examples}
@@ -271,8 +297,13 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
         s: _mean([r["seconds"].get(f"score_{s}", math.nan) / max(1, len(r["summaries"])) for r in records])
         for s in config.scorers}
     details["mean_summary_tokens"] = _mean([t for r in records for t in r.get("summary_tokens", [])])
+    details["protocol"] = protocol
     result["out"] = str(run.path)
     return Outcome(result=result, table=summary_table(result))
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(sum(values) / len(values)) if values else math.nan
 
 
 # ----- report ---------------------------------------------------------------------------------------

@@ -15,15 +15,20 @@ log-probability exceeds β::
 E is the evaluator model (finds key tokens), S the scored model (default: both
 the reader). Defaults α = 2, β = −2 as in the paper.
 
-Short context, as the official implementation builds it: tokens are scored in
-blocks of ``stride`` tokens; a block starting at position b sees the tokens
-[b − w, b) before it (so a token sees between w and w + stride − 1 tokens),
-where w is the short window. Tokens in the first w positions see the same
-context either way and are never key tokens. The paper's window is 1024
-tokens for texts of many thousands; summaries have ~100–300 tokens, so the
-window scales down: **w = min(1024, max(32, T // 4))** for a sequence of T
-tokens (prompt included) unless ``short_window`` is set, and the stride
-defaults to max(1, w // 4) (the official 1024/4096 proportion).
+Short context, as the official implementation (PKU-ML/LongPPL ``find_key_token``) builds it: tokens
+are scored in blocks of ``stride`` tokens; a block starting at position b sees the w tokens [b − w, b)
+before it (so a token sees between w and w + stride − 1 tokens), where w is the short window. Tokens in
+the first w positions see the same context either way and are never key tokens. The released code's
+short window is ``trunc_len = 4096`` tokens with a ``sliding_window`` (stride) of 1024, for texts of many
+thousands of tokens; with it a summary of ~100–300 tokens has no key token at all. readerfit's default
+therefore scales the window to the sequence: **w = min(4096, max(32, T // 4))** for a sequence of T tokens
+(prompt included) unless ``short_window`` is set, and the stride defaults to max(1, w // 4), the released
+1024 : 4096 proportion. The ``paper`` and ``official`` presets use 4096 and 1024 as released.
+
+The text is scored after the model's BOS token when it has one (``bos=True``), so every text token
+is scored; the released code encodes the scored text without special tokens, so its first token is
+context only (``bos=False``, the ``official`` preset; the evaluator then sees what the tokenizer adds by
+default, as the released ``find_key_token`` does).
 
 When no token qualifies, LongPPL falls back to the PPL of all the text's tokens
 (``LongPPLResult.fallback`` says so); the official code returns None there,
@@ -102,11 +107,15 @@ class PPLScorer:
 
 
 # ----- LongPPL -----------------------------------------------------------------------------------
-def short_window_for(n_tokens: int, cap: int = 1024, floor: int = 32) -> int:
+WINDOW_CAP = 4096  # the released code's trunc_len
+RELEASED_STRIDE = 1024  # the released code's sliding_window
+
+
+def short_window_for(n_tokens: int, cap: int = WINDOW_CAP, floor: int = 32) -> int:
     """The documented scaling rule: min(cap, max(floor, T // 4)).
 
-    >>> short_window_for(150), short_window_for(8000), short_window_for(40)
-    (37, 1024, 32)
+    >>> short_window_for(150), short_window_for(8000), short_window_for(40), short_window_for(20000)
+    (37, 2000, 32, 4096)
     """
     return min(cap, max(floor, n_tokens // 4))
 
@@ -132,18 +141,24 @@ def select_key_tokens(long_logprobs: Sequence[float], short_logprobs: Sequence[f
 @dataclass
 class LongPPLConfig:
     """LongPPL settings: the paper's α, β; window None = the scaling rule; ``evaluator`` (a model name) None =
-    the scored model."""
+    the scored model; ``bos``: score the text after BOS (every token scored) or alone (the released code)."""
 
-    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
-
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        # Fang et al.'s definition with their released window (the SPS paper names no window)
+        "paper": {"alpha": 2.0, "beta": -2.0, "short_window": WINDOW_CAP, "stride": RELEASED_STRIDE},
+        # PKU-ML/LongPPL compute_longppl defaults: trunc_len 4096, sliding_window 1024, text without BOS
+        "official": {"alpha": 2.0, "beta": -2.0, "short_window": WINDOW_CAP, "stride": RELEASED_STRIDE,
+                     "bos": False},
+    }
 
     alpha: float = 2.0
     beta: float = -2.0
     short_window: int | None = None
     stride: int | None = None
-    window_cap: int = 1024
+    window_cap: int = WINDOW_CAP
     window_floor: int = 32
     evaluator: str | None = None
+    bos: bool = True
 
     def __post_init__(self) -> None:
         if self.short_window is not None and self.short_window < 1:
@@ -203,16 +218,25 @@ class LongPPLScorer:
         return [self._one(t, prompts[i] if prompts is not None else None) for i, t in enumerate(texts)]
 
     # the two contexts
-    def _sequence(self, model: Any, text: str, prompt: str | None) -> tuple[list[int], int]:
-        """(ids, start of the text): prompt ids (or BOS when the model has one) followed by the text ids."""
-        if prompt is not None:
-            head = model.encode(model.render(prompt))
-        else:
-            bos = model.tokenizer.bos_token_id
-            head = [bos] if bos is not None else []
+    def _sequence(self, model: Any, text: str, prompt: str | None, *, scored: bool) -> tuple[list[int], int]:
+        """(ids, start of the text): a head (the prompt's ids, else BOS) followed by the text ids.
+
+        With ``bos=False`` (the released code) the scored text has no head and the evaluator's text has
+        what the tokenizer adds by default (``find_key_token`` encodes with special tokens).
+        """
         body = model.encode(text)
         if not body:
             raise InputError("text encodes to no tokens")
+        if prompt is not None:
+            head = model.encode(model.render(prompt))
+        elif self.config.bos:
+            bos = model.tokenizer.bos_token_id
+            head = [bos] if bos is not None else []
+        elif scored:
+            head = []
+        else:
+            special = model.encode(text, special=True)
+            head = special[: len(special) - len(body)] if special[len(special) - len(body):] == body else []
         seq = head + body
         if len(seq) > model.context_length:
             raise ContextLengthError(f"text with prompt has {len(seq)} tokens, more than the context of "
@@ -245,7 +269,7 @@ class LongPPLScorer:
 
     def _one(self, text: str, prompt: str | None) -> LongPPLResult:
         cfg = self.config
-        seq, start = self._sequence(self.evaluator, text, prompt)
+        seq, start = self._sequence(self.evaluator, text, prompt, scored=False)
         window = cfg.short_window or short_window_for(len(seq), cfg.window_cap, cfg.window_floor)
         stride = cfg.stride or max(1, window // 4)
         full = self._full_logprobs(self.evaluator, seq)  # full[t-1] = log p(seq[t] | seq[:t])
@@ -255,15 +279,17 @@ class LongPPLScorer:
         short_text = [short[t] for t in range(first, len(seq))]
         keys_eval = [t + first - start for t in select_key_tokens(long_text, short_text, alpha=cfg.alpha, beta=cfg.beta)]
         # keys_eval index the evaluator's text tokens; scored log-probs index the scored model's text tokens.
-        if self.lm is self.evaluator:
+        s_seq, s_start = self._sequence(self.lm, text, prompt, scored=True)
+        if self.lm is self.evaluator and s_seq == seq:
             scored = [math.nan] * (first - start) + long_text
             keys = keys_eval
         else:
-            s_seq, s_start = self._sequence(self.lm, text, prompt)
             s_full = self._full_logprobs(self.lm, s_seq)
             s_first = max(s_start, 1)
             scored = [math.nan] * (s_first - s_start) + [s_full[t - 1] for t in range(s_first, len(s_seq))]
-            keys = [k for k in map_key_tokens(text, self.evaluator, self.lm, keys_eval) if not math.isnan(scored[k])]
+            # the same model tokenizes the text the same way; another model's tokens are mapped by characters
+            mapped = keys_eval if self.lm is self.evaluator else map_key_tokens(text, self.evaluator, self.lm, keys_eval)
+            keys = [k for k in mapped if not math.isnan(scored[k])]
         valid = [lp for lp in scored if not math.isnan(lp)]
         ppl = perplexity(valid)
         if keys:

@@ -15,6 +15,10 @@ when they are D-dimensional, e.g. q_proj.weight is (out, D), else its columns).
 The principal subspace is spanned by eigenvectors of the D×D matrix WᵀW (or the
 covariance), computed with ``torch.linalg.eigh`` in float64 — never a V×D SVD.
 
+W in the released code: the penultimate decoder layer's ``q_proj`` weight, centred
+(``source="param:penultimate-q_proj"``, ``centered=True``: the ``official`` preset); the paper's text
+says the reader's embedding parameters (``source="embeddings"``: the ``paper`` preset and the default).
+
 Centring. The paper's text defines P as the projector onto the principal
 subspace of W itself, so the default (``centered=False``) uses the uncentred
 second-moment matrix WᵀW/M and SPS = ‖x − U Uᵀ x‖. The authors' released code
@@ -39,189 +43,61 @@ a fingerprint of W (shape + hash of a few rows), so later runs load it.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 
 from readerfit.data import load_corpus
 from readerfit.errors import InputError
-from readerfit.io import atomic_file
-from readerfit.models.device import cache_root
 from readerfit.models.lm import LanguageModel, LocalLanguageModel, require_local
-
-POOLINGS = ("max", "mean", "last")
-
-
-# ----- pure math ---------------------------------------------------------------------------
-@dataclass
-class Subspace:
-    """An orthonormal basis ``basis`` (D×k, float64) of the principal subspace, and the mean used to centre."""
-
-    basis: torch.Tensor
-    eigenvalues: torch.Tensor  # all D eigenvalues, descending (float64)
-    mean: torch.Tensor | None  # D, only for centred PCA
-    variance_ratio: float
-    n_samples: int
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def dim(self) -> int:
-        return int(self.basis.shape[0])
-
-    @property
-    def k(self) -> int:
-        return int(self.basis.shape[1])
-
-    def residual_norm(self, x: torch.Tensor) -> torch.Tensor:
-        """‖(I − P)(x − μ)‖₂ for each row of ``x`` (N×D or D), in float64."""
-        x = torch.as_tensor(x).to(torch.float64)
-        single = x.ndim == 1
-        if single:
-            x = x[None]
-        if x.shape[-1] != self.dim:
-            raise InputError(f"vectors have dimension {x.shape[-1]}, the subspace lives in dimension {self.dim}")
-        if self.mean is not None:
-            x = x - self.mean
-        # Residual computed directly (not ‖x‖² − ‖Uᵀx‖², which cancels catastrophically when x is near the subspace).
-        r = x - (x @ self.basis) @ self.basis.T
-        out = torch.linalg.vector_norm(r, dim=-1)
-        return out[0] if single else out
-
-
-def components_for_ratio(eigenvalues: torch.Tensor, ratio: float, *, n_samples: int) -> int:
-    """How many leading components (eigenvalues sorted descending) reach ``ratio`` of the total variance.
-
-    Eigenvalues at or below λ_max·max(M, D)·eps count as zero, so ratio 1.0
-    keeps exactly the nonzero components (the rank of W).
-    """
-    if not 0.0 < ratio <= 1.0:
-        raise InputError(f"variance ratio must be in (0, 1], got {ratio}")
-    lam = eigenvalues.to(torch.float64).clamp(min=0.0)
-    if lam.numel() == 0 or float(lam[0]) <= 0.0:
-        raise InputError("W has no variance (all-zero or constant matrix): no principal subspace")
-    tol = float(lam[0]) * max(n_samples, lam.numel()) * torch.finfo(torch.float64).eps
-    nonzero = int((lam > tol).sum())
-    if ratio >= 1.0:
-        return nonzero
-    cum = torch.cumsum(lam, 0) / lam.sum()
-    # The small slack keeps a ratio that is reached exactly (e.g. 0.5 of two equal eigenvalues) from
-    # spilling into one more component through rounding.
-    k = int(torch.searchsorted(cum, torch.tensor(ratio - 1e-12, dtype=torch.float64))) + 1
-    return max(1, min(k, nonzero))
-
-
-def principal_subspace(w: torch.Tensor | np.ndarray, *, variance_ratio: float = 0.95, centered: bool = False) -> Subspace:
-    """The principal subspace of the rows of ``w`` (M×D) via eigh of the D×D (uncentred or centred) second moment.
-
-    >>> import torch
-    >>> s = principal_subspace(torch.eye(3)[:2] * torch.tensor([[3.0], [1.0]]), variance_ratio=0.9)
-    >>> s.k, round(float(s.residual_norm(torch.tensor([0.0, 2.0, 1.0]))), 6)
-    (1, 2.236068)
-    """
-    w = torch.as_tensor(w)
-    if w.ndim != 2 or w.shape[0] < 1 or w.shape[1] < 1:
-        raise InputError(f"W must be a non-empty M×D matrix, got shape {tuple(w.shape)}")
-    w = w.detach().to("cpu", torch.float64)
-    if not torch.isfinite(w).all():
-        raise InputError("W holds NaN or infinite values")
-    m = w.shape[0]
-    mean = None
-    if centered:
-        if m < 2:
-            raise InputError("centred PCA needs at least 2 samples (rows of W)")
-        mean = w.mean(0)
-        w = w - mean
-    # Second-moment (or covariance) matrix; the 1/M (or 1/(M-1)) scale changes no eigenvector or ratio.
-    gram = (w.T @ w) / (m - 1 if centered else m)
-    eigenvalues, eigenvectors = torch.linalg.eigh(gram)
-    order = torch.argsort(eigenvalues, descending=True)
-    eigenvalues, eigenvectors = eigenvalues[order], eigenvectors[:, order]
-    k = components_for_ratio(eigenvalues, variance_ratio, n_samples=m)
-    return Subspace(basis=eigenvectors[:, :k].contiguous(), eigenvalues=eigenvalues.clamp(min=0.0), mean=mean,
-                    variance_ratio=variance_ratio, n_samples=m)
-
-
-def pool_states(states: torch.Tensor, pooling: str = "max") -> torch.Tensor:
-    """One D-vector from a T×D matrix of token states: element-wise max (the paper), mean, or the last token.
-
-    >>> import torch
-    >>> pool_states(torch.tensor([[1.0, -2.0], [0.0, 3.0]]), "max").tolist()
-    [1.0, 3.0]
-    """
-    if states.ndim != 2 or states.shape[0] == 0:
-        raise InputError(f"expected T×D token states with T >= 1, got shape {tuple(states.shape)}")
-    if pooling == "max":
-        return states.max(dim=0).values
-    if pooling == "mean":
-        return states.mean(dim=0)
-    if pooling == "last":
-        return states[-1]
-    raise InputError(f"unknown pooling {pooling!r}; expected one of {', '.join(POOLINGS)}")
-
-
-def fingerprint(w: torch.Tensor, *, rows: int = 8) -> str:
-    """shape + dtype + a hash of a few evenly spaced rows: cheap, and changes when the weights change."""
-    w = w.detach().to("cpu")
-    idx = torch.linspace(0, w.shape[0] - 1, steps=min(rows, w.shape[0])).round().long().unique()
-    h = hashlib.sha1(f"{tuple(w.shape)}:{w.dtype}".encode())
-    h.update(w[idx].to(torch.float32).contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
-
-
-# ----- disk cache ----------------------------------------------------------------------------
-def subspace_cache_dir() -> Path:
-    return cache_root() / "subspaces"
-
-
-def save_subspace(path: Path, subspace: Subspace) -> None:
-    """Atomic safetensors write (temp file in the same folder, then rename)."""
-    from safetensors.torch import save_file
-
-    tensors = {"basis": subspace.basis.contiguous(), "eigenvalues": subspace.eigenvalues.contiguous()}
-    if subspace.mean is not None:
-        tensors["mean"] = subspace.mean.contiguous()
-    meta = {"variance_ratio": repr(subspace.variance_ratio), "n_samples": str(subspace.n_samples),
-            "meta": json.dumps(subspace.meta, sort_keys=True, default=str)}
-    with atomic_file(path) as tmp:
-        save_file(tensors, str(tmp), metadata=meta)
-
-
-def load_subspace(path: Path) -> Subspace:
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata() or {}
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
-    return Subspace(basis=tensors["basis"], eigenvalues=tensors["eigenvalues"], mean=tensors.get("mean"),
-                    variance_ratio=float(meta.get("variance_ratio", "nan")), n_samples=int(meta.get("n_samples", 0)),
-                    meta=json.loads(meta.get("meta", "{}")))
-
-
-def cached_subspace(key: dict[str, Any], compute: Any, *, cache_dir: Path | None = None) -> tuple[Subspace, bool]:
-    """Load the subspace stored under ``key``, or ``compute()`` and store it; returns (subspace, was_cached)."""
-    digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
-    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(key.get("model", "model")))[-40:]
-    path = (cache_dir or subspace_cache_dir()) / f"{slug}-{digest}.safetensors"
-    if path.is_file():
-        try:
-            return load_subspace(path), True
-        except Exception:  # a damaged cache file is recomputed and overwritten, never trusted
-            pass
-    subspace = compute()
-    subspace.meta = {**subspace.meta, **key}
-    save_subspace(path, subspace)
-    return subspace, False
-
+from readerfit.scorers.subspace import (
+    POOLINGS,
+    Subspace,
+    cached_subspace,
+    components_for_ratio,
+    fingerprint,
+    load_subspace,
+    pool_states,
+    principal_subspace,
+    save_subspace,
+    subspace_cache_dir,
+)
 
 # ----- W sources -----------------------------------------------------------------------------
-def parameter_matrix(model: torch.nn.Module, name: str, hidden_size: int) -> torch.Tensor:
+PENULTIMATE = "{penultimate}"
+ALIASES = {"penultimate-q_proj": "layers.{penultimate}.self_attn.q_proj.weight"}
+
+
+def resolve_parameter_name(model: torch.nn.Module, name: str, *, num_layers: int) -> str:
+    """A parameter name with ``{penultimate}`` (the index of the second-to-last decoder layer, L − 2, as the
+    released code's ``layers[n_layers - 2]``) filled in; an alias (``penultimate-q_proj``) or a name that
+    only ends one (``layers.20.self_attn.q_proj.weight``) resolves to the model's full parameter name.
+
+    >>> import torch
+    >>> m = torch.nn.Module(); m.layers = torch.nn.ModuleList(torch.nn.Linear(2, 2) for _ in range(3))
+    >>> resolve_parameter_name(m, "layers.{penultimate}.weight", num_layers=3)
+    'layers.1.weight'
+    """
+    name = ALIASES.get(name, name).replace(PENULTIMATE, str(num_layers - 2))
+    names = [n for n, _ in model.named_parameters()]
+    if name in names:
+        return name
+    matches = [n for n in names if n.endswith("." + name)]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise InputError(f"parameter {name!r} is ambiguous: {', '.join(matches[:4])}")
+    return name  # parameter_matrix names what exists
+
+
+def parameter_matrix(model: torch.nn.Module, name: str, hidden_size: int, *, num_layers: int | None = None) -> torch.Tensor:
     """A named weight as M×D samples: its rows when they are D-wide, else its columns."""
+    if num_layers is not None:
+        name = resolve_parameter_name(model, name, num_layers=num_layers)
     params = dict(model.named_parameters())
     if name not in params:
         matrices = [n for n, p in params.items() if p.ndim == 2]
@@ -256,11 +132,20 @@ def read_texts(path: str) -> list[str]:
 class SPSConfig:
     """SPS settings; defaults follow the paper (embedding matrix, 95% variance, max pooling, penultimate layer).
 
-    ``source``: "embeddings" | "hidden" (bank from ``hidden_texts``) | "hidden:<file>" | "param:<parameter name>".
+    ``source``: "embeddings" | "hidden" (bank from ``hidden_texts``) | "hidden:<file>" | "param:<parameter name>"
+    (``{penultimate}`` in the name is the layer index L − 2; "param:penultimate-q_proj" is that layer's
+    ``self_attn.q_proj.weight``). ``pool_from`` (beyond the paper): pool the token states from that index on;
+    1 leaves out the text's first token, where small readers put an attention sink that dominates the max.
     """
 
-    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
-
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        # the paper: "the reader's embedding parameters", P onto their principal subspace (no centring)
+        "paper": {"source": "embeddings", "centered": False, "variance_ratio": 0.95, "pooling": "max", "layer": -2,
+                  "pool_from": 0},
+        # the released code: sklearn PCA (centred) of layers[L-2].self_attn.q_proj.weight, d_95 components
+        "official": {"source": "param:penultimate-q_proj", "centered": True, "variance_ratio": 0.95,
+                     "pooling": "max", "layer": -2, "pool_from": 0},
+    }
 
     source: str = "embeddings"
     variance_ratio: float = 0.95
@@ -270,6 +155,7 @@ class SPSConfig:
     hidden_texts: Sequence[str] | None = None
     hidden_max_texts: int | None = None
     cache: bool = True
+    pool_from: int = 0
 
     def __post_init__(self) -> None:
         if not 0.0 < self.variance_ratio <= 1.0:
@@ -288,6 +174,20 @@ class SPSConfig:
             raise InputError("source 'hidden' needs hidden_texts (or use 'hidden:<file>')")
         if self.hidden_max_texts is not None and self.hidden_max_texts < 1:
             raise InputError(f"hidden_max_texts must be >= 1, got {self.hidden_max_texts}")
+        if isinstance(self.pool_from, bool) or not isinstance(self.pool_from, int) or self.pool_from < 0:
+            raise InputError(f"pool_from must be an integer >= 0, got {self.pool_from!r}")
+
+
+@dataclass
+class SPSDetail:
+    """One text's SPS and where its pooled vector x and its residual (I − P)(x − μ) put their weight."""
+
+    sps: float
+    top_dim: int  # the dimension with the largest x_d²
+    top_share: float  # x_top² / ‖x‖²
+    residual_top_dim: int
+    residual_top_share: float
+    n_tokens: int
 
 
 class SPSScorer:
@@ -322,7 +222,7 @@ class SPSScorer:
         if kind == "embeddings":
             return self.reader.input_embeddings()
         if kind == "param":
-            return parameter_matrix(self.reader.model, arg, self.reader.hidden_size)
+            return parameter_matrix(self.reader.model, arg, self.reader.hidden_size, num_layers=self.reader.num_layers)
         texts = self._hidden_texts()
         return torch.cat(self.reader.hidden_states(texts, layer=self.config.layer), dim=0)
 
@@ -374,14 +274,51 @@ class SPSScorer:
         if not texts:
             return torch.zeros((0, self.reader.hidden_size))
         states = self.reader.hidden_states(list(texts), layer=self.config.layer)
-        return torch.stack([pool_states(s, self.config.pooling) for s in states])
+        return torch.stack([self._pool(s) for s in states])
 
-    def score(self, texts: Sequence[str], *, prompts: Sequence[str] | None = None) -> list[float]:
-        """SPS of each text (empty texts are an InputError: they have no hidden states)."""
+    def _pool(self, states: torch.Tensor) -> torch.Tensor:
+        # a text with no token at or after pool_from keeps all its tokens (it has nothing else to pool)
+        start = self.config.pool_from if states.shape[0] > self.config.pool_from else 0
+        return pool_states(states[start:], self.config.pooling)
+
+    @staticmethod
+    def _check(texts: Sequence[str]) -> None:
         for i, t in enumerate(texts):
             if not isinstance(t, str) or not t.strip():
                 raise InputError(f"text {i} is empty; SPS needs at least one token")
+
+    def score(self, texts: Sequence[str], *, prompts: Sequence[str] | None = None) -> list[float]:
+        """SPS of each text (empty texts are an InputError: they have no hidden states)."""
+        self._check(texts)
         if not texts:
             return []
         subspace = self.subspace()
         return [float(v) for v in torch.atleast_1d(subspace.residual_norm(self.vectors(texts)))]
+
+    def details(self, texts: Sequence[str]) -> list[SPSDetail]:
+        """SPS of each text with the share of ‖x‖² (and of the residual's squared norm) in its top dimension."""
+        self._check(texts)
+        if not texts:
+            return []
+        subspace = self.subspace()
+        x = self.vectors(texts).to(torch.float64)
+        centred = x - subspace.mean if subspace.mean is not None else x
+        residual = centred - (centred @ subspace.basis) @ subspace.basis.T
+        out = []
+        for i, text in enumerate(texts):
+            sq, rsq = x[i] ** 2, residual[i] ** 2
+            top, rtop = int(sq.argmax()), int(rsq.argmax())
+            out.append(SPSDetail(sps=float(rsq.sum().sqrt()), top_dim=top, top_share=_share(sq, top),
+                                 residual_top_dim=rtop, residual_top_share=_share(rsq, rtop),
+                                 n_tokens=self.reader.count_tokens(text)))
+        return out
+
+
+def _share(squares: torch.Tensor, index: int) -> float:
+    total = float(squares.sum())
+    return float(squares[index]) / total if total > 0 else float("nan")
+
+
+__all__ = ["POOLINGS", "SPSConfig", "SPSDetail", "SPSScorer", "Subspace", "cached_subspace", "components_for_ratio",
+           "fingerprint", "load_subspace", "parameter_matrix", "pool_states", "principal_subspace",
+           "resolve_parameter_name", "save_subspace", "subspace_cache_dir"]

@@ -1,4 +1,4 @@
-"""``xcompress-embed``: the reader answers from one summary vector (+ an SPS-chosen Gaussian probe)."""
+"""``xcompress-embed``: the reader answers from one summary vector (or that vector plus an SPS-chosen probe)."""
 
 from __future__ import annotations
 
@@ -7,23 +7,33 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from readerfit.compressors.xcompress.probes import ProbeConfig, XCompressEmbed
-from readerfit.compressors.xcompress.summary import Summary, SummaryConfig
+from readerfit.compressors.xcompress.summary import Summary, SummaryConfig, document_input
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, require_local
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.reader import READER_PROMPT, Reader, Reading
-from readerfit.types import Compression
+from readerfit.types import Compression, Passage
 
 PURPOSE = "xcompress-embed (the reader's input embeddings)"
+SUMMARY_SOURCES = ("compressor", "first-passage")
 
 
 @dataclass
 class XCompressEmbedConfig(SummaryConfig):
     """``xcompress-embed``: the greedy summary (as ``summary``), then probes and SPS over the reader's
-    embedding sequence. Probe settings as :class:`ProbeConfig`; ``max_new_tokens`` is the summary's."""
+    embedding space. Probe settings as :class:`ProbeConfig`; ``max_new_tokens`` is the summary's.
+    ``summary_from="first-passage"``: the top passage itself is the "summary" (the released xRAG script).
+    ``budget`` is off: the reader sees one vector, never the summary's tokens."""
 
-    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
-
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "paper": {**SummaryConfig.PRESETS["paper"], "probe_score": "paper", "probe_context": "summary-query",
+                  "scale_unit": "embedding", "candidate_norm": "none", "summary_from": "compressor"},
+        # xRAG/compact_run_prompt_xRAG_reader_exploratory_embedding.py: the top-1 document, 50 probes N(0, I)
+        # after the question, the 10 with the smallest variance of gaps 2..7, candidates z-scored and scored alone
+        "official": {"summary_from": "first-passage", "n_probes": 50, "keep": 10, "top_p": 6,
+                     "probe_score": "official", "probe_context": "question", "scale": 1.0, "scale_unit": "absolute",
+                     "candidate_norm": "zscore", "budget": False},
+    }
 
     # the probe settings, their defaults taken from ProbeConfig (one source for them)
     n_probes: int = ProbeConfig.n_probes
@@ -32,13 +42,23 @@ class XCompressEmbedConfig(SummaryConfig):
     scale: float = ProbeConfig.scale
     seed: int = ProbeConfig.seed
     layer: int = ProbeConfig.layer
+    probe_score: str = ProbeConfig.probe_score
+    probe_context: str = ProbeConfig.probe_context
+    scale_unit: str = ProbeConfig.scale_unit
+    candidate_norm: str = ProbeConfig.candidate_norm
+    summary_from: str = "compressor"
+    budget: bool = False
 
     def probe_config(self, *, answer_tokens: int, reader_prompt: str = READER_PROMPT) -> ProbeConfig:
         return ProbeConfig(n_probes=self.n_probes, keep=self.keep, top_p=self.top_p, scale=self.scale, seed=self.seed,
-                           layer=self.layer, max_new_tokens=answer_tokens, reader_prompt=reader_prompt)
+                           layer=self.layer, max_new_tokens=answer_tokens, reader_prompt=reader_prompt,
+                           probe_score=self.probe_score, probe_context=self.probe_context, scale_unit=self.scale_unit,
+                           candidate_norm=self.candidate_norm)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.summary_from not in SUMMARY_SOURCES:
+            raise InputError(f"summary_from must be one of {', '.join(SUMMARY_SOURCES)}, got {self.summary_from!r}")
         self.probe_config(answer_tokens=1)  # validates the probe settings now, not at the first example
 
 
@@ -48,7 +68,7 @@ class XCompressEmbedCompressor(Summary):
     The pipeline calls :meth:`read_compressed` with its reader instead of reading text, so the
     answer is the pipeline's reader's. The record's ``context_tokens_out`` is the summary's token
     count (the information the vector stands for); ``details["reader_positions"]`` is what the
-    reader actually sees in place of the context (1 position, 2 with a probe).
+    reader actually sees in place of the context: one position.
 
     >>> c = build_compressor("xcompress-embed", pool)                     # doctest: +SKIP
     """
@@ -58,16 +78,24 @@ class XCompressEmbedCompressor(Summary):
     reader_aware = True
 
     def __init__(self, compressor: Any, reader: Any, config: XCompressEmbedConfig | None = None) -> None:
-        super().__init__(compressor, config or XCompressEmbedConfig())
-        self.config: XCompressEmbedConfig
         self.reader = require_local(reader, purpose=PURPOSE)
+        super().__init__(compressor, config or XCompressEmbedConfig(), counter=self.reader)
+        self.config: XCompressEmbedConfig
         self._answerers: dict[tuple[int, int, str], XCompressEmbed] = {}
 
     @classmethod
     def from_config(cls, config: XCompressEmbedConfig, *, pool: Any,  # type: ignore[override]
                     reader: LanguageModel | None = None) -> XCompressEmbedCompressor:
-        compressor = pool.lm(config.compressor, dtype=config.compressor_dtype)
+        compressor = pool.lm(config.compressor, dtype=config.compressor_dtype) \
+            if config.summary_from == "compressor" else None
         return cls(compressor, reader if reader is not None else pool.local_lm(DEFAULT_LM, purpose=PURPOSE), config)
+
+    def _compress(self, question: str, passages: list[Passage]) -> Compression:
+        if self.config.summary_from == "first-passage":
+            # the released script's "summary" is the top document as "title text", no compressor call
+            text = document_input(passages[:1], "lines")
+            return Compression(text=text, units=[text], kept=[0], details={"summary_from": "first-passage"})
+        return super()._compress(question, passages)
 
     def answerer(self, reader: Reader) -> XCompressEmbed:
         """The probe answerer for ``reader`` (one per reader and setting: its SPS subspace is built once)."""
@@ -79,13 +107,14 @@ class XCompressEmbedCompressor(Summary):
         return self._answerers[key]
 
     def read_compressed(self, question: str, compression: Compression, reader: Reader) -> Reading:
-        """``reader``'s answer from the summary's embedding sequence (+ the SPS-chosen probe)."""
+        """``reader``'s answer with the summary vector (or the SPS-chosen vector + probe) in its context slot."""
         start = time.perf_counter()
         if not compression.text.strip():
             raise InputError("xcompress-embed: the summary is empty, there is nothing to embed")
         ans = self.answerer(reader).answer(question, compression.text)
         sel = ans.selection
         return Reading(answer=ans.text, seconds=time.perf_counter() - start,
-                       details={"candidate_sps": sel.candidate_sps, "reader_positions": 1 + int(sel.chosen != 0)},
-                       # fraction of questions where a probe candidate beat the bare summary
+                       details={"candidate_sps": sel.candidate_sps, "probe_seed": sel.seed,
+                                "kept_probes": sel.kept, "chosen": sel.chosen, "reader_positions": 1},
+                       # fraction of questions where a probed candidate beat the bare summary vector
                        metrics={"probe_chosen": float(sel.chosen != 0)})

@@ -95,3 +95,45 @@ def calibrate_threshold(ratios: Sequence[float], *, percentile: float = 30.0) ->
     if not 0.0 <= percentile <= 100.0:
         raise InputError(f"percentile must be in [0, 100], got {percentile}")
     return float(np.percentile(values, percentile))
+
+
+class OnlinePool:
+    """The released code's online filter (``CompAct/run_prompt_norm_filtering.py``): a pool of recent ratios.
+
+    The first ``size`` (50) summaries are always sampled and their ratios fill the pool. After that the
+    threshold is the pool's sorted value at index ``int(fraction · |pool|) − 1`` (the 15th smallest of 50
+    for 30%); a ratio at or under it is sampled and replaces the pool's smallest ratio, any other is not
+    sampled and replaces the pool's largest. The pool lives in the compressor (one per run; a resumed run
+    starts a new pool), and decisions depend on the order questions come in.
+
+    >>> pool = OnlinePool(size=4, fraction=0.5)
+    >>> [pool.decide(r)[0] for r in (0.4, 0.1, 0.3, 0.2)], pool.ratios
+    ([True, True, True, True], [0.4, 0.1, 0.3, 0.2])
+    >>> pool.decide(0.15), pool.ratios       # threshold = sorted pool[int(0.5 * 4) - 1] = 0.2; 0.15 replaces 0.1
+    ((True, 0.2), [0.4, 0.15, 0.3, 0.2])
+    >>> pool.decide(0.9), pool.ratios        # above 0.2: not sampled, replaces the largest (0.4)
+    ((False, 0.2), [0.9, 0.15, 0.3, 0.2])
+    """
+
+    def __init__(self, *, size: int = 50, fraction: float = 0.3) -> None:
+        if size < 1 or not 0.0 < fraction <= 1.0:
+            raise InputError(f"online pool needs size >= 1 and 0 < fraction <= 1, got {size}, {fraction}")
+        self.size = size
+        self.fraction = fraction
+        self.ratios: list[float] = []
+
+    def decide(self, ratio: float) -> tuple[bool, float | None]:
+        """(sample?, the threshold used: None while the pool fills); a non-finite ratio is sampled, not pooled."""
+        if not math.isfinite(ratio):
+            return True, None
+        if len(self.ratios) < self.size:
+            self.ratios.append(ratio)
+            return True, None
+        ordered = sorted(self.ratios)
+        k = max(0, min(len(ordered) - 1, int(self.fraction * len(ordered)) - 1))
+        threshold = ordered[k]
+        if ratio <= threshold:
+            self.ratios[self.ratios.index(min(self.ratios))] = ratio
+            return True, threshold
+        self.ratios[self.ratios.index(max(self.ratios))] = ratio
+        return False, threshold

@@ -1,35 +1,38 @@
 """xCompress, text-to-embedding variant: Gaussian probes around a one-vector summary, picked by SPS.
 
-For a reader that accepts ``inputs_embeds`` (any local transformers causal LM):
+For a reader that accepts ``inputs_embeds`` (any local transformers causal LM), per question:
 
 1. The summary becomes one vector e in the reader's input-embedding space: by
    default the mean of the reader's input embeddings of the summary's tokens,
-   or ``projector(summary_text) -> D-vector`` when one is given.
-2. The base sequence is the reader prompt (chat-templated ``READER_PROMPT``)
-   with e in place of the context: [prefix embeddings, e, question/suffix embeddings].
-3. N Gaussian probes z_j ~ N(0, (scale·σ_E)² I) are drawn from a seeded
-   generator (σ_E = standard deviation of the input-embedding entries, so
-   scale 1 gives probes of a typical token's size). Each probe is appended to
-   the base sequence; h_j is the reader's penultimate-layer state at the probe
-   position, and
+   or ``projector(summary_text) -> D-vector`` when one is given (the released
+   code uses xRAG's trained projector of a retriever embedding).
+2. N Gaussian probes z_j ~ N(0, σ² I) are drawn from a generator seeded per
+   question (``question_seed(seed, question)``; σ = ``scale`` × the standard
+   deviation of the input-embedding entries, or ``scale`` itself with
+   ``scale_unit="absolute"``: the released code's ``randn_like``).
+3. Each probe is appended to a context and h_j is the reader's penultimate
+   state at the probe: the context is the summary–query sequence (the reader
+   prompt with e in the context slot; the paper) or the embedded
+   "Question: {q}\\nAnswer:" (``probe_context="question"``: the released code).
+   The probe score is the paper's
 
        S_probe(h) = Σ_{i=1..p} (h_(i) − h_(i+1))²     (h_(1) ≥ h_(2) ≥ ... its elements sorted)
 
-   The M probes with the smallest S_probe are kept.
-4. Candidates: the base sequence and the M sequences with a kept probe
-   appended (M + 1). Each candidate's SPS is computed on the reader's
-   penultimate state at its last position (the state the first answer token is
-   read from; for a probe candidate that is h_j), against the reader's
-   principal subspace. The lowest SPS wins and the reader generates the answer
-   greedily from that embedding sequence.
+   or the released code's variance of the gaps between the elements ranked 2…p+1
+   (``probe_score="official"``, p = 6 there); the M probes with the smallest score are kept.
+4. Candidates: e and e + z_j for the kept probes (M + 1). Each candidate is scored
+   alone, as the released code does: the vector is the reader's only input
+   position (after a z-score over its D entries with ``candidate_norm="zscore"``,
+   as released), and its SPS is that of the penultimate state there. The lowest
+   SPS wins (e on ties).
+5. The reader answers greedily from its prompt with the chosen vector in the context slot.
 
 How this differs from xRAG: xRAG trains a projector (an MLP) that maps a
 retrieval encoder's document embedding into the reader's embedding space, so
 one soft token carries the document; here the default "projector" is
 untrained (the mean of the reader's own token embeddings of the summary),
 which keeps only a bag-of-words gist of the summary, and the probes are
-isotropic random vectors chosen by a score, not learned. A trained xRAG
-projector can be passed as ``projector`` (any callable text → D vector).
+isotropic random vectors chosen by a score, not learned.
 
 >>> xe = XCompressEmbed(reader)                                   # doctest: +SKIP
 >>> xe.answer("Who wrote it?", "Anna wrote the book.").text       # doctest: +SKIP
@@ -42,32 +45,47 @@ from dataclasses import dataclass, field
 
 import torch
 
+from readerfit.compressors.xcompress.summary import question_seed
 from readerfit.errors import ContextLengthError, InputError
 from readerfit.models.lm import LanguageModel, require_local
 from readerfit.reader import READER_PROMPT, clean_answer
 from readerfit.scorers.sps import SPSConfig, SPSScorer
 
 _SLOT = "\u2063CTX\u2063"  # a marker that never occurs in a real prompt; split point for the summary slot
+PROBE_SCORES = ("paper", "official")
+PROBE_CONTEXTS = ("summary-query", "question")
+SCALE_UNITS = ("embedding", "absolute")
+CANDIDATE_NORMS = ("none", "zscore")
 
 
-def probe_score(h: torch.Tensor, p: int) -> float:
-    """Σ_{i=1..p} (h_(i) − h_(i+1))² over the elements of ``h`` sorted descending.
+def probe_score(h: torch.Tensor, p: int, *, kind: str = "paper") -> float:
+    """The paper's Σ_{i=1..p} (h_(i) − h_(i+1))² over ``h`` sorted descending, or (``kind="official"``) the
+    released code's population variance of the p − 1 gaps between the elements ranked 2 … p+1.
 
     >>> import torch
-    >>> probe_score(torch.tensor([0.5, 3.0, -1.0, 2.0, 1.5]), 2)   # sorted 3, 2, 1.5: gaps 1, 0.5
+    >>> h = torch.tensor([0.5, 3.0, -1.0, 2.0, 1.5])                # sorted: 3, 2, 1.5, 0.5, -1
+    >>> probe_score(h, 2)                                              # gaps 1, 0.5
     1.25
+    >>> probe_score(h, 3, kind="official")                             # ranks 2..4: 2, 1.5, 0.5 -> gaps 0.5, 1
+    0.0625
     """
     if h.ndim != 1:
         raise InputError(f"probe_score takes a vector, got shape {tuple(h.shape)}")
-    if not 1 <= p < h.numel():
-        raise InputError(f"p must be in [1, {h.numel() - 1}] for a {h.numel()}-vector, got {p}")
-    top = torch.topk(h.to(torch.float64), p + 1).values
-    return float(((top[:-1] - top[1:]) ** 2).sum())
+    if kind not in PROBE_SCORES:
+        raise InputError(f"probe score must be one of {', '.join(PROBE_SCORES)}, got {kind!r}")
+    low = 2 if kind == "official" else 1  # the official score needs two gaps' worth of elements to vary
+    if not low <= p < h.numel():
+        raise InputError(f"p must be in [{low}, {h.numel() - 1}] for a {h.numel()}-vector, got {p}")
+    top = torch.sort(h.to(torch.float64), descending=True).values[: p + 1]
+    if kind == "paper":
+        return float(((top[:-1] - top[1:]) ** 2).sum())
+    ranked = top[1:]  # the released code leaves out the largest element
+    return float((ranked[:-1] - ranked[1:]).var(unbiased=False))
 
 
 @dataclass
 class ProbeConfig:
-    """Probe settings: N probes, keep M, top-p gaps, probe scale (× embedding std), seed, layer."""
+    """Probe settings: N probes, keep M, p (gaps), probe scale, seed, layer, and the released code's choices."""
 
     n_probes: int = 8
     keep: int = 3
@@ -77,29 +95,41 @@ class ProbeConfig:
     layer: int = -2
     max_new_tokens: int = 32
     reader_prompt: str = READER_PROMPT
+    probe_score: str = "paper"
+    probe_context: str = "summary-query"
+    scale_unit: str = "embedding"
+    candidate_norm: str = "none"
 
     def __post_init__(self) -> None:
         if self.n_probes < 1 or not 0 <= self.keep <= self.n_probes:
             raise InputError(f"need n_probes >= 1 and 0 <= keep <= n_probes, got {self.n_probes}, {self.keep}")
-        if self.top_p < 1:
-            raise InputError(f"top_p must be >= 1, got {self.top_p}")
+        if self.top_p < (2 if self.probe_score == "official" else 1):
+            raise InputError(f"top_p must be >= 1 (>= 2 for the official probe score), got {self.top_p}")
         if not self.scale > 0:
             raise InputError(f"scale must be > 0, got {self.scale}")
         if self.max_new_tokens < 1:
             raise InputError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if "{context}" not in self.reader_prompt or "{query}" not in self.reader_prompt:
             raise InputError("reader_prompt must contain {context} and {query}")
+        for name, value, allowed in (("probe_score", self.probe_score, PROBE_SCORES),
+                                     ("probe_context", self.probe_context, PROBE_CONTEXTS),
+                                     ("scale_unit", self.scale_unit, SCALE_UNITS),
+                                     ("candidate_norm", self.candidate_norm, CANDIDATE_NORMS)):
+            if value not in allowed:
+                raise InputError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
 
 
 @dataclass
 class ProbeSelection:
-    """What the probes did: all probe scores, the kept probes, candidate SPS (index 0 = no probe), the winner."""
+    """What the probes did: all probe scores, the kept probes, candidate SPS (index 0 = e), the winner."""
 
     probe_scores: list[float]
     kept: list[int]
     candidate_sps: list[float]
     chosen: int
-    sequence: torch.Tensor = field(repr=False)  # the chosen L×D embedding sequence
+    seed: int
+    sequence: torch.Tensor = field(repr=False)  # the reader prompt with the chosen vector in the context slot
+    vector: torch.Tensor = field(repr=False)  # the chosen candidate (e or e + z)
 
 
 @dataclass
@@ -139,7 +169,7 @@ class XCompressEmbed:
         return self._embed_ids(ids).mean(0)
 
     def base_sequence(self, question: str, e: torch.Tensor) -> torch.Tensor:
-        """[prompt prefix embeddings, e, suffix embeddings] (L×D)."""
+        """The reader prompt with ``e`` in the context slot: [prefix embeddings, e, suffix embeddings] (L×D)."""
         if not question.strip():
             raise InputError("expected a non-empty question")
         rendered = self.reader.chat(self.config.reader_prompt.format(context=_SLOT, query=question))
@@ -153,16 +183,24 @@ class XCompressEmbed:
             raise ContextLengthError(f"prompt of {seq.shape[0]} positions does not fit {self.reader.name!r}")
         return seq
 
-    def probes(self) -> torch.Tensor:
-        """N×D seeded Gaussian probes (own generator: the global RNG is untouched)."""
+    def probe_context(self, question: str, e: torch.Tensor) -> torch.Tensor:
+        """What a probe is appended to: the summary–query sequence, or the released code's question tokens."""
+        if self.config.probe_context == "question":
+            if not question.strip():
+                raise InputError("expected a non-empty question")
+            return self._embed_ids(self.reader.encode(f"Question: {question}\nAnswer:", special=True))
+        return self.base_sequence(question, e)
+
+    def probes(self, question: str = "") -> torch.Tensor:
+        """N×D Gaussian probes drawn for ``question`` (own generator seeded per question: the global RNG is untouched)."""
         cfg = self.config
-        gen = torch.Generator().manual_seed(cfg.seed)
-        sigma = float(self.reader.input_embeddings().std())
+        gen = torch.Generator().manual_seed(question_seed(cfg.seed, question))
+        sigma = 1.0 if cfg.scale_unit == "absolute" else float(self.reader.input_embeddings().std())
         return torch.randn(cfg.n_probes, self.reader.hidden_size, generator=gen) * (cfg.scale * sigma)
 
     @torch.inference_mode()
     def last_states(self, sequences: torch.Tensor) -> torch.Tensor:
-        """Penultimate-layer (config layer) state at the last position of each B×L×D sequence."""
+        """The configured layer's state at the last position of each B×L×D sequence."""
         model = self.reader.model
         dtype = next(model.parameters()).dtype
         out = []
@@ -173,19 +211,28 @@ class XCompressEmbed:
             out.append(hs[self.config.layer][:, -1].float().cpu())
         return torch.cat(out, 0)
 
+    def candidate_sps(self, candidates: torch.Tensor) -> list[float]:
+        """SPS of each K×D candidate fed alone: its state at the one input position (z-scored first if asked)."""
+        x = candidates.float()
+        if self.config.candidate_norm == "zscore":
+            x = (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + 1e-8)
+        h = self.last_states(x[:, None, :])
+        return [float(v) for v in torch.atleast_1d(self.sps.subspace().residual_norm(h))]
+
     def select(self, question: str, summary: str) -> ProbeSelection:
-        base = self.base_sequence(question, self.summary_embedding(summary))
-        z = self.probes()
-        with_probe = torch.cat([base[None].expand(len(z), -1, -1), z[:, None, :]], dim=1)
+        e = self.summary_embedding(summary)
+        context = self.probe_context(question, e)
+        z = self.probes(question)
+        with_probe = torch.cat([context[None].expand(len(z), -1, -1), z[:, None, :]], dim=1)
         h = self.last_states(with_probe)  # N×D: the state at each probe
-        scores = [probe_score(v, self.config.top_p) for v in h]
+        scores = [probe_score(v, self.config.top_p, kind=self.config.probe_score) for v in h]
         kept = sorted(range(len(scores)), key=lambda j: (scores[j], j))[: self.config.keep]
-        h0 = self.last_states(base[None])[0]
-        x = torch.stack([h0] + [h[j] for j in kept])
-        sps = [float(v) for v in torch.atleast_1d(self.sps.subspace().residual_norm(x))]
+        candidates = torch.stack([e] + [e + z[j] for j in kept])
+        sps = self.candidate_sps(candidates)
         chosen = min(range(len(sps)), key=lambda i: (sps[i], i))
-        sequence = base if chosen == 0 else with_probe[kept[chosen - 1]]
-        return ProbeSelection(probe_scores=scores, kept=kept, candidate_sps=sps, chosen=chosen, sequence=sequence)
+        return ProbeSelection(probe_scores=scores, kept=kept, candidate_sps=sps, chosen=chosen,
+                              seed=question_seed(self.config.seed, question),
+                              sequence=self.base_sequence(question, candidates[chosen]), vector=candidates[chosen])
 
     @torch.inference_mode()
     def generate_from_embeddings(self, sequence: torch.Tensor) -> str:
@@ -206,6 +253,6 @@ class XCompressEmbed:
         return self.reader.tokenizer.decode(toks, skip_special_tokens=True).strip()
 
     def answer(self, question: str, summary: str) -> ProbeAnswer:
-        """The reader's answer from the SPS-chosen candidate embedding sequence."""
+        """The reader's answer with the SPS-chosen candidate vector in the context slot of its prompt."""
         selection = self.select(question, summary)
         return ProbeAnswer(text=clean_answer(self.generate_from_embeddings(selection.sequence)), selection=selection)

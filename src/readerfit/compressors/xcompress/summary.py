@@ -1,32 +1,55 @@
-"""The xCompress summary prompt and the ``summary`` compressor (one greedy summary, the baseline)."""
+"""The xCompress summary prompt and the ``summary`` compressor (greedy summaries, the single-summary baseline).
+
+A summary is written in one step over all passages or, with ``segment_size`` (CompAct, as the authors'
+released code runs xCompress), iteratively: the passages in segments of ``segment_size``, at most
+``max_iterations`` of them, each step prompted with the previous step's summary and evaluation, stopping
+early when the evaluation says "[COMPLETE]"; the last step's summary is the context.
+
+Only the summary is the context: the evaluation the prompt asks for is cut off (kept in the details).
+With ``budget`` (the default) a summary never hands the reader more tokens than the passages it was
+written from: a longer one falls back to the passages themselves (``details["fallback"]``,
+``metrics["fallback"]``).
+"""
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor, join_passages
+from readerfit.compressors.xcompress.prompts import (
+    COMPACT_NEXT_PROMPT,
+    COMPACT_PROMPT,
+    PAPER_PROMPT,
+    check_prompt,
+    parse_compact,
+    split_evaluation,
+)
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.types import Compression, Generation, Passage
 
-# Appendix A of the paper; the numbered instructions, question, documents and cue on their own lines.
-XCOMPRESS_PROMPT = (
-    "1. Generate a summary of source documents to answer the question. Ensure the summary is under 200 words "
-    "and does not include any pronouns. DO NOT make assumptions or attempt to answer the question; your job is "
-    "to summarise only.\n"
-    "2. Evaluate the summary based solely on the information of it, without any additional background context.\n"
-    "Question: {question}\n"
-    "Source documents: {document_input}\n"
-    "Summary:"
-)
+XCOMPRESS_PROMPT = PAPER_PROMPT  # the name readerfit has used for the paper's prompt
+DOCUMENT_FORMATS = ("blocks", "lines")
+SPLITS = ("readerfit", "official")
 
-def summary_prompt(lm: Any, template: str, question: str, passages: Sequence[Passage]) -> str:
-    """The chat-templated summarisation prompt for one question."""
-    return lm.chat(template.format(question=question, document_input=join_passages(passages)))
+
+def document_input(passages: Sequence[Passage], document_format: str = "blocks") -> str:
+    """The passages as the prompt shows them: ``blocks`` (title line + text, blank lines between, as the
+    reader sees them) or ``lines`` ("title text", one passage a line: the released code's)."""
+    if document_format == "lines":
+        return "\n".join(f"{p.title} {p.text}" for p in passages)
+    return join_passages(passages)
+
+
+def summary_prompt(lm: Any, template: str, question: str, passages: Sequence[Passage], *,
+                   document_format: str = "blocks", **fields: str) -> str:
+    """The chat-templated summarisation prompt for one question (``fields``: the follow-up prompt's)."""
+    return lm.chat(template.format(question=question, document_input=document_input(passages, document_format),
+                                   **fields))
 
 
 def question_seed(seed: int, question: str) -> int:
@@ -36,21 +59,76 @@ def question_seed(seed: int, question: str) -> int:
 
 @dataclass
 class SummaryConfig:
-    """``summary``: one greedy summary. ``max_new_tokens`` bounds its length: 256 tokens ≈ the prompt's 200 words."""
+    """``summary``: greedy summaries. ``max_new_tokens`` bounds a summary: 256 tokens ≈ the prompt's 200 words.
 
-    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
+    ``split``: how the evaluation is cut off (``readerfit``: at a line labelled "Evaluation", a "Summary:"
+    label removed; ``official``: the released code's split and parse). ``budget``: never more tokens than the
+    passages (else the passages).
+    """
 
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "paper": {"prompt": PAPER_PROMPT, "document_format": "blocks", "segment_size": None, "split": "readerfit",
+                  "budget": False},
+        # CompAct/run_prompt_all.py without --batch_decoding: greedy, 900 new tokens, segments of 5, <= 6 of them
+        "official": {"prompt": COMPACT_PROMPT, "next_prompt": COMPACT_NEXT_PROMPT, "document_format": "lines",
+                     "segment_size": 5, "max_iterations": 6, "split": "official", "max_new_tokens": 900,
+                     "budget": False},
+    }
 
     compressor: str = DEFAULT_LM
     max_new_tokens: int = 256
-    prompt: str = XCOMPRESS_PROMPT
+    prompt: str = PAPER_PROMPT
     compressor_dtype: str | None = None
+    next_prompt: str = COMPACT_NEXT_PROMPT
+    document_format: str = "blocks"
+    segment_size: int | None = None
+    max_iterations: int = 6
+    split: str = "readerfit"
+    budget: bool = True
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
             raise InputError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if "{question}" not in self.prompt or "{document_input}" not in self.prompt:
-            raise InputError("prompt must contain {question} and {document_input}")
+        check_prompt(self.prompt)
+        check_prompt(self.next_prompt, fields=("question", "document_input", "prev_summary", "prev_eval"),
+                     what="next_prompt")
+        if self.document_format not in DOCUMENT_FORMATS:
+            raise InputError(f"document_format must be one of {', '.join(DOCUMENT_FORMATS)}, got {self.document_format!r}")
+        if self.split not in SPLITS:
+            raise InputError(f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
+        if self.segment_size is not None and self.segment_size < 1:
+            raise InputError(f"segment_size must be >= 1 (or None: one step over all passages), got {self.segment_size}")
+        if self.max_iterations < 1:
+            raise InputError(f"max_iterations must be >= 1, got {self.max_iterations}")
+
+
+@dataclass
+class Parsed:
+    """A generation split into the context (the summary), the text a scorer reads, and the evaluation."""
+
+    context: str
+    scored: str
+    evaluation: str | None
+
+
+@dataclass
+class Step:
+    """One summarisation step: the candidates (contexts), their scores, the chosen one and what happened."""
+
+    units: list[str]
+    kept: list[int]
+    evaluations: list[str | None]
+    scores: list[float] | None = None
+    sampled: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return self.units[self.kept[0]] if self.kept else ""
+
+    @property
+    def evaluation(self) -> str | None:
+        return self.evaluations[self.kept[0]] if self.kept else None
 
 
 class Summary(BaseCompressor):
@@ -59,20 +137,102 @@ class Summary(BaseCompressor):
     name = "summary"
     config_class = SummaryConfig
 
-    def __init__(self, compressor: Any, config: SummaryConfig | None = None) -> None:
+    def __init__(self, compressor: Any, config: SummaryConfig | None = None, *, counter: Any = None) -> None:
         self.compressor = compressor
         self.config = config or SummaryConfig()
+        self.counter = counter if counter is not None else compressor  # whose tokens the budget counts
 
     @classmethod
     def from_config(cls, config: SummaryConfig, *, pool: Any, reader: LanguageModel | None = None) -> Summary:
-        return cls(pool.lm(config.compressor, dtype=config.compressor_dtype), config)
+        return cls(pool.lm(config.compressor, dtype=config.compressor_dtype), config, counter=reader)
+
+    # prompts and parsing
+    def prompt_for(self, question: str, passages: Sequence[Passage], *, iteration: int = 0,
+                   prev_summary: str = "", prev_eval: str = "") -> str:
+        cfg = self.config
+        if iteration == 0:
+            return summary_prompt(self.compressor, cfg.prompt, question, passages, document_format=cfg.document_format)
+        # the released code drops the previous verdict's "[INCOMPLETE]" mark before showing it again
+        return summary_prompt(self.compressor, cfg.next_prompt, question, passages, document_format=cfg.document_format,
+                              prev_summary=prev_summary, prev_eval=prev_eval.replace("[INCOMPLETE]", "").strip())
+
+    def parse(self, text: str) -> Parsed:
+        """The summary, what a scorer reads, and the evaluation of one generation.
+
+        ``official``: the released code scores the text before "\\n\\nEvaluation:" and reads its parse; a
+        generation without "Evaluation:" keeps that split summary and counts as "[INCOMPLETE]" (what the
+        released code's fallbacks mean to do; as written, its parse raises there and the step is dropped).
+        """
+        if self.config.split == "official":
+            scored = split_evaluation(text, official=True)[0]
+            summary, evaluation = parse_compact(text)
+            if evaluation is None:
+                return Parsed(context=scored, scored=scored, evaluation="[INCOMPLETE]")
+            return Parsed(context=summary, scored=scored, evaluation=evaluation)
+        summary, evaluation = split_evaluation(text)
+        return Parsed(context=summary, scored=summary, evaluation=evaluation)
 
     def greedy(self, question: str, passages: Sequence[Passage]) -> Generation:
-        prompt = summary_prompt(self.compressor, self.config.prompt, question, passages)
+        """The first step's greedy generation (as written: summary and evaluation): over all passages, or over
+        the first segment with ``segment_size``."""
+        size = self.config.segment_size
+        prompt = self.prompt_for(question, passages if size is None else passages[:size])
         return self.compressor.generate([prompt], max_new_tokens=self.config.max_new_tokens)[0][0]
 
+    def step(self, question: str, prompt: str, *, seed: int, budget: int | None) -> Step:
+        """One greedy summary."""
+        g = self.compressor.generate([prompt], max_new_tokens=self.config.max_new_tokens)[0][0]
+        parsed = self.parse(g.text)
+        return Step(units=[parsed.context], kept=[0], evaluations=[parsed.evaluation],
+                    details={"summary_tokens": len(g.token_ids),
+                             "hit_max_new_tokens": len(g.token_ids) >= self.config.max_new_tokens})
+
+    # the compressor
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
-        g = self.greedy(question, passages)
-        return Compression(text=g.text, units=[g.text], kept=[0],
-                           details={"summary_tokens": len(g.token_ids),
-                                    "hit_max_new_tokens": len(g.token_ids) >= self.config.max_new_tokens})
+        cfg = self.config
+        budget = self.counter.count_tokens(join_passages(passages)) if cfg.budget else None
+        seed = question_seed(getattr(cfg, "seed", 0), question)
+        if cfg.segment_size is None:
+            step = self.step(question, self.prompt_for(question, passages), seed=seed, budget=budget)
+            steps = [step]
+        else:
+            steps = self._iterate(question, passages, seed=seed, budget=budget)
+            step = steps[-1]
+        details: dict[str, Any] = dict(step.details)
+        if cfg.segment_size is not None:
+            details["iterations"] = [{"summary": s.text, "evaluation": s.evaluation, **s.details} for s in steps]
+        if any(e for e in step.evaluations):
+            details["evaluations"] = step.evaluations
+        metrics = {"sampled": float(step.sampled)} if self._samples() else {}
+        text, kept = step.text, list(step.kept)
+        if budget is not None:
+            over = step.text and self.counter.count_tokens(step.text) > budget
+            details["budget_tokens"] = budget
+            details["fallback"] = "passages" if over or not step.kept else None
+            metrics["fallback"] = float(details["fallback"] is not None)
+            if details["fallback"]:
+                # nothing the compressor wrote fits: the reader gets the passages it was given
+                text, kept = join_passages(passages), []
+        return Compression(text=text, units=step.units, scores=step.scores, kept=kept, metrics=metrics,
+                           details=details)
+
+    def _samples(self) -> bool:
+        return False
+
+    def _iterate(self, question: str, passages: list[Passage], *, seed: int, budget: int | None) -> list[Step]:
+        """CompAct: one step per segment of ``segment_size`` passages (at most ``max_iterations``), each shown
+        the previous summary and evaluation; stops after a "[COMPLETE]" evaluation."""
+        cfg = self.config
+        assert cfg.segment_size is not None
+        steps: list[Step] = []
+        prev_summary, prev_eval = "", ""
+        for i in range(min(cfg.max_iterations, -(-len(passages) // cfg.segment_size))):
+            segment = passages[i * cfg.segment_size : (i + 1) * cfg.segment_size]
+            prompt = self.prompt_for(question, segment, iteration=i, prev_summary=prev_summary, prev_eval=prev_eval)
+            # every step's summary is carried on; only the final context is held to the budget
+            step = self.step(question, prompt, seed=(seed + i) % (2**31 - 1), budget=None)
+            steps.append(step)
+            prev_summary, prev_eval = step.text, step.evaluation or ""
+            if "[COMPLETE]" in prev_eval:
+                break
+        return steps

@@ -1,11 +1,13 @@
-"""xCompress (Hu et al., AAAI 2026): reader-aware abstractive compression, and the one-summary baseline.
+"""xCompress (Hu et al., AAAI 2026): reader-aware abstractive compression.
 
 ``xcompress``: a compressor LM writes K (5) candidate summaries of the passages
 for the question with the paper's prompt (Appendix A), by stochastic decoding
 (temperature 1.0, repetition penalty 1.2) in one batched call that prefills the
 prompt once; a scorer in the reader's space (``sps`` by default, or ``ppl``,
 ``longppl``) ranks them and the lowest score wins. ``decoding="beam"`` takes the
-K best beams instead, as the authors' released code does.
+K best beams instead, as the authors' released code does. Each candidate is
+cut at the evaluation the prompt asks for: only the summary is scored, filtered
+and read (the evaluations are kept in ``details["evaluations"]``).
 
 Norm-guided filter: the greedy summary is written first; its reader hidden
 states H (T×D, the scorer's layer, penultimate by default) give
@@ -16,12 +18,20 @@ and sampling happens only when ratio ≤ threshold; otherwise the greedy summary
 is the context. The threshold comes from ``readerfit exp calibrate-filter``
 (a percentile of the ratio over a validation set, default the 30th, so about
 30% of questions are sampled), saved as JSON and loaded with
-``filter_file=PATH`` (or given directly as ``threshold=``). When the filter
-sends a question to sampling, the greedy summary competes with the K samples
-(``include_greedy``). ``Compression.metrics["sampled"]`` is 1 when candidates
-were sampled and 0 otherwise; the eval table reports its mean.
+``filter_file=PATH`` (or given directly as ``threshold=``); ``filter="online"``
+is the released code's pool instead (:class:`~readerfit.compressors.xcompress.filter.OnlinePool`:
+the first 50 summaries sampled, then the pool's 30th percentile). When the
+filter sends a question to sampling, the greedy summary competes with the K
+samples (``include_greedy``). ``Compression.metrics["sampled"]`` is 1 when
+candidates were sampled and 0 otherwise; the eval table reports its mean.
 
-``summary``: one greedy summary with the same prompt (the single-summary baseline).
+With ``segment_size`` the summary is written CompAct's way (the released code's):
+segment by segment, each step filtered, sampled and selected as above (see
+:mod:`readerfit.compressors.xcompress.summary`).
+
+``budget`` (default on): a candidate longer (in reader tokens) than the passages
+it summarises is never chosen; when no candidate fits, the reader gets the
+passages (``details["fallback"]``, ``metrics["fallback"]``).
 
 >>> from readerfit.models.pool import ModelPool                            # doctest: +SKIP
 >>> xc = build_compressor("xcompress", ModelPool(), k=5, scorer="sps")    # doctest: +SKIP
@@ -35,15 +45,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import numpy as np
-
-from readerfit.compressors.xcompress.filter import FilterCalibration, norm_ratio
-from readerfit.compressors.xcompress.summary import Summary, SummaryConfig, question_seed, summary_prompt
+from readerfit.compressors.xcompress.filter import FilterCalibration, OnlinePool, norm_ratio
+from readerfit.compressors.xcompress.summary import Step, Summary, SummaryConfig
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, require_local
 from readerfit.models.specs import DEFAULT_LM
-from readerfit.scorers import SCORERS, Scorer, build_scorer
-from readerfit.types import Compression, Generation, Passage
+from readerfit.registry import PRESET_NAMES
+from readerfit.scorers import SCORERS, Scorer
+from readerfit.types import Generation
+
+FILTERS = ("threshold", "online")
 
 
 def reader_for(name: str | None, *, pool: Any, reader: LanguageModel | None) -> LanguageModel:
@@ -57,11 +68,20 @@ def reader_for(name: str | None, *, pool: Any, reader: LanguageModel | None) -> 
 class XCompressConfig(SummaryConfig):
     """xCompress settings; defaults are the paper's (K=5, temperature 1.0, repetition penalty 1.2, SPS).
 
-    ``reader`` None scores in the pipeline's reader's space (a name picks another model).
+    ``reader`` None scores in the pipeline's reader's space (a name picks another model). ``scorer_preset``
+    builds the scorer from its own preset (``scorer_options`` override it). ``filter``: ``threshold``
+    (a calibrated ``filter_file`` or ``threshold``; neither = always sample) or ``online`` (the released pool).
     """
 
-    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
-
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "paper": {**SummaryConfig.PRESETS["paper"], "k": 5, "decoding": "sample", "temperature": 1.0, "top_p": 1.0,
+                  "repetition_penalty": 1.2, "scorer": "sps", "scorer_preset": "paper", "include_greedy": False,
+                  "filter": "threshold"},
+        # CompAct/run_prompt_norm_filtering.py: per segment a greedy summary, the online pool, 5 beams, SPS
+        "official": {**SummaryConfig.PRESETS["official"], "k": 5, "decoding": "beam", "num_beams": 5,
+                     "repetition_penalty": 1.2, "scorer": "sps", "scorer_preset": "official",
+                     "include_greedy": False, "filter": "online", "online_pool_size": 50, "online_fraction": 0.3},
+    }
 
     reader: str | None = None
     scorer: str = "sps"
@@ -78,6 +98,10 @@ class XCompressConfig(SummaryConfig):
     threshold: float | None = None
     filter_layer: int | None = None
     include_greedy: bool = True
+    scorer_preset: str | None = None
+    filter: str = "threshold"
+    online_pool_size: int = 50
+    online_fraction: float = 0.3
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -97,6 +121,13 @@ class XCompressConfig(SummaryConfig):
             raise InputError("give either filter_file or threshold, not both")
         if self.evaluator is not None and self.scorer != "longppl":
             raise InputError("evaluator is a LongPPL option; set scorer='longppl'")
+        if self.scorer_preset is not None and self.scorer_preset not in PRESET_NAMES:
+            raise InputError(f"scorer_preset must be one of {', '.join(PRESET_NAMES)}, got {self.scorer_preset!r}")
+        if self.filter not in FILTERS:
+            raise InputError(f"filter must be one of {', '.join(FILTERS)}, got {self.filter!r}")
+        if self.filter == "online" and (self.filter_file is not None or self.threshold is not None):
+            raise InputError("filter='online' keeps its own pool; give no filter_file or threshold")
+        OnlinePool(size=self.online_pool_size, fraction=self.online_fraction)  # validates them now
 
 
 class XCompress(Summary):
@@ -108,12 +139,14 @@ class XCompress(Summary):
 
     def __init__(self, compressor: LanguageModel, reader: LanguageModel, scorer: Scorer,
                  config: XCompressConfig | None = None) -> None:
-        super().__init__(compressor, config or XCompressConfig())
+        super().__init__(compressor, config or XCompressConfig(), counter=reader)
         self.config: XCompressConfig
         self.reader = reader
         self.scorer = scorer
         self.calibration: FilterCalibration | None = None
         self.threshold = self.config.threshold
+        self.pool = OnlinePool(size=self.config.online_pool_size, fraction=self.config.online_fraction) \
+            if self.config.filter == "online" else None
         if self.config.filter_file is not None:
             self.calibration = FilterCalibration.load(self.config.filter_file)
             if self.calibration.reader not in {self.config.reader, reader.name}:
@@ -145,8 +178,11 @@ class XCompress(Summary):
         options = dict(config.scorer_options)
         if config.evaluator:
             options["evaluator"] = config.evaluator
-        scorer = build_scorer(config.scorer, reader_lm, pool=pool, **options)
+        scorer = SCORERS.build(config.scorer, options, preset=config.scorer_preset, reader=reader_lm, pool=pool)
         return cls(compressor, reader_lm, scorer, config)
+
+    def _samples(self) -> bool:
+        return True
 
     def filter_ratio(self, text: str) -> float:
         """The norm ratio of a summary under the reader (nan for an empty summary, which is always sampled)."""
@@ -174,29 +210,48 @@ class XCompress(Summary):
                 scores[i] = float(s)
         return scores
 
-    def _compress(self, question: str, passages: list[Passage]) -> Compression:
+    def _filter(self, scored: str) -> tuple[bool, dict[str, Any]]:
+        """(sample?, what the filter saw) for a greedy summary's scored text."""
+        ratio = self.filter_ratio(scored)
+        if self.pool is not None:
+            sample, threshold = self.pool.decide(ratio)
+            return sample, {"filter_ratio": ratio, "threshold": threshold, "pool_size": len(self.pool.ratios)}
+        # An empty greedy summary is always sent to sampling (nothing to keep).
+        assert self.threshold is not None
+        return not (math.isfinite(ratio) and ratio > self.threshold), {"filter_ratio": ratio}
+
+    def step(self, question: str, prompt: str, *, seed: int, budget: int | None) -> Step:
+        """The filter, then K candidates (with the greedy one when kept) ranked by the scorer."""
         cfg = self.config
-        prompt = summary_prompt(self.compressor, cfg.prompt, question, passages)
-        seed = question_seed(cfg.seed, question)
         details: dict[str, Any] = {"scorer": cfg.scorer, "decoding": cfg.decoding, "seed": seed,
                                    "threshold": self.threshold}
         units: list[str] = []
-        greedy: Generation | None = None
-        if self.threshold is not None:
-            greedy = self.compressor.generate([prompt], max_new_tokens=cfg.max_new_tokens)[0][0]
-            ratio = self.filter_ratio(greedy.text)
-            details["filter_ratio"] = ratio
-            # An empty greedy summary is always sent to sampling (nothing to keep).
-            if math.isfinite(ratio) and ratio > self.threshold:
+        evaluations: list[str | None] = []
+        scored: list[str] = []
+        if self.threshold is not None or self.pool is not None:
+            greedy = self.parse(self.compressor.generate([prompt], max_new_tokens=cfg.max_new_tokens)[0][0].text)
+            sample, seen = self._filter(greedy.scored)
+            details.update(seen)
+            if not sample:
                 details["chosen"] = 0
-                return Compression(text=greedy.text, units=[greedy.text], kept=[0], metrics={"sampled": 0.0},
-                                   details=details)
+                return Step(units=[greedy.context], kept=[0], evaluations=[greedy.evaluation], details=details)
             if cfg.include_greedy:
-                units.append(greedy.text)
+                units.append(greedy.context)
+                evaluations.append(greedy.evaluation)
+                scored.append(greedy.scored)
         details["greedy_index"] = 0 if units else None
-        units.extend(g.text for g in self.candidates(prompt, seed=seed))
-        scores = self.rank(units)
-        chosen = int(np.argmin(scores))  # first of equal scores
+        for g in self.candidates(prompt, seed=seed):
+            parsed = self.parse(g.text)
+            units.append(parsed.context)
+            evaluations.append(parsed.evaluation)
+            scored.append(parsed.scored)
+        scores = self.rank(scored)
+        # the lowest score among the candidates that fit the budget (the first of equal scores)
+        fits = [i for i in range(len(units))
+                if budget is None or not units[i] or self.counter.count_tokens(units[i]) <= budget]
+        if budget is not None:
+            details["over_budget"] = [i for i in range(len(units)) if i not in fits]
+        chosen = min(fits, key=lambda i: (scores[i], i)) if fits else None
         details["chosen"] = chosen
-        return Compression(text=units[chosen], units=units, scores=scores, kept=[chosen], metrics={"sampled": 1.0},
-                           details=details)
+        return Step(units=units, kept=[] if chosen is None else [chosen], evaluations=evaluations, scores=scores,
+                    sampled=True, details=details)
