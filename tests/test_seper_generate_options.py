@@ -55,8 +55,10 @@ def test_top_k_samples_only_among_the_k_likeliest(tiny_lm):
         tiny_lm.generate([prompt], n=2, temperature=1.0, max_new_tokens=2, stop="\n")
 
 
-def test_openai_backend_sends_stop_and_top_k_only_when_given(monkeypatch):
+@pytest.mark.parametrize("flavour", ["vllm", "none"])
+def test_openai_backend_sends_stop_and_top_k_only_when_given(monkeypatch, flavour):
     lm = OpenAILanguageModel("stub", base_url="http://127.0.0.1:9/v1")
+    monkeypatch.setattr(lm.server, "flavour", lambda: flavour)  # no server: the request bodies are captured
     sent = []
     monkeypatch.setattr(lm, "_generate_one", lambda prompt, body: sent.append(body) or [])
     monkeypatch.setattr(lm.http, "map", lambda fn, items: [fn(x) for x in items])
