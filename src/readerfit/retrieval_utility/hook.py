@@ -20,7 +20,8 @@ def eval_record_hook(*, pool: Any, judge: str = "lexical", n: int = 10, preset: 
     ``delta_seper_hard`` and ``seper`` (with the context) to ``record.extra``; a
     SePer failure (e.g. a context too long for the prompt) is noted as
     ``seper_error`` without failing the record. The no-context samples of an
-    example are drawn once and shared by all compressors.
+    example are drawn once and shared by all compressors; a compressor that
+    kept nothing (an empty or whitespace context) is no retrieval: ΔSePer 0.
     """
     cfg = config or make_config(SePerConfig, {"n": n, "judge": judge}, what="SePer", preset=preset)
     judge_obj = build_judge(cfg.judge, pool=pool)
