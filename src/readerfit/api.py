@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from readerfit.compressors import COMPRESSORS, BaseCompressor
 from readerfit.errors import InputError
-from readerfit.models.lm import LanguageModel
+from readerfit.models.lm import LanguageModel, PromptText
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.retrieval_utility.belief import SePerResult
 from readerfit.retrieval_utility.seper import DeltaSePer, SePer
-from readerfit.scorers import build_scorer
+from readerfit.scorers import SCORERS
 from readerfit.types import Compression, Passage
 
 
@@ -54,40 +55,102 @@ def as_passages(passages: Sequence[str | dict[str, Any] | Passage]) -> list[Pass
 
 
 def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], method: str = "exit", *,
-             pool: ModelPool | None = None, reader: str | LanguageModel | None = None, **options: Any) -> Compression:
+             pool: ModelPool | None = None, reader: str | LanguageModel | None = None, preset: str | None = None,
+             **options: Any) -> Compression:
     """The passages compressed for the question by a registered compressor (``options``: its config's fields).
 
-    ``reader`` (a name or an LM) is the reader the context is for: reader-aware methods score with it.
+    ``reader`` (a name or an LM) is the reader the context is for: reader-aware methods score with it, and
+    ``tokens_in`` / ``tokens_out`` count its tokens (0 without a reader). ``preset`` (``paper``, ``official``)
+    starts from that preset's settings; ``options`` override them.
 
     >>> import readerfit
     >>> c = readerfit.compress("Who wrote it?", [{"title": "Book", "text": "Anna wrote it."}], method="none")
     >>> c.text, c.kept
     ('Book\\nAnna wrote it.', [0])
     """
+    given = as_passages(passages)  # checked before any model loads
     pool = pool or default_pool()
     reader_lm = pool.lm(reader) if isinstance(reader, str) else reader
+    key = _options_key(options, what="compressor options")
+    # built once per (method, options, preset, reader) and kept in the pool with its models
+    built: BaseCompressor = pool.cached(
+        ("compressor", method, key, preset, id(reader_lm)),
+        lambda: COMPRESSORS.build(method, options, preset=preset, pool=pool, reader=reader_lm))
+    compression = built.compress(question, given)
+    if reader_lm is not None:  # counted as the eval pipeline counts them: the reader's tokens, blank passages left out
+        compression.tokens_in = reader_lm.count_tokens("\n\n".join(p.render() for p in given if p.text.strip()))
+        compression.tokens_out = reader_lm.count_tokens(compression.text) if compression.text else 0
+    return compression
+
+
+def _options_key(options: dict[str, Any], *, what: str) -> str:
     try:
-        key = json.dumps(options, sort_keys=True)
+        return json.dumps(options, sort_keys=True)
     except (TypeError, ValueError) as err:
-        raise InputError(f"compressor options must be JSON values, got {options!r}") from err
-    # built once per (method, options, reader) and kept in the pool with its models
-    built: BaseCompressor = pool.cached(("compressor", method, key, id(reader_lm)),
-                                        lambda: COMPRESSORS.build(method, options, pool=pool, reader=reader_lm))
-    return built.compress(question, as_passages(passages))
+        raise InputError(f"{what} must be JSON values, got {options!r}") from err
 
 
 def score(texts: Sequence[str], scorer: str = "sps", *, reader: str | LanguageModel = DEFAULT_LM,
-          pool: ModelPool | None = None, prompts: Sequence[str] | None = None, **options: Any) -> list[float]:
+          pool: ModelPool | None = None, prompts: Sequence[str] | None = None,
+          contexts: Sequence[str | None] | None = None, preset: str | None = None, **options: Any) -> list[float]:
     """Each text's score under the reader (``sps``, ``ppl`` or ``longppl``; lower = the reader uses it better).
+
+    ``contexts``: plain text each text is scored after (None: the text alone); it is data, tokenized without
+    control tokens. ``prompts``: template text before each text (chat turns; control tokens allowed).
+    ``preset`` (``paper``, ``official``) starts from that preset's settings; ``options`` override them.
 
     >>> import readerfit
     >>> scores = readerfit.score(["Paris is the capital of France."], scorer="ppl")   # doctest: +SKIP
     """
     if isinstance(texts, str):
         raise InputError("texts must be a list of strings, got a single string; wrap it in a list")
+    texts = list(texts)
     pool = pool or default_pool()
     lm = pool.lm(reader) if isinstance(reader, str) else reader
-    return build_scorer(scorer, lm, pool=pool, **options).score(list(texts), prompts=prompts)
+    key = _options_key(options, what="scorer options")
+    built = pool.cached(("scorer", scorer, key, preset, id(lm)),
+                        lambda: SCORERS.build(scorer, options, preset=preset, reader=lm, pool=pool))
+    if scorer == "longppl":
+        _refuse_control_tokens(lm, texts, what="text")
+        _refuse_control_tokens(lm, [c if isinstance(c, str) else "" for c in contexts or ()], what="context")
+    if contexts is None:
+        return list(built.score(texts, prompts=prompts))
+    if prompts is not None:
+        raise InputError("give prompts (template text) or contexts (plain text), not both")
+    if isinstance(contexts, str) or len(contexts) != len(texts):
+        raise InputError(f"expected one context (or None) per text: {len(texts)} texts, got "
+                         f"{'a single string' if isinstance(contexts, str) else len(contexts)}")
+    for i, c in enumerate(contexts):
+        if c is not None and (not isinstance(c, str) or not c.strip()):
+            raise InputError(f"context {i} is blank or not a string; give text, or None for no context")
+    given = [i for i, c in enumerate(contexts) if c is not None]
+    if given and scorer == "sps":
+        raise InputError("sps scores a text alone (its reader representation has no context); leave the context "
+                         "out, or score with ppl or longppl")
+    alone = [i for i, c in enumerate(contexts) if c is None]
+    out: list[float] = [math.nan] * len(texts)
+    if alone:
+        for i, s in zip(alone, built.score([texts[i] for i in alone])):
+            out[i] = s
+    if given:
+        # a context is content: PromptText keeps control-token strings in it plain text
+        prompts_ = [PromptText.content(str(contexts[i])) for i in given]
+        for i, s in zip(given, built.score([texts[i] for i in given], prompts=prompts_)):
+            out[i] = s
+    return out
+
+
+def _refuse_control_tokens(lm: LanguageModel, texts: Sequence[str], *, what: str) -> None:
+    """LongPPL tokenizes its text and prompt as template text (scorers/perplexity.py ``_sequence``), where a
+    string such as ``<|im_start|>`` becomes a control token; text is data, so such text is refused here."""
+    tokenizer = getattr(lm, "tokenizer", None)
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    control = {t.content for t in added.values() if getattr(t, "special", False) and t.content}
+    for i, text in enumerate(texts):
+        found = sorted(c for c in control if c in text)
+        if found:
+            raise InputError(f"{what} {i} contains the control-token string {found[0]!r}; longppl would read it as "
+                             "a control token, so it is refused (ppl and sps read it as plain text)")
 
 
 def seper(question: str, answers: Sequence[str], *, context: str | None = None, generator: str = DEFAULT_LM,
@@ -100,3 +163,48 @@ def seper(question: str, answers: Sequence[str], *, context: str | None = None, 
     """
     s = SePer.from_pool(pool or default_pool(), generator=generator, judge=judge, **options)
     return s.seper(question, answers) if context is None else s.delta(question, answers, context)
+
+
+def _finite(value: Any) -> Any:
+    """NaN/inf become null: strict JSON has neither."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def compression_json(compression: Compression, *, question: str, compressor: str,
+                     id: str | int | None = None) -> dict[str, Any]:
+    """The one JSON object of a compression (``readerfit compress --json`` and ``POST /v1/compress``).
+
+    ``id`` (the input's, when it had one) comes first; non-finite scores are null.
+
+    >>> c = Compression(text="Anna wrote it.", units=["Anna wrote it."], kept=[0], tokens_in=4, tokens_out=4)
+    >>> d = compression_json(c, question="Who?", compressor="none")
+    >>> list(d), d["kept"], d["scores"]
+    (['question', 'compressor', 'text', 'units', 'kept', 'scores', 'tokens_in', 'tokens_out', 'seconds'], [0], None)
+    """
+    head: dict[str, Any] = {} if id is None else {"id": id}
+    return {**head, "question": question, "compressor": compressor, "text": compression.text,
+            "units": list(compression.units), "kept": list(compression.kept),
+            "scores": None if compression.scores is None else _finite([float(s) for s in compression.scores]),
+            "tokens_in": int(compression.tokens_in), "tokens_out": int(compression.tokens_out),
+            "seconds": float(compression.seconds)}
+
+
+def score_json(scores: dict[str, list[float]]) -> dict[str, Any]:
+    """The one JSON object of scores (``readerfit score --json`` and ``POST /v1/score``): ``{"scorer": name,
+    "scores": [..]}`` for one scorer, ``{"scorer": [names], "scores": {name: [..]}}`` for several.
+
+    >>> score_json({"ppl": [2.5, float("nan")]})
+    {'scorer': 'ppl', 'scores': [2.5, None]}
+    >>> score_json({"sps": [1.0], "ppl": [3.0]})
+    {'scorer': ['sps', 'ppl'], 'scores': {'sps': [1.0], 'ppl': [3.0]}}
+    """
+    if not scores:
+        raise InputError("no scorer given")
+    if len(scores) == 1:
+        ((name, values),) = scores.items()
+        return {"scorer": name, "scores": _finite([float(v) for v in values])}
+    return {"scorer": list(scores), "scores": {k: _finite([float(v) for v in v_]) for k, v_ in scores.items()}}

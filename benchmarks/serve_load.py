@@ -1,0 +1,174 @@
+"""A bounded load test of ``readerfit serve`` on loopback: requests/s and p50/p99 latency at 1, 4, 16 clients.
+
+Starts its own server (``readerfit serve`` on a free loopback port, models loaded once) unless ``--url`` points
+at one, then for each level sends ``--requests`` requests from that many concurrent clients (each client sends
+its next request when the last one answers) and times each from send to full response. The bodies are the
+shipped demo questions with their own passages, in turn. Every response must be 200 with the endpoint's JSON
+object; the table's ``errors`` column must read 0, else the script exits 1.
+
+    python benchmarks/serve_load.py [--endpoint compress|score|seper] [--compressor exit] [--requests 48] \
+        [--levels 1 4 16] [--max-concurrency 1] [--threads 1] [--url http://127.0.0.1:8080] [--json]
+
+p99 is the nearest-rank percentile: with 48 requests a level it is the slowest request.
+``--json`` prints the result object on the last line; it is also written to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of the values."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def bodies(endpoint: str, compressor: str) -> list[dict]:
+    from readerfit.data import load_demo
+
+    out = []
+    for ex in load_demo():
+        if endpoint == "compress":
+            out.append({"question": ex.question, "passages": [p.to_dict() for p in ex.passages][:5],
+                        "compressor": compressor})
+        elif endpoint == "score":
+            out.append({"texts": [p.render() for p in ex.passages[:2]], "scorer": "sps"})
+        else:
+            out.append({"question": ex.question, "answers": ex.answers, "context": ex.passages[0].render(),
+                        "options": {"n": 4, "max_new_tokens": 16}})
+    return out
+
+
+def expected_keys(endpoint: str) -> set[str]:
+    return {"compress": {"text", "kept", "tokens_in"}, "score": {"scorer", "scores"},
+            "seper": {"without", "with", "delta"}}[endpoint]
+
+
+async def run_level(url: str, endpoint: str, payloads: list[dict], *, clients: int, requests: int) -> dict:
+    import httpx
+
+    latencies: list[float] = []
+    errors: list[str] = []
+    queue = list(range(requests))
+
+    async def client(session: httpx.AsyncClient) -> None:
+        while queue:
+            i = queue.pop()
+            start = time.perf_counter()
+            try:
+                r = await session.post(f"/v1/{endpoint}", json=payloads[i % len(payloads)])
+                ok = r.status_code == 200 and expected_keys(endpoint) <= set(r.json())
+                if not ok:
+                    errors.append(f"{r.status_code}: {r.text[:200]}")
+            except Exception as err:  # a refused connection, a timeout: counted, reported
+                errors.append(f"{type(err).__name__}: {err}")
+            latencies.append(time.perf_counter() - start)
+
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as session:
+        start = time.perf_counter()
+        await asyncio.gather(*(client(session) for _ in range(clients)))
+        wall = time.perf_counter() - start
+    return {"clients": clients, "requests": requests, "errors": len(errors), "error_samples": errors[:3],
+            "seconds": wall, "rps": requests / wall, "p50_ms": 1000 * percentile(latencies, 50),
+            "p99_ms": 1000 * percentile(latencies, 99), "mean_ms": 1000 * statistics.fmean(latencies)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str, Path]:
+    import httpx
+
+    port = free_port()
+    log = Path(tempfile.mkdtemp(prefix="serve-load-")) / "server.log"
+    command = [sys.executable, "-m", "readerfit.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+               "--compressor", args.compressor, "--reader", args.reader, "--max-concurrency", str(args.max_concurrency),
+               "--log-level", "warning"] + (["--threads", str(args.threads)] if args.threads else [])
+    env = {**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})}
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    while True:
+        if process.poll() is not None:
+            sys.exit(f"the server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(url + "/health", timeout=5).status_code == 200:
+                return process, url, log
+        except httpx.TransportError:
+            time.sleep(0.2)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--url", default=None, help="a running server (default: start one)")
+    p.add_argument("--endpoint", default="compress", choices=["compress", "score", "seper"])
+    p.add_argument("--compressor", default="exit")
+    p.add_argument("--reader", default="smollm2-135m")
+    p.add_argument("--requests", type=int, default=48, help="requests per level")
+    p.add_argument("--levels", type=int, nargs="+", default=[1, 4, 16], help="concurrent clients")
+    p.add_argument("--max-concurrency", type=int, default=1, help="the started server's --max-concurrency")
+    p.add_argument("--threads", type=int, default=None, help="the started server's torch threads")
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "serve_load.json"))
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+
+    import httpx
+
+    from readerfit.io import markdown_table, write_json
+
+    process = None
+    if args.url is None:
+        process, url, log = start_server(args)
+    else:
+        url = args.url.rstrip("/")
+    try:
+        health = httpx.get(url + "/health", timeout=30).json()
+        payloads = bodies(args.endpoint, args.compressor)
+        asyncio.run(run_level(url, args.endpoint, payloads, clients=1, requests=2))  # warm-up, not counted
+        levels = [asyncio.run(run_level(url, args.endpoint, payloads, clients=c, requests=args.requests))
+                  for c in args.levels]
+    finally:
+        if process is not None:
+            process.terminate()
+            process.wait(timeout=60)
+    result = {"endpoint": args.endpoint, "compressor": args.compressor if args.endpoint == "compress" else None,
+              "server": {k: health.get(k) for k in ("reader", "compressors", "scorers", "max_concurrency")},
+              "threads": args.threads, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "levels": levels,
+              "errors": sum(level["errors"] for level in levels)}
+    table = markdown_table(levels, [("clients", "clients", ""), ("requests", "requests", ""), ("errors", "errors", ""),
+                                    ("rps", "requests/s", ".2f"), ("p50_ms", "p50 ms", ".0f"),
+                                    ("p99_ms", "p99 ms", ".0f")])
+    write_json(args.out, result)
+    print(table)
+    print(f"\n{args.endpoint} ({result['compressor'] or ''}) on {url}; server max_concurrency "
+          f"{health.get('max_concurrency')}; errors: {result['errors']}; written to {args.out}")
+    if args.json:
+        print(json.dumps(result))
+    if result["errors"]:
+        for level in levels:
+            for sample in level["error_samples"]:
+                print(f"error at {level['clients']} clients: {sample}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

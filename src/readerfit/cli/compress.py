@@ -1,0 +1,245 @@
+"""``readerfit compress``: a question and its passages as JSON in, the compressed context out.
+
+    echo '{"question": "Who founded the club?", "passages": ["Marta founded it in 1887.", "Rain fell."]}' \
+        | readerfit compress [--compressor exit] [--option KEY=VALUE] [--preset paper|official] [--json]
+    readerfit compress --input questions.jsonl [--out results.jsonl]      # JSONL: one JSON line per input line
+
+One JSON object ``{"question": str, "passages": [str | {"title": str, "text": str}]}`` (other keys are
+ignored) prints the compressed text, and with ``--json`` then the result object on the last line:
+``{"question", "compressor", "text", "units", "kept", "scores", "tokens_in", "tokens_out", "seconds"}``
+(tokens are the reader's). JSONL — one such object per line, each with an optional ``"id"`` — prints one
+result object per line as it goes, each with its ``id`` (the line number where the line has none); with
+``--out FILE`` they are appended to FILE instead, and a rerun skips the ids already there. Every line is
+checked before any model loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import filelock
+from tqdm import tqdm
+
+from readerfit import api
+from readerfit.cli.options import add_model_args, add_server_args, emit, parse_options, positive_int, set_threads
+from readerfit.compressors import COMPRESSORS
+from readerfit.errors import InputError
+from readerfit.io import RecordLog
+from readerfit.models.pool import ModelPool
+from readerfit.models.specs import DEFAULT_LM
+from readerfit.registry import PRESET_NAMES
+
+
+def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
+    p.add_argument("--input", default="-", metavar="FILE",
+                   help="a JSON object or JSONL file ('-': stdin, the default)")
+    p.add_argument("--compressor", default="exit", help=f"a registered compressor: {', '.join(COMPRESSORS.names())} "
+                                                        "(default: exit)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a compressor option (KEY=VALUE or COMPRESSOR.KEY=VALUE), e.g. threshold=0.3 (repeatable)")
+    p.add_argument("--preset", default=None, choices=list(PRESET_NAMES),
+                   help="the method as its paper defines it (paper) or as its authors' released code runs it "
+                        "(official); --option values override it")
+    p.add_argument("--reader", default=DEFAULT_LM,
+                   help="the reader the context is for: reader-aware compressors use it, tokens are its tokens")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="append the JSON lines to FILE; a rerun skips the ids already in it")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
+    add_model_args(p)
+    add_server_args(p)
+
+
+# ----- input -------------------------------------------------------------------------------------------------
+@dataclass
+class Item:
+    """One question and its passages, where it came from (for errors) and its id (given, else the line number)."""
+
+    where: str
+    key: str | int
+    given_id: bool
+    question: str
+    passages: list[Any]
+
+
+def read_source(path: str, *, what: str = "input") -> tuple[str, str]:
+    """(text, label) of ``path`` ('-': stdin)."""
+    if path == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise InputError(f"no {what}: pipe it into the command, or give --input FILE")
+        return sys.stdin.read(), "stdin"
+    file = Path(path)
+    if not file.is_file():
+        raise InputError(f"--input {path!r} is not a file")
+    try:
+        return file.read_text(encoding="utf-8"), path
+    except UnicodeDecodeError as err:
+        raise InputError(f"--input {path!r} is not UTF-8 text (byte {err.start}: {err.reason})") from None
+
+
+def json_lines(text: str, label: str) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) of every non-blank line."""
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                yield n, json.loads(line)
+            except json.JSONDecodeError as err:
+                raise InputError(f"{label} line {n}: not JSON ({err.msg} at column {err.colno})") from None
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(
+        type(value), type(value).__name__)
+
+
+def parse_item(obj: Any, *, where: str, line: int) -> Item:
+    """One input object checked: a non-blank question, a non-empty list of passages, an optional id."""
+    if not isinstance(obj, dict):
+        raise InputError(f'{where}: expected a JSON object {{"question": ..., "passages": [...]}}, got {_kind(obj)}')
+    for field in ("question", "passages"):
+        if field not in obj:
+            raise InputError(f"{where}: field {field!r} is missing")
+    question, passages = obj["question"], obj["passages"]
+    if not isinstance(question, str):
+        raise InputError(f"{where}: field 'question' must be a string, got {_kind(question)}")
+    if not question.strip():
+        raise InputError(f"{where}: field 'question' is blank")
+    if not isinstance(passages, list):
+        raise InputError(f"{where}: field 'passages' must be a list of strings or {{title, text}} objects, "
+                         f"got {_kind(passages)}")
+    if not passages:
+        raise InputError(f"{where}: field 'passages' is empty; give at least one passage")
+    try:
+        checked = api.as_passages(passages)
+    except InputError as err:
+        raise InputError(f"{where}: field {err}") from None
+    if not any(p.text.strip() for p in checked):
+        raise InputError(f"{where}: field 'passages': all {len(passages)} passages are blank")
+    given = obj.get("id")
+    if given is not None and (isinstance(given, bool) or not isinstance(given, (str, int))):
+        raise InputError(f"{where}: field 'id' must be a string or an integer, got {_kind(given)}")
+    return Item(where=where, key=line if given is None else given, given_id=given is not None, question=question,
+                passages=passages)
+
+
+def read_items(text: str, label: str) -> tuple[list[Item], bool]:
+    """(the items, whether the input was JSONL): one JSON object (over any number of lines), or JSONL."""
+    if not text.strip():
+        raise InputError(f'{label} is empty; expected a JSON object {{"question": ..., "passages": [...]}} or JSONL')
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None
+    else:
+        return [parse_item(whole, where=label, line=1)], False
+    items: list[Item] = []
+    seen: dict[str | int, int] = {}
+    for n, obj in json_lines(text, label):
+        item = parse_item(obj, where=f"{label} line {n}", line=n)
+        if item.key in seen:
+            raise InputError(f"{label} line {n}: field 'id' {item.key!r} is also on line {seen[item.key]}; "
+                             "ids must be unique (a rerun with --out skips the ids it has)")
+        seen[item.key] = n
+        items.append(item)
+    return items, True
+
+
+def named_options(items: Sequence[str], names: Sequence[str], *, flag: str = "--option") -> dict[str, dict[str, Any]]:
+    """``--option`` values for the components ``names``: ``NAME.KEY=VALUE``, or ``KEY=VALUE`` when there is one."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        head = item.partition("=")[0]
+        if "." not in head:
+            if len(names) != 1:
+                raise InputError(f"{flag} {item!r}: name the one it is for, NAME.KEY=VALUE (one of {', '.join(names)})")
+            item = f"{names[0]}.{item}"
+        for name, values in parse_options([item]).items():
+            if name not in names:
+                raise InputError(f"{flag} {item!r} is for {name!r}, which this command does not run "
+                                 f"({', '.join(names)})")
+            out.setdefault(name, {}).update(values)
+    return out
+
+
+# ----- output ------------------------------------------------------------------------------------------------
+class _OneWriter:
+    """The --out file's records, with its lock held (one writer; a crashed run's lock dies with it)."""
+
+    def __init__(self, path: Path, compressor: str) -> None:
+        if path.is_dir():
+            raise InputError(f"--out {str(path)!r} is a folder; expected a JSONL file (new or of an earlier run)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.lock = filelock.FileLock(f"{path}.lock", timeout=0)
+        try:
+            self.lock.acquire()
+        except filelock.Timeout:
+            raise InputError(f"--out {str(path)!r} is being written by another readerfit compress; wait for it to "
+                             "finish, or give another --out") from None
+
+        def check(record: dict[str, Any]) -> str | None:
+            if "text" not in record or "question" not in record:
+                return "not a compress result"
+            if record.get("compressor") != compressor:
+                return f"a result of compressor {record.get('compressor')!r}, not {compressor!r}"
+            return None
+
+        try:
+            self.log = RecordLog(path, key=("id",), check=check)
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def close(self) -> None:
+        self.lock.release()
+
+
+def run(args: argparse.Namespace) -> int:
+    name = args.compressor
+    if name not in COMPRESSORS:
+        raise COMPRESSORS.unknown(name)
+    options = named_options(args.option, [name]).get(name, {})
+    items, many = read_items(*read_source(args.input))
+    writer = _OneWriter(Path(args.out), name) if args.out else None
+    try:
+        return _compress_all(args, items, many=many or writer is not None, options=options, writer=writer)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _compress_all(args: argparse.Namespace, items: list[Item], *, many: bool, options: dict[str, Any],
+                  writer: _OneWriter | None) -> int:
+    set_threads(args.threads)
+    todo = [it for it in items if writer is None or not writer.log.done((it.key,))]
+    pool = ModelPool(device=args.device, dtype=args.dtype, openai_base_url=args.base_url, openai_api_key=args.api_key)
+    reader = pool.lm(args.reader) if todo else None
+    bar = tqdm(total=len(items), initial=len(items) - len(todo), disable=args.no_progress or not many,
+               file=sys.stderr, desc=f"compress ({args.compressor})", unit="question", dynamic_ncols=True)
+    result: dict[str, Any] = {}
+    with bar:
+        for it in todo:
+            try:
+                compression = api.compress(it.question, it.passages, method=args.compressor, pool=pool,
+                                           reader=reader, preset=args.preset, **options)
+            except InputError as err:
+                raise InputError(f"{it.where}: {err}") from None
+            result = api.compression_json(compression, question=it.question, compressor=args.compressor,
+                                          id=it.key if many or it.given_id else None)
+            if writer is not None:
+                writer.log.append(result)
+            elif many:
+                print(json.dumps(result, ensure_ascii=False, allow_nan=False), flush=True)
+            bar.update()
+    if writer is not None:
+        summary = {"out": str(writer.log.path), "n": len(items), "written": len(todo),
+                   "skipped": len(items) - len(todo)}
+        emit(summary, f"compressed {len(todo)} of {len(items)} ({len(items) - len(todo)} already in "
+                      f"{writer.log.path}); results: {writer.log.path}", as_json=args.json)
+    elif not many:
+        emit(result, result["text"], as_json=args.json)
+    return 0

@@ -1,0 +1,64 @@
+"""``readerfit serve``: compress, score and SePer over HTTP (``pip install 'readerfit[serve]'``).
+
+    readerfit serve [--host 127.0.0.1] [--port 8080] [--compressor exit none ...] [--reader R] \
+        [--option exit.threshold=0.3] [--preset paper|official] [--max-concurrency 1] [--max-body-bytes N]
+
+The models load once, before the server listens; then ``POST /v1/compress``, ``/v1/score``, ``/v1/seper``
+answer with the JSON objects of ``compress --json``, ``score --json`` and ``seper --json`` (the schema is at
+``/openapi.json``). The host defaults to loopback: the API has no authentication.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Sequence
+
+from readerfit.cli.options import add_dataclass_args, parse_options, positive_int, set_threads
+from readerfit.errors import InputError, require
+from readerfit.serve.config import ServeConfig
+
+
+def port_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0..65535 (0: any free port), got {value}")
+    return value
+
+
+def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default: loopback; the API has no authentication)")
+    p.add_argument("--port", type=port_number, default=8080, help="(default: 8080)")
+    add_dataclass_args(p, ServeConfig, exclude=("options",))
+    p.add_argument("--option", action="append", default=[], metavar="NAME.KEY=VALUE",
+                   help="a served compressor's or scorer's option at start, e.g. exit.threshold=0.3 (repeatable)")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                   help="uvicorn's log level (info logs every request)")
+
+
+def config_from(args: argparse.Namespace) -> ServeConfig:
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(ServeConfig) if hasattr(args, f.name)}
+    try:
+        return ServeConfig(**values, options=parse_options(args.option))
+    except TypeError as err:
+        raise InputError(str(err)) from err
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    require("fastapi", extra="serve", purpose="readerfit serve")
+    uvicorn = require("uvicorn", extra="serve", purpose="readerfit serve")
+    from readerfit.serve.app import create_app  # imports FastAPI: only when serving
+
+    set_threads(args.threads)
+    print(f"readerfit serve: loading {', '.join(config.compressors)} and the reader {config.reader} ...",
+          file=sys.stderr, flush=True)
+    app = create_app(config)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0

@@ -1,0 +1,181 @@
+"""The HTTP API (FastAPI): ``create_app(config)`` loads the models, then returns the app uvicorn serves.
+
+    GET  /health            what is loaded, and the requests in flight
+    GET  /v1/compressors    the served compressors (the first is the default) and every registered one
+    POST /v1/compress       {"question", "passages", "compressor"?, "options"?, "preset"?, "id"?} → compress --json's object
+    POST /v1/score          {"texts", "scorer"?, "options"?, "preset"?} → score --json's object
+    POST /v1/seper          {"question", "answers", "context"?, "options"?, "preset"?} → seper --json's object
+    GET  /openapi.json      the schema
+
+Model work runs in worker threads, at most ``max_concurrency`` at once (the rest wait their turn). Every
+error is JSON: ``{"error": message, "field": the request field or null, ...}`` — 422 for a body that does not
+match the schema (an unknown compressor lists the registered and served ones), 400 for input the method
+refuses, 413 for a body over ``max_body_bytes``, 503 when the server lacks a package or backend.
+"""
+
+
+import logging
+from typing import Any
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from readerfit import __version__
+from readerfit.compressors import COMPRESSORS
+from readerfit.errors import BackendUnavailableError, MissingPackageError, ReaderfitError
+from readerfit.serve.config import ServeConfig
+from readerfit.serve.errors import Refused, error_response, validation_response
+from readerfit.serve.pool import ServingPool
+from readerfit.serve.schemas import (
+    CompressorInfo,
+    CompressorsResponse,
+    CompressResponse,
+    ErrorResponse,
+    HealthResponse,
+    ScoreResponse,
+    SePerRequest,
+    SePerResponse,
+    TextObject,
+    request_models,
+)
+from readerfit.serve.service import Service
+
+log = logging.getLogger("readerfit.serve")
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorResponse, "description": "input the method refuses (the message says why)"},
+    413: {"model": ErrorResponse, "description": "request body over the server's limit"},
+    422: {"model": ErrorResponse, "description": "a body that does not match the schema; `field` names it"},
+    503: {"model": ErrorResponse, "description": "the server lacks a package or a backend for this request"},
+}
+
+
+def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service: Service | None = None) -> FastAPI:
+    """Load the models of ``config`` (or take a loaded ``service``) and build the app."""
+    service = service or Service(config, pool=pool).load()
+    config = service.config
+    limiter = anyio.CapacityLimiter(config.max_concurrency)
+    CompressRequest, ScoreRequest = request_models(config.compressors, config.scorers)
+
+    app = FastAPI(title="readerfit", version=__version__,
+                  description="Fit retrieved context to the reader LLM: compress, score, SePer.")
+    app.state.service = service
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    _add_error_handlers(app, service)
+
+    async def work(fn: Any, /, **kwargs: Any) -> Any:
+        def run() -> Any:
+            service.enter()
+            try:
+                return fn(**kwargs)
+            finally:
+                service.leave()
+
+        return await anyio.to_thread.run_sync(run, limiter=limiter)
+
+    def fixed(body: Any) -> None:
+        if config.fixed_options and (body.options or body.preset is not None):
+            raise Refused(422, "this server runs fixed options (started with --fixed-options): leave options and "
+                               "preset out", field="options" if body.options else "preset")
+
+    @app.get("/health", response_model=HealthResponse)
+    async def health() -> dict[str, Any]:
+        return service.health()
+
+    @app.get("/v1/compressors", response_model=CompressorsResponse)
+    async def compressors() -> CompressorsResponse:
+        return CompressorsResponse(
+            default=config.default_compressor, served=list(config.compressors),
+            registered=[CompressorInfo(name=n, help=COMPRESSORS.help(n), served=n in config.compressors)
+                        for n in COMPRESSORS.names()])
+
+    @app.post("/v1/compress", response_model=CompressResponse, response_model_exclude_unset=True, responses=ERRORS)
+    async def compress(body: CompressRequest) -> Any:  # type: ignore[valid-type]
+        fixed(body)
+        passages = [p if isinstance(p, str) else p.model_dump(exclude_none=True) for p in body.passages]  # type: ignore[attr-defined]
+        return await work(service.compress, question=body.question, passages=passages,  # type: ignore[attr-defined]
+                          compressor=body.compressor, options=body.options, preset=body.preset,  # type: ignore[attr-defined]
+                          id=body.id)  # type: ignore[attr-defined]
+
+    @app.post("/v1/score", response_model=ScoreResponse, responses=ERRORS)
+    async def score(body: ScoreRequest) -> Any:  # type: ignore[valid-type]
+        fixed(body)
+        items = [t if isinstance(t, TextObject) else TextObject(text=t) for t in body.texts]  # type: ignore[attr-defined]
+        scorers = body.scorer if isinstance(body.scorer, list) else [body.scorer]  # type: ignore[attr-defined]
+        contexts = [t.context for t in items]
+        return await work(service.score, texts=[t.text for t in items],
+                          contexts=None if all(c is None for c in contexts) else contexts, scorers=scorers,
+                          options=body.options, preset=body.preset)  # type: ignore[attr-defined]
+
+    @app.post("/v1/seper", response_model=SePerResponse, responses=ERRORS)
+    async def seper(body: SePerRequest) -> Any:
+        fixed(body)
+        return await work(service.seper, question=body.question, answers=body.answers, context=body.context,
+                          options=body.options, preset=body.preset)
+
+    return app
+
+
+def _add_error_handlers(app: FastAPI, service: Service) -> None:
+    config = service.config
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return validation_response(exc.errors(), compressors=config.compressors, scorers=config.scorers)
+
+    @app.exception_handler(Refused)
+    async def refused_early(request: Request, exc: Refused) -> JSONResponse:
+        return error_response(exc.status, exc.message, field=exc.field)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        # the router's 404/405, and the streamed body over the limit (413)
+        return error_response(exc.status_code, str(exc.detail), field="body" if exc.status_code == 413 else None,
+                              headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(ReaderfitError)
+    async def refused(request: Request, exc: ReaderfitError) -> JSONResponse:
+        # the server's own shortcoming (a package, a backend), not the request's
+        status = 503 if isinstance(exc, (MissingPackageError, BackendUnavailableError)) else 400
+        registered = COMPRESSORS.names() if str(exc).startswith("unknown compressor") else None
+        return error_response(status, str(exc), field=getattr(exc, "field", None), registered=registered)
+
+    @app.exception_handler(Exception)
+    async def crashed(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return error_response(500, f"internal error ({type(exc).__name__}); the server log has the details")
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``max_bytes`` gets 413, whether it says its length or streams."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            response = error_response(413, f"request body of {declared.decode(errors='replace')} bytes is over "
+                                           f"this server's limit of {self.max_bytes} bytes", field="body")
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:  # a streamed body: FastAPI turns this into the 413 response
+                    raise HTTPException(413, f"request body over this server's limit of {self.max_bytes} bytes")
+            return message
+
+        await self.app(scope, limited, send)

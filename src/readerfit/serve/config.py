@@ -1,0 +1,79 @@
+"""What a server runs: its models, what requests may change, and its limits (``readerfit serve``'s flags)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from readerfit.errors import InputError
+from readerfit.models.specs import DEFAULT_LM
+from readerfit.registry import PRESET_NAMES, param
+from readerfit.scorers import SCORERS
+
+# per-request bounds on SePer's sampling: one request must not hold the model for minutes
+MAX_SEPER_SAMPLES = 64
+MAX_SEPER_NEW_TOKENS = 1024
+
+
+class BadField(InputError):
+    """Input a method refuses, and the request field it came from (``options``, ``preset``...)."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass
+class ServeConfig:
+    """A server's models (loaded at start) and limits; ``options`` are ``{compressor: {key: value}}``."""
+
+    compressors: tuple[str, ...] = param(("exit",), flag="--compressor",
+                                         help="compressors to serve, loaded at start (the first is the default)")
+    reader: str = param(DEFAULT_LM, help="reader LM (local directory, registered name or HF id): compressors "
+                                         "read for it, /v1/score scores under it, /v1/seper samples from it")
+    scorers: tuple[str, ...] = param(("sps", "ppl", "longppl"), flag="--scorer",
+                                     help="scorers /v1/score offers, built at start (the first is the default)")
+    judge: str = param("lexical", help="SePer's judge: lexical | nli:<id or path> | lm:<model>")
+    preset: str | None = param(None, choices=PRESET_NAMES,
+                               help="every method's preset at start (a request's preset overrides it)")
+    max_concurrency: int = param(1, help="requests doing model work at once; the rest wait their turn (above 1, "
+                                         "requests share torch's CPU threads and the global RNG seeded sampling "
+                                         "draws from)")
+    max_body_bytes: int = param(1_048_576, help="largest request body; a larger one gets 413")
+    max_built: int = param(32, help="compressors/scorers built for requests' options kept at once (least "
+                                    "recently used dropped first; the models they use stay loaded)")
+    fixed_options: bool = param(False, help="refuse requests that set options or a preset: serve exactly the "
+                                            "start-up configuration")
+    device: str | None = param(None, help="cpu, cuda, cuda:1 ... (default: CUDA if present)")
+    dtype: str = param("float32", choices=("float32", "bfloat16", "float16"), help="model dtype")
+    base_url: str | None = param(None, help="OpenAI-compatible server for an openai:<model> reader")
+    api_key: str | None = param(None, help="that server's API key (default: $OPENAI_API_KEY)")
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.compressors = tuple(self.compressors)
+        self.scorers = tuple(self.scorers)
+        if not self.compressors or not self.scorers:
+            raise InputError("serve needs at least one --compressor and one --scorer")
+        for what, names in (("compressor", self.compressors), ("scorer", self.scorers)):
+            duplicates = sorted({n for n in names if names.count(n) > 1})
+            if duplicates:
+                raise InputError(f"{what} {duplicates[0]!r} is given twice")
+        unknown = sorted(set(self.scorers) - set(SCORERS.names()))
+        if unknown:
+            raise SCORERS.unknown(unknown[0])
+        for name in ("max_concurrency", "max_body_bytes", "max_built"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"{name} must be a positive integer, got {value!r}")
+        if self.preset is not None and self.preset not in PRESET_NAMES:
+            raise InputError(f"preset must be one of {', '.join(PRESET_NAMES)}, got {self.preset!r}")
+        served = set(self.compressors) | set(self.scorers)
+        stray = sorted(set(self.options) - served)
+        if stray:
+            raise InputError(f"options for {stray[0]!r}, which this server does not serve "
+                             f"(serving: {', '.join(sorted(served))})")
+
+    @property
+    def default_compressor(self) -> str:
+        return self.compressors[0]

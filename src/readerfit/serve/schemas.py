@@ -1,0 +1,163 @@
+"""Request and response bodies of the HTTP API (pydantic): the JSON shapes of the command line, validated.
+
+The compressor and scorer fields list what a server serves, so :func:`request_models` builds the request
+models for one server; the rest are fixed.
+"""
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, create_model
+
+from readerfit.registry import PRESET_NAMES
+
+
+def _unique(names: list[str]) -> list[str]:
+    if len(set(names)) != len(names):
+        raise ValueError("each scorer at most once")
+    return names
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be blank")
+    return text
+
+
+# a pattern in the schema (what clients read) and Python's own idea of blank (what the methods check)
+NonBlank = Annotated[str, StringConstraints(pattern=r"\S"), AfterValidator(_not_blank)]
+Preset = Literal[PRESET_NAMES]  # type: ignore[valid-type]
+Id = str | int
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PassageObject(Strict):
+    """A passage with a title (the reader sees the title on its own line, then the text); ``sentences``, when
+    given, is its split into sentences (used instead of the compressor's splitter), as in HotpotQA."""
+
+    title: str = ""
+    text: str
+    id: str = ""
+    sentences: list[str] | None = None
+    score: float | None = Field(None, description="the retriever's score (kept, not used)")
+
+
+class TextObject(Strict):
+    """A text to score, optionally after a context (plain text, never control tokens)."""
+
+    text: NonBlank
+    context: NonBlank | None = None
+
+
+class CompressBody(Strict):
+    question: NonBlank = Field(description="the question the passages are compressed for")
+    passages: list[str | PassageObject] = Field(min_length=1, description="strings or {title, text} objects")
+    options: dict[str, Any] = Field(default_factory=dict, description="the compressor's options (its config fields)")
+    preset: Preset | None = Field(None, description="the method as its paper defines it, or as its authors' code runs it")
+    id: Id | None = Field(None, description="echoed in the response")
+
+
+class ScoreBody(Strict):
+    texts: list[NonBlank | TextObject] = Field(min_length=1, description="strings, or {text, context} objects")
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict,
+                                               description="per scorer name, that scorer's options")
+    preset: Preset | None = None
+
+
+class SePerRequest(Strict):
+    question: NonBlank
+    answers: list[NonBlank] = Field(min_length=1, description="reference answers (first = canonical)")
+    context: str | None = Field(None, description="retrieved context: ΔSePer when given (blank = no retrieval)")
+    options: dict[str, Any] = Field(default_factory=dict, description="SePer's options (n, temperature, ...)")
+    preset: Preset | None = None
+
+
+def request_models(compressors: tuple[str, ...], scorers: tuple[str, ...]) -> tuple[type[BaseModel], type[BaseModel]]:
+    """(CompressRequest, ScoreRequest) whose ``compressor`` / ``scorer`` fields list what this server serves."""
+    # built at run time from the served names: typed Any for the type checker, which cannot follow them
+    compressor_name: Any = Literal[compressors]  # type: ignore[valid-type]
+    scorer_name: Any = Literal[scorers]  # type: ignore[valid-type]
+    several: Any = Annotated[list[scorer_name], Field(min_length=1, json_schema_extra={"uniqueItems": True}),
+                             AfterValidator(_unique)]
+    compress = create_model("CompressRequest", __base__=CompressBody,
+                            compressor=(compressor_name | None, Field(None, description=f"default {compressors[0]}")))
+    score = create_model("ScoreRequest", __base__=ScoreBody,
+                         scorer=(scorer_name | several, Field(scorers[0], description="one scorer or several")))
+    return compress, score
+
+
+# ----- responses ---------------------------------------------------------------------------------------------
+class CompressResponse(BaseModel):
+    id: Id | None = None
+    question: str
+    compressor: str
+    text: str
+    units: list[str]
+    kept: list[int]
+    scores: list[float | None] | None
+    tokens_in: int
+    tokens_out: int
+    seconds: float
+
+
+class ScoreResponse(BaseModel):
+    scorer: str | list[str]
+    scores: list[float | None] | dict[str, list[float | None]]
+
+
+class SoftHard(BaseModel):
+    soft: float | None
+    hard: float | None
+
+
+class SePerResponse(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    without: SoftHard
+    with_context: SoftHard | None = Field(alias="with")
+    delta: SoftHard | None
+    preset: str | None
+
+
+class FieldError(BaseModel):
+    field: str | None
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    """Every error: what went wrong, the request field it concerns, and the valid names where that helps."""
+
+    error: str
+    field: str | None = None
+    errors: list[FieldError] | None = None
+    registered: list[str] | None = None
+    served: list[str] | None = None
+
+
+class HealthResponse(BaseModel):
+    status: str
+    reader: str
+    compressors: list[str]
+    default_compressor: str
+    scorers: list[str]
+    judge: str
+    preset: str | None
+    max_concurrency: int
+    in_flight: int
+    peak_in_flight: int
+    served: int
+    built: int
+
+
+class CompressorInfo(BaseModel):
+    name: str
+    help: str
+    served: bool
+
+
+class CompressorsResponse(BaseModel):
+    default: str
+    served: list[str]
+    registered: list[CompressorInfo]

@@ -1,0 +1,146 @@
+"""What each endpoint does, without HTTP: the models loaded once at start, then compress / score / SePer.
+
+The HTTP layer (:mod:`readerfit.serve.app`) validates requests and runs these methods in worker threads;
+the JSON objects are the command line's (:func:`readerfit.api.compression_json`, :func:`~readerfit.api.score_json`,
+:func:`~readerfit.retrieval_utility.seper.seper_json`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from readerfit import api
+from readerfit.compressors import COMPRESSORS
+from readerfit.errors import InputError
+from readerfit.registry import make_config
+from readerfit.retrieval_utility.config import SePerConfig
+from readerfit.retrieval_utility.judge import build_judge
+from readerfit.retrieval_utility.seper import SePer, seper_json
+from readerfit.scorers import SCORERS
+from readerfit.serve.config import MAX_SEPER_NEW_TOKENS, MAX_SEPER_SAMPLES, BadField, ServeConfig
+from readerfit.serve.pool import ServingPool
+from readerfit.types import Passage
+
+
+def checked_config(config_class: type, options: dict[str, Any], *, what: str, preset: str | None,
+                   field: str = "options") -> Any:
+    """``make_config`` whose error names the request field: ``preset`` for a preset the method lacks."""
+    try:
+        return make_config(config_class, options, what=what, preset=preset)
+    except InputError as err:
+        raise BadField(str(err), field="preset" if "no preset" in str(err) else field) from None
+
+
+WARM_QUESTION = "Who wrote the book?"
+WARM_PASSAGES = [Passage("The book was written by Anna. It sold well.", title="Book")]
+
+
+class Service:
+    """A server's models and work. :meth:`load` loads everything at start; the other methods are blocking
+    (run them in a worker thread) and raise :class:`~readerfit.errors.ReaderfitError` on bad input."""
+
+    def __init__(self, config: ServeConfig, *, pool: ServingPool | None = None) -> None:
+        self.config = config
+        self.pool = pool or ServingPool(device=config.device, dtype=config.dtype, openai_base_url=config.base_url,
+                                        openai_api_key=config.api_key, max_built=config.max_built)
+        self.reader: Any = None
+        self.judge: Any = None
+        self._count_lock = threading.Lock()
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.served_requests = 0
+
+    # ----- start ---------------------------------------------------------------------------------------------
+    def load(self) -> Service:
+        """Load the reader, every served compressor and scorer (one small request each), the judge; then freeze
+        the pool so no request loads a model."""
+        for name in self.config.compressors:
+            if name not in COMPRESSORS:
+                raise COMPRESSORS.unknown(name)
+        self.reader = self.pool.lm(self.config.reader)
+        for name in self.config.compressors:
+            self.compress(WARM_QUESTION, WARM_PASSAGES, compressor=name)
+        for name in self.config.scorers:
+            self.score([WARM_PASSAGES[0].text], scorers=[name])
+        self.judge = build_judge(self.config.judge, pool=self.pool)
+        self.pool.freeze()
+        return self
+
+    # ----- the work ------------------------------------------------------------------------------------------
+    def compress(self, question: str, passages: Sequence[str | dict[str, Any] | Passage], *,
+                 compressor: str | None = None, options: dict[str, Any] | None = None, preset: str | None = None,
+                 id: str | int | None = None) -> dict[str, Any]:
+        """``compress --json``'s object for one question and its passages."""
+        name = compressor or self.config.default_compressor
+        self._check_served(name)
+        merged = {**self.config.options.get(name, {}), **(options or {})}
+        preset = preset or self.config.preset
+        checked_config(COMPRESSORS.get(name).config_class, merged, what=f"compressor {name!r}", preset=preset)
+        compression = api.compress(question, passages, method=name, pool=self.pool, reader=self.reader,
+                                   preset=preset, **merged)
+        return api.compression_json(compression, question=question, compressor=name, id=id)
+
+    def score(self, texts: Sequence[str], *, contexts: Sequence[str | None] | None = None,
+              scorers: Sequence[str] = ("sps",), options: dict[str, dict[str, Any]] | None = None,
+              preset: str | None = None) -> dict[str, Any]:
+        """``score --json``'s object: each text under each scorer (a context, when given, before its text)."""
+        options = options or {}
+        stray = sorted(set(options) - set(scorers))
+        if stray:
+            raise BadField(f"options for scorer {stray[0]!r}, which this request does not use "
+                             f"(scorers: {', '.join(scorers)})", field=f"options.{stray[0]}")
+        out = {}
+        for name in scorers:
+            if name not in self.config.scorers:
+                raise InputError(f"scorer {name!r} is not served here; served: {', '.join(self.config.scorers)}")
+            merged = {**self.config.options.get(name, {}), **options.get(name, {})}
+            checked_config(SCORERS.get(name).config_class, merged, what=f"scorer {name!r}",
+                           preset=preset or self.config.preset, field=f"options.{name}")
+            out[name] = api.score(list(texts), scorer=name, reader=self.reader, pool=self.pool, contexts=contexts,
+                                  preset=preset or self.config.preset, **merged)
+        return api.score_json(out)
+
+    def seper(self, question: str, answers: Sequence[str], *, context: str | None = None,
+              options: dict[str, Any] | None = None, preset: str | None = None) -> dict[str, Any]:
+        """``seper --json``'s object: SePer without the context, and with it and ΔSePer when one is given."""
+        options = dict(options or {})
+        if options.get("judge", self.config.judge) != self.config.judge:
+            raise BadField(f"this server's SePer judge is {self.config.judge!r} (set at start with --judge); "
+                           f"a request cannot change it, got {options['judge']!r}", field="options.judge")
+        preset = preset or self.config.preset
+        config = checked_config(SePerConfig, {**options, "judge": self.config.judge}, what="SePer", preset=preset)
+        if config.n > MAX_SEPER_SAMPLES or config.max_new_tokens > MAX_SEPER_NEW_TOKENS:
+            raise BadField(f"a request may sample at most n={MAX_SEPER_SAMPLES} responses of at most "
+                             f"max_new_tokens={MAX_SEPER_NEW_TOKENS}; got n={config.n}, "
+                           f"max_new_tokens={config.max_new_tokens}", field="options")
+        seper = SePer(self.reader, judge=self.judge, config=config, pool=self.pool)
+        result = seper.seper(question, list(answers)) if context is None else seper.delta(question, list(answers),
+                                                                                           context)
+        return seper_json(result, preset=preset)
+
+    def _check_served(self, name: str) -> None:
+        if name not in COMPRESSORS:
+            raise COMPRESSORS.unknown(name)
+        if name not in self.config.compressors:
+            raise InputError(f"compressor {name!r} is not served here; served: {', '.join(self.config.compressors)}")
+
+    # ----- bookkeeping (what /health reports) ----------------------------------------------------------------
+    def enter(self) -> None:
+        with self._count_lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def leave(self) -> None:
+        with self._count_lock:
+            self.in_flight -= 1
+            self.served_requests += 1
+
+    def health(self) -> dict[str, Any]:
+        return {"status": "ok", "reader": self.config.reader, "compressors": list(self.config.compressors),
+                "default_compressor": self.config.default_compressor, "scorers": list(self.config.scorers),
+                "judge": self.config.judge, "preset": self.config.preset,
+                "max_concurrency": self.config.max_concurrency, "in_flight": self.in_flight,
+                "peak_in_flight": self.peak_in_flight, "served": self.served_requests,
+                "built": self.pool.built_count()}

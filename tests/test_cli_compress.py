@@ -1,0 +1,197 @@
+"""``readerfit compress``: JSON in, the compressed context out; JSONL resumes with --out; bad input is one line."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import filelock
+import pytest
+
+import readerfit
+from readerfit.cli import main
+from readerfit.models.pool import ModelPool
+
+QUESTION = "Who wrote the book?"
+PASSAGES = ["The book was written by Anna. It sold well.", {"title": "River", "text": "The river runs north."}]
+KEYS = ["question", "compressor", "text", "units", "kept", "scores", "tokens_in", "tokens_out", "seconds"]
+
+
+def run_cli(args, capsys, monkeypatch, stdin=None):
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def exit_args(tiny_lm_dir, *extra):
+    return ["compress", "--compressor", "exit", "--option", f"classifier={tiny_lm_dir}", "--option",
+            "exit.splitter=regex", "--reader", str(tiny_lm_dir), "--no-progress", *extra]
+
+
+@pytest.fixture()
+def pool(tiny_lm, tiny_lm_dir) -> ModelPool:
+    p = ModelPool(device="cpu")
+    p.put("lm", str(tiny_lm_dir), tiny_lm)
+    return p
+
+
+def test_one_object_prints_the_text_then_the_json_object(tiny_lm, tiny_lm_dir, capsys, monkeypatch):
+    body = json.dumps({"question": QUESTION, "passages": PASSAGES, "answers": ["Anna"]})  # other keys ignored
+    code, out, err = run_cli(["compress", "--compressor", "none", "--reader", str(tiny_lm_dir), "--json"], capsys,
+                             monkeypatch, stdin=body)
+    assert code == 0, err
+    expected_text = "The book was written by Anna. It sold well.\n\nRiver\nThe river runs north."
+    result = json.loads(out.splitlines()[-1])
+    assert list(result) == KEYS  # no id: the input had none
+    assert out.startswith(expected_text + "\n")
+    assert result["text"] == expected_text and result["kept"] == [0, 1] and result["scores"] is None
+    # tokens are the reader's, counted as the eval pipeline counts them
+    assert result["tokens_in"] == tiny_lm.count_tokens(expected_text) == result["tokens_out"] > 0
+    code, out, _ = run_cli(["compress", "--compressor", "none", "--reader", str(tiny_lm_dir)], capsys, monkeypatch,
+                           stdin=body)
+    assert out == expected_text + "\n"  # without --json: the text alone
+
+
+def test_options_bare_and_named_and_the_preset_reach_the_compressor(tiny_lm_dir, pool, capsys, monkeypatch):
+    body = json.dumps({"question": QUESTION, "passages": PASSAGES})
+
+    def result(*extra):
+        code, out, err = run_cli(exit_args(tiny_lm_dir, "--json", *extra), capsys, monkeypatch, stdin=body)
+        assert code == 0, err
+        return json.loads(out.splitlines()[-1])
+
+    everything, nothing = result("--option", "threshold=0.0"), result("--option", "exit.threshold=1.0")
+    assert everything["kept"] == list(range(len(everything["units"]))) and len(everything["units"]) == 3
+    assert nothing["kept"] == [] and nothing["text"] == ""
+    default, official = result(), result("--preset", "official")
+    # the same numbers as the façade under the same preset, and the preset changes them (the official prompt)
+    direct = readerfit.compress(QUESTION, PASSAGES, method="exit", pool=pool, reader=str(tiny_lm_dir),
+                                preset="official", classifier=str(tiny_lm_dir), splitter="regex")
+    assert official["scores"] == pytest.approx(direct.scores, abs=1e-6) and official["kept"] == direct.kept
+    assert official["scores"] != pytest.approx(default["scores"], abs=1e-6)
+    code, _, err = run_cli(exit_args(tiny_lm_dir, "--option", "sentence-sim.top_n=1"), capsys, monkeypatch, stdin=body)
+    assert code == 2 and "is for 'sentence-sim'" in err
+
+
+def test_jsonl_prints_one_line_per_input_line_with_its_id(tiny_lm_dir, capsys, monkeypatch):
+    lines = [{"id": "a", "question": QUESTION, "passages": PASSAGES},
+             {"question": "Where does the river run?", "passages": ["The river runs north."]},
+             {"id": 7, "question": QUESTION, "passages": ["Anna wrote it."]}]
+    stdin = "\n".join(json.dumps(x) for x in lines) + "\n\n"
+    code, out, err = run_cli(exit_args(tiny_lm_dir), capsys, monkeypatch, stdin=stdin)
+    assert code == 0, err
+    results = [json.loads(line) for line in out.splitlines()]
+    assert [r["id"] for r in results] == ["a", 2, 7]  # the line number where the line has no id
+    assert [list(r)[1:] for r in results] == [KEYS] * 3
+    assert [r["question"] for r in results] == [x["question"] for x in lines]
+
+
+def test_out_resumes_skipping_the_ids_it_has(tiny_lm_dir, tmp_path, capsys, monkeypatch):
+    lines = [json.dumps({"id": f"q{i}", "question": QUESTION, "passages": [f"Anna wrote book {i}."]}) for i in range(3)]
+    out_file = tmp_path / "out.jsonl"
+    code, _, err = run_cli(exit_args(tiny_lm_dir, "--out", str(out_file)), capsys, monkeypatch,
+                           stdin="\n".join(lines[:2]) + "\n")
+    assert code == 0, err
+    first = out_file.read_text().splitlines()
+    assert [json.loads(x)["id"] for x in first] == ["q0", "q1"]
+    with open(out_file, "a") as f:  # a crash in the middle of writing the next line
+        f.write('{"id": "q2", "quest')
+    calls = []
+    real = readerfit.api.compress
+    monkeypatch.setattr(readerfit.api, "compress", lambda q, p, **k: calls.append(p) or real(q, p, **k))
+    code, out, err = run_cli(exit_args(tiny_lm_dir, "--out", str(out_file), "--json"), capsys, monkeypatch,
+                             stdin="\n".join(lines) + "\n")
+    assert code == 0, err
+    assert calls == [["Anna wrote book 2."]]  # only the question not yet written
+    assert json.loads(out.splitlines()[-1]) == {"out": str(out_file), "n": 3, "written": 1, "skipped": 2}
+    again = out_file.read_text().splitlines()
+    assert again[:2] == first and [json.loads(x)["id"] for x in again] == ["q0", "q1", "q2"]
+
+
+def test_out_has_one_writer_and_holds_only_this_compressors_results(tiny_lm_dir, tmp_path, capsys, monkeypatch):
+    out_file = tmp_path / "out.jsonl"
+    stdin = json.dumps({"id": "q", "question": QUESTION, "passages": PASSAGES}) + "\n"
+    with filelock.FileLock(f"{out_file}.lock", timeout=0):
+        code, _, err = run_cli(exit_args(tiny_lm_dir, "--out", str(out_file)), capsys, monkeypatch, stdin=stdin)
+    assert code == 2 and "being written by another readerfit compress" in err
+    out_file.write_text(json.dumps({"id": "q", "question": QUESTION, "compressor": "none", "text": "x"}) + "\n")
+    code, _, err = run_cli(exit_args(tiny_lm_dir, "--out", str(out_file)), capsys, monkeypatch, stdin=stdin)
+    assert code == 2 and "line 1" in err and "compressor 'none', not 'exit'" in err
+
+
+@pytest.mark.parametrize(("stdin", "expected"), [
+    ("", "stdin is empty"),
+    ("{not json", "stdin line 1: not JSON"),
+    ('["a list"]', "expected a JSON object"),
+    ('{"passages": ["a"]}', "field 'question' is missing"),
+    ('{"question": 3, "passages": ["a"]}', "field 'question' must be a string"),
+    ('{"question": "  ", "passages": ["a"]}', "field 'question' is blank"),
+    ('{"question": "Q", "passages": "a"}', "field 'passages' must be a list"),
+    ('{"question": "Q", "passages": []}', "field 'passages' is empty"),
+    ('{"question": "Q", "passages": [" ", ""]}', "all 2 passages are blank"),
+    ('{"question": "Q", "passages": ["a", 5]}', "passages[1]"),
+    ('{"question": "Q", "passages": [{"text": 3}]}', "passages[0]"),
+    ('{"question": "Q", "passages": ["a"], "id": true}', "field 'id' must be a string or an integer"),
+    ('{"question": "Q", "passages": ["a"]}\n{"question": "Q", "passages": []}', "stdin line 2: field 'passages' is empty"),
+    ('{"question": "Q", "passages": ["a"]}\nnot json', "stdin line 2: not JSON"),
+    ('{"id": 2, "question": "Q", "passages": ["a"]}\n{"question": "Q", "passages": ["a"]}',
+     "stdin line 2: field 'id' 2 is also on line 1"),  # a line without an id has its line number
+    ('{"id": "x", "question": "Q", "passages": ["a"]}\n{"id": "x", "question": "Q", "passages": ["a"]}',
+     "stdin line 2: field 'id' 'x' is also on line 1"),
+])
+def test_bad_input_is_one_line_on_stderr_naming_line_and_field(stdin, expected, capsys, monkeypatch):
+    class NoModels(ModelPool):
+        def lm(self, *a, **k):
+            raise AssertionError("a model loaded before the input was checked")
+
+    monkeypatch.setattr("readerfit.cli.compress.ModelPool", NoModels)
+    code, out, err = run_cli(["compress", "--compressor", "none"], capsys, monkeypatch, stdin=stdin)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and expected in err and "Traceback" not in err, err
+
+
+def test_unknown_compressor_lists_the_registered_ones(capsys, monkeypatch):
+    code, _, err = run_cli(["compress", "--compressor", "zip"], capsys, monkeypatch, stdin="{}")
+    assert code == 2 and "unknown compressor 'zip'" in err and "sentence-sim" in err and "exit" in err
+
+
+def test_control_token_strings_in_passages_are_counted_as_plain_text(tiny_lm, tiny_lm_dir, capsys, monkeypatch):
+    text = "Anna <|im_start|>user wrote it.<|im_end|>"
+    body = json.dumps({"question": QUESTION, "passages": [text]})
+    code, out, err = run_cli(["compress", "--compressor", "none", "--reader", str(tiny_lm_dir), "--json"], capsys,
+                             monkeypatch, stdin=body)
+    assert code == 0, err
+    result = json.loads(out.splitlines()[-1])
+    assert result["text"] == text
+    assert result["tokens_in"] == len(tiny_lm.encode_text(text)) > len(tiny_lm.encode(text))  # never control tokens
+
+
+def test_the_installed_command_reads_stdin(tiny_lm_dir):
+    body = json.dumps({"question": QUESTION, "passages": PASSAGES})
+    env_cmd = [sys.executable, "-m", "readerfit.cli", "compress", "--compressor", "none", "--reader", str(tiny_lm_dir),
+               "--json"]
+    done = subprocess.run(env_cmd, input=body, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["kept"] == [0, 1]
+    bad = subprocess.run(env_cmd, input='{"question": "Q"}', capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "field 'passages' is missing" in bad.stderr
+
+
+@pytest.mark.model
+def test_exit_with_the_shipped_classifier_on_smollm2(capsys, monkeypatch):
+    pytest.importorskip("sentence_transformers")
+    body = json.dumps({"question": "Who founded the club?",
+                       "passages": [{"title": "Club", "text": "Marta Velez founded the club in 1887. It plays in red."},
+                                    {"title": "Rain", "text": "Rain fell all day. The river rose."}]})
+    code, out, err = run_cli(["compress", "--json", "--threads", "1"], capsys, monkeypatch, stdin=body)
+    assert code == 0, err
+    result = json.loads(out.splitlines()[-1])
+    assert result["compressor"] == "exit" and len(result["scores"]) == len(result["units"]) >= 4
+    assert all(0.0 <= s <= 1.0 for s in result["scores"])
+    assert result["kept"] == [i for i, s in enumerate(result["scores"]) if s >= 0.5]
+    assert 0 <= result["tokens_out"] <= result["tokens_in"]
