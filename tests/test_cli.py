@@ -124,3 +124,36 @@ def test_folder_written_by_the_first_release_resumes_unchanged(capsys, tmp_path,
     assert result["methods"] == old_summary["methods"] and result["n"] == old_summary["n"]
     stored = json.loads((tmp_path / "run" / "run.json").read_text())
     assert stored["kind"] == "eval" and stored["settings"] == json.loads((FIXTURES / "eval-run" / "run.json").read_text())
+
+
+def run_demo(capsys, tmp_path, *compressors):
+    pytest.importorskip("bm25s", reason="bm25s is not installed (pip install 'readerfit[retrieve]')")
+    from conftest import build_tiny_lm
+
+    lm = build_tiny_lm(tmp_path / "lm", max_positions=8192)  # ten demo passages overflow the default 512
+    out = tmp_path / "demo"
+    code, stdout, err = run_cli(["demo", "--limit", "2", "--reader", str(lm), "--compressor", *compressors,
+                                 "--out", str(out), "--no-progress"], capsys)
+    assert code == 0, err
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert records and not any(r["extra"].get("error") for r in records)
+    return out, stdout, records
+
+
+def test_demo_retrieves_ten_passages(capsys, tmp_path):
+    """The demo reads BM25's top 10, distractors included, as a RAG system would (it read the top 4)."""
+    out, stdout, records = run_demo(capsys, tmp_path, "none")
+    assert json.loads((out / "run.json").read_text())["settings"]["top_k"] == 10
+    assert len(records) == 2 and all(len(r["compression"]["units"]) == 10 for r in records)  # ten passages, raw
+    assert "bought" not in stdout  # `none` alone: nothing to compare
+
+
+@pytest.mark.model
+def test_demo_prints_what_each_compressor_bought(capsys, tmp_path):
+    _, stdout, records = run_demo(capsys, tmp_path, "none", "sentence-sim")
+    lines = stdout.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("What each compressor bought against `none`")))
+    assert lines[at - 2].startswith("| sentence-sim |") and lines[at + 2].startswith("- sentence-sim: ")
+    sim = [r for r in records if r["method"] == "sentence-sim"]
+    tokens = sum(r["context_tokens_out"] for r in sim) / len(sim)
+    assert lines[at + 2].startswith(f"- sentence-sim: {tokens:.0f} context tokens vs ")

@@ -11,6 +11,10 @@ from readerfit.data import demo_corpus_path, demo_path
 from readerfit.eval.config import EvalConfig
 from readerfit.models.specs import DEFAULT_LM
 
+# passages retrieved per question: deep enough that distractors reach the reader, as in a RAG system
+# (at the top 4, about 224 tokens, there was little for a compressor to remove)
+DEMO_TOP_K = 10
+
 
 def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
     p.add_argument("--limit", type=positive_int, default=None)
@@ -24,7 +28,7 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = EvalConfig(data=str(demo_path()), data_label="demo", compressors=args.compressor, limit=args.limit,
-                        retriever="bm25", corpus=str(demo_corpus_path()), top_k=4, reader=args.reader,
+                        retriever="bm25", corpus=str(demo_corpus_path()), top_k=DEMO_TOP_K, reader=args.reader,
                         dtype=args.dtype, device=args.device, base_url=args.base_url, api_key=args.api_key,
                         context_length=args.context_length)
     return run_config(config, args)

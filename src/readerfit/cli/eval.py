@@ -26,7 +26,9 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
     p.add_argument("--limit", type=positive_int, default=None, help="first N examples")
     p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                    help="shard the examples over Ray workers (pip install ray); no ADDRESS: a local Ray with "
-                        "2 CPUs, 'auto' or ray://HOST:PORT: a running cluster. Same records and resume as a local run")
+                        "2 CPUs; HOST:PORT (the head's GCS address), ray://HOST:PORT or auto: a running cluster "
+                        "(token authentication: RAY_AUTH_MODE=token and the token in RAY_AUTH_TOKEN, "
+                        "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token). Same records and resume as a local run")
     p.add_argument("--ray-workers", type=positive_int, default=None,
                    help="Ray workers, each loading the models once (default: one per CPU of the cluster)")
     p.add_argument("--retriever", default="none", choices=list(RETRIEVER_CHOICES),

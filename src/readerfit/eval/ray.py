@@ -11,6 +11,11 @@ recomputed from the records.
 Models load on the workers, never on the driver. On a multi-node cluster every
 node needs readerfit and the model files (same paths) installed.
 
+Joining a running cluster (``--ray HOST:PORT``) is checked step by step before Ray is
+handed the address, so each way it can fail is named: a malformed address, nothing
+listening there, a port that is not a Ray head's, token authentication (Ray 2.52+:
+``RAY_AUTH_MODE=token`` and the cluster's token) missing or rejected.
+
 >>> from readerfit.eval.ray import RayConfig
 >>> RayConfig(workers=2).address is None      # no address: a local Ray with ``num_cpus`` CPUs
 True
@@ -19,8 +24,9 @@ True
 from __future__ import annotations
 
 import collections
+import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,8 +44,9 @@ class RayConfig:
     """Where and how wide to run.
 
     ``address`` None starts a local Ray with ``num_cpus`` CPUs (and stops it at the
-    end); ``"auto"`` or ``"ray://host:10001"`` joins a running cluster. ``workers``
-    defaults to the cluster's CPUs divided by ``cpus_per_worker``.
+    end); ``"HOST:PORT"`` (the head's GCS address), ``"ray://HOST:10001"`` or ``"auto"``
+    joins a running cluster (see :func:`join_cluster`). ``workers`` defaults to the
+    cluster's CPUs divided by ``cpus_per_worker``.
     """
 
     address: str | None = None
@@ -59,6 +66,8 @@ class RayConfig:
             raise InputError("cpus_per_worker must be > 0 and gpus_per_worker >= 0")
         if self.queued_per_worker < 1:
             raise InputError(f"queued_per_worker must be >= 1, got {self.queued_per_worker}")
+        if self.address is not None:
+            parse_address(self.address)  # a malformed address is refused before any run folder or model
 
 
 def import_ray() -> Any:
@@ -66,19 +75,174 @@ def import_ray() -> Any:
     return require("ray", extra="ray", purpose="--ray")
 
 
-def check_reachable(address: str, *, timeout: float = 5.0) -> None:
+ADDRESS_FORMS = ("HOST:PORT (the head's GCS address: the --address that `ray start --head` prints, port 6379 unless "
+                 "--port says otherwise), ray://HOST:PORT (Ray Client, port 10001) or auto (the one cluster started "
+                 "on this machine)")
+TOKEN_SOURCES = ("RAY_AUTH_TOKEN (the token itself), RAY_AUTH_TOKEN_PATH (a file holding it) or ~/.ray/auth_token; "
+                 "`ray get-auth-token` on the head prints it")
+# seconds the GCS probe waits for an answer from a port that accepted the connection
+PROBE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class RayAddress:
+    """A parsed ``--ray`` address: ``kind`` is ``gcs`` (HOST:PORT), ``client`` (ray://HOST:PORT) or ``auto``."""
+
+    kind: str
+    host: str = ""
+    port: int = 0
+
+    @property
+    def hostport(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def parse_address(address: str) -> RayAddress:
+    """``HOST:PORT``, ``ray://HOST:PORT`` or ``auto``; anything else is an :class:`InputError` naming the forms.
+
+    >>> parse_address("127.0.0.1:6379")
+    RayAddress(kind='gcs', host='127.0.0.1', port=6379)
+    >>> parse_address("ray://head:10001").kind
+    'client'
+    """
+    text = address.strip()
+    if text == "auto":
+        return RayAddress("auto")
+    kind, rest = ("client", text[len("ray://"):]) if text.startswith("ray://") else ("gcs", text)
+    host, sep, port = rest.rpartition(":")
+    host = host.strip("[]")
+    if "://" in rest or not sep or not host or "/" in host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InputError(f"--ray {address!r} is not a Ray address; expected {ADDRESS_FORMS}")
+    return RayAddress(kind, host, int(port))
+
+
+def check_reachable(address: str, *, timeout: float = 10.0) -> None:
     """Fail fast on a ``host:port`` (or ``ray://host:port``) nobody listens on.
 
     ``ray.init`` keeps retrying an unreachable cluster for many minutes before it gives up.
     """
-    hostport = address.removeprefix("ray://")
-    host, sep, port = hostport.rpartition(":")
-    if not sep or not port.isdigit():
-        return  # "auto" and the like: Ray resolves them itself
+    where = parse_address(address)
+    if where.kind == "auto":
+        return  # Ray finds the local cluster itself
     try:
-        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout).close()
+        socket.create_connection((where.host, where.port), timeout=timeout).close()
     except OSError as err:
-        raise ReaderfitError(f"could not start or join Ray ({address}): nothing answers there ({err})") from err
+        raise InputError(
+            f"could not join Ray at {address}: nothing answers there ({err}). Is the cluster's head running "
+            f"(`ray start --head --port {where.port}`) and is this its address? Expected {ADDRESS_FORMS}"
+        ) from err
+
+
+@dataclass(frozen=True)
+class ClientAuth:
+    """This process's Ray token-authentication settings, read (never set) from its environment.
+
+    ``token_source`` says where Ray will read the token from (never the token); ``problem`` is a
+    token source Ray would abort on (``RAY_AUTH_TOKEN_PATH`` naming a missing or empty file).
+    """
+
+    mode: str | None
+    token_source: str | None
+    problem: str | None = None
+
+    @property
+    def sends_token(self) -> bool:
+        # Ray sends a token to an explicit address only in token mode (an explicit address never turns it on)
+        return (self.mode or "").lower() == "token" and self.token_source is not None
+
+
+def client_auth(environ: Mapping[str, str] | None = None, *, home: Path | None = None) -> ClientAuth:
+    """Where Ray would take this process's token from, in Ray's order: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH,
+    ``~/.ray/auth_token``."""
+    env = os.environ if environ is None else environ
+    mode = env.get("RAY_AUTH_MODE") or None
+    if env.get("RAY_AUTH_TOKEN", "").strip():
+        return ClientAuth(mode, "RAY_AUTH_TOKEN")
+    if env.get("RAY_AUTH_TOKEN_PATH"):
+        path = Path(env["RAY_AUTH_TOKEN_PATH"]).expanduser()
+        try:
+            ok = bool(path.read_text(encoding="utf-8").strip())
+        except (OSError, UnicodeDecodeError):
+            ok = False
+        source = f"RAY_AUTH_TOKEN_PATH={path}"
+        return ClientAuth(mode, source, None if ok else f"{source} names a file that is missing, unreadable or empty")
+    default = (home or Path.home()) / ".ray" / "auth_token"
+    try:
+        present = default.is_file() and bool(default.read_text(encoding="utf-8").strip())
+    except (OSError, UnicodeDecodeError):
+        present = False
+    return ClientAuth(mode, str(default) if present else None)
+
+
+def auth_problem(auth: ClientAuth, *, rejected: bool, auto: bool = False) -> str:
+    """What is missing for ``auth`` to join a cluster, or "" when nothing is known to be.
+
+    ``rejected``: the cluster refused this process; ``auto``: Ray picks the token up without RAY_AUTH_MODE.
+    """
+    token_mode = (auth.mode or "").lower() == "token"
+    if auth.problem and (token_mode or rejected or auto):
+        return f"{auth.problem}; the token comes from {TOKEN_SOURCES}"
+    if token_mode and auth.token_source is None:
+        return f"RAY_AUTH_MODE=token but this machine has no Ray token; give the cluster's token in {TOKEN_SOURCES}"
+    if not rejected:
+        return ""
+    if not auth.sends_token:
+        has = (f"a token is in {auth.token_source}, but Ray sends it to an explicit address only with "
+               "RAY_AUTH_MODE=token" if auth.token_source else f"and give the cluster's token in {TOKEN_SOURCES}")
+        return f"the cluster requires token authentication and this process sends no token: set RAY_AUTH_MODE=token ({has})"
+    return f"the cluster rejected the token from {auth.token_source}; it must be the head's token ({TOKEN_SOURCES})"
+
+
+def probe_gcs(ray: Any, hostport: str, *, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """Ask ``hostport`` for its cluster id the way ``ray.init`` will: ``"ok"``, ``"auth"`` (refused this
+    process's token, or its lack of one), ``"silent"`` (no Ray GCS answered) or None (probe unavailable).
+
+    ``ray.init`` retries both failures for a long time (a port that is not a GCS: minutes) and then
+    says only "Failed to connect"; the probe uses Ray's own GCS client (an internal API, hence the
+    None fallback on Ray versions without it), so it sends exactly the token ``ray.init`` would.
+    """
+    try:
+        standalone = ray._raylet.InnerGcsClient.standalone
+        auth_error, rpc_error = ray.exceptions.AuthenticationError, ray.exceptions.RpcError
+    except AttributeError:
+        return None
+    try:
+        standalone(hostport, None, int(timeout * 1000))
+    except auth_error:
+        return "auth"
+    except rpc_error:
+        return "silent"
+    except Exception:  # an internal API: anything unexpected leaves the diagnosis to ray.init
+        return None
+    return "ok"
+
+
+def join_cluster(ray: Any, address: str) -> None:
+    """``ray.init`` on a running cluster, each way it can fail named as an :class:`InputError`."""
+    where = parse_address(address)
+    check_reachable(address)
+    auth = client_auth()
+    auto = where.kind == "auto"
+    local = auth_problem(auth, rejected=False, auto=auto)
+    if local:
+        raise InputError(f"could not join Ray at {address}: {local}")
+    answer = probe_gcs(ray, where.hostport) if where.kind == "gcs" else None
+    if answer == "auth":
+        raise InputError(f"could not join Ray at {address}: {auth_problem(auth, rejected=True)}")
+    if answer == "silent":
+        raise InputError(
+            f"could not join Ray at {address}: it accepts connections but no Ray head (GCS) answered within "
+            f"{PROBE_TIMEOUT_S:.0f} s; wrong address or port? Expected {ADDRESS_FORMS}; the dashboard's port "
+            "(8265) is not one to join"
+        )
+    try:
+        # log_to_driver off: worker output (load bars) would land after the --json line on stdout
+        ray.init(address=address, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as err:
+        hint = "" if answer == "ok" else auth_problem(auth, rejected=True, auto=auto)
+        raise InputError(f"could not join Ray at {address}: {err}"
+                         + (f" (if the cluster uses token authentication: {hint})" if hint else "")) from err
 
 
 class EvalWorker:
@@ -126,18 +290,13 @@ def run_eval_ray(
         if todo:
             ray = import_ray()
             started = not ray.is_initialized()
-            if started:
-                # log_to_driver off: worker output (load bars) would land after the --json line on stdout
-                kwargs: dict[str, Any] = {"log_to_driver": False}
-                if config.address is None:
-                    kwargs.update(num_cpus=config.num_cpus, include_dashboard=False)
-                else:
-                    check_reachable(config.address)
+            if started and config.address is not None:
+                join_cluster(ray, config.address)
+            elif started:
                 try:
-                    ray.init(address=config.address, **kwargs)
-                except (ConnectionError, RuntimeError, ValueError) as err:  # no cluster there, or a bad address
-                    where = config.address or "a new local Ray instance"
-                    raise ReaderfitError(f"could not start or join Ray ({where}): {err}") from err
+                    ray.init(num_cpus=config.num_cpus, include_dashboard=False, log_to_driver=False)
+                except (ConnectionError, RuntimeError, ValueError) as err:
+                    raise ReaderfitError(f"could not start a local Ray instance: {err}") from err
             try:
                 bar = run.progress(total=total, done=total - sum(len(p) for _, p in todo), desc="eval", unit="run",
                                    enabled=progress)

@@ -31,6 +31,8 @@ class MethodSummary:
     total_s: float
     n_errors: int = 0
     extra: dict[str, float] = field(default_factory=dict)
+    # contains per question id: which questions a compressor gained or lost against the baseline
+    contains_by_id: dict[str, float] = field(default_factory=dict, repr=False)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -62,8 +64,49 @@ def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict
             total_s=_mean([r["total_s"] for r in ok]),
             n_errors=len(rows) - len(ok),
             extra={k: _mean(v) for k, v in numeric_extra.items()},
+            contains_by_id={str(r["id"]): float(r["contains"]) for r in ok},
         )
     return out
+
+
+BASELINE = "none"
+
+
+def versus_baseline(summary: dict[str, MethodSummary], baseline: str = BASELINE) -> list[str]:
+    """One line per compressor on what it bought against ``baseline`` (the raw retrieved context): context
+    tokens, seconds per question (compress + read) and contains, with the questions it gained and lost.
+
+    Empty without the baseline or another compressor. Tokens and seconds are ratios of the per-question means.
+    """
+    base = summary.get(baseline)
+    if base is None or not base.n or len(summary) < 2:
+        return []
+    base_s = base.compress_s + base.read_s
+    lines = [f"What each compressor bought against `{baseline}` (per-question means over {base.n} questions; "
+             f"percentages are of `{baseline}`'s):", ""]
+    for method, s in summary.items():
+        if method == baseline:
+            continue
+        if not s.n:
+            lines.append(f"- {method}: no result ({s.n_errors} errors)")
+            continue
+        seconds = s.compress_s + s.read_s
+        shared = s.contains_by_id.keys() & base.contains_by_id.keys()
+        gained = sum(s.contains_by_id[q] > base.contains_by_id[q] for q in shared)
+        lost = sum(s.contains_by_id[q] < base.contains_by_id[q] for q in shared)
+        errors = f"; {s.n_errors} errors left out" if s.n_errors else ""
+        lines.append(
+            f"- {method}: {s.context_tokens:.0f} context tokens vs {base.context_tokens:.0f} "
+            f"({_ratio(s.context_tokens, base.context_tokens)}), "
+            f"{seconds:.2f} s vs {base_s:.2f} s per question ({_ratio(seconds, base_s)}: compress {s.compress_s:.2f} "
+            f"+ read {s.read_s:.2f}), contains {s.contains:.3f} vs {base.contains:.3f} "
+            f"({s.contains - base.contains:+.3f}: {gained} questions gained, {lost} lost){errors}"
+        )
+    return lines
+
+
+def _ratio(value: float, base: float) -> str:
+    return f"{value / base:.0%}" if base > 0 else "n/a"
 
 
 def summary_markdown(summary: dict[str, MethodSummary]) -> str:
@@ -80,7 +123,9 @@ def summary_markdown(summary: dict[str, MethodSummary]) -> str:
     columns += [(k, k, ".3f") for k in extra_keys]
     if any(s.n_errors for s in summary.values()):
         columns.append(("n_errors", "errors", "d"))
-    return markdown_table(rows, columns)
+    table = markdown_table(rows, columns)
+    versus = versus_baseline(summary)
+    return table + ("\n\n" + "\n".join(versus) if versus else "")
 
 
 def summary_json(summary: dict[str, MethodSummary], *, n: int, out: Path | None) -> dict[str, Any]:

@@ -1,0 +1,91 @@
+"""The eval summary's "what it bought" lines: each compressor against `none`, from the records alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import build_tiny_lm
+from readerfit.cli import main
+from readerfit.eval.summary import summarize, summary_markdown, versus_baseline
+
+
+def record(qid: str, method: str, *, contains: float, tokens: int, compress_s: float, read_s: float,
+           tokens_in: int = 100, error: bool = False) -> dict:
+    return {"id": qid, "method": method, "em": contains, "f1": contains, "contains": contains,
+            "context_tokens_in": tokens_in, "context_tokens_out": tokens, "compress_s": compress_s, "read_s": read_s,
+            "total_s": compress_s + read_s, "extra": {"error": "InputError: x"} if error else {}}
+
+
+RECORDS = [
+    record("q1", "none", contains=1.0, tokens=100, compress_s=0.0, read_s=2.0),
+    record("q2", "none", contains=0.0, tokens=120, compress_s=0.0, read_s=2.2),
+    record("q3", "none", contains=1.0, tokens=80, compress_s=0.0, read_s=1.8),
+    record("q1", "exit", contains=1.0, tokens=30, compress_s=0.5, read_s=0.6),
+    record("q2", "exit", contains=1.0, tokens=20, compress_s=0.7, read_s=0.5),
+    record("q3", "exit", contains=0.0, tokens=25, compress_s=0.6, read_s=0.4),
+    record("q1", "sim", contains=1.0, tokens=50, compress_s=0.1, read_s=1.0),
+    record("q2", "sim", contains=0.0, tokens=0, compress_s=0.0, read_s=0.0, error=True),
+    record("q3", "sim", contains=0.0, tokens=40, compress_s=0.1, read_s=0.9),
+]
+
+
+def expected_line(method: str, records: list[dict]) -> str:
+    """The slow obvious reference: means over the method's error-free records, pairs by question id."""
+    def ok(m: str) -> list[dict]:
+        return [r for r in records if r["method"] == m and not r["extra"].get("error")]
+
+    def mean(rows: list[dict], key: str) -> float:
+        return sum(r[key] for r in rows) / len(rows)
+
+    mine, base = ok(method), ok("none")
+    tokens, base_tokens = mean(mine, "context_tokens_out"), mean(base, "context_tokens_out")
+    secs = mean(mine, "compress_s") + mean(mine, "read_s")
+    base_secs = mean(base, "compress_s") + mean(base, "read_s")
+    by_id = {r["id"]: r["contains"] for r in base}
+    gained = sum(1 for r in mine if r["contains"] > by_id[r["id"]])
+    lost = sum(1 for r in mine if r["contains"] < by_id[r["id"]])
+    errors = len([r for r in records if r["method"] == method]) - len(mine)
+    return (f"- {method}: {round(tokens)} context tokens vs {round(base_tokens)} ({round(100 * tokens / base_tokens)}%), "
+            f"{secs:.2f} s vs {base_secs:.2f} s per question ({round(100 * secs / base_secs)}%: "
+            f"compress {mean(mine, 'compress_s'):.2f} + read {mean(mine, 'read_s'):.2f}), "
+            f"contains {mean(mine, 'contains'):.3f} vs {mean(base, 'contains'):.3f} "
+            f"({mean(mine, 'contains') - mean(base, 'contains'):+.3f}: {gained} questions gained, {lost} lost)"
+            + (f"; {errors} errors left out" if errors else ""))
+
+
+def test_one_line_per_compressor_against_none() -> None:
+    summary = summarize(RECORDS, ["none", "exit", "sim"])
+    lines = versus_baseline(summary)
+    assert lines[0].startswith("What each compressor bought against `none` (per-question means over 3 questions")
+    assert lines[2:] == [expected_line("exit", RECORDS), expected_line("sim", RECORDS)]
+    # spelled out once, so a wrong reference cannot hide a wrong line
+    assert lines[2] == ("- exit: 25 context tokens vs 100 (25%), 1.10 s vs 2.00 s per question (55%: compress 0.60 + "
+                        "read 0.50), contains 0.667 vs 0.667 (+0.000: 1 questions gained, 1 lost)")
+    assert lines[3].endswith("(-0.167: 0 questions gained, 1 lost); 1 errors left out")
+
+
+def test_lines_follow_the_table_and_need_the_baseline() -> None:
+    markdown = summary_markdown(summarize(RECORDS, ["none", "exit"]))
+    table, _, rest = markdown.partition("\n\n")
+    assert table.startswith("| method |") and rest.startswith("What each compressor bought")
+    assert versus_baseline(summarize(RECORDS, ["exit", "sim"])) == []  # no `none`: nothing to compare with
+    assert versus_baseline(summarize(RECORDS, ["none"])) == []
+    assert "bought" not in summary_markdown(summarize(RECORDS, ["exit", "sim"]))
+
+
+def test_eval_prints_the_lines_beside_its_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from readerfit.data import demo_path
+
+    lm = build_tiny_lm(tmp_path / "lm", max_positions=4096)  # the demo's passages overflow the default 512
+    out = tmp_path / "o"
+    assert main(["eval", "--data", str(demo_path()), "--limit", "2", "--reader", str(lm), "--max-new-tokens", "4",
+                 "--compressor", "none", "selective-context", "--option", f"selective-context.lm={lm}",
+                 "--no-progress", "--out", str(out)]) == 0
+    stdout = capsys.readouterr().out
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    assert not any(r["extra"].get("error") for r in records)
+    assert expected_line("selective-context", records) in stdout
+    assert expected_line("selective-context", records) in (out / "summary.md").read_text()
