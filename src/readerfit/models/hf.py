@@ -8,7 +8,6 @@ under a second.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import time
 from collections.abc import Iterator, Sequence
@@ -20,9 +19,10 @@ import torch
 from readerfit.errors import ContextLengthError, InputError, UnknownModelError, require
 from readerfit.io import atomic_dir
 from readerfit.models.device import auto_device, cache_root, resolve_dtype
+from readerfit.models.hf_generate import HFGeneration
 from readerfit.models.lm import Prompt, PromptText
 from readerfit.models.specs import DEFAULT_LM, ModelSpec, resolve
-from readerfit.types import CandidateProbs, Generation
+from readerfit.types import CandidateProbs
 
 
 def converted_gguf_dir(spec: ModelSpec) -> Path:
@@ -49,7 +49,7 @@ def converted_gguf_dir(spec: ModelSpec) -> Path:
     return target
 
 
-class HFLanguageModel:
+class HFLanguageModel(HFGeneration):
     """A causal LM from transformers behind the :class:`~readerfit.models.lm.LanguageModel` protocol.
 
     >>> lm = HFLanguageModel("smollm2-135m")                      # doctest: +SKIP
@@ -314,137 +314,3 @@ class HFLanguageModel:
 
     def input_embeddings(self) -> torch.Tensor:
         return self.model.get_input_embeddings().weight.detach().float().cpu()
-
-    @torch.inference_mode()
-    def generate(
-        self,
-        prompts: Sequence[Prompt],
-        *,
-        n: int = 1,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        repetition_penalty: float = 1.0,
-        max_new_tokens: int = 64,
-        seed: int | None = None,
-        num_beams: int = 1,
-        stop: Sequence[str] | None = None,
-        top_k: int | None = None,
-    ) -> list[list[Generation]]:
-        """``n`` continuations per prompt; token log-probs are the model's own (unprocessed) log-softmax.
-
-        For n > 1 the prompt is prefilled once and its key/value cache repeated n
-        times (measured 4× faster than re-prefilling per sample on long prompts).
-        EOS is not part of the returned tokens. ``stop``: strings that end a
-        continuation (cut before the first one; the tokens kept are those that end
-        before it). ``top_k``: sample from the k likeliest tokens (default: all).
-        """
-        if n < 1:
-            raise InputError(f"n must be >= 1, got {n}")
-        if temperature < 0 or max_new_tokens < 1:
-            raise InputError(f"expected temperature >= 0 and max_new_tokens >= 1, got {temperature}, {max_new_tokens}")
-        sample = temperature > 0
-        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
-            raise InputError(f"top_k must be a non-negative integer (0 = all tokens), got {top_k!r}")
-        stops = [s for s in (stop or ()) if s]
-        if isinstance(stop, str) or not all(isinstance(s, str) for s in stops):
-            raise InputError(f"stop must be a list of strings, got {stop!r}")
-        if not sample and n > 1 and num_beams < n:
-            raise InputError(f"n={n} greedy continuations would be identical; set temperature > 0 or num_beams >= n")
-        results: list[list[Generation]] = []
-        rng = torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []) if seed is not None else contextlib.nullcontext()
-        with rng:
-            if seed is not None:
-                torch.manual_seed(seed)
-            for i, prompt in enumerate(prompts):
-                ids = self._prompt_ids(prompt)
-                self._check_fits(len(ids), "the prompt" if len(prompts) == 1 else f"prompt {i + 1} of {len(prompts)}",
-                                 extra=max_new_tokens)
-                results.append(
-                    self._generate_one(ids, n=n, sample=sample, temperature=temperature, top_p=top_p,
-                                       repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens,
-                                       num_beams=num_beams, stop=stops, top_k=top_k)
-                )
-        return results
-
-    def _generate_one(self, ids: list[int], *, n: int, sample: bool, temperature: float, top_p: float,
-                      repetition_penalty: float, max_new_tokens: int, num_beams: int, stop: list[str],
-                      top_k: int | None) -> list[Generation]:
-        from transformers import DynamicCache
-
-        input_ids = torch.tensor([ids], device=self.device)
-        kwargs: dict[str, Any] = dict(
-            max_new_tokens=max_new_tokens,
-            do_sample=sample,
-            repetition_penalty=repetition_penalty,
-            output_logits=True,
-            return_dict_in_generate=True,
-            pad_token_id=self.tokenizer.pad_token_id,
-        )
-        if sample:
-            kwargs.update(temperature=temperature, top_p=top_p, top_k=0 if top_k is None else top_k)
-        else:
-            kwargs.update(temperature=None, top_p=None, top_k=None)
-        if stop:  # ends a row early; the text is cut below either way
-            kwargs.update(stop_strings=list(stop), tokenizer=self.tokenizer)
-        if num_beams > 1:
-            kwargs.update(num_beams=num_beams, num_return_sequences=n, output_logits=False, output_scores=True)
-            out = self.model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
-            return [self._cut_at_stop(g, stop) for g in self._beam_generations(input_ids, out, n)]
-        if n > 1 and len(ids) > 1:
-            # Shared prefill: the cache of all prompt tokens but the last, repeated n times.
-            cache = DynamicCache()
-            self.model(input_ids=input_ids[:, :-1], past_key_values=cache, use_cache=True)
-            cache.batch_repeat_interleave(n)
-            batch_ids = input_ids.repeat(n, 1)
-            out = self.model.generate(input_ids=batch_ids, attention_mask=torch.ones_like(batch_ids),
-                                      past_key_values=cache, **kwargs)
-        else:
-            batch_ids = input_ids.repeat(n, 1)
-            out = self.model.generate(input_ids=batch_ids, attention_mask=torch.ones_like(batch_ids), **kwargs)
-        new = out.sequences[:, input_ids.shape[1] :].cpu()
-        logp = torch.stack([torch.log_softmax(step.float(), dim=-1) for step in out.logits], dim=1).cpu()
-        gens = []
-        for row in range(new.shape[0]):
-            toks, lps = [], []
-            for t in range(new.shape[1]):
-                tok = int(new[row, t])
-                if tok in self._eos_ids:
-                    break
-                toks.append(tok)
-                lps.append(float(logp[row, t, tok]))
-            gens.append(self._cut_at_stop(Generation(text=self.tokenizer.decode(toks, skip_special_tokens=True).strip(),
-                                                     token_ids=toks, token_logprobs=lps), stop))
-        return gens
-
-    def _cut_at_stop(self, gen: Generation, stop: Sequence[str]) -> Generation:
-        """``gen`` cut before the first stop string; its tokens: those whose text ends before the cut."""
-        if not stop:
-            return gen
-        text = self.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
-        cut = min((i for s in stop if (i := text.find(s)) >= 0), default=None)
-        if cut is None:
-            return gen
-        keep = 0
-        for k in range(1, len(gen.token_ids) + 1):
-            if len(self.tokenizer.decode(gen.token_ids[:k], skip_special_tokens=True)) > cut:
-                break
-            keep = k
-        return Generation(text=text[:cut].strip(), token_ids=gen.token_ids[:keep],
-                          token_logprobs=gen.token_logprobs[:keep])
-
-    def _beam_generations(self, input_ids: torch.Tensor, out: Any, n: int) -> list[Generation]:
-        """Beam candidates; their token log-probs are re-scored with one forward pass each."""
-        gens = []
-        for row in range(n):
-            toks = [int(t) for t in out.sequences[row, input_ids.shape[1] :].tolist()]
-            cut = next((j for j, t in enumerate(toks) if t in self._eos_ids or t == self.tokenizer.pad_token_id), len(toks))
-            toks = toks[:cut]
-            seq = input_ids[0].tolist() + toks
-            lps: list[float] = []
-            if toks:
-                logp = torch.log_softmax(self.forward([seq]).logits[0].float(), dim=-1)
-                start = input_ids.shape[1]
-                lps = [float(logp[start - 1 + j, t]) for j, t in enumerate(toks)]
-            gens.append(Generation(text=self.tokenizer.decode(toks, skip_special_tokens=True).strip(),
-                                   token_ids=toks, token_logprobs=lps))
-        return gens
