@@ -24,7 +24,9 @@ subspace of W itself, so the default (``centered=False``) uses the uncentred
 second-moment matrix WᵀW/M and SPS = ‖x − U Uᵀ x‖. The authors' released code
 instead runs centred PCA and reconstructs x through the mean,
 x̂ = μ + U Uᵀ (x − μ), SPS = ‖x − x̂‖ = ‖(I − P)(x − μ)‖; ``centered=True``
-selects that variant.
+selects that variant. The released code fits ``PCA(n_components=d_95)`` with sklearn's default solver,
+randomized (unseeded) for a 576×576 ``q_proj``, so its values move from run to run; readerfit computes the
+exact PCA that solver approximates.
 
 Variance ratio: the smallest k whose top-k eigenvalues reach ``variance_ratio``
 of the total; ratio 1.0 keeps every nonzero component (eigenvalues above
