@@ -295,7 +295,7 @@ def test_server_down_names_the_url():
 
 
 def test_server_dying_mid_run_is_a_clear_error(start_stub):
-    s = start_stub("--die-after", "3")
+    s = start_stub("--die-after", "3", "--die-path", "/v1/completions")  # generate asks /tokenize once too
     with OpenAILanguageModel("stub", base_url=s.url, **FAST) as lm:
         done = []
         with pytest.raises(ServerUnavailableError, match=s.url.replace(".", r"\.")):

@@ -9,20 +9,26 @@ How each method is served (``<root>`` is the base URL without its trailing ``/v1
 
 - ``generate``: ``/v1/completions`` for text prompts, ``/v1/chat/completions`` for message prompts (the
   server applies the model's chat template), with ``n``, ``seed`` and per-token log-probabilities.
-  The wire format carries token strings, not ids: ``Generation.token_ids`` holds -1 per token.
+  The wire format carries token strings, not ids: ``Generation.token_ids`` holds -1 per token. A server
+  that ignores ``n`` (llama-cpp-python's) is asked once per sample, sample i seeded ``seed + i``.
+  llama.cpp's servers get their sampling defaults overridden (``top_k=0``, ``min_p=0``,
+  ``repeat_penalty``): they sample from the distribution asked for, as the transformers backend does.
 - ``next_token_probs``: a one-token greedy completion with the top ``top_logprobs`` (default 20)
   log-probabilities; a candidate's probability sums its variants (" Yes", "Yes", " yes"...) among them.
   Mass outside the top-k is unseen, so probabilities are lower bounds; ``covered`` says how much was seen.
-- ``token_logprobs``: ``/v1/completions`` with ``echo=True, max_tokens=0, logprobs=1`` (prompt
-  log-probabilities, which vLLM returns) on a token-id prompt built with ``<root>/tokenize``, so the
-  prompt/text boundary is exact as in the transformers backend. A server that returns none → a clear error.
-- ``count_tokens``: ``<root>/tokenize`` (vLLM and llama.cpp); a server without it gets a documented
-  approximation, ceil(characters / 4), with a warning (``count_tokens="server"`` makes it an error).
+- ``token_logprobs``: ``/v1/completions`` with ``echo=True, logprobs=1`` (prompt log-probabilities, which
+  vLLM returns) on a token-id prompt built with ``<root>/tokenize``, so the prompt/text boundary is exact
+  as in the transformers backend; the echo is checked once against the server's generation
+  log-probabilities. A server that returns none, or wrong ones, → a clear error.
+- ``count_tokens``: ``<root>/tokenize`` (vLLM and llama.cpp) or ``<root>/extras/tokenize``
+  (llama-cpp-python); a server without any gets a documented approximation, ceil(characters / 4), with a
+  warning (``count_tokens="server"`` makes it an error).
 - ``chat``: the server's own chat template, rendered once around placeholders (vLLM ``/tokenize`` with
   messages + ``/detokenize``; llama.cpp ``/apply-template``), with the BOS text the server adds itself
-  removed; without either, a plain template (the contents joined by newlines) with a warning.
-- ``context_length``: the ``context_length`` argument, else ``/v1/models`` ``max_model_len`` (vLLM), else
-  ``<root>/props`` ``n_ctx`` (llama.cpp), else a clear error.
+  removed; without either (llama-cpp-python), a :class:`~readerfit.models.openai.prompts.ChatPrompt`
+  that goes to ``/v1/chat/completions`` as messages, with a warning.
+- ``context_length``: the ``context_length`` argument (``--context-length``), else ``/v1/models``
+  ``max_model_len`` (vLLM), else ``<root>/props`` ``n_ctx`` (llama.cpp), else a clear error.
 - model internals (hidden states, embeddings): none; components that need them ask for a
   :class:`~readerfit.models.lm.LocalLanguageModel` and refuse this one early.
 
@@ -173,10 +179,12 @@ class OpenAILanguageModel:
     ) -> list[list[Generation]]:
         """``n`` continuations per prompt, one request each (``n`` inside it), with the server's token log-probs.
 
-        ``repetition_penalty`` other than 1 is sent as vLLM's ``repetition_penalty`` (llama.cpp:
-        ``repeat_penalty``); OpenAI's own API has no such parameter. A trailing end-of-sequence
-        token the server reports is left out, as in the transformers backend. ``stop`` is sent as the
-        API's ``stop``; ``top_k`` as vLLM's and llama.cpp's ``top_k`` (OpenAI's own API has none).
+        ``repetition_penalty`` other than 1 is sent as vLLM's ``repetition_penalty``; OpenAI's own API
+        has no such parameter. llama.cpp's servers always get ``repeat_penalty``, ``top_k`` (0: all
+        tokens, when None) and ``min_p=0``, since their own defaults differ (llama-cpp-python: 1.1, 40,
+        0.05). A trailing end-of-sequence token the server reports is left out, as in the transformers
+        backend. ``stop`` is sent as the API's ``stop``; ``top_k`` as vLLM's ``top_k`` (OpenAI's own API
+        has none).
         """
         if n < 1:
             raise InputError(f"n must be >= 1, got {n}")

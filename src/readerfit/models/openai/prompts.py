@@ -41,6 +41,7 @@ class ChatPrompt(PromptText):
 
     def __new__(cls, messages: Sequence[dict[str, str]]) -> ChatPrompt:
         obj = super().__new__(cls, [("\n".join(m["content"] for m in messages) + "\n", False)])
+        assert isinstance(obj, ChatPrompt)  # PromptText.__new__ builds cls
         obj.messages = tuple(dict(m) for m in messages)
         return obj
 

@@ -19,7 +19,8 @@ from readerfit.models.openai.prompts import escape_controls, wire_prompt
 from readerfit.models.openai.server import ServerInfo
 
 _PROBE = "The capital of France is Paris. The capital of Italy is"
-_PROBE_TOLERANCE = 0.05  # nats; the same position computed twice differs by far less, a shifted one by far more
+# nats: llama.cpp's value for one position moves by up to ~0.15 with what its cache held; a shifted one is off by nats
+_PROBE_TOLERANCE = 0.5
 _NONE_MESSAGE = ("returned no prompt log-probabilities for echo=True (vLLM gives them; OpenAI's API and llama.cpp's "
                  "server do not); token_logprobs (perplexity, LongPPL, selective-context) needs a server that does, "
                  "or a local model")
@@ -71,9 +72,11 @@ class PromptScorer:
         token, expected = tokens[0], float(values[0])
         if self.server.flavour() != "none":
             head, whole = self._count(_PROBE), self._count(_PROBE + token)
-            if whole != head + 1:  # the token would merge with the probe text: no clean comparison
+            if head is None or whole != head + 1:  # the token would merge with the probe text: no clean comparison
                 return ""
-        echoed = self._echo(_PROBE + token, self._count(_PROBE + token))
+        tokens, echoed = self._echo_tokens(_PROBE + token, self._count(_PROBE + token))
+        if not tokens or tokens[-1] != token:  # the echo cut the text elsewhere: no clean comparison
+            return ""
         got = echoed[-1]
         if got is None or abs(float(got) - expected) > _PROBE_TOLERANCE:
             return (f"{self.config.shown_url}/completions returned prompt log-probabilities that disagree with its "
@@ -125,12 +128,18 @@ class PromptScorer:
 
     def _echo(self, prompt: str | list[int], count: int | None) -> list[float | None]:
         """The echoed prompt's log-probabilities, ``count`` of them (all the server gives when None)."""
+        return self._echo_tokens(prompt, count)[1]
+
+    def _echo_tokens(self, prompt: str | list[int], count: int | None) -> tuple[list[Any], list[float | None]]:
         # llama-cpp-python reads max_tokens=0 as "until the context is full": ask it for one token, then cut
         one = self.server.flavour() == "llama-cpp-python"
         body: dict[str, Any] = {"model": self.config.model, "prompt": prompt, "echo": True,
                                 "max_tokens": 1 if one else 0, "logprobs": 1, "temperature": 0.0}
         data = self.http.request("/completions", body) or {}
-        values = (choices(data, self.config.base_url)[0].get("logprobs") or {}).get("token_logprobs")
+        logprobs = choices(data, self.config.base_url)[0].get("logprobs") or {}
+        values = logprobs.get("token_logprobs")
         if not isinstance(values, list) or not values or (count is not None and len(values) < count):
             raise ServerFeatureError(f"{self.config.shown_url}/completions {_NONE_MESSAGE}")
-        return values[:count] if count is not None else values
+        found = logprobs.get("tokens")
+        tokens: list[Any] = found if isinstance(found, list) else []
+        return (tokens[:count], values[:count]) if count is not None else (tokens, values)

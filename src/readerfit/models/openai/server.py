@@ -110,13 +110,13 @@ class ServerInfo:
         for entry in listing.get("data") or []:
             if isinstance(entry, dict) and entry.get("id") == self.config.model:
                 for key in ("max_model_len", "context_length"):  # vLLM and SGLang; OpenRouter-style listings
-                    if _positive_int(entry.get(key)):
-                        return int(entry[key])
+                    if found := _positive_int(entry.get(key)):
+                        return found
         if self.flavour() != "llama-cpp-python":  # it has no /props; do not ask for nothing
             props = self.http.request("/props", root=True, optional=True) or {}
             n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx") or props.get("n_ctx")
-            if _positive_int(n_ctx):
-                return int(n_ctx)
+            if found := _positive_int(n_ctx):
+                return found
         served = ("llama-cpp-python's server reports it nowhere: pass the --n_ctx it was started with"
                   if self.flavour() == "llama-cpp-python" else
                   f"{self.config.shown_url}/models gives no max_model_len for it and "
@@ -168,5 +168,5 @@ class ServerInfo:
         return self._bos_text
 
 
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+def _positive_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
