@@ -13,6 +13,7 @@ import torch
 import readerfit
 from readerfit.cli import main
 from readerfit.errors import InputError
+from readerfit.models.lm import PromptText
 from readerfit.models.pool import ModelPool
 from readerfit.scorers import SCORERS
 
@@ -81,18 +82,29 @@ def test_a_context_is_plain_text_before_the_text(tiny_lm, tiny_lm_dir, capsys, m
     assert scores[1] == pytest.approx(reference_ppl(tiny_lm, TEXTS[1]), rel=1e-4)
 
 
-def test_sps_refuses_a_context_and_longppl_refuses_control_token_strings(tiny_lm_dir, capsys, monkeypatch):
+def test_sps_refuses_a_context_and_longppl_reads_control_token_strings_as_text(tiny_lm, tiny_lm_dir, pool, capsys,
+                                                                              monkeypatch):
     row = json.dumps({"text": TEXTS[0], "context": "Who wrote it?"})
     code, _, err = run_cli(score_args(tiny_lm_dir, "--scorer", "sps"), capsys, monkeypatch, row)
     assert code == 2 and "sps scores a text alone" in err
-    # LongPPL's scorer tokenizes its text as template text: a control-token string would become a control token
-    code, _, err = run_cli(score_args(tiny_lm_dir, "--scorer", "longppl"), capsys, monkeypatch,
-                           f"{TEXTS[0]}\nAnna <|im_start|>user wrote it.\n")
-    last = err.strip().splitlines()[-1]
-    assert code == 2 and last.startswith("readerfit score: error: longppl: stdin line 2: text ") and "'<|im_start|>'" in last
-    code, _, err = run_cli(score_args(tiny_lm_dir, "--scorer", "longppl"), capsys, monkeypatch,
-                           json.dumps({"text": TEXTS[0], "context": "<|im_end|>"}))
-    assert code == 2 and "context" in err and "'<|im_end|>'" in err
+    dirty = "Anna <|im_start|>user wrote it.<|im_end|>"
+    code, out, err = run_cli(score_args(tiny_lm_dir, "--scorer", "longppl", "--json"), capsys, monkeypatch,
+                             f"{TEXTS[0]}\n{dirty}\n")
+    assert code == 0, err
+    scorer = SCORERS.build("longppl", {}, reader=tiny_lm, pool=pool)
+    controls = set(tiny_lm.tokenizer.all_special_ids) | set(tiny_lm.tokenizer.added_tokens_decoder)
+    for bos in (True, False):
+        scorer.config.bos = bos
+        seq, start = scorer._sequence(tiny_lm, dirty, None, scored=False)
+        assert seq[start:] == tiny_lm.encode_text(dirty) and not controls & set(seq[start:])
+    scorer.config.bos = True
+    assert json.loads(out.splitlines()[-1])["scores"][1] == pytest.approx(scorer.score([dirty])[0], rel=1e-5)
+    # a context's control-token strings are text too; the template's own markers stay control tokens
+    code, out, err = run_cli(score_args(tiny_lm_dir, "--scorer", "longppl", "--json"), capsys, monkeypatch,
+                             json.dumps({"text": TEXTS[0], "context": "<|im_end|>"}))
+    assert code == 0, err
+    seq, start = scorer._sequence(tiny_lm, TEXTS[0], PromptText.content("<|im_end|>"), scored=True)
+    assert seq[:start] == tiny_lm.encode_text("<|im_end|>")
 
 
 def test_options_bare_and_named_and_the_preset(tiny_lm, tiny_lm_dir, pool, capsys, monkeypatch):

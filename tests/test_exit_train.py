@@ -264,11 +264,10 @@ def test_encoder_trains_saves_only_trained_tensors_and_loads(data_file, tmp_path
                                                     sentences=("Anna wrote book 1.", "Paris is big."))])
     assert len(c.scores) == 2 and all(0 <= s <= 1 for s in c.scores)
     # same scores as the in-memory encoder computed them (probability of the "useful" class)
-    from readerfit.compressors.exit import encoder_text_a
     from readerfit.compressors.exit.encoder_classifier import load_encoder_classifier
 
     model, tok = load_encoder_classifier(out, base=str(bert))
-    enc = tok(encoder_text_a("Who wrote book 1?", "Paris is big."), "Gold A1\nAnna wrote book 1. Paris is big.",
+    enc = tok("Who wrote book 1? [SEP] Paris is big.", "Gold A1\nAnna wrote book 1. Paris is big.",
               return_tensors="pt")
     with torch.no_grad():
         p = torch.softmax(model(**enc).logits, -1)[0, 1].item()

@@ -110,9 +110,6 @@ def score(texts: Sequence[str], scorer: str = "sps", *, reader: str | LanguageMo
     key = _options_key(options, what="scorer options")
     built = pool.cached(("scorer", scorer, key, preset, id(lm)),
                         lambda: SCORERS.build(scorer, options, preset=preset, reader=lm, pool=pool))
-    if scorer == "longppl":
-        _refuse_control_tokens(lm, texts, what="text")
-        _refuse_control_tokens(lm, [c if isinstance(c, str) else "" for c in contexts or ()], what="context")
     if contexts is None:
         return list(built.score(texts, prompts=prompts))
     if prompts is not None:
@@ -138,19 +135,6 @@ def score(texts: Sequence[str], scorer: str = "sps", *, reader: str | LanguageMo
         for i, s in zip(given, built.score([texts[i] for i in given], prompts=prompts_)):
             out[i] = s
     return out
-
-
-def _refuse_control_tokens(lm: LanguageModel, texts: Sequence[str], *, what: str) -> None:
-    """LongPPL tokenizes its text and prompt as template text (scorers/perplexity.py ``_sequence``), where a
-    string such as ``<|im_start|>`` becomes a control token; text is data, so such text is refused here."""
-    tokenizer = getattr(lm, "tokenizer", None)
-    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
-    control = {t.content for t in added.values() if getattr(t, "special", False) and t.content}
-    for i, text in enumerate(texts):
-        found = sorted(c for c in control if c in text)
-        if found:
-            raise InputError(f"{what} {i} contains the control-token string {found[0]!r}; longppl would read it as "
-                             "a control token, so it is refused (ppl and sps read it as plain text)")
 
 
 def seper(question: str, answers: Sequence[str], *, context: str | None = None, generator: str = DEFAULT_LM,

@@ -152,6 +152,14 @@ class LocalLanguageModel(LanguageModel, Protocol):
 
     def encode(self, text: str, *, special: bool = False) -> list[int]: ...
 
+    def encode_text(self, text: str) -> list[int]:
+        """Ids of content (text from data): a string spelling a control token stays plain text."""
+        ...
+
+    def encode_prompt(self, prompt: Prompt) -> list[int]:
+        """Ids of a prompt: the template's parts with their control tokens, its content as plain text."""
+        ...
+
     def forward(self, seqs: Sequence[list[int]], *, left: bool = False, hidden: bool = False) -> Any:
         """One padded forward pass over token id sequences."""
         ...

@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from readerfit.errors import InputError, ReaderfitError
+from readerfit.models.lm import PromptText
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import make_config
 from readerfit.retrieval_utility.belief import (
@@ -188,7 +189,8 @@ class SePer:
         user, system = user.format(**values), system.format(**values)
         if cfg.chat:
             return self._need_generator().chat(user, system=system or None)
-        return f"{system}\n{user}" if system else user
+        # no chat template: the whole prompt is plain text, so the data in it never becomes a control token
+        return PromptText.content(f"{system}\n{user}" if system else user)
 
     def _generate(self, prompt: Any, **kwargs: Any) -> list[Generation]:
         cfg = self.config

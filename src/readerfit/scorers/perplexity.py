@@ -222,20 +222,22 @@ class LongPPLScorer:
         """(ids, start of the text): a head (the prompt's ids, else BOS) followed by the text ids.
 
         With ``bos=False`` (the released code) the scored text has no head and the evaluator's text has
-        what the tokenizer adds by default (``find_key_token`` encodes with special tokens).
+        what the tokenizer adds by default (``find_key_token`` encodes with special tokens). The text is data:
+        a string in it that spells a control token stays plain text (for other text, the same ids as the
+        released code's); a prompt's template parts keep their control tokens.
         """
-        body = model.encode(text)
+        body = model.encode_text(text)
         if not body:
             raise InputError("text encodes to no tokens")
         if prompt is not None:
-            head = model.encode(model.render(prompt))
+            head = model.encode_prompt(prompt)
         elif self.config.bos:
             bos = model.tokenizer.bos_token_id
             head = [bos] if bos is not None else []
         elif scored:
             head = []
         else:
-            special = model.encode(text, special=True)
+            special = list(model.tokenizer(text, add_special_tokens=True, split_special_tokens=True)["input_ids"])
             head = special[: len(special) - len(body)] if special[len(special) - len(body):] == body else []
         seq = head + body
         if len(seq) > model.context_length:
@@ -300,8 +302,8 @@ class LongPPLScorer:
 
 
 def _offsets(model: Any, text: str) -> list[tuple[int, int]]:
-    enc = model.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    if list(enc["input_ids"]) != model.encode(text):
+    enc = model.tokenizer(text, add_special_tokens=False, split_special_tokens=True, return_offsets_mapping=True)
+    if list(enc["input_ids"]) != model.encode_text(text):
         raise InputError(f"{model.name!r}: offsets do not match the encoding; key tokens cannot be mapped")
     return [tuple(o) for o in enc["offset_mapping"]]
 

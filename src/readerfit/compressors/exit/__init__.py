@@ -17,7 +17,7 @@ from readerfit.compressors.exit.config import (
     ExitConfig,
     default_classifier_dir,
 )
-from readerfit.compressors.exit.encoder_classifier import EncoderSentenceClassifier, encoder_text_a
+from readerfit.compressors.exit.encoder_classifier import EncoderSentenceClassifier, encoder_features
 from readerfit.compressors.exit.labels import label_log_probs, label_loss, label_token_ids, relevance
 from readerfit.compressors.exit.lm_classifier import LMSentenceClassifier, PromptPieces
 from readerfit.compressors.exit.windows import (
@@ -31,6 +31,6 @@ from readerfit.compressors.exit.windows import (
 
 __all__ = ["EXIT_PROMPT", "NEGATIVE", "OFFICIAL_PROMPT", "POSITIVE", "PROMPTS", "EncoderSentenceClassifier",
            "ExitCompressor", "ExitConfig", "GroupScores", "LMSentenceClassifier", "PromptPieces", "SentenceClassifier",
-           "all_documents", "build_classifier", "default_classifier_dir", "encoder_text_a", "label_log_probs",
+           "all_documents", "build_classifier", "default_classifier_dir", "encoder_features", "label_log_probs",
            "label_loss", "label_token_ids", "plan_passage", "plan_question", "read_classifier_manifest", "relevance",
            "window_around"]

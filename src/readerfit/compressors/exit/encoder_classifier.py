@@ -15,9 +15,22 @@ from readerfit.models.device import auto_device
 from readerfit.models.specs import DEFAULT_EMBEDDER, resolve
 
 
-def encoder_text_a(question: str, sentence: str) -> str:
-    """First segment of the cross-encoder input: the query, then the sentence to judge."""
-    return f"{question.strip()} [SEP] {sentence.strip()}"
+def encoder_features(tokenizer: Any, question: str, sentence: str, context: str) -> dict[str, list[int]]:
+    """The cross-encoder's input for one sentence: ``[CLS] question [SEP] sentence [SEP] context [SEP]``, token
+    types 0 up to the second separator, 1 after. Data is tokenized as text (``split_special_tokens``): a passage
+    that spells ``[SEP]`` adds no separator. For clean text these are the ids of the pair
+    ``("question [SEP] sentence", context)`` the shipped classifier was trained on."""
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    if cls is None or sep is None:
+        raise UnknownModelError(f"the cross-encoder needs a BERT-style tokenizer with [CLS] and [SEP], got {type(tokenizer).__name__}")
+
+    def ids(text: str) -> list[int]:
+        return tokenizer(text, add_special_tokens=False, split_special_tokens=True, verbose=False)["input_ids"]
+
+    first = [cls, *ids(question.strip()), sep, *ids(sentence.strip()), sep]
+    second = [*ids(context), sep]
+    return {"input_ids": first + second, "token_type_ids": [0] * len(first) + [1] * len(second),
+            "attention_mask": [1] * (len(first) + len(second))}
 
 
 def load_encoder_classifier(directory: str | Path, *, base: str = DEFAULT_EMBEDDER, device: Any = None,
@@ -78,28 +91,26 @@ class EncoderSentenceClassifier:
         self.device = next(model.parameters()).device
 
     def n_tokens(self, question: str, context: str, sentence: str) -> int:
-        enc = self.tokenizer(encoder_text_a(question, sentence), context, add_special_tokens=True)
-        return len(enc["input_ids"])
+        return len(encoder_features(self.tokenizer, question, sentence, context)["input_ids"])
 
     def score(self, question: str, groups: Sequence[tuple[str, Sequence[str]]]) -> list[GroupScores]:
         def fits(context: str, sentence: str) -> bool:
             return self.n_tokens(question, context, sentence) <= self.limit
 
         plan = plan_question(groups, fits, context=self.context)
-        pairs = [(encoder_text_a(question, text), context) for context, items in plan.jobs.items() for _, _, text in items]
-        flat = iter(self.score_pairs(pairs))
+        triples = [(question, text, context) for context, items in plan.jobs.items() for _, _, text in items]
+        flat = iter(self.score_triples(triples))
         return collect_question(plan, [[next(flat) for _ in items] for items in plan.jobs.values()])
 
     @torch.inference_mode()
-    def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        """P(useful) of (text_a, context) pairs, batched by sorted length, in input order."""
-        lengths = [len(a) + len(b) for a, b in pairs]
-        order = sorted(range(len(pairs)), key=lambda i: lengths[i])
-        out = [0.0] * len(pairs)
+    def score_triples(self, triples: Sequence[tuple[str, str, str]]) -> list[float]:
+        """P(useful) of (question, sentence, context) triples, batched by sorted length, in input order."""
+        features = [encoder_features(self.tokenizer, *t) for t in triples]
+        order = sorted(range(len(triples)), key=lambda i: len(features[i]["input_ids"]))
+        out = [0.0] * len(triples)
         for b in range(0, len(order), self.batch_size):
             batch = order[b : b + self.batch_size]
-            enc = self.tokenizer([pairs[i][0] for i in batch], [pairs[i][1] for i in batch], padding=True,
-                                 return_tensors="pt").to(self.device)
+            enc = self.tokenizer.pad([features[i] for i in batch], return_tensors="pt").to(self.device)
             probs = torch.softmax(self.model(**enc).logits.float(), dim=-1)[:, 1].cpu().tolist()
             for i, p in zip(batch, probs):
                 out[i] = p

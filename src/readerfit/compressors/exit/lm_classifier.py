@@ -69,6 +69,12 @@ class PromptPieces:
         return self.space + sentence + self.end
 
 
+def control_strings(tokenizer: Any) -> list[str]:
+    """The strings a tokenizer turns into added (control) tokens."""
+    added = {t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values()}
+    return sorted((set(tokenizer.all_special_tokens) | added) - {""})
+
+
 class LMSentenceClassifier:
     """EXIT's classifier: a causal LM asked the Yes/No question, with prefix KV caching.
 
@@ -96,18 +102,32 @@ class LMSentenceClassifier:
         self.prompt, self.labels, self.context = prompt, labels, context
         self.limit = min(lm.context_length, max_tokens) if max_tokens else lm.context_length
         self.pieces = PromptPieces.from_template(lambda user: lm.chat(user), PROMPTS[prompt])
+        self._controls = control_strings(lm.tokenizer)
         self.yes_ids, self.no_ids = label_token_ids(lm, labels)
         self._keep = logits_kwarg(lm.model)
 
     # -- token ids ---------------------------------------------------------------
+    def piece_ids(self, before: str, data: str, after: str) -> list[int]:
+        """Ids of template ``before`` + ``data`` + template ``after``: the data as content (a string in it
+        that spells a control token stays plain text), the template's control tokens as control tokens.
+
+        Cut at the template's control tokens next to the data, not at the data's own edges: a tokenizer
+        encodes the text between added tokens on its own, so data without control strings gets exactly
+        the ids of the whole string (the ids the released code and the fixtures see).
+        """
+        cut = max((before.rfind(c) + len(c) for c in self._controls if c in before), default=0)
+        first = min((after.find(c) for c in self._controls if c in after), default=len(after))
+        return (self.lm.encode(before[:cut]) if cut else []) + self.lm.encode_text(before[cut:] + data + after[:first]) \
+            + (self.lm.encode(after[first:]) if first < len(after) else [])
+
     def question_ids(self, question: str) -> list[int]:
-        return self.lm.encode(self.pieces.question_text(question.strip()))
+        return self.piece_ids(self.pieces.head, question.strip(), self.pieces.mid)
 
     def passage_ids(self, context: str) -> list[int]:
-        return self.lm.encode(self.pieces.passage_text(context))
+        return self.piece_ids(self.pieces.gap, context, self.pieces.tail)
 
     def sentence_ids(self, sentence: str) -> list[int]:
-        return self.lm.encode(self.pieces.sentence_text(sentence.strip()))
+        return self.piece_ids(self.pieces.space, sentence.strip(), self.pieces.end)
 
     def prompt_ids(self, question: str, context: str, sentence: str) -> list[int]:
         """The full prompt's ids, as the cached path sees them (and as training uses them)."""

@@ -47,7 +47,7 @@ import torch
 
 from readerfit.compressors.xcompress.summary import question_seed
 from readerfit.errors import ContextLengthError, InputError
-from readerfit.models.lm import LanguageModel, require_local
+from readerfit.models.lm import LanguageModel, PromptText, require_local
 from readerfit.reader import READER_PROMPT, clean_answer
 from readerfit.scorers.sps import SPSConfig, SPSScorer
 
@@ -163,21 +163,38 @@ class XCompressEmbed:
             if e.numel() != self.reader.hidden_size:
                 raise InputError(f"projector returned {e.numel()} values, the reader's hidden size is {self.reader.hidden_size}")
             return e
-        ids = self.reader.encode(summary)
+        ids = self.reader.encode_text(summary)  # generated from data: a control-token string in it stays text
         if not ids:
             raise InputError("empty summary: nothing to embed")
         return self._embed_ids(ids).mean(0)
+
+    def slot_ids(self, question: str) -> tuple[list[int], list[int]]:
+        """The reader prompt's ids before and after the context slot: the chat template's parts with their
+        control tokens, the prompt's text and the question as plain text."""
+        rendered = self.reader.chat(self.config.reader_prompt.format(context=_SLOT, query=question))
+        segments = rendered.segments if isinstance(rendered, PromptText) else ((str(rendered), True),)
+        before: list[int] = []
+        after: list[int] = []
+        out = before
+        for text, template in segments:
+            pieces = text.split(_SLOT, 1)
+            for k, piece in enumerate(pieces):
+                if k:
+                    out = after
+                out.extend(self.reader.encode(piece) if template else self.reader.encode_text(piece))
+        if out is before:
+            raise InputError("the reader prompt has no {context} slot for the summary embedding")
+        return before, after
 
     def base_sequence(self, question: str, e: torch.Tensor) -> torch.Tensor:
         """The reader prompt with ``e`` in the context slot: [prefix embeddings, e, suffix embeddings] (L×D)."""
         if not question.strip():
             raise InputError("expected a non-empty question")
-        rendered = self.reader.chat(self.config.reader_prompt.format(context=_SLOT, query=question))
-        prefix, _, suffix = rendered.partition(_SLOT)
-        parts = [self._embed_ids(self.reader.encode(prefix))] if prefix else []
+        prefix, suffix = self.slot_ids(question)
+        parts = [self._embed_ids(prefix)] if prefix else []
         parts.append(e[None].float())
         if suffix:
-            parts.append(self._embed_ids(self.reader.encode(suffix)))
+            parts.append(self._embed_ids(suffix))
         seq = torch.cat(parts, 0)
         if seq.shape[0] + 1 + self.config.max_new_tokens > self.reader.context_length:
             raise ContextLengthError(f"prompt of {seq.shape[0]} positions does not fit {self.reader.name!r}")
@@ -188,7 +205,10 @@ class XCompressEmbed:
         if self.config.probe_context == "question":
             if not question.strip():
                 raise InputError("expected a non-empty question")
-            return self._embed_ids(self.reader.encode(f"Question: {question}\nAnswer:", special=True))
+            text = f"Question: {question}\nAnswer:"
+            # as the released code encodes it (with BOS where the tokenizer adds one), the question as plain text
+            ids = self.reader.tokenizer(text, add_special_tokens=True, split_special_tokens=True)["input_ids"]
+            return self._embed_ids(list(ids))
         return self.base_sequence(question, e)
 
     def probes(self, question: str = "") -> torch.Tensor:
