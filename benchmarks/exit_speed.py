@@ -1,4 +1,5 @@
-"""EXIT scoring speed: one sentence per forward pass vs the prefix-cached, packed path.
+"""EXIT scoring speed: the LM classifier one sentence per forward pass vs its prefix-cached, packed path;
+the cross-encoder (one pass per sentence) vs the one-pass classifier (one pass per passage).
 
 Same classifier, same inputs (every sentence of every passage of the first
 ``--questions`` questions), timed in one run, side by side. The scores of all
@@ -13,7 +14,15 @@ what skipping the LM head buys.
 ``--context all`` judges every sentence with all the question's passages (the released code's inference):
 one shared prefix per question, so the cache saves more.
 
-``--json`` prints ``{"per_sentence_sps", "cached_sps", "speedup", "max_abs_diff", ...}`` as the last line
+The encoder classifiers (``--encoders``, default the shipped ``encoder`` and ``onepass``) score the same
+sentences, interleaved with each other question by question; with labels (HotpotQA supporting facts) their
+sentence AUROC is reported beside their speed. ``--variants float32 bfloat16 int8`` times each encoder
+classifier also in bfloat16 and with dynamic int8 quantization of its linear layers
+(``torch.ao.quantization.quantize_dynamic``): sentences/s, max |Δr| against float32, AUROC, side by side.
+``--skip-lm`` times the encoder classifiers only.
+
+``--json`` prints ``{"per_sentence_sps", "cached_sps", "speedup", "max_abs_diff", "encoder_sps", "onepass_sps",
+"encoders": {name: {variant: {"sps", "auroc", "max_abs_diff"}}}, ...}`` as the last line
 (``per_sentence_sps`` is the official-style reference; ``speedup_vs_last_logit`` the stricter ratio).
 """
 
@@ -44,6 +53,56 @@ def _last_logit_reference():
     return LastLogitReference
 
 
+def encoder_variants(clf, variants: list[str]) -> dict:
+    """The classifier in each variant: float32 as loaded, bfloat16, or int8 (dynamic quantization)."""
+    import copy
+
+    import torch
+
+    out = {}
+    for v in variants:
+        c = copy.copy(clf)
+        if v == "bfloat16":
+            c.model = copy.deepcopy(clf.model).to(torch.bfloat16)
+        elif v == "int8":
+            c.model = torch.ao.quantization.quantize_dynamic(copy.deepcopy(clf.model), {torch.nn.Linear},
+                                                             dtype=torch.qint8)
+        out[v] = c
+    return out
+
+
+def time_encoders(questions: list, labels: list[int], names: list[str], variants: list[str]) -> dict:
+    """Every (classifier, variant) scores every question, interleaved question by question."""
+    import time
+
+    from readerfit.compressors.exit import ExitConfig, build_classifier
+    from readerfit.metrics.correlation import auroc
+    from readerfit.models.pool import ModelPool
+
+    pool = ModelPool(device="cpu")
+    paths = {(name, v): c for name in names
+             for v, c in encoder_variants(build_classifier(ExitConfig(classifier=name), pool), variants).items()}
+    q0, groups0 = questions[0]
+    for clf in paths.values():  # warm-up
+        clf.score(q0, groups0[:1])
+    seconds = dict.fromkeys(paths, 0.0)
+    scores: dict = {k: [] for k in paths}
+    for q, groups in questions:
+        for k, clf in paths.items():
+            start = time.perf_counter()
+            scores[k].extend(r for g in clf.score(q, groups) for r in g.scores)
+            seconds[k] += time.perf_counter() - start
+    n = len(scores[next(iter(paths))])
+    out: dict = {}
+    for (name, v), values in scores.items():
+        ref = scores[(name, variants[0])]
+        out.setdefault(name, {})[v] = {
+            "sps": n / seconds[(name, v)], "seconds": seconds[(name, v)],
+            "max_abs_diff": max(abs(a - b) for a, b in zip(ref, values)),
+            "auroc": auroc(labels=labels, scores=values) if any(labels) and not all(labels) else None}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=None, help=f"HotpotQA-style file (default: {DEFAULT_DATA}, else the demo set)")
@@ -55,6 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompt", default="paper", choices=["paper", "official"], help="the EXIT prompt")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--encoders", nargs="*", default=["encoder", "onepass"],
+                   help="encoder classifiers to time (shipped names or trained directories; none: skip)")
+    p.add_argument("--variants", nargs="+", default=["float32"], choices=["float32", "bfloat16", "int8"],
+                   help="the encoder classifiers' dtypes / quantization to time (the first is the reference)")
+    p.add_argument("--skip-lm", action="store_true", help="time the encoder classifiers only")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "exit_speed.json"))
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
@@ -67,24 +131,43 @@ def main(argv: list[str] | None = None) -> int:
     from readerfit.models.hf import HFLanguageModel
     from readerfit.text.split import get_splitter
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     data = Path(args.data) if args.data else DEFAULT_DATA
     examples = load_dataset(data, limit=args.questions) if data.exists() else load_demo(limit=args.questions)
     split = None
     questions = []
+    labels: list[int] = []  # supporting-fact sentences are positive (when the data has them)
     for ex in examples:
         groups = []
+        support = {(f.title, f.sentence) for f in ex.supporting or ()}
         for passage in ex.passages:
             if passage.sentences:
-                sentences = [s.strip() for s in passage.sentences if s.strip()]
+                indexed = [(j, s.strip()) for j, s in enumerate(passage.sentences) if s.strip()]
             else:
                 split = split or get_splitter("regex")
-                sentences = split(passage.text)
-            if sentences:
-                groups.append((passage.title, sentences))
+                indexed = list(enumerate(split(passage.text)))
+            if indexed:
+                groups.append((passage.title, [s for _, s in indexed]))
+                labels += [int((passage.title, j) in support) for j, _ in indexed]
         questions.append((ex.question, groups))
     n_sentences = sum(len(s) for _, groups in questions for _, s in groups)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    encoders = time_encoders(questions, labels, args.encoders, args.variants) if args.encoders else {}
+    enc_result: dict = {f"{name}_sps": v[args.variants[0]]["sps"] for name, v in encoders.items()}
+    enc_result.update({"encoders": encoders, "variants": args.variants})
+    enc_rows = [{"classifier": name, "variant": v, **m} for name, vs in encoders.items() for v, m in vs.items()]
+    enc_table = markdown_table(enc_rows, [("classifier", "classifier", ""), ("variant", "variant", ""),
+                                          ("seconds", "seconds", ".2f"), ("sps", "sentences/s", ".2f"),
+                                          ("max_abs_diff", f"max abs Δr vs {args.variants[0]}", ".4f"),
+                                          ("auroc", "AUROC", ".4f")]) if enc_rows else ""
+    if args.skip_lm:
+        result = {"n_questions": len(questions), "n_sentences": n_sentences, "threads": torch.get_num_threads(),
+                  "data": str(data) if data.exists() else "demo", **enc_result}
+        print(f"{enc_table}\n\n{n_sentences} sentences from {len(questions)} questions")
+        write_json(args.out, result)
+        if args.json:
+            print(json.dumps(result))
+        return 0
 
     LastLogitReference = _last_logit_reference()
     lm = HFLanguageModel(args.classifier, dtype=args.dtype, adapter=args.adapter)
@@ -135,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         "prompt": args.prompt,
         "threads": torch.get_num_threads(),
         "data": str(data) if data.exists() else "demo",
+        **enc_result,
     }
     rows = [
         {"method": "one sentence per forward (official-style)", "seconds": t_naive, "sps": result["per_sentence_sps"],
@@ -148,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{table}\n\nprefix-cached vs last-logits-only reference: {result['speedup_vs_last_logit']:.2f}x\n"
           f"{n_sentences} sentences from {len(questions)} questions; mean prompt "
           f"{result['mean_prompt_tokens']:.0f} tokens; max |Δr| = {diff:.2e}")
+    if enc_table:
+        print(f"\n{enc_table}")
     write_json(args.out, result)
     if args.json:
         print(json.dumps(result))

@@ -129,7 +129,9 @@ def _finite(value: Any) -> Any:
 def add_model_args(p: argparse.ArgumentParser, *, dtype: bool = True) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: CUDA if present)")
     if dtype:
-        p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+        p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16", "auto"],
+                       help="model dtype; auto: bfloat16 where the device computes it natively (CUDA; a CPU with "
+                            "AVX512-BF16 or AMX), else float32")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument("--json", action="store_true", help="print the result as JSON on the last line of stdout")
 

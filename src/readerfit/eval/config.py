@@ -17,7 +17,7 @@ from typing import Any
 
 from readerfit.compressors import COMPRESSORS
 from readerfit.errors import InputError
-from readerfit.models.device import auto_device
+from readerfit.models.device import auto_device, fast_dtype
 from readerfit.models.openai.config import PREFIX, redact_url
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import PRESET_NAMES, make_config
@@ -68,6 +68,8 @@ class EvalConfig:
         unknown = sorted(set(self.options) - set(self.compressors))
         if unknown:
             raise InputError(f"--option names compressors not being run: {', '.join(unknown)}")
+        if self.dtype == "auto":  # the run settings record what ran, so a resume on this machine matches
+            self.dtype = fast_dtype(self.device)
         if self.retriever not in RETRIEVER_CHOICES:
             raise InputError(f"unknown retriever {self.retriever!r}; expected one of {', '.join(RETRIEVER_CHOICES)}")
         if self.retriever == "none" and (self.corpus or self.index):

@@ -57,7 +57,8 @@ class Config:
     data: str = param(help="HotpotQA-style file with supporting facts")
     format: str | None = param(None, help="dataset format (default: detected)")
     limit: int | None = param(None, help="first N questions")
-    classifier: str = param("default", help="'default' (shipped), a trained classifier dir, or an LM")
+    classifier: str = param("default", help="'default' (the shipped one EXIT uses), 'encoder' or 'onepass' (the "
+                                            "shipped ones by name), a trained classifier dir, or an LM")
     adapter: str | None = param(None, help="LoRA adapter dir for an LM classifier")
     threshold: float = param(0.5, help="τ")
     batch_size: int = param(8, help="sentences per forward pass")

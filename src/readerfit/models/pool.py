@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from readerfit.errors import InputError
-from readerfit.models.device import auto_device, resolve_dtype
+from readerfit.models.device import auto_device, fast_dtype, resolve_dtype
 from readerfit.models.embed import SentenceEmbedder
 from readerfit.models.hf import HFLanguageModel
 from readerfit.models.lm import LanguageModel, LocalLanguageModel, not_local, require_local
@@ -35,6 +35,8 @@ class ModelPool:
     def __init__(self, *, device: str | None = None, dtype: str = "float32", openai_base_url: str | None = None,
                  openai_api_key: str | None = None, openai_options: dict[str, Any] | None = None) -> None:
         auto_device(device)  # a device that does not exist here fails now, before any model loads
+        if dtype == "auto":
+            dtype = fast_dtype(device)
         resolve_dtype(dtype)
         self.device = device
         self.dtype = dtype

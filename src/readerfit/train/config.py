@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from readerfit.compressors.exit import PROMPTS, read_classifier_manifest
-from readerfit.compressors.exit.config import CLASSIFIER_FILE, LABELS
+from readerfit.compressors.exit.config import ARCHS, CLASSIFIER_FILE, LABELS, SHIPPED, shipped_classifier_dir
+from readerfit.compressors.exit.onepass import BERT_LINEAR
 from readerfit.errors import InputError
 from readerfit.models.device import DTYPES
 from readerfit.models.specs import DEFAULT_EMBEDDER, DEFAULT_LM
@@ -43,9 +44,10 @@ class TrainConfig:
         "official": {**_A1, "prompt": "official"},
     }
 
-    arch: str = param("lm", help="lm: LoRA on a causal LM (the paper's); encoder: a MiniLM cross-encoder",
-                      choices=("lm", "encoder"))
-    base: str | None = param(None, help="base model (default: smollm2-135m for lm, minilm for encoder)")
+    arch: str = param("lm", help="lm: LoRA on a causal LM (the paper's); encoder: a MiniLM cross-encoder; onepass: "
+                                 "MiniLM reading (query, passage) once, LoRA over --init's encoder layers and a "
+                                 "head over each sentence's tokens", choices=ARCHS)
+    base: str | None = param(None, help="base model (default: smollm2-135m for lm, minilm for encoder/onepass)")
     epochs: float = param(1.0, help="passes over the samples")
     lr: float = param(1e-5, help="peak learning rate")
     batch_size: int = param(None, help="examples per optimizer step (default: 8; paper/official: 64)")
@@ -54,7 +56,8 @@ class TrainConfig:
     lora_r: int = param(64, help="LoRA rank")
     lora_alpha: int = param(32, help="LoRA alpha")
     lora_dropout: float = param(0.05, help="LoRA dropout")
-    target_modules: tuple[str, ...] = param(ALL_LINEAR, help="modules LoRA adapts")
+    target_modules: tuple[str, ...] = param(None, help="modules LoRA adapts (default: every linear layer: q_proj ... "
+                                                      "down_proj for lm; query ... output.dense for onepass)")
     lora_layers: int | None = param(None, help="LoRA on the top N layers only (default: all)")
     warmup_ratio: float = param(None, help="linear warmup over this fraction of the steps (default: 0; "
                                            "paper/official: 0.03)")
@@ -66,7 +69,8 @@ class TrainConfig:
     save_dtype: str = param("float32", help="dtype of the saved weights", choices=tuple(DTYPES))
     max_tokens: int | None = param(None, help="skip samples longer than this (counted)")
     freeze_embeddings: bool = param(True, help="encoder: keep the word embeddings frozen (only they are not saved)")
-    init: str | None = param(None, help="start from a trained classifier directory (same arch and shape)")
+    init: str | None = param(None, help="start from a trained classifier directory (same arch and shape; onepass: "
+                                        "an encoder directory gives its layers, or 'encoder' the shipped one)")
     prompt: str = param(None, help="lm: the EXIT prompt, the paper's (Table 4) or the released code's "
                                    "(default: paper; official preset: official)", choices=tuple(PROMPTS))
     labels: str = param("single", help="lm: the Yes/No token ids, one each (the paper's and released code's) or "
@@ -104,10 +108,12 @@ class TrainConfig:
         for name, value in chosen.items():
             if name not in DEFAULTS and getattr(self, name) == fields[name]:
                 setattr(self, name, value)
-        if self.arch not in ("lm", "encoder"):
-            raise InputError(f"arch must be 'lm' or 'encoder', got {self.arch!r}")
+        if self.arch not in ARCHS:
+            raise InputError(f"arch must be one of {', '.join(ARCHS)}, got {self.arch!r}")
         if self.base is None:
             self.base = DEFAULT_LM if self.arch == "lm" else DEFAULT_EMBEDDER
+        if self.target_modules is None:
+            self.target_modules = BERT_LINEAR if self.arch == "onepass" else ALL_LINEAR
         if not self.epochs > 0:
             raise InputError(f"epochs must be > 0, got {self.epochs}")
         if not self.lr > 0:
@@ -125,8 +131,15 @@ class TrainConfig:
             raise InputError(f"dtype and save_dtype must be one of {sorted(DTYPES)}")
         if self.lora_layers is not None and self.lora_layers < 1:
             raise InputError(f"lora_layers must be >= 1 or None (all layers), got {self.lora_layers}")
-        if self.init is not None and read_classifier_manifest(self.init) is None:
-            raise InputError(f"init must be a trained classifier directory (with {CLASSIFIER_FILE}), got {self.init!r}")
+        if self.init is not None:
+            start = shipped_classifier_dir(self.init) if self.init in (*SHIPPED, "default") else self.init
+            info = read_classifier_manifest(start)
+            if info is None:
+                raise InputError(f"init must be a trained classifier directory (with {CLASSIFIER_FILE}), got {self.init!r}")
+            usable = ("encoder", "onepass") if self.arch == "onepass" else (self.arch,)
+            if info["arch"] not in usable:
+                raise InputError(f"init {self.init!r} is an {info['arch']} classifier; --arch {self.arch} starts from "
+                                 f"{' or '.join(usable)}")
         if not self.target_modules:
             raise InputError("target_modules must name at least one module")
         self.target_modules = tuple(self.target_modules)

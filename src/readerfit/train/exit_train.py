@@ -56,6 +56,7 @@ from readerfit.train.config import TrainConfig
 from readerfit.train.exit_data import ExitSample, file_sha256, read_samples
 from readerfit.train.resume import (
     example_order,
+    grouped_order,
     load_best,
     load_checkpoint,
     lr_at,
@@ -63,7 +64,9 @@ from readerfit.train.resume import (
     save_best,
     save_checkpoint,
 )
-from readerfit.train.tasks import EncoderTask, LMTask
+from readerfit.train.tasks import EncoderTask, LMTask, OnePassTask
+
+TASKS = {"lm": LMTask, "encoder": EncoderTask, "onepass": OnePassTask}
 
 
 @dataclass
@@ -127,7 +130,7 @@ def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any
     dev = auto_device(device)
     with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
         torch.manual_seed(config.seed)  # LoRA's A matrices / the encoder's fresh head: same start on every run
-        task: Any = LMTask(config, dev) if config.arch == "lm" else EncoderTask(config, dev)
+        task: Any = TASKS[config.arch](config, dev)
     # Over-long samples are skipped, counted and logged (never truncated).
     usable = [s for s in samples if task.fits(s)]
     skipped = len(samples) - len(usable)
@@ -139,7 +142,9 @@ def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any
     if config.select == "loss" and held is None:
         raise InputError("select=loss keeps the weights with the lowest validation loss: give --eval-data "
                          "(held-out exit-data JSONL)")
-    eval_micro = 8 if config.arch == "encoder" else 1
+    eval_micro = {"lm": 1, "encoder": 8, "onepass": 16}[config.arch]
+    if config.arch == "onepass" and held is not None:  # a passage's samples side by side: one forward pass each
+        held = sorted(held, key=lambda s: (s.question, s.context))
     if config.limit is not None:
         subset = list(range(len(usable)))
         random.Random(f"{config.seed}:subset").shuffle(subset)
@@ -148,7 +153,10 @@ def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any
         raise InputError("no training samples fit the model")
     total_examples = max(1, round(config.epochs * len(usable)))
     total_steps = math.ceil(total_examples / config.batch_size)
-    order = example_order(len(usable), total=total_examples, seed=config.seed)
+    if config.arch == "onepass":  # a passage's samples one after another, so they share forward passes
+        order = grouped_order([(s.question, s.context) for s in usable], total=total_examples, seed=config.seed)
+    else:
+        order = example_order(len(usable), total=total_examples, seed=config.seed)
     params = [p for p in task.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     step = load_checkpoint(out, task.model, optimizer)
@@ -241,13 +249,16 @@ def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any
     task.save(out, DTYPES[config.save_dtype])
     manifest = {
         "format": CLASSIFIER_FORMAT, "version": 1, "arch": config.arch, "base": config.base,
-        "prompt": PROMPTS[config.prompt] if config.arch == "lm" else "(query [SEP] sentence, title\\npassage)",
+        "prompt": {"lm": PROMPTS[config.prompt], "encoder": "(query [SEP] sentence, title\\npassage)",
+                   "onepass": "(query, title\\npassage): each sentence's tokens pooled"}[config.arch],
         "labels": [POSITIVE, NEGATIVE],
         "training": {"settings": settings, "n_samples": len(samples), "n_used": len(usable), "skipped_too_long": skipped,
                      "result": asdict(result), "selected": selected},
     }
     if config.arch == "lm":  # what the compressor needs to score as it was trained
         manifest.update({"prompt_style": config.prompt, "label_ids": config.labels})
+    if config.arch == "onepass":
+        manifest.update(task.manifest())
     write_json(out / CLASSIFIER_FILE, manifest)  # written last: its presence marks a finished run
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
     shutil.rmtree(out / "best", ignore_errors=True)

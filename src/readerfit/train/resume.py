@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,23 @@ def example_order(n: int, *, total: int, seed: int) -> list[int]:
         perm = list(range(n))
         random.Random(f"{seed}:{epoch}").shuffle(perm)
         out.extend(perm)
+        epoch += 1
+    return out[:total]
+
+
+def grouped_order(keys: Sequence[Hashable], *, total: int, seed: int) -> list[int]:
+    """Like :func:`example_order`, but the examples that share a key stay together (in file order): epoch e
+    shuffles the distinct keys, seeded by (seed, e)."""
+    groups: dict[Hashable, list[int]] = {}
+    for i, k in enumerate(keys):
+        groups.setdefault(k, []).append(i)
+    members = list(groups.values())
+    out: list[int] = []
+    epoch = 0
+    while len(out) < total:
+        perm = list(range(len(members)))
+        random.Random(f"{seed}:{epoch}:grouped").shuffle(perm)
+        out.extend(i for g in perm for i in members[g])
         epoch += 1
     return out[:total]
 

@@ -1,15 +1,27 @@
-"""The two trainable EXIT classifiers: LoRA on a causal LM (the paper's) and a MiniLM cross-encoder."""
+"""The trainable EXIT classifiers: LoRA on a causal LM (the paper's), a MiniLM cross-encoder, and a
+one-pass MiniLM classifier (LoRA over a cross-encoder's layers, and a span head)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from readerfit.compressors.exit import LMSentenceClassifier, encoder_text_a, label_log_probs, label_loss
-from readerfit.compressors.exit.config import ENCODER_WEIGHTS
+from readerfit.compressors.exit import LMSentenceClassifier, encoder_features, label_log_probs, label_loss
+from readerfit.compressors.exit.config import CLASSIFIER_FILE, ENCODER_WEIGHTS, ONEPASS_WEIGHTS, shipped_classifier_dir
 from readerfit.compressors.exit.labels import relevance_from_label_log_probs
+from readerfit.compressors.exit.onepass import (
+    FEATURES,
+    OnePassModel,
+    encode_jobs,
+    encoder_dir,
+    load_encoder,
+    lora_targets,
+    sentence_spans,
+)
 from readerfit.errors import InputError, require
 from readerfit.models.hf import HFLanguageModel
 from readerfit.models.kv_cache import logits_kwarg
@@ -110,7 +122,23 @@ class LMTask:
         peft_config.save_pretrained(str(out))
 
 
-class EncoderTask:
+class TwoClassTask:
+    """What the encoder classifiers share: (B, 2) logits, column 1 = useful, cross-entropy."""
+
+    @staticmethod
+    def targets(batch: Sequence[ExitSample]) -> torch.Tensor:
+        return torch.tensor([int(s.label) for s in batch])  # column 1 = useful
+
+    @staticmethod
+    def loss(logits: torch.Tensor, targets: torch.Tensor, *, reduction: str = "mean") -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(logits.float(), targets, reduction=reduction)
+
+    @staticmethod
+    def positive_prob(logits: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(logits, dim=-1)[:, 1]
+
+
+class EncoderTask(TwoClassTask):
     """A cross-encoder (sequence classification, 2 labels) from the base MiniLM's BERT."""
 
     def __init__(self, config: TrainConfig, device: torch.device) -> None:
@@ -136,25 +164,12 @@ class EncoderTask:
         self.limit = min(context, config.max_tokens or context)
 
     def fits(self, s: ExitSample) -> bool:
-        n = len(self.tokenizer(encoder_text_a(s.question, s.sentence), s.context)["input_ids"])
-        return n <= self.limit
+        return len(encoder_features(self.tokenizer, s.question, s.sentence, s.context)["input_ids"]) <= self.limit
 
     def logits(self, batch: Sequence[ExitSample]) -> torch.Tensor:
-        enc = self.tokenizer([encoder_text_a(s.question, s.sentence) for s in batch],
-                             [s.context for s in batch], padding=True, return_tensors="pt").to(self.device)
+        enc = self.tokenizer.pad([encoder_features(self.tokenizer, s.question, s.sentence, s.context) for s in batch],
+                                 return_tensors="pt").to(self.device)
         return self.model(**enc).logits.float()
-
-    @staticmethod
-    def targets(batch: Sequence[ExitSample]) -> torch.Tensor:
-        return torch.tensor([int(s.label) for s in batch])  # column 1 = useful
-
-    @staticmethod
-    def loss(logits: torch.Tensor, targets: torch.Tensor, *, reduction: str = "mean") -> torch.Tensor:
-        return torch.nn.functional.cross_entropy(logits.float(), targets, reduction=reduction)
-
-    @staticmethod
-    def positive_prob(logits: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(logits, dim=-1)[:, 1]
 
     def save(self, out: Path, save_dtype: torch.dtype) -> None:
         from safetensors.torch import save_file
@@ -162,3 +177,99 @@ class EncoderTask:
         state = {n: p.detach().to(save_dtype).cpu().contiguous() for n, p in self.model.named_parameters() if p.requires_grad}
         # Buffers such as position ids come from the base; only trained tensors are written.
         save_file(state, str(out / ENCODER_WEIGHTS), metadata={"format": "pt"})
+
+
+def init_dir(init: str) -> Path:
+    """The directory ``--init`` names: a shipped classifier by name (``encoder``, ``onepass``, ``default``) or a path."""
+    return shipped_classifier_dir(init) if init in ("default", "encoder", "onepass") else Path(init)
+
+
+class OnePassTask(TwoClassTask):
+    """The one-pass classifier (:mod:`readerfit.compressors.exit.onepass`): the base MiniLM, the layers of the
+    cross-encoder ``--init`` names laid over it (frozen), LoRA on its linear layers, and a fresh head.
+    ``--init`` a one-pass directory continues it (same encoder, LoRA shape and head).
+
+    Samples that share a (question, context) in a micro-batch share one forward pass.
+    """
+
+    def __init__(self, config: TrainConfig, device: torch.device) -> None:
+        self.config = config
+        start = init_dir(config.init) if config.init is not None else None
+        info = json.loads((start / CLASSIFIER_FILE).read_text()) if start is not None else {}
+        if info.get("arch") == "onepass":
+            over = encoder_dir(info.get("encoder"))
+        elif start is not None:
+            over = start
+        else:
+            over = None
+        self.encoder_name = None if over is None else (
+            "encoder" if over.resolve() == shipped_classifier_dir("encoder").resolve() else str(over.resolve()))
+        encoder, self.tokenizer = load_encoder(str(config.base), over=over)
+        for p in encoder.parameters():
+            p.requires_grad_(False)
+        names = lora_targets(encoder, config.target_modules)
+        if config.lora_layers is not None:
+            # Only the top layers adapt: backpropagation then stops below them.
+            n = int(encoder.config.num_hidden_layers)
+            if config.lora_layers > n:
+                raise InputError(f"lora_layers={config.lora_layers} but {config.base!r} has {n} layers")
+            names = [m for m in names if int(m.split(".layer.", 1)[1].split(".", 1)[0]) >= n - config.lora_layers]
+        peft = require("peft", extra="train", purpose="training a one-pass classifier")
+        # LoRA layers injected in place (the encoder stays a plain BERT module); only their factors train
+        peft.inject_adapter_in_model(peft.LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
+                                                     lora_dropout=config.lora_dropout, target_modules=names), encoder)
+        self.lora = {name: encoder.get_submodule(name) for name in names}
+        self.model = OnePassModel(encoder)
+        if info.get("arch") == "onepass":  # continue a trained one-pass classifier
+            from safetensors.torch import load_file
+
+            assert start is not None
+            saved = {k: v.float() for k, v in load_file(str(start / ONEPASS_WEIGHTS)).items()}
+            mine = self.trained_state()
+            if set(saved) != set(mine) or any(saved[k].shape != mine[k].shape for k in mine):
+                raise InputError(f"{config.init} does not match this LoRA configuration (r, targets, layers)")
+            with torch.no_grad():
+                for name, layer in self.lora.items():
+                    layer.lora_A["default"].weight.copy_(saved[f"lora.{name}.A"])
+                    layer.lora_B["default"].weight.copy_(saved[f"lora.{name}.B"])
+                self.model.head.load_state_dict({k[len("head."):]: v for k, v in saved.items() if k.startswith("head.")})
+        self.model.to(device)
+        self.device = device
+        positions = int(getattr(encoder.config, "max_position_embeddings", 512))
+        self.limit = min(positions, config.max_tokens or positions)
+
+    def fits(self, s: ExitSample) -> bool:
+        sentence_spans(s.context, [s.sentence])  # a sentence not in its context is bad data, not a long one
+        return len(self.tokenizer(s.question.strip(), s.context, split_special_tokens=True,
+                                  verbose=False)["input_ids"]) <= self.limit
+
+    def logits(self, batch: Sequence[ExitSample]) -> torch.Tensor:
+        """(B, 2) logits, one row per sample; samples sharing (question, context) share one encoded pair."""
+        keys: dict[tuple[str, str], list[int]] = {}
+        for i, s in enumerate(batch):
+            keys.setdefault((s.question.strip(), s.context), []).append(i)
+        # each sentence located on its own: samples of one passage come in any order
+        jobs = [(q, c, [sentence_spans(c, [batch[i].sentence])[0] for i in idx]) for (q, c), idx in keys.items()]
+        flat = self.model(**encode_jobs(self.tokenizer, jobs, self.device)).float()
+        position = torch.tensor([i for idx in keys.values() for i in idx], device=flat.device)
+        return flat[torch.argsort(position)]  # back to sample order
+
+    def trained_state(self) -> dict[str, torch.Tensor]:
+        head = {f"head.{k}": v.detach() for k, v in self.model.head.state_dict().items()}
+        # saved as lora.<module>.A (r × in) / .B (out × r): loading merges them without peft (onepass.merge_lora)
+        factors = {f"lora.{name}.{k}": getattr(layer, f"lora_{k}")["default"].weight.detach()
+                   for name, layer in self.lora.items() for k in ("A", "B")}
+        return {**factors, **head}
+
+    def manifest(self) -> dict[str, Any]:
+        """What loading needs beside the weights: the encoder under the LoRA, its shape, the head's features."""
+        first: Any = self.model.head[0]
+        return {"encoder": self.encoder_name, "head_hidden": int(first.out_features),
+                "features": list(FEATURES),
+                "lora": {"r": self.config.lora_r, "alpha": self.config.lora_alpha, "modules": len(self.lora)}}
+
+    def save(self, out: Path, save_dtype: torch.dtype) -> None:
+        from safetensors.torch import save_file
+
+        state = {k: v.to(save_dtype).cpu().contiguous() for k, v in self.trained_state().items()}
+        save_file(state, str(out / ONEPASS_WEIGHTS), metadata={"format": "pt"})

@@ -7,14 +7,17 @@ from pathlib import Path
 from typing import Any
 
 from readerfit.compressors.exit.config import (
+    ARCHS,
     CLASSIFIER_FILE,
     CLASSIFIER_FORMAT,
     PROMPTS,
+    SHIPPED,
     ExitConfig,
-    default_classifier_dir,
+    shipped_classifier_dir,
 )
 from readerfit.compressors.exit.encoder_classifier import EncoderSentenceClassifier, load_encoder_classifier
 from readerfit.compressors.exit.lm_classifier import LMSentenceClassifier
+from readerfit.compressors.exit.onepass import OnePassSentenceClassifier, load_onepass_classifier
 from readerfit.compressors.exit.windows import SentenceClassifier
 from readerfit.errors import InputError, MissingPackageError, UnknownModelError
 from readerfit.models.device import resolve_dtype
@@ -29,7 +32,7 @@ def read_classifier_manifest(directory: str | Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     info = json.loads(path.read_text())
-    if info.get("format") != CLASSIFIER_FORMAT or info.get("arch") not in ("lm", "encoder"):
+    if info.get("format") != CLASSIFIER_FORMAT or info.get("arch") not in ARCHS:
         raise UnknownModelError(f"{path} is not a readerfit EXIT classifier manifest")
     return info
 
@@ -50,11 +53,20 @@ def trained_with(info: dict[str, Any] | None) -> tuple[str, str]:
 def build_classifier(config: ExitConfig, pool: Any) -> SentenceClassifier:
     """The sentence classifier ``config`` names, its models taken from ``pool``."""
     name = config.classifier
-    directory = default_classifier_dir() if name == "default" else Path(name).expanduser()
+    shipped = name == "default" or name in SHIPPED
+    directory = shipped_classifier_dir(name) if shipped else Path(name).expanduser()
     info = read_classifier_manifest(directory) if directory.is_dir() else None
-    if name == "default" and info is None:
-        raise MissingPackageError(f"the shipped EXIT classifier is missing from {directory}; reinstall readerfit")
+    if shipped and info is None:
+        raise MissingPackageError(f"the shipped EXIT classifier {name!r} is missing from {directory}; reinstall readerfit")
     dtype = config.dtype or pool.dtype
+    if info is not None and info["arch"] == "onepass":
+        if config.adapter is not None:
+            raise InputError("adapter applies to LM classifiers; this classifier is a one-pass encoder")
+        model, tokenizer = pool.cached(
+            ("exit-onepass", str(directory.resolve()), dtype),
+            lambda: load_onepass_classifier(directory, device=pool.device, dtype=resolve_dtype(dtype)))
+        return OnePassSentenceClassifier(model, tokenizer, batch_size=config.batch_size, max_tokens=config.max_tokens,
+                                         name=f"onepass:{name}", context=config.context)
     if info is not None and info["arch"] == "encoder":
         if config.adapter is not None:
             raise InputError("adapter applies to LM classifiers; this classifier is an encoder")

@@ -32,21 +32,33 @@ POSITIVE, NEGATIVE = "Yes", "No"
 CLASSIFIER_FILE = "exit_classifier.json"
 CLASSIFIER_FORMAT = "readerfit-exit-classifier"
 ENCODER_WEIGHTS = "encoder.safetensors"
+ONEPASS_WEIGHTS = "onepass.safetensors"
+# The classifiers shipped in readerfit/assets/exit/<folder>, by name; ``default`` is the one EXIT uses unless told.
+SHIPPED = {"encoder": "default", "onepass": "onepass"}
+DEFAULT_CLASSIFIER = "encoder"
+ARCHS = ("lm", "encoder", "onepass")
 WINDOW_RULE = ("sentence scored against a window of its passage: the title plus the largest run of neighbouring "
                "sentences (grown alternately before/after) that fits the classifier's limit")
 
 
+def shipped_classifier_dir(name: str) -> Path:
+    """The folder of a classifier shipped with the package: ``encoder`` (the cross-encoder, in
+    readerfit/assets/exit/default) or ``onepass``; ``default`` is :data:`DEFAULT_CLASSIFIER`."""
+    folder = SHIPPED[DEFAULT_CLASSIFIER if name == "default" else name]
+    return Path(str(resources.files("readerfit"))) / "assets" / "exit" / folder
+
+
 def default_classifier_dir() -> Path:
-    """The trained classifier shipped with the package (readerfit/assets/exit/default)."""
-    return Path(str(resources.files("readerfit"))) / "assets" / "exit" / "default"
+    """The trained classifier EXIT uses unless told otherwise (see :data:`DEFAULT_CLASSIFIER`)."""
+    return shipped_classifier_dir("default")
 
 
 @dataclass
 class ExitConfig:
     """EXIT settings (the paper's defaults where it has them).
 
-    ``classifier``: ``"default"`` (the shipped trained classifier), a directory
-    written by ``readerfit train exit``, or a causal LM (registered name, local
+    ``classifier``: ``"default"`` (the shipped classifier EXIT uses), ``"encoder"`` or
+    ``"onepass"`` (the two shipped ones by name), a directory written by ``readerfit train exit``, or a causal LM (registered name, local
     directory or HF id) used with the EXIT prompt, optionally with a LoRA
     ``adapter`` directory. ``threshold`` is τ. ``max_tokens`` caps the
     classifier input length (None: the classifier's context). ``dtype`` None
