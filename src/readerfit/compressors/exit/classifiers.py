@@ -65,7 +65,10 @@ def build_classifier(config: ExitConfig, pool: Any) -> SentenceClassifier:
         model, tokenizer = pool.cached(
             ("exit-onepass", str(directory.resolve()), dtype),
             lambda: load_onepass_classifier(directory, device=pool.device, dtype=resolve_dtype(dtype)))
-        return OnePassSentenceClassifier(model, tokenizer, batch_size=config.batch_size, max_tokens=config.max_tokens,
+        # batch_size counts sentences; one pass scores a whole passage (about 4.8 sentences on HotpotQA), and
+        # fewer, length-sorted passages per pass pad less: 16 -> 4 passages ran 1.5x faster than 16 passages
+        contexts = max(1, config.batch_size // 4)
+        return OnePassSentenceClassifier(model, tokenizer, batch_size=contexts, max_tokens=config.max_tokens,
                                          name=f"onepass:{name}", context=config.context)
     if info is not None and info["arch"] == "encoder":
         if config.adapter is not None:

@@ -62,7 +62,7 @@ class ExitConfig:
     directory or HF id) used with the EXIT prompt, optionally with a LoRA
     ``adapter`` directory. ``threshold`` is τ. ``max_tokens`` caps the
     classifier input length (None: the classifier's context). ``dtype`` None
-    takes the model pool's. ``batch_size`` is sentences per forward pass.
+    takes the model pool's. ``batch_size`` is sentences per forward pass (the one-pass classifier takes ``batch_size // 4`` passages).
     ``cache_prefix`` False scores one sentence per forward pass (the slow
     reference). ``prompt`` (``paper`` | ``official``) and ``labels``
     (``single`` | ``variants``) apply to LM classifiers; None takes what a trained
