@@ -78,6 +78,9 @@ def test_summarize_by_hand() -> None:
     ]
     r = summarize(recs, ["good", "bad"], bins=4, correct="contains")
     assert r["n_questions"] == 2 and r["n_summaries"] == 7  # the empty summary is left out
+    assert r["details"]["auroc_questions"] == 2
+    one_sided = [dict(recs[0], contains=[1, 1, 1, 1]), recs[1]]  # q1 has nothing to rank
+    assert summarize(one_sided, ["good"], bins=4)["details"]["auroc_questions"] == 1
     good, bad = r["scorers"]["good"], r["scorers"]["bad"]
     # good: q1 ranks em (1,0,0,0); q2 (3 kept: b, a, d) ranks em (1,0,0) -> bins 0, 1, 2 of 4 (rank*4//3)
     # bin means EM: bin0 = (1+1)/2 = 1, bin1 = (0+0)/2 = 0, bin2 = (0+0)/2 = 0, bin3 = 0/1 = 0

@@ -33,6 +33,8 @@ def summarize(records: Sequence[dict[str, Any]], scorers: Sequence[str], *, bins
         result["details"] = details
         return result
     outcomes = {k: [[r[k][i] for i in idx] for r, idx in rows] for k in OUTCOMES}
+    # only questions whose summaries differ in outcome inform the within-question AUROC: say how many there are
+    details["auroc_questions"] = sum(1 for q in outcomes[correct] if 0 < sum(v > 0 for v in q) < len(q))
     details["mean_summary"] = {k: _mean([v for q in outcomes[k] for v in q]) for k in OUTCOMES}
     details["oracle"] = {k: _mean([max(q) for q in outcomes[k]]) for k in OUTCOMES}
     for s in scorers:
@@ -103,6 +105,9 @@ def summary_table(result: dict[str, Any]) -> str:
             ("sel_em", "EM of pick", ".3f"), ("sel_contains", "contains of pick", ".3f")]
     head = (f"{result['n_questions']} questions, {result['n_summaries']} summaries; "
             "PCC over bins (0 = best-scored): negative = the scorer's preferred summaries answer better")
+    if "auroc_questions" in d:
+        head += (f"; the AUROC compares summaries within the {d['auroc_questions']} questions whose summaries differ "
+                 f"in {d.get('correct', 'contains')} (the others have nothing to rank)")
     top = d.get("sps_top_dimension")
     if top:
         head += (f"\n\nSPS vector x (max-pooled): its top dimension holds {top['share_mean']:.1%} of ‖x‖² on average "
