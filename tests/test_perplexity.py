@@ -144,6 +144,16 @@ def test_longppl_prompt_and_errors(tiny_lm) -> None:
         build_scorer("ppl", tiny_lm, alpha=1)
 
 
+def test_a_single_token_without_bos_is_refused_not_a_traceback(tiny_lm) -> None:
+    """Found by schemathesis: {"texts": ["0"], "preset": "official", "scorer": "longppl"} raised an IndexError."""
+    official = make_config(LongPPLConfig, {}, what="longppl", preset="official")
+    one = next(t for t in ("0", "a", "Paris") if len(tiny_lm.encode_text(t)) == 1)
+    with pytest.raises(InputError, match="single token"):
+        LongPPLScorer(tiny_lm, official).score([one])
+    [with_bos] = build_scorer("longppl", tiny_lm).score([one])  # after BOS the token is scored
+    assert math.isfinite(with_bos) or not tiny_lm.tokenizer.bos_token_id
+
+
 # ----- the released LongPPL (PKU-ML/LongPPL), numbers in tests/fixtures/sps_official/ ----------------------------
 FIXTURES = Path(__file__).parent / "fixtures" / "sps_official"
 

@@ -251,7 +251,7 @@ class LongPPLScorer:
         """log p(seq[t] | seq[:t]) for t = 1..T−1 (index t−1), one unpadded forward pass."""
         logits = model.forward([seq]).logits[0].float()
         logp = torch.log_softmax(logits[:-1], dim=-1)
-        target = torch.tensor(seq[1:], device=logp.device)
+        target = torch.tensor(seq[1:], dtype=torch.long, device=logp.device)
         return logp[torch.arange(len(seq) - 1, device=logp.device), target].cpu().tolist()
 
     @torch.inference_mode()
@@ -272,6 +272,10 @@ class LongPPLScorer:
     def _one(self, text: str, prompt: str | None) -> LongPPLResult:
         cfg = self.config
         seq, start = self._sequence(self.evaluator, text, prompt, scored=False)
+        if len(seq) <= max(start, 1):  # its only token has nothing before it to be predicted from
+            raise InputError(f"text {text[:40]!r} is a single token with nothing before it, so LongPPL scores none of "
+                             "it (bos=False, as in the official preset, leaves a text's first token unscored); give a "
+                             "longer text or a prompt")
         window = cfg.short_window or short_window_for(len(seq), cfg.window_cap, cfg.window_floor)
         stride = cfg.stride or max(1, window // 4)
         full = self._full_logprobs(self.evaluator, seq)  # full[t-1] = log p(seq[t] | seq[:t])

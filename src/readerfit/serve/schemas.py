@@ -6,7 +6,17 @@ models for one server; the rest are fixed.
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    create_model,
+)
 
 from readerfit.registry import PRESET_NAMES
 
@@ -23,10 +33,13 @@ def _not_blank(text: str) -> str:
     return text
 
 
-# a pattern in the schema (what clients read) and Python's own idea of blank (what the methods check)
-NonBlank = Annotated[str, StringConstraints(pattern=r"\S"), AfterValidator(_not_blank)]
+# a pattern in the schema (what clients read) and Python's own idea of blank (what the methods check). The
+# pattern needs one character that is blank to neither: a regex's \s (ECMA's has U+FEFF, Unicode's U+0085) misses
+# the separators U+001C-U+001F that Python's str.strip() removes, so those are named too
+NonBlank = Annotated[str, StringConstraints(pattern=r"[^\s\u001c-\u001f\u0085\ufeff]"), AfterValidator(_not_blank)]
 Preset = Literal[PRESET_NAMES]  # type: ignore[valid-type]
-Id = str | int
+# strict: pydantic's lax mode would take true/false for an int or a float, which the schema does not allow
+Id = StrictStr | StrictInt
 
 
 class Strict(BaseModel):
@@ -41,7 +54,7 @@ class PassageObject(Strict):
     text: str
     id: str = ""
     sentences: list[str] | None = None
-    score: float | None = Field(None, description="the retriever's score (kept, not used)")
+    score: StrictFloat | None = Field(None, description="the retriever's score (kept, not used)")
 
 
 class TextObject(Strict):
