@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     from readerfit.errors import ReaderfitError
     from readerfit.eval.harness import build_pipelines
     from readerfit.eval.pipeline import PipelineConfig
-    from readerfit.io import write_json
+    from readerfit.io import markdown_table, write_json
     from readerfit.models.pool import ModelPool
 
     set_threads(args.threads)
@@ -104,12 +104,12 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"{result['n']} questions of {args.data}, all their paragraphs (up to {depth}); reader {args.reader} "
           f"{args.dtype}; seconds per question")
-    print(f"{'method':<16}{'compress s':>11}{'read s':>9}{'total s':>9}{'× raw':>7}{'contains':>10}{'tokens':>8}")
-    print(f"{'raw paragraphs':<16}{'':>11}{raw['read_s']:>9.3f}{raw['read_s']:>9.3f}{1:>7.2f}{raw['contains']:>10.3f}"
-          f"{raw['context_tokens']:>8.0f}")
-    for name, row in [("exit", result["exit"]), *result["peers"].items()]:
-        print(f"{name:<16}{row['compress_s']:>11.3f}{row['read_s']:>9.3f}{row['total_s']:>9.3f}"
-              f"{row['total_s'] / raw['read_s']:>7.2f}{row['contains']:>10.3f}{row['context_tokens']:>8.0f}")
+    rows = [{"method": "raw paragraphs", "compress_s": None, **raw, "total_s": raw["read_s"], "ratio": 1.0},
+            *({"method": name, **row, "ratio": row["total_s"] / raw["read_s"]}
+              for name, row in [("exit", result["exit"]), *result["peers"].items()])]
+    print(markdown_table(rows, [("method", "method", ""), ("compress_s", "compress s", ".3f"),
+                                ("read_s", "read s", ".3f"), ("total_s", "total s", ".3f"), ("ratio", "× raw", ".2f"),
+                                ("contains", "contains", ".3f"), ("context_tokens", "tokens", ".0f")]))
     print(f"load average (1/5/15 min) at start {load_start}, at end {result['loadavg']['end']}")
     if errors:
         print(f"{len(errors)} questions left out (a method failed on them): " + "; ".join(errors[:3]))
