@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from readerfit.compressors.exit import PROMPTS, read_classifier_manifest
-from readerfit.compressors.exit.config import ARCHS, CLASSIFIER_FILE, LABELS, SHIPPED, shipped_classifier_dir
+from readerfit.compressors.exit.config import ARCHS, CLASSIFIER_FILE, LABELS, classifier_dir
 from readerfit.compressors.exit.onepass import BERT_LINEAR
 from readerfit.errors import InputError
 from readerfit.models.device import DTYPES
@@ -132,8 +132,7 @@ class TrainConfig:
         if self.lora_layers is not None and self.lora_layers < 1:
             raise InputError(f"lora_layers must be >= 1 or None (all layers), got {self.lora_layers}")
         if self.init is not None:
-            start = shipped_classifier_dir(self.init) if self.init in (*SHIPPED, "default") else self.init
-            info = read_classifier_manifest(start)
+            info = read_classifier_manifest(classifier_dir(self.init))
             if info is None:
                 raise InputError(f"init must be a trained classifier directory (with {CLASSIFIER_FILE}), got {self.init!r}")
             usable = ("encoder", "onepass") if self.arch == "onepass" else (self.arch,)

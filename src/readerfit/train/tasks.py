@@ -11,7 +11,13 @@ from typing import Any
 import torch
 
 from readerfit.compressors.exit import LMSentenceClassifier, encoder_features, label_log_probs, label_loss
-from readerfit.compressors.exit.config import CLASSIFIER_FILE, ENCODER_WEIGHTS, ONEPASS_WEIGHTS, shipped_classifier_dir
+from readerfit.compressors.exit.config import (
+    CLASSIFIER_FILE,
+    ENCODER_WEIGHTS,
+    ONEPASS_WEIGHTS,
+    classifier_dir,
+    shipped_classifier_dir,
+)
 from readerfit.compressors.exit.labels import relevance_from_label_log_probs
 from readerfit.compressors.exit.onepass import (
     FEATURES,
@@ -179,11 +185,6 @@ class EncoderTask(TwoClassTask):
         save_file(state, str(out / ENCODER_WEIGHTS), metadata={"format": "pt"})
 
 
-def init_dir(init: str) -> Path:
-    """The directory ``--init`` names: a shipped classifier by name (``encoder``, ``onepass``, ``default``) or a path."""
-    return shipped_classifier_dir(init) if init in ("default", "encoder", "onepass") else Path(init)
-
-
 class OnePassTask(TwoClassTask):
     """The one-pass classifier (:mod:`readerfit.compressors.exit.onepass`): the base MiniLM, the layers of the
     cross-encoder ``--init`` names laid over it (frozen), LoRA on its linear layers, and a fresh head.
@@ -194,7 +195,7 @@ class OnePassTask(TwoClassTask):
 
     def __init__(self, config: TrainConfig, device: torch.device) -> None:
         self.config = config
-        start = init_dir(config.init) if config.init is not None else None
+        start = classifier_dir(config.init) if config.init is not None else None
         info = json.loads((start / CLASSIFIER_FILE).read_text()) if start is not None else {}
         if info.get("arch") == "onepass":
             over = encoder_dir(info.get("encoder"))

@@ -13,7 +13,7 @@ from readerfit.compressors.exit.config import (
     PROMPTS,
     SHIPPED,
     ExitConfig,
-    shipped_classifier_dir,
+    classifier_dir,
 )
 from readerfit.compressors.exit.encoder_classifier import EncoderSentenceClassifier, load_encoder_classifier
 from readerfit.compressors.exit.lm_classifier import LMSentenceClassifier
@@ -54,7 +54,7 @@ def build_classifier(config: ExitConfig, pool: Any) -> SentenceClassifier:
     """The sentence classifier ``config`` names, its models taken from ``pool``."""
     name = config.classifier
     shipped = name == "default" or name in SHIPPED
-    directory = shipped_classifier_dir(name) if shipped else Path(name).expanduser()
+    directory = classifier_dir(name)
     info = read_classifier_manifest(directory) if directory.is_dir() else None
     if shipped and info is None:
         raise MissingPackageError(f"the shipped EXIT classifier {name!r} is missing from {directory}; reinstall readerfit")

@@ -48,6 +48,11 @@ def shipped_classifier_dir(name: str) -> Path:
     return Path(str(resources.files("readerfit"))) / "assets" / "exit" / folder
 
 
+def classifier_dir(name: str) -> Path:
+    """The folder a classifier name means: a shipped one (``default``, ``encoder``, ``onepass``) or a path."""
+    return shipped_classifier_dir(name) if name == "default" or name in SHIPPED else Path(name).expanduser()
+
+
 def default_classifier_dir() -> Path:
     """The trained classifier EXIT uses unless told otherwise (see :data:`DEFAULT_CLASSIFIER`)."""
     return shipped_classifier_dir("default")
