@@ -21,7 +21,8 @@ from readerfit.compressors.exit import (
 from readerfit.errors import InputError
 from readerfit.models.pool import ModelPool
 from readerfit.registry import make_config
-from readerfit.train.exit_data import build_samples, read_samples
+from readerfit.train.exit_data import build_samples
+from readerfit.train.exit_samples import read_samples
 from readerfit.train.exit_train import TrainConfig, evaluate_samples, train
 from readerfit.train.tasks import LMTask
 from readerfit.types import Passage, QAExample, SupportingFact

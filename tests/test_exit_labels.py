@@ -14,7 +14,8 @@ import torch
 from readerfit.compressors.exit import ExitConfig, LMSentenceClassifier, build_classifier
 from readerfit.metrics.correlation import auroc
 from readerfit.models.pool import ModelPool
-from readerfit.train.exit_data import build_samples, read_samples
+from readerfit.train.exit_data import build_samples
+from readerfit.train.exit_samples import read_samples
 from readerfit.train.exit_train import TrainConfig, evaluate_samples
 from readerfit.train.tasks import LMTask
 from readerfit.types import Passage, QAExample, SupportingFact

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from readerfit.errors import InputError
-from readerfit.train.exit_data import build_samples, manifest_path, read_samples, write_exit_data
+from readerfit.train.exit_data import build_samples, build_samples_all, manifest_path, write_exit_data
+from readerfit.train.exit_samples import read_samples
 from readerfit.train.exit_train import TrainConfig, example_order, lr_at, train
 from readerfit.types import Passage, QAExample, SupportingFact
 
@@ -65,6 +66,32 @@ def test_sampling_is_deterministic_by_seed():
     b, _ = build_samples(make_examples(8), seed=1)
     c, _ = build_samples(make_examples(8), seed=2)
     assert a == b and a != c
+
+
+def test_all_sentences_labels_every_sentence_of_every_passage_by_question():
+    examples = make_examples(6)
+    samples, counts = build_samples_all(examples, seed=4)
+    want = {(e.id, p.title, j) for e in examples for p in e.passages for j, x in enumerate(p.sentences) if x.strip()}
+    assert {(s.qid, s.title, s.sent_index) for s in samples} == want and len(samples) == len(want)
+    facts = {(e.id, f.title, f.sentence) for e in examples for f in e.supporting}
+    for s in samples:
+        gold = {f.title for e in examples if e.id == s.qid for f in e.supporting}
+        kind = "positive" if (s.qid, s.title, s.sent_index) in facts else "hard" if s.title in gold else "distractor"
+        assert (s.type, s.label) == (kind, int(kind == "positive"))
+    assert counts["positive"] == 12 and counts["hard"] == 18 and counts["distractor"] == 18
+    # a question's samples stay together (one question after another), the order of questions seeded
+    runs = [s.qid for i, s in enumerate(samples) if i == 0 or samples[i - 1].qid != s.qid]
+    assert sorted(runs) == sorted(e.id for e in examples)
+    assert [s.qid for s in build_samples_all(examples, seed=5)[0]] != [s.qid for s in samples]
+
+
+def test_all_sentences_refuses_a_mix(tmp_path):
+    from readerfit.train.exit_data import Config
+
+    with pytest.raises(InputError, match="no mix"):
+        Config(data=["x"], out=str(tmp_path / "o.jsonl"), all_sentences=True, distractors=1.0)
+    with pytest.raises(InputError, match="no mix"):
+        Config(data=["x"], out=str(tmp_path / "o.jsonl"), all_sentences=True, preset="official")
 
 
 def test_distractor_negatives_are_own_non_gold_paragraphs_and_leave_the_paper_mix_alone():

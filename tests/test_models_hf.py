@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from collections import Counter
 
 import pytest
 import torch
@@ -14,6 +15,12 @@ from readerfit.models.specs import resolve
 def manual_logits(lm, ids):
     with torch.no_grad():
         return lm.model(input_ids=torch.tensor([ids])).logits[0].float()
+
+
+def manual_token_logprobs(lm, prompt_ids, tokens):
+    """log P(token | prompt, earlier tokens) of each token, from one plain forward pass."""
+    logp = torch.log_softmax(manual_logits(lm, prompt_ids + list(tokens)), dim=-1)
+    return [float(logp[len(prompt_ids) - 1 + j, t]) for j, t in enumerate(tokens)]
 
 
 def test_chat_template_and_tokens(tiny_lm):
@@ -134,6 +141,27 @@ def test_beam_candidates(tiny_lm):
     assert len(gens) == 3 and len({tuple(g.token_ids) for g in gens}) == 3
 
 
+def test_beams_from_a_shared_prefill_equal_beams_from_the_whole_prompt(tiny_lm):
+    """The prompt is prefilled once for all beams and scores the candidates from its cache: the same beams and
+    token log-probs as transformers' own beam search over the whole prompt, rescored one forward pass each."""
+    import torch
+
+    prompt = tiny_lm.chat("who wrote the book? anna wrote it in paris")
+    got = tiny_lm.generate([prompt], n=4, num_beams=4, max_new_tokens=6, repetition_penalty=1.2)[0]
+    ids = torch.tensor([tiny_lm.encode(prompt)])
+    with torch.inference_mode():
+        ref = tiny_lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), num_beams=4,
+                                     num_return_sequences=4, max_new_tokens=6, repetition_penalty=1.2, do_sample=False,
+                                     pad_token_id=tiny_lm.tokenizer.pad_token_id, return_dict_in_generate=True)
+        slow = tiny_lm._beam_generations(ids, ref, 4)
+    assert [g.token_ids for g in got] == [g.token_ids for g in slow]
+    assert any(len(g.token_ids) > 1 for g in got)
+    for g, s in zip(got, slow):
+        assert g.token_logprobs == pytest.approx(s.token_logprobs, abs=1e-4)
+        assert g.token_logprobs == pytest.approx(manual_token_logprobs(tiny_lm, tiny_lm.encode(prompt), g.token_ids),
+                                                 abs=1e-4)
+
+
 def test_context_length_is_refused_not_truncated(tiny_lm):
     long_text = "the book " * 400  # > 512 positions of the tiny model
     with pytest.raises(ContextLengthError, match="never truncates"):
@@ -181,3 +209,78 @@ def test_gguf_conversion_is_cached(smollm):
     target = converted_gguf_dir(resolve("smollm2-135m", "lm"))
     assert (target / "model.safetensors").is_file() and (target / "config.json").is_file()
     assert "quantization_config" not in (target / "config.json").read_text()
+
+
+@pytest.mark.parametrize("options", [
+    {"temperature": 1.0},
+    {"temperature": 0.7, "top_k": 5, "top_p": 0.9, "repetition_penalty": 1.2},
+])
+def test_packed_samples_equal_transformers_generate(tiny_lm, options, monkeypatch):
+    """n samples decoded side by side over one copy of the prompt's cache: the same tokens as transformers'
+    batched ``generate`` for the same seed, rows ending at different steps included (the end token is made a
+    frequent one), and the model's own log-probabilities."""
+    import torch
+
+    prompt = tiny_lm.chat("who wrote the book? anna wrote it in paris")
+    ids = torch.tensor([tiny_lm.encode(prompt)])
+    n, new = 6, 12
+    free = tiny_lm.generate([prompt], n=n, max_new_tokens=new, seed=11, **options)[0]
+    counts = Counter(t for g in free for t in g.token_ids[1:])
+    eos = counts.most_common(1)[0][0]
+    monkeypatch.setattr(tiny_lm, "_eos_ids", frozenset({eos}))
+    got = tiny_lm.generate([prompt], n=n, max_new_tokens=new, seed=11, **options)[0]
+    with torch.inference_mode(), torch.random.fork_rng():
+        torch.manual_seed(11)
+        ref = tiny_lm.model.generate(input_ids=ids.repeat(n, 1), attention_mask=torch.ones_like(ids.repeat(n, 1)),
+                                     do_sample=True, max_new_tokens=new, pad_token_id=tiny_lm.tokenizer.pad_token_id,
+                                     eos_token_id=eos, top_k=options.pop("top_k", 0), **options)
+    want = []
+    for row in ref[:, ids.shape[1]:].tolist():
+        cut = next((j for j, t in enumerate(row) if t == eos), len(row))
+        want.append(row[:cut])
+    assert [g.token_ids for g in got] == want
+    assert len({len(w) for w in want}) > 2  # rows ended at different steps, some before the last
+    for g in got:
+        assert g.token_logprobs == pytest.approx(manual_token_logprobs(tiny_lm, tiny_lm.encode(prompt), g.token_ids),
+                                                 abs=1e-4)
+
+
+def test_packed_samples_stop_at_a_stop_string(tiny_lm):
+    prompt = tiny_lm.chat("who wrote the book?")
+    free = tiny_lm.generate([prompt], n=4, temperature=1.0, max_new_tokens=12, seed=5)[0]
+    word = next(w for g in free for w in g.text.split()[1:2])  # the second word of some sample
+    cut = tiny_lm.generate([prompt], n=4, temperature=1.0, max_new_tokens=12, seed=5, stop=[word])[0]
+    for f, c in zip(free, cut):
+        assert c.text == f.text[: f.text.find(word)].strip() if word in f.text else c.text == f.text
+        assert c.token_ids == f.token_ids[: len(c.token_ids)]
+
+
+def test_grouped_attention_equals_transformers_sdpa(tiny_lm):
+    """The tiny model has grouped heads (4 query, 2 key/value): readerfit runs it with torch's grouped SDPA under
+    masks; its logits equal those of the same weights under transformers' SDPA, causal and under a packed mask."""
+    import copy
+
+    from readerfit.models.attention import NAME
+
+    assert tiny_lm.model.config._attn_implementation == NAME
+    stock = copy.deepcopy(tiny_lm.model)
+    stock.set_attn_implementation("sdpa")
+    ids = torch.tensor([tiny_lm.encode(tiny_lm.chat("who wrote the book? anna wrote it"))])
+    n = ids.shape[1]
+    allowed = torch.ones(n, n).tril().bool()
+    allowed[n - 3 :, n - 6 : n - 3] = False  # the last three tokens do not see the three before them
+    mask = torch.zeros(n, n).masked_fill_(~allowed, torch.finfo(torch.float32).min)[None, None]
+    with torch.no_grad():
+        for kwargs in ({}, {"attention_mask": mask}, {"attention_mask": allowed[None, None]}):
+            got = tiny_lm.model(input_ids=ids, **kwargs).logits
+            want = stock(input_ids=ids, **kwargs).logits
+            assert torch.allclose(got, want, atol=1e-5), kwargs.keys()
+        plain = stock(input_ids=ids).logits
+        assert not torch.allclose(plain, stock(input_ids=ids, attention_mask=mask).logits, atol=1e-3)  # it acts
+        # a left-padded batch: the padding mask reaches the attention (it did not before a mask function was
+        # registered beside it)
+        batch, pad = tiny_lm._padded([tiny_lm.encode("who wrote the book?"), tiny_lm.encode("short")], left=True)
+        positions = (pad.cumsum(-1) - 1).clamp(min=0)
+        got = tiny_lm.model(input_ids=batch, attention_mask=pad, position_ids=positions).logits
+        want = stock(input_ids=batch, attention_mask=pad, position_ids=positions).logits
+        assert torch.allclose(got, want, atol=1e-5)

@@ -5,7 +5,11 @@ judge decides whether the system's answer is correct: correct when, for some
 reference alias a, the answer matches a:
 
 * ``direction="forward"`` (default): E(answer ⊢ a) ≥ τ; with the lexical judge
-  this is EVOUNA's Lexical Match (``lexical_match.lms``), the paper's baseline row;
+  this is EVOUNA's Lexical Match (``lexical_match.lms``), the paper's baseline row,
+  except for an alias that normalises to "" ("A+" -> "a" -> "", "*"): ``lms`` tests
+  ``normalize(alias) in normalize(answer)``, so such an alias matches every answer
+  there, while readerfit's lexical judge matches nothing with it (on EVOUNA's files,
+  the only disagreement: 8 answers on 2 NQ items, 3 answers on 2 TQ items);
 * ``"both"``: also E(a ⊢ answer) ≥ τ (SePer's equivalence, Algorithm 1: the ``paper`` preset);
 * ``"loose"``: the released SePer code's answer match: no contradiction either
   way and not both neutral, on the judge's most likely relation (the ``official``
@@ -13,15 +17,18 @@ reference alias a, the answer matches a:
 
 Against the human judgments: F1 with *positive = judged correct*, and accuracy
 (agreement). Skipped, as the paper does, and counted in the output: items marked
-improper (EVOUNA's NQ file has one whose golden answer is null; they are skipped
-before any other field is read), items no human judged, and candidates whose
-judgment is missing or "nan" (or whose answer is missing).
+improper (EVOUNA's NQ file has 590, one of them with a null golden answer; they are
+skipped before any other field is read), items no human judged, and candidates whose
+judgment is missing or "nan" or whose answer is null (NQ has one of each among its
+proper items: a BingChat answer with neither, a FiD answer judged wrong but null).
 
     readerfit exp evouna --data ../shared/data/evouna/TQ.json --judge lexical [--json]
 
 The paper's Lexical Match row on TriviaQA (F1/accuracy): InstructGPT
 94.8/92.3, ChatGPT 95.2/92.3, GPT-4 94.8/91.1, BingChat 94.1/89.8, FiD
-91.8/94.7 as printed (F1 and accuracy look swapped there).
+91.8/94.7 as printed (F1 and accuracy look swapped there). Its NQ row is not
+reproduced here (no copy of it was at hand); docs/fidelity/seper.md has the
+measured tables.
 """
 
 from __future__ import annotations
@@ -263,7 +270,8 @@ def paper_row(settings: dict[str, Any]) -> dict[str, tuple[float, float]] | None
 
 def skipped_note(n: int, skipped: dict[str, int]) -> str:
     return (f"{n} items used; skipped: {skipped.get('improper', 0)} improper, {skipped.get('unjudged', 0)} "
-            f"unjudged items, {skipped.get('unjudged_answers', 0)} answers without a human judgment")
+            f"unjudged items, {skipped.get('unjudged_answers', 0)} answers without a human judgment or without an "
+            f"answer")
 
 
 # ----- report ---------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import torch
 
 from readerfit.errors import ContextLengthError, InputError, UnknownModelError, require
 from readerfit.io import atomic_dir
+from readerfit.models.attention import use_grouped_attention
 from readerfit.models.device import auto_device, cache_root, resolve_dtype
 from readerfit.models.hf_generate import HFGeneration
 from readerfit.models.lm import Prompt, PromptText
@@ -91,6 +92,7 @@ class HFLanguageModel(HFGeneration):
         if adapter is not None:
             self.model = self._with_adapter(adapter)
         self.model.to(self.device).eval()
+        use_grouped_attention(self.model)
         self.load_seconds = time.perf_counter() - start
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token

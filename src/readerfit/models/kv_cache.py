@@ -17,6 +17,12 @@ def logits_kwarg(model: Any) -> str | None:
     return None
 
 
+def cache_kwarg(model: Any) -> str:
+    """The name under which ``model`` takes a key/value cache: ``cache`` (transformers 5.2x, where
+    ``past_key_values`` warns that it is deprecated) or ``past_key_values``."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 def cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(keys, values) per layer of a DynamicCache, across transformers versions."""
     if hasattr(cache, "layers"):

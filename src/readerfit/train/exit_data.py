@@ -38,8 +38,6 @@ True
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 import random
 from collections.abc import Sequence
@@ -52,48 +50,11 @@ from readerfit.errors import InputError
 from readerfit.io import markdown_table, write_atomic, write_json
 from readerfit.registry import PRESET_NAMES, param
 from readerfit.runs import Outcome
-from readerfit.types import Passage, QAExample, render_passage
+from readerfit.train.exit_samples import ExitSample, file_sha256, sample_of, sentences_of
+from readerfit.types import Passage, QAExample
 
 RATIO = (2, 1, 1)  # positives : hard negatives : random negatives
 TYPES = ("positive", "hard", "random", "distractor")
-
-
-def file_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-@dataclass
-class ExitSample:
-    """One training sample: a sentence, its whole passage as context, the question, and the label."""
-
-    qid: str
-    question: str
-    title: str
-    context: str
-    sentence: str
-    sent_index: int
-    label: int
-    type: str
-    source_qid: str
-    id: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def _sentences(passage: Passage) -> list[str]:
-    return [s.strip() for s in (passage.sentences or ())]
-
-
-def _sample(ex: QAExample, passage: Passage, j: int, kind: str, source: QAExample | None = None) -> ExitSample:
-    sentences = _sentences(passage)
-    return ExitSample(qid=ex.id, question=ex.question.strip(), title=passage.title,
-                      context=render_passage(passage.title, " ".join(sentences)), sentence=sentences[j], sent_index=j,
-                      label=1 if kind == "positive" else 0, type=kind, source_qid=(source or ex).id)
 
 
 def build_samples(
@@ -135,27 +96,27 @@ def build_samples(
         support: dict[str, set[int]] = {}
         for fact in ex.supporting or ():
             p = by_title.get(fact.title)
-            if p is None or not 0 <= fact.sentence < len(_sentences(p)) or not _sentences(p)[fact.sentence]:
+            if p is None or not 0 <= fact.sentence < len(sentences_of(p)) or not sentences_of(p)[fact.sentence]:
                 counts["bad_facts"] += 1
                 continue
             support.setdefault(fact.title, set()).add(fact.sentence)
         for title in sorted(support, key=lambda t: [p.title for p in ex.passages].index(t)):
             p = by_title[title]
-            for j, s in enumerate(_sentences(p)):
+            for j, s in enumerate(sentences_of(p)):
                 if not s:
                     continue
                 if j in support[title]:
-                    positives.append(_sample(ex, p, j, "positive"))
+                    positives.append(sample_of(ex, p, j, "positive"))
                 else:
                     hard_pool.append((ex, p, j))
         if distractors > 0:
             gold = {f.title for f in ex.supporting or ()}
             for p in ex.passages:
                 if p.sentences and p.title not in gold:
-                    distractor_pool.extend((ex, p, j) for j, s in enumerate(_sentences(p)) if s)
+                    distractor_pool.extend((ex, p, j) for j, s in enumerate(sentences_of(p)) if s)
     n_pos = len(positives)
     n_hard = min(len(hard_pool), round(n_pos * ratio[1] / ratio[0]))
-    hard = [_sample(ex, p, j, "hard") for ex, p, j in rng.sample(hard_pool, n_hard)]
+    hard = [sample_of(ex, p, j, "hard") for ex, p, j in rng.sample(hard_pool, n_hard)]
 
     # Random negatives: asking questions taken in turn from a shuffled order, each paired with a sentence
     # of a passage of another question that shares no title with the asking question's passages.
@@ -176,21 +137,67 @@ def build_samples(
         if not candidates:
             continue
         p = rng.choice(candidates)
-        sentences = _sentences(p)
+        sentences = sentences_of(p)
         j = rng.randrange(len(sentences))
         if not sentences[j] or (asking.id, p.title, j) in taken:
             continue
         taken.add((asking.id, p.title, j))
-        randoms.append(_sample(asking, p, j, "random", source=donor))
+        randoms.append(sample_of(asking, p, j, "random", source=donor))
     n_distractor = min(len(distractor_pool), round(n_pos * distractors / ratio[0]))
     # drawn after the paper's samples, so distractors=0 leaves them exactly as they were
-    extra = [_sample(ex, p, j, "distractor") for ex, p, j in rng.sample(distractor_pool, n_distractor)] if n_distractor else []
+    extra = [sample_of(ex, p, j, "distractor") for ex, p, j in rng.sample(distractor_pool, n_distractor)] if n_distractor else []
     samples = positives + hard + randoms + extra
     rng.shuffle(samples)
     for sample in samples:
         sample.id = f"{sample.qid}:{sample.type}:{sample.title}:{sample.sent_index}"
     counts.update({"questions": len(usable), "positive": n_pos, "hard": len(hard), "random": len(randoms),
                    "distractor": len(extra), "hard_available": len(hard_pool), "total": len(samples)})
+    return samples, counts
+
+
+def build_samples_all(examples: Sequence[QAExample], *, seed: int = 0) -> tuple[list[ExitSample], dict[str, int]]:
+    """Every sentence of every passage of each question, labelled (beyond the paper): supporting facts
+    positive, the gold paragraphs' other sentences ``hard``, the other paragraphs' ``distractor``.
+
+    What the compressor meets: all of a question's passages, every sentence judged. A classifier that reads
+    a passage once (``--arch onepass``) learns from all of its sentences in that one pass. Shuffled by question
+    (a question's samples stay together, passage by passage), deterministic by ``seed``.
+    """
+    counts = {"skipped_questions": 0, "bad_facts": 0, "duplicate_ids": 0}
+    groups: list[list[ExitSample]] = []
+    seen: set[str] = set()
+    for ex in examples:
+        if ex.id in seen:
+            counts["duplicate_ids"] += 1
+            continue
+        seen.add(ex.id)
+        titles = {p.title: p for p in ex.passages if p.sentences}
+        facts = set()
+        for fact in ex.supporting or ():
+            p = titles.get(fact.title)
+            if p is None or not 0 <= fact.sentence < len(sentences_of(p)) or not sentences_of(p)[fact.sentence]:
+                counts["bad_facts"] += 1
+            else:
+                facts.add((fact.title, fact.sentence))
+        if not facts:
+            counts["skipped_questions"] += 1
+            continue
+        gold = {t for t, _ in facts}
+        group = []
+        for p in ex.passages:
+            for j, sentence in enumerate(sentences_of(p)):
+                if sentence:
+                    kind = "positive" if (p.title, j) in facts else "hard" if p.title in gold else "distractor"
+                    group.append(sample_of(ex, p, j, kind))
+        groups.append(group)
+    if len(groups) < 1:
+        raise InputError("no question with supporting facts and sentence-split passages")
+    random.Random(seed).shuffle(groups)
+    samples = [s for g in groups for s in g]
+    for sample in samples:
+        sample.id = f"{sample.qid}:{sample.type}:{sample.title}:{sample.sent_index}"
+    counts.update({"questions": len(groups), "total": len(samples), "random": 0,
+                   **{t: sum(s.type == t for s in samples) for t in ("positive", "hard", "distractor")}})
     return samples, counts
 
 
@@ -250,13 +257,14 @@ def manifest_path(out: str | Path) -> Path:
 
 def write_exit_data(
     sources: Sequence[str], out: str | Path, *, seed: int = 0, fmt: str | None = None, limit: int | None = None,
-    draws: int = 1, distractors: float = 0.0, positive_ratio: float | None = None,
+    draws: int = 1, distractors: float = 0.0, positive_ratio: float | None = None, all_sentences: bool = False,
 ) -> dict[str, Any]:
     """Build the samples from ``sources`` (HotpotQA-style files) and write ``out`` (JSONL) + its manifest.
 
     ``draws`` > 1 concatenates independent draws (seeds ``seed .. seed+draws-1``): every positive
     appears ``draws`` times, each time with freshly sampled negatives (the ratio holds).
-    ``positive_ratio`` set: the released code's mix (:func:`build_samples_official`) instead of the paper's.
+    ``positive_ratio`` set: the released code's mix (:func:`build_samples_official`) instead of the paper's;
+    ``all_sentences``: every sentence of every passage (:func:`build_samples_all`).
     """
     if not sources:
         raise InputError("no --data files given")
@@ -269,6 +277,8 @@ def write_exit_data(
     if draws < 1:
         raise InputError(f"draws must be >= 1, got {draws}")
     def draw(k: int) -> tuple[list[ExitSample], dict[str, int]]:
+        if all_sentences:
+            return build_samples_all(examples, seed=seed + k)
         if positive_ratio is not None:
             return build_samples_official(examples, seed=seed + k, positive_ratio=positive_ratio)
         return build_samples(examples, seed=seed + k, distractors=distractors)
@@ -284,37 +294,14 @@ def write_exit_data(
     write_atomic(out, "".join(json.dumps(s.to_dict(), ensure_ascii=False) + "\n" for s in samples))
     manifest = {"format": "readerfit-exit-data", "version": 1, "data": str(out), "sha256": file_sha256(out),
                 "seed": seed, "draws": draws, "limit_per_source": limit, "counts": counts, "sources": source_info}
-    if positive_ratio is None:
+    if all_sentences:
+        manifest.update({"sampling": "all-sentences"})
+    elif positive_ratio is None:
         manifest.update({"ratio": list(RATIO), "distractors_per_2_positives": distractors})
     else:  # the released code's mix
         manifest.update({"sampling": "official", "positive_ratio": positive_ratio})
     write_json(manifest_path(out), manifest)
     return manifest
-
-
-def read_samples(path: str | Path) -> list[ExitSample]:
-    """Samples of an exit-data JSONL file (checked: question, context, sentence, label in {0, 1})."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{path}: no such file (build it with `readerfit train exit-data`)")
-    out = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            s = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputError(f"{path} line {n}: not JSON: {err}") from err
-        if not isinstance(s, dict) or not all(isinstance(s.get(k), str) for k in ("question", "context", "sentence")) \
-                or s.get("label") not in (0, 1):
-            raise InputError(f"{path} line {n}: expected question, context, sentence (strings) and label 0/1")
-        out.append(ExitSample(qid=str(s.get("qid", "")), question=s["question"], title=str(s.get("title", "")),
-                              context=s["context"], sentence=s["sentence"], sent_index=int(s.get("sent_index", 0)),
-                              label=int(s["label"]), type=str(s.get("type", "")),
-                              source_qid=str(s.get("source_qid", "")), id=str(s.get("id", ""))))
-    if not out:
-        raise InputError(f"{path}: no samples")
-    return out
 
 
 @dataclass
@@ -338,6 +325,9 @@ class Config:
     positive_ratio: float | None = param(None, help="the released code's mix instead of the paper's: every positive "
                                                     "plus int((1 - R) * positives / 2) hard and as many distractor "
                                                     "negatives (official preset: 0.5, i.e. 4:1:1)")
+    all_sentences: bool = param(False, help="beyond the paper: every sentence of every passage, labelled (no "
+                                            "sampling; for --arch onepass, which learns from a passage's "
+                                            "sentences in one pass)")
     preset: str | None = param(None, help="paper (Table 3: 2:1:1, random negatives) or official (the released "
                                           "datasampling.py); flags given override it", choices=PRESET_NAMES)
 
@@ -353,13 +343,16 @@ class Config:
             raise InputError(f"--limit must be >= 1, got {self.limit}")
         if self.positive_ratio is not None and self.distractors:
             raise InputError("--distractors adds to the paper's mix; the released mix (--positive-ratio) has its own")
+        if self.all_sentences and (self.positive_ratio is not None or self.distractors or self.draws != 1):
+            raise InputError("--all-sentences takes every sentence: it has no mix (--positive-ratio, --distractors, "
+                             "--preset) and nothing to draw again (--draws)")
 
 
 def run(config: Config, *, progress: bool = True, device: str | None = None) -> Outcome:
     """``readerfit train exit-data``: write the samples and their manifest; the counts as a table."""
     manifest = write_exit_data(config.data, config.out, seed=config.seed, fmt=config.format, limit=config.limit,
                                draws=config.draws, distractors=config.distractors,
-                               positive_ratio=config.positive_ratio)
+                               positive_ratio=config.positive_ratio, all_sentences=config.all_sentences)
     c = manifest["counts"]
     rows = [{"type": t, "n": c[t]} for t in TYPES if t != "distractor" or c[t]] + [{"type": "total", "n": c["total"]}]
     table = markdown_table(rows, [("type", "type", ""), ("n", "samples", "d")])

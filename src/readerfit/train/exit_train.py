@@ -53,7 +53,7 @@ from readerfit.models.device import DTYPES, auto_device
 from readerfit.registry import param
 from readerfit.runs import Outcome, RunFolder
 from readerfit.train.config import TrainConfig
-from readerfit.train.exit_data import ExitSample, file_sha256, read_samples
+from readerfit.train.exit_samples import ExitSample, file_sha256, read_samples
 from readerfit.train.resume import (
     example_order,
     grouped_order,

@@ -33,7 +33,7 @@ from readerfit.models.hf import HFLanguageModel
 from readerfit.models.kv_cache import logits_kwarg
 from readerfit.models.specs import resolve
 from readerfit.train.config import TrainConfig
-from readerfit.train.exit_data import ExitSample
+from readerfit.train.exit_samples import ExitSample
 
 
 class LMTask:

@@ -20,7 +20,7 @@ from readerfit.compressors.exit.config import CONTEXTS, PROMPTS
 from readerfit.compressors.exit.labels import label_token_ids, relevance
 from readerfit.compressors.exit.windows import GroupScores, collect_question, plan_question
 from readerfit.errors import InputError
-from readerfit.models.kv_cache import cache_layers, logits_kwarg, make_cache
+from readerfit.models.kv_cache import cache_kwarg, cache_layers, logits_kwarg, make_cache
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ class LMSentenceClassifier:
         """Key/values of ``ids`` from position 0, as per-layer tensors of batch 1."""
         cache = make_cache([], self.lm.model.config)
         x = torch.tensor([ids], device=self.lm.device)
-        self._forward(input_ids=x, use_cache=True, past_key_values=cache)
+        self._forward(input_ids=x, use_cache=True, **{cache_kwarg(self.lm.model): cache})
         return cache_layers(cache)
 
     def _score_cached(self, q_ids: list[int], p_ids: list[int], suffixes: list[list[int]],
@@ -220,7 +220,7 @@ class LMSentenceClassifier:
             mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
             ids = torch.tensor([passage + [t for s in chunk for t in s]], device=dev)
             cache = make_cache(prefix_kv, self.lm.model.config)
-            kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask[None, None].to(dev), past_key_values=cache,
+            kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask[None, None].to(dev), **{cache_kwarg(self.lm.model): cache},
                                           position_ids=torch.tensor([positions], device=dev), use_cache=True)
             if self._keep is not None:  # only the suffixes' last positions go through the LM head
                 logits = self.lm.model(**kwargs, **{self._keep: torch.tensor(ends, device=dev)}).logits[0]
