@@ -4,6 +4,7 @@ training saves only LoRA factors and the head, and the saved classifier scores a
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -180,6 +181,26 @@ def test_onepass_trains_saves_lora_and_head_only_and_loads(bert, tmp_path):
     assert c.details["classifier"].startswith("onepass:") and len(c.scores) == 2
     with pytest.raises(InputError):  # a LoRA of another rank does not continue this one
         OnePassTask(TrainConfig(arch="onepass", base=str(bert), init=str(out), lora_r=8), torch.device("cpu"))
+    # --target-prior: the manifest records logit(target) - logit(share of positives trained on), and the loaded
+    # classifier's r is the trained one's with that shift on its log-odds (same order, so the same AUROC)
+    shifted = tmp_path / "op-prior"
+    train(data=tmp_path / "d.jsonl", out=shifted, device="cpu", progress=False,
+          config=TrainConfig(arch="onepass", base=str(bert), init=str(enc), lr=1e-2, batch_size=8, micro_batch=8,
+                             lora_r=4, save_dtype="float16", target_prior=0.1))
+    prior = json.loads((shifted / "exit_classifier.json").read_text())["prior"]
+    trained_share = sum(json.loads(x)["label"] for x in (tmp_path / "d.jsonl").read_text().splitlines()) / 32
+    assert prior["trained"] == pytest.approx(trained_share) and prior["target"] == 0.1
+    assert prior["logit_shift"] == pytest.approx(math.log(0.1 / 0.9) - math.log(trained_share / (1 - trained_share)))
+    got = OnePassSentenceClassifier(*load_onepass_classifier(shifted)).score(QUESTION, GROUPS)
+    info = json.loads((shifted / "exit_classifier.json").read_text())
+    del info["prior"]
+    (shifted / "exit_classifier.json").write_text(json.dumps(info))
+    raw = OnePassSentenceClassifier(*load_onepass_classifier(shifted)).score(QUESTION, GROUPS)
+    for a, b in zip(got, raw):
+        want = [1 / (1 + math.exp(-(math.log(r / (1 - r)) + prior["logit_shift"]))) for r in b.scores]
+        assert a.scores == pytest.approx(want, abs=1e-5)
+    with pytest.raises(InputError, match="target-prior"):
+        TrainConfig(arch="encoder", target_prior=0.3)
     with pytest.raises(InputError):  # an LM classifier cannot start from an encoder
         TrainConfig(arch="lm", init=str(enc))
 

@@ -23,7 +23,8 @@ ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "d
 DEFAULTS: dict[str, Any] = {"batch_size": 8, "micro_batch": 1, "warmup_ratio": 0.0, "weight_decay": 0.0,
                             "prompt": "paper", "loss": "pair", "eval_every": 0, "select": "last"}
 # New settings are written to run.json only when they differ from these, so old training folders still resume.
-NEW_KEYS = {"prompt": "paper", "labels": "single", "loss": "pair", "eval_every": 0, "select": "last", "preset": None}
+NEW_KEYS = {"prompt": "paper", "labels": "single", "loss": "pair", "eval_every": 0, "select": "last", "preset": None,
+            "target_prior": None}
 _A1 = {"lr": 1e-5, "epochs": 1.0, "lora_r": 64, "lora_alpha": 32, "lora_dropout": 0.05,
        "batch_size": 64, "micro_batch": 8, "weight_decay": 0.1, "warmup_ratio": 0.03,
        "labels": "single", "loss": "vocab", "eval_every": 300, "select": "loss"}
@@ -83,6 +84,9 @@ class TrainConfig:
                                        "at the end (default: 0; paper/official: 300)")
     select: str = param(None, help="weights kept: last, or the lowest validation loss seen (needs --eval-data; "
                                    "default: last; paper/official: loss)", choices=("last", "loss"))
+    target_prior: float | None = param(None, help="onepass: record the prior correction that makes r a classifier's "
+                                                  "trained on this share of positives, so that τ keeps its meaning "
+                                                  "(every-sentence data has about 6%%; the cross-encoder's mix 1/3)")
     preset: str | None = param(None, help="start from the paper's (A.1) or the released code's settings; "
                                           "flags given override it", choices=PRESET_NAMES)
 
@@ -146,5 +150,8 @@ class TrainConfig:
                 or self.select not in ("last", "loss"):
             raise InputError(f"expected prompt in {sorted(PROMPTS)}, labels in {LABELS}, loss pair|vocab, select "
                              f"last|loss; got {self.prompt!r}, {self.labels!r}, {self.loss!r}, {self.select!r}")
+        if self.target_prior is not None and (self.arch != "onepass" or not 0 < self.target_prior < 1):
+            raise InputError(f"--target-prior is a share of positives in (0, 1) for --arch onepass, got "
+                             f"{self.target_prior!r} for --arch {self.arch}")
         if int(self.eval_every) < 0:
             raise InputError(f"eval_every must be >= 0, got {self.eval_every}")

@@ -86,6 +86,19 @@ def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[i : i + size]
 
 
+def prior_block(trained: float, target: float) -> dict[str, float]:
+    """The prior correction a one-pass manifest records (:func:`~readerfit.compressors.exit.onepass.positive_logit_shift`):
+    logit(target) − logit(trained), the shares of positives.
+
+    >>> round(prior_block(0.5, 0.5)["logit_shift"], 6)
+    0.0
+    """
+    if not (0 < trained < 1 and 0 < target < 1):
+        raise InputError(f"shares of positives must be in (0, 1), got trained={trained}, target={target}")
+    shift = math.log(target / (1 - target)) - math.log(trained / (1 - trained))
+    return {"trained": trained, "target": target, "logit_shift": shift}
+
+
 def evaluate_samples(task: Any, samples: Sequence[ExitSample], micro_batch: int = 8) -> dict[str, float]:
     """Loss (the training loss), accuracy at 0.5 and AUROC of the task's model on held-out samples; the
     probabilities are the compressor's r."""
@@ -259,6 +272,8 @@ def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any
         manifest.update({"prompt_style": config.prompt, "label_ids": config.labels})
     if config.arch == "onepass":
         manifest.update(task.manifest())
+        if config.target_prior is not None:
+            manifest["prior"] = prior_block(sum(s.label for s in usable) / len(usable), config.target_prior)
     write_json(out / CLASSIFIER_FILE, manifest)  # written last: its presence marks a finished run
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
     shutil.rmtree(out / "best", ignore_errors=True)

@@ -35,7 +35,7 @@ ENCODER_WEIGHTS = "encoder.safetensors"
 ONEPASS_WEIGHTS = "onepass.safetensors"
 # The classifiers shipped in readerfit/assets/exit/<folder>, by name; ``default`` is the one EXIT uses unless told.
 SHIPPED = {"encoder": "default", "onepass": "onepass"}
-DEFAULT_CLASSIFIER = "encoder"
+DEFAULT_CLASSIFIER = "onepass"
 ARCHS = ("lm", "encoder", "onepass")
 WINDOW_RULE = ("sentence scored against a window of its passage: the title plus the largest run of neighbouring "
                "sentences (grown alternately before/after) that fits the classifier's limit")

@@ -228,6 +228,18 @@ def encoder_dir(name: str | None) -> Path | None:
     return shipped_classifier_dir("encoder") if name in ("default", "encoder") else Path(name)
 
 
+def positive_logit_shift(info: dict[str, Any]) -> float:
+    """What a one-pass manifest adds to the useful class's logit: ``prior.logit_shift``, the prior correction
+    logit(target) − logit(trained) that makes r a classifier's trained on ``prior.target`` positives (a
+    classifier trained on every sentence sees few positives; EXIT's τ = 0.5 assumes a balanced-ish mix).
+    AUROC is unchanged; what τ keeps is not."""
+    prior = info.get("prior") or {}
+    shift = prior.get("logit_shift", 0.0)
+    if isinstance(shift, bool) or not isinstance(shift, (int, float)) or not -20 < shift < 20:
+        raise UnknownModelError(f"prior.logit_shift must be a number in (-20, 20), got {shift!r}")
+    return float(shift)
+
+
 def load_onepass_classifier(directory: str | Path, *, device: Any = None,
                             dtype: torch.dtype = torch.float32) -> tuple[OnePassModel, Any]:
     """(model, tokenizer) of a one-pass classifier directory, its LoRA factors merged."""
@@ -246,5 +258,8 @@ def load_onepass_classifier(directory: str | Path, *, device: Any = None,
     model = OnePassModel(encoder, head_hidden=info.get("head_hidden"))
     head = {k[len("head."):]: v.float() for k, v in trained.items() if k.startswith("head.")}
     model.head.load_state_dict(head)
+    last: nn.Linear = model.head[-1]  # type: ignore[assignment]
+    with torch.no_grad():  # the prior correction the manifest records (see positive_logit_shift)
+        last.bias[1] += positive_logit_shift(info)
     model.to(device=auto_device(device), dtype=dtype).eval()
     return model, tokenizer
