@@ -57,6 +57,20 @@ RATIO = (2, 1, 1)  # positives : hard negatives : random negatives
 TYPES = ("positive", "hard", "random", "distractor")
 
 
+def valid_facts(ex: QAExample, counts: dict[str, int]) -> dict[str, set[int]]:
+    """The question's supporting sentences by title: the facts that name a non-empty sentence of one of its
+    passages (the others counted in ``counts["bad_facts"]``)."""
+    by_title = {p.title: p for p in ex.passages if p.sentences}
+    support: dict[str, set[int]] = {}
+    for fact in ex.supporting or ():
+        p = by_title.get(fact.title)
+        if p is None or not 0 <= fact.sentence < len(sentences_of(p)) or not sentences_of(p)[fact.sentence]:
+            counts["bad_facts"] += 1
+            continue
+        support.setdefault(fact.title, set()).add(fact.sentence)
+    return support
+
+
 def build_samples(
     examples: Sequence[QAExample], *, seed: int = 0, ratio: tuple[int, int, int] = RATIO, distractors: float = 0.0
 ) -> tuple[list[ExitSample], dict[str, int]]:
@@ -93,13 +107,7 @@ def build_samples(
     distractor_pool: list[tuple[QAExample, Passage, int]] = []
     for ex in usable:
         by_title = {p.title: p for p in ex.passages if p.sentences}
-        support: dict[str, set[int]] = {}
-        for fact in ex.supporting or ():
-            p = by_title.get(fact.title)
-            if p is None or not 0 <= fact.sentence < len(sentences_of(p)) or not sentences_of(p)[fact.sentence]:
-                counts["bad_facts"] += 1
-                continue
-            support.setdefault(fact.title, set()).add(fact.sentence)
+        support = valid_facts(ex, counts)
         for title in sorted(support, key=lambda t: [p.title for p in ex.passages].index(t)):
             p = by_title[title]
             for j, s in enumerate(sentences_of(p)):
@@ -171,23 +179,15 @@ def build_samples_all(examples: Sequence[QAExample], *, seed: int = 0) -> tuple[
             counts["duplicate_ids"] += 1
             continue
         seen.add(ex.id)
-        titles = {p.title: p for p in ex.passages if p.sentences}
-        facts = set()
-        for fact in ex.supporting or ():
-            p = titles.get(fact.title)
-            if p is None or not 0 <= fact.sentence < len(sentences_of(p)) or not sentences_of(p)[fact.sentence]:
-                counts["bad_facts"] += 1
-            else:
-                facts.add((fact.title, fact.sentence))
-        if not facts:
+        support = valid_facts(ex, counts)
+        if not support:
             counts["skipped_questions"] += 1
             continue
-        gold = {t for t, _ in facts}
         group = []
         for p in ex.passages:
             for j, sentence in enumerate(sentences_of(p)):
                 if sentence:
-                    kind = "positive" if (p.title, j) in facts else "hard" if p.title in gold else "distractor"
+                    kind = "positive" if j in support.get(p.title, ()) else "hard" if p.title in support else "distractor"
                     group.append(sample_of(ex, p, j, kind))
         groups.append(group)
     if len(groups) < 1:
