@@ -27,7 +27,7 @@ import filelock
 from tqdm import tqdm
 
 from readerfit import api
-from readerfit.cli.options import add_model_args, add_server_args, emit, parse_options, positive_int, set_threads
+from readerfit.cli.options import add_model_args, add_server_args, add_threads_arg, emit, parse_options, set_threads
 from readerfit.compressors import COMPRESSORS
 from readerfit.errors import InputError
 from readerfit.io import RecordLog
@@ -50,7 +50,7 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
                    help="the reader the context is for: reader-aware compressors use it, tokens are its tokens")
     p.add_argument("--out", default=None, metavar="FILE",
                    help="append the JSON lines to FILE; a rerun skips the ids already in it")
-    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
+    add_threads_arg(p)
     add_model_args(p)
     add_server_args(p)
 

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 
 from readerfit.cli.eval import run_config
-from readerfit.cli.options import add_model_args, add_server_args, positive_int
+from readerfit.cli.options import add_model_args, add_server_args, add_threads_arg, positive_int
 from readerfit.data import demo_corpus_path, demo_path
 from readerfit.eval.config import EvalConfig
 from readerfit.models.specs import DEFAULT_LM
@@ -23,6 +23,7 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
     p.add_argument("--out", default=None)
     add_model_args(p)
     add_server_args(p)
+    add_threads_arg(p)
     p.set_defaults(ray=None, ray_workers=None, skip_invalid=False)
 
 

@@ -8,7 +8,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from readerfit.cli.options import add_model_args, add_server_args, emit, parse_options, positive_int
+from readerfit.cli.options import (
+    add_model_args,
+    add_server_args,
+    add_threads_arg,
+    emit,
+    parse_options,
+    positive_int,
+    set_threads,
+)
 from readerfit.data import load_dataset
 from readerfit.eval.config import RETRIEVER_CHOICES, EvalConfig
 from readerfit.eval.harness import build_eval, run_eval, runnable
@@ -57,6 +65,7 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
                    help="keep the reranker's best K passages (default: all, reordered)")
     add_model_args(p)
     add_server_args(p)
+    add_threads_arg(p)
 
 
 def config_from(args: argparse.Namespace) -> EvalConfig:
@@ -75,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
 def run_config(config: EvalConfig, args: argparse.Namespace) -> int:
     """The eval of ``config``: everything is checked before any model loads; then resume or run, report, print."""
     config.check_options()
+    set_threads(args.threads)
     if args.out is not None:
         check_out(Path(args.out))
     examples, invalid = runnable(load_dataset(config.data, format=config.format, limit=config.limit),

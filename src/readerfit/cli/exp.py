@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from readerfit.cli.options import add_dataclass_args, add_run_args, config_from_args, emit, set_threads
+from readerfit.cli.options import add_dataclass_args, add_run_args, add_threads_arg, config_from_args, emit, set_threads
 from readerfit.experiments import EXPERIMENTS
 from readerfit.models.pool import ModelPool
 from readerfit.registry import Registry
@@ -22,7 +22,7 @@ def add_named(registry: Registry, p: argparse.ArgumentParser, argv: Sequence[str
             if add_common:
                 add_run_args(q)
             else:
-                q.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+                add_threads_arg(q)
                 q.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: CUDA if present)")
                 q.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
                 q.add_argument("--json", action="store_true", help="print the result as JSON on the last line")

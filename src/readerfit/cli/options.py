@@ -136,9 +136,14 @@ def add_model_args(p: argparse.ArgumentParser, *, dtype: bool = True) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON on the last line of stdout")
 
 
+def add_threads_arg(p: argparse.ArgumentParser) -> None:
+    """``--threads``: torch's CPU threads for the whole command, set once by :func:`set_threads`."""
+    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (1 is fastest on a busy machine)")
+
+
 def add_run_args(p: argparse.ArgumentParser) -> None:
     """What every model-running ``readerfit exp`` command takes besides its own options."""
-    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (1 is fastest on a busy machine)")
+    add_threads_arg(p)
     p.add_argument("--out", default=None, help="output folder (default: runs/<kind>-<data>-<settings hash>); reruns resume")
     add_model_args(p, dtype=False)
 

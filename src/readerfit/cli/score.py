@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from readerfit import api
 from readerfit.cli.compress import json_lines, named_options, read_source
-from readerfit.cli.options import add_model_args, add_server_args, emit, positive_int, set_threads
+from readerfit.cli.options import add_model_args, add_server_args, add_threads_arg, emit, set_threads
 from readerfit.errors import InputError
 from readerfit.io import markdown_table
 from readerfit.models.pool import ModelPool
@@ -45,7 +45,7 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
                    help="each scorer as its paper defines it (paper) or as its authors' released code runs it "
                         "(official); --option values override it")
     p.add_argument("--reader", default=DEFAULT_LM, help="the reader LM: registered name, local directory or HF id")
-    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
+    add_threads_arg(p)
     add_model_args(p)
     add_server_args(p)
 

@@ -15,7 +15,7 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 
-from readerfit.cli.options import add_dataclass_args, parse_options, positive_int, set_threads
+from readerfit.cli.options import add_dataclass_args, add_threads_arg, parse_options, set_threads
 from readerfit.errors import InputError, require
 from readerfit.serve.config import ServeConfig
 
@@ -37,7 +37,7 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
     add_dataclass_args(p, ServeConfig, exclude=("options",))
     p.add_argument("--option", action="append", default=[], metavar="NAME.KEY=VALUE",
                    help="a served compressor's or scorer's option at start, e.g. exit.threshold=0.3 (repeatable)")
-    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
+    add_threads_arg(p)
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn's log level (info logs every request)")
 

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 from readerfit.cli.exp import add_named
 from readerfit.cli.options import config_from_args, emit, set_threads
-from readerfit.errors import InputError
 from readerfit.train import TRAINERS
 
 
@@ -18,8 +17,6 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
 def run(args: argparse.Namespace) -> int:
     trainer = TRAINERS.get(args.name)
     config = config_from_args(trainer.Config, args)
-    if args.threads is not None and args.threads < 1:
-        raise InputError(f"--threads must be a positive integer, got {args.threads}")
     set_threads(args.threads)
     outcome = trainer.run(config, progress=not args.no_progress, device=args.device)
     emit(outcome.result, outcome.table + (f"\n\n{outcome.note}" if outcome.note else ""), as_json=args.json)

@@ -62,7 +62,7 @@ class LegacyCacheModel:
                 past_key_values = DynamicCache.from_legacy_cache(tuple(pairs))
             else:
                 past_key_values = DynamicCache(ddp_cache_data=pairs, config=self._model.config)
-        out = self._model(*args, past_key_values=past_key_values, **kwargs)
+        out = self._model(*args, **{cache_kwarg(self._model): past_key_values}, **kwargs)
         cache = getattr(out, "past_key_values", None)
         if isinstance(cache, Cache):
             if hasattr(cache, "to_legacy_cache"):
