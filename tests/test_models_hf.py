@@ -245,6 +245,28 @@ def test_packed_samples_equal_transformers_generate(tiny_lm, options, monkeypatc
                                                  abs=1e-4)
 
 
+def test_packed_samples_feed_only_the_rows_still_running(tiny_lm, monkeypatch):
+    """After the prompt, each step feeds one token per unfinished row: the widths seen by the model fall as rows
+    end, to the number of rows longer than that step."""
+    prompt = tiny_lm.chat("who wrote the book? anna wrote it in paris")
+    n, new = 6, 12
+    free = tiny_lm.generate([prompt], n=n, max_new_tokens=new, seed=11, temperature=1.0)[0]
+    eos = Counter(t for g in free for t in g.token_ids[1:]).most_common(1)[0][0]
+    monkeypatch.setattr(tiny_lm, "_eos_ids", frozenset({eos}))
+    widths: list[int] = []
+    hook = tiny_lm.model.register_forward_pre_hook(lambda _m, _a, kw: widths.append(kw["input_ids"].shape[1]),
+                                                   with_kwargs=True)
+    try:
+        got = tiny_lm.generate([prompt], n=n, max_new_tokens=new, seed=11, temperature=1.0)[0]
+    finally:
+        hook.remove()
+    lengths = [len(g.token_ids) for g in got]
+    # step s feeds the rows that produced a token at step s without ending (an EOS row stops before it)
+    want = [sum(1 for g in got if len(g.token_ids) > s) for s in range(max(lengths))][: new - 1]
+    assert widths[0] == len(tiny_lm.encode(prompt)) and widths[1:] == want
+    assert len(set(want)) > 1
+
+
 def test_packed_samples_stop_at_a_stop_string(tiny_lm):
     prompt = tiny_lm.chat("who wrote the book?")
     free = tiny_lm.generate([prompt], n=4, temperature=1.0, max_new_tokens=12, seed=5)[0]

@@ -8,9 +8,11 @@ positions, each row under a mask that lets it see the prompt and its own earlier
 in its own continuation. Each row is computed as in its own sequence (the tests compare with transformers'
 ``generate``: the same tokens for the same seed and the same log-probabilities to 1e-4).
 
-Sampling is transformers' own: the same logits processors in the same order (repetition penalty; temperature,
-top-k, top-p) and one ``torch.multinomial`` over all n rows a step, finished rows included, so the random
-stream is consumed as ``generate`` consumes it.
+A finished row leaves the sequence: later steps feed only the rows still running, so n samples of very
+different lengths (SePer at temperature 1 with no stop: 4 to 512 tokens in one draw) cost the sum of their
+lengths, not n times the longest. Sampling is transformers' own: the same logits processors in the same order
+(repetition penalty; temperature, top-k, top-p) and one ``torch.multinomial`` over all n rows a step, finished
+rows included (with their last logits), so the random stream is consumed as ``generate`` consumes it.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def sample_packed(model: Any, tokenizer: Any, ids: Sequence[int], *, n: int, tem
     logps: list[list[float]] = [[] for _ in range(n)]
     done = torch.zeros(n, dtype=torch.bool)
     length = len(ids)
-    eye = torch.eye(n, dtype=torch.bool)
+    owner = torch.empty(0, dtype=torch.long)  # the row of each generated position in the cache, in cache order
     for step in range(max_new_tokens):
         scores = processors(seqs, logits.clone())
         chosen = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
@@ -64,12 +66,16 @@ def sample_packed(model: Any, tokenizer: Any, ids: Sequence[int], *, n: int, tem
         seqs = torch.cat([seqs, chosen[:, None]], dim=1)
         if bool(done.all()) or step == max_new_tokens - 1:
             break
-        # Row r sees the prompt, its own tokens of the earlier steps (cache index length + s·n + r) and itself.
-        allowed = torch.cat([torch.ones((n, length), dtype=torch.bool), eye.repeat(1, step + 1)], dim=1)
+        # The running rows' new tokens, one sequence; each sees the prompt, its own earlier tokens and itself.
+        live = (~done).nonzero().squeeze(1)
+        owner = torch.cat([owner, live])
+        allowed = torch.cat([torch.ones((len(live), length), dtype=torch.bool), owner[None, :] == live[:, None]], dim=1)
         mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
-        positions = torch.full((1, n), length + step, dtype=torch.long)
-        logits = model(input_ids=chosen[None, :], attention_mask=mask[None, None].to(device),
-                       position_ids=positions.to(device), use_cache=True, **{key: cache}).logits[0].float()
+        positions = torch.full((1, len(live)), length + step, dtype=torch.long)
+        out = model(input_ids=chosen[live.to(device)][None, :], attention_mask=mask[None, None].to(device),
+                    position_ids=positions.to(device), use_cache=True, **{key: cache}).logits[0].float()
+        logits = logits.clone()
+        logits[live.to(device)] = out
     return list(zip(tokens, logps))
 
 
