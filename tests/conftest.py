@@ -160,6 +160,33 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
     yield
 
 
+def make_exit_examples(n: int = 4) -> list:
+    """n tiny QA examples, each with a two-sentence gold passage (its first sentence supporting) and a distractor."""
+    from readerfit.types import Passage, QAExample, SupportingFact
+
+    out = []
+    for i in range(n):
+        gold = Passage("", title=f"Gold {i}", sentences=(f"Anna wrote book {i}.", f" It sold {i} copies."))
+        other = Passage("", title=f"Other {i}", sentences=(f"The river {i} is long.",))
+        passages = [Passage(" ".join(p.sentences), title=p.title, sentences=p.sentences) for p in (gold, other)]
+        out.append(QAExample(id=f"q{i}", question=f"Who wrote book {i}?", answers=["Anna"], passages=passages,
+                             supporting=[SupportingFact(f"Gold {i}", 0)]))
+    return out
+
+
+@pytest.fixture()
+def data_file(tmp_path: Path) -> Path:
+    """EXIT training samples of four :func:`make_exit_examples`, as ``readerfit train exit-data`` writes them."""
+    import json
+
+    from readerfit.train.exit_data import build_samples
+
+    samples, _ = build_samples(make_exit_examples(4), seed=0)
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(s.to_dict()) + "\n" for s in samples))
+    return path
+
+
 def shared_data(relative: str) -> Path:
     path = SHARED_DATA / relative
     if not path.exists():

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import make_exit_examples
 from readerfit.compressors import build_compressor
 from readerfit.compressors.exit import (
     OFFICIAL_PROMPT,
@@ -21,11 +22,10 @@ from readerfit.compressors.exit import (
 from readerfit.errors import InputError
 from readerfit.models.pool import ModelPool
 from readerfit.registry import make_config
-from readerfit.train.exit_data import build_samples
 from readerfit.train.exit_samples import read_samples
 from readerfit.train.exit_train import TrainConfig, evaluate_samples, train
 from readerfit.train.tasks import LMTask
-from readerfit.types import Passage, QAExample, SupportingFact
+from readerfit.types import Passage
 
 QUESTION = "Who wrote the book?"
 GROUPS = [
@@ -33,25 +33,6 @@ GROUPS = [
     ("River town", ["The river town is in France.", "The club was founded in 1887 by Marta Velez."]),
     ("", ["Yes no."]),
 ]
-
-
-def make_examples(n: int = 4) -> list[QAExample]:
-    out = []
-    for i in range(n):
-        gold = Passage("", title=f"Gold {i}", sentences=(f"Anna wrote book {i}.", f" It sold {i} copies."))
-        other = Passage("", title=f"Other {i}", sentences=(f"The river {i} is long.",))
-        passages = [Passage(" ".join(p.sentences), title=p.title, sentences=p.sentences) for p in (gold, other)]
-        out.append(QAExample(id=f"q{i}", question=f"Who wrote book {i}?", answers=["Anna"], passages=passages,
-                             supporting=[SupportingFact(f"Gold {i}", 0)]))
-    return out
-
-
-@pytest.fixture()
-def data_file(tmp_path) -> Path:
-    samples, _ = build_samples(make_examples(4), seed=0)
-    path = tmp_path / "train.jsonl"
-    path.write_text("".join(json.dumps(s.to_dict()) + "\n" for s in samples))
-    return path
 
 
 def lm_config(tiny_lm_dir: Path, **kw) -> TrainConfig:
@@ -164,7 +145,7 @@ def test_exit_data_cli_official_preset(tmp_path, capsys):
                                                             "sent_id": [f.sentence for f in e.supporting]},
                                        "context": {"title": [p.title for p in e.passages],
                                                    "sentences": [list(p.sentences) for p in e.passages]}}) + "\n"
-                           for e in make_examples(8)))
+                           for e in make_exit_examples(8)))
     assert main(["train", "exit-data", "--data", str(src), "--out", str(tmp_path / "d.jsonl"), "--preset", "official",
                  "--json"]) == 0
     manifest = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

@@ -5,7 +5,6 @@ fails on the assertion) against the old code too."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -14,30 +13,9 @@ import torch
 from readerfit.compressors.exit import ExitConfig, LMSentenceClassifier, build_classifier
 from readerfit.metrics.correlation import auroc
 from readerfit.models.pool import ModelPool
-from readerfit.train.exit_data import build_samples
 from readerfit.train.exit_samples import read_samples
 from readerfit.train.exit_train import TrainConfig, evaluate_samples
 from readerfit.train.tasks import LMTask
-from readerfit.types import Passage, QAExample, SupportingFact
-
-
-def make_examples(n: int = 4) -> list[QAExample]:
-    out = []
-    for i in range(n):
-        gold = Passage("", title=f"Gold {i}", sentences=(f"Anna wrote book {i}.", f" It sold {i} copies."))
-        other = Passage("", title=f"Other {i}", sentences=(f"The river {i} is long.",))
-        passages = [Passage(" ".join(p.sentences), title=p.title, sentences=p.sentences) for p in (gold, other)]
-        out.append(QAExample(id=f"q{i}", question=f"Who wrote book {i}?", answers=["Anna"], passages=passages,
-                             supporting=[SupportingFact(f"Gold {i}", 0)]))
-    return out
-
-
-@pytest.fixture()
-def data_file(tmp_path) -> Path:
-    samples, _ = build_samples(make_examples(4), seed=0)
-    path = tmp_path / "train.jsonl"
-    path.write_text("".join(json.dumps(s.to_dict()) + "\n" for s in samples))
-    return path
 
 
 def lm_config(tiny_lm_dir: Path) -> TrainConfig:
