@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -89,12 +89,7 @@ def build_samples(
     rng = random.Random(seed)
     counts = {"skipped_questions": 0, "bad_facts": 0, "duplicate_ids": 0}
     usable: list[QAExample] = []
-    seen: set[str] = set()
-    for ex in examples:
-        if ex.id in seen:
-            counts["duplicate_ids"] += 1
-            continue
-        seen.add(ex.id)
+    for ex in unique_examples(examples, counts):
         if not ex.supporting or not any(p.sentences for p in ex.passages):
             counts["skipped_questions"] += 1
             continue
@@ -163,6 +158,17 @@ def build_samples(
     return samples, counts
 
 
+def unique_examples(examples: Iterable[QAExample], counts: dict[str, int]) -> Iterator[QAExample]:
+    """The examples in order, each id once; a repeated id is counted in ``counts["duplicate_ids"]``."""
+    seen: set[str] = set()
+    for ex in examples:
+        if ex.id in seen:
+            counts["duplicate_ids"] += 1
+            continue
+        seen.add(ex.id)
+        yield ex
+
+
 def build_samples_all(examples: Sequence[QAExample], *, seed: int = 0) -> tuple[list[ExitSample], dict[str, int]]:
     """Every sentence of every passage of each question, labelled (beyond the paper): supporting facts
     positive, the gold paragraphs' other sentences ``hard``, the other paragraphs' ``distractor``.
@@ -173,12 +179,7 @@ def build_samples_all(examples: Sequence[QAExample], *, seed: int = 0) -> tuple[
     """
     counts = {"skipped_questions": 0, "bad_facts": 0, "duplicate_ids": 0}
     groups: list[list[ExitSample]] = []
-    seen: set[str] = set()
-    for ex in examples:
-        if ex.id in seen:
-            counts["duplicate_ids"] += 1
-            continue
-        seen.add(ex.id)
+    for ex in unique_examples(examples, counts):
         support = valid_facts(ex, counts)
         if not support:
             counts["skipped_questions"] += 1
