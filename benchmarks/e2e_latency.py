@@ -6,7 +6,7 @@ question by question, in an order that rotates every question, so a slow spell o
 all of them alike. Seconds are per question (means); ``ratio`` is EXIT's compress + read over the raw read.
 
     python benchmarks/e2e_latency.py --data ../shared/data/hotpotqa/rpt_dev.jsonl --limit 50 \\
-        [--peers sentence-sim longllmlingua] [--dtype bfloat16] [--option exit.classifier=onepass] [--json]
+        [--peers sentence-sim longllmlingua] [--dtype bfloat16] [--option exit.classifier=encoder] [--json]
 
 ``--json`` prints ``{"raw": {"read_s", "contains", "context_tokens"}, "exit": {"compress_s", "read_s",
 "total_s", "contains", "context_tokens"}, "ratio", "peers": {name: {...}}}`` as the last line.
