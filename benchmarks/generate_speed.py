@@ -12,8 +12,9 @@ demo set's passages when the file is absent). Side by side, in one run, same see
   the first method's (float rounding differs with the batch shape, and one changed draw changes the rest of
   its row, so a long prompt can part rows that the tests, on a tiny model, find identical).
 * beams (n beams, n returned, repetition penalty 1.2, with each candidate's token log-probabilities as
-  ``generate`` returns them): transformers' beam search over the whole prompt then one forward pass per
-  candidate, vs readerfit's (one prefill seeding every beam, candidates scored from its cache).
+  ``generate`` returns them): transformers' beam search (one cache row per beam, grown and reordered every
+  step) then one forward pass per candidate for its log-probabilities, vs readerfit's (the beams packed as a
+  tree over one copy of the prompt's cache: ``readerfit.models.hf_beam``).
 
 Prints a table and writes JSON (``--out``); ``--json`` prints it as the last line.
 """
@@ -109,19 +110,26 @@ def main() -> None:
                                     num_return_sequences=n, do_sample=False, repetition_penalty=1.2,
                                     max_new_tokens=new, pad_token_id=pad, return_dict_in_generate=True,
                                     output_scores=True)
-            return [g.token_ids for g in lm._beam_generations(ids, out, n)]
+            beams = []
+            for row in out.sequences[:, ids.shape[1]:].tolist():
+                toks = row[: next((j for j, t in enumerate(row) if t in lm.eos_ids or t == pad), len(row))]
+                logp = torch.log_softmax(lm.forward([ids[0].tolist() + toks]).logits[0].float(), dim=-1)
+                beams.append((toks, [float(logp[ids.shape[1] - 1 + j, t]) for j, t in enumerate(toks)]))
+            return beams
 
         def readerfit_beams():
             gens = lm.generate([prompt], n=n, num_beams=n, repetition_penalty=1.2, max_new_tokens=new)[0]
-            return [g.token_ids for g in gens]
+            return [(g.token_ids, g.token_logprobs) for g in gens]
 
         slow, fast = timed(hf_beams), timed(readerfit_beams)
-        for name, (seconds, out) in (("hf_whole_prompt", slow), ("shared_prefill", fast)):
+        for name, (seconds, out) in (("hf_beam_search", slow), ("packed_tree", fast)):
             results[f"beams_{name}_s"] = round(seconds, 2)
-            same = sum(a == b for a, b in zip(out, slow[1]))
+            same = sum(a[0] == b[0] for a, b in zip(out, slow[1]))
             table.append({"what": f"{n} beams", "how": name, "seconds": seconds, "speedup": slow[0] / seconds,
                           "same": f"{same}/{n}"})
-        results["beams_rows_as_hf"] = sum(a == b for a, b in zip(fast[1], slow[1]))
+        results["beams_rows_as_hf"] = sum(a[0] == b[0] for a, b in zip(fast[1], slow[1]))
+        results["beams_max_logprob_diff"] = max((abs(x - y) for a, b in zip(fast[1], slow[1]) if a[0] == b[0]
+                                                 for x, y in zip(a[1], b[1])), default=None)
 
     print(f"{args.model}, prompt {results['prompt_tokens']} tokens, {new} new tokens, "
           f"{results['threads']} threads")

@@ -136,30 +136,68 @@ def test_greedy_is_argmax(tiny_lm):
         tiny_lm.generate([prompt], n=2, max_new_tokens=5)
 
 
-def test_beam_candidates(tiny_lm):
-    gens = tiny_lm.generate([tiny_lm.chat("who wrote the book?")], n=3, num_beams=3, max_new_tokens=5)[0]
-    assert len(gens) == 3 and len({tuple(g.token_ids) for g in gens}) == 3
-
-
-def test_beams_from_a_shared_prefill_equal_beams_from_the_whole_prompt(tiny_lm):
-    """The prompt is prefilled once for all beams and scores the candidates from its cache: the same beams and
-    token log-probs as transformers' own beam search over the whole prompt, rescored one forward pass each."""
-    import torch
-
-    prompt = tiny_lm.chat("who wrote the book? anna wrote it in paris")
-    got = tiny_lm.generate([prompt], n=4, num_beams=4, max_new_tokens=6, repetition_penalty=1.2)[0]
-    ids = torch.tensor([tiny_lm.encode(prompt)])
+def reference_beams(lm, ids, n, **kwargs):
+    """transformers' own beam search: the n best beams' tokens, cut at the first EOS."""
+    ids = torch.tensor([ids])
     with torch.inference_mode():
-        ref = tiny_lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), num_beams=4,
-                                     num_return_sequences=4, max_new_tokens=6, repetition_penalty=1.2, do_sample=False,
-                                     pad_token_id=tiny_lm.tokenizer.pad_token_id, return_dict_in_generate=True)
-        slow = tiny_lm._beam_generations(ids, ref, 4)
-    assert [g.token_ids for g in got] == [g.token_ids for g in slow]
-    assert any(len(g.token_ids) > 1 for g in got)
-    for g, s in zip(got, slow):
-        assert g.token_logprobs == pytest.approx(s.token_logprobs, abs=1e-4)
-        assert g.token_logprobs == pytest.approx(manual_token_logprobs(tiny_lm, tiny_lm.encode(prompt), g.token_ids),
-                                                 abs=1e-4)
+        out = lm.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), num_return_sequences=n,
+                                do_sample=False, pad_token_id=lm.tokenizer.pad_token_id, **kwargs)
+    beams = []
+    for row in out[:, ids.shape[1]:].tolist():
+        cut = next((j for j, t in enumerate(row) if t in lm.eos_ids), len(row))
+        beams.append(row[:cut])
+    return beams
+
+
+@pytest.mark.parametrize("beams,n,penalty,length_penalty", [(4, 4, 1.2, None), (5, 2, 1.0, 1.0), (3, 3, 1.3, 0.5)])
+def test_packed_beams_equal_transformers_beam_search(tiny_lm, beams, n, penalty, length_penalty):
+    """Beams packed over one prompt cache give transformers' beams, best first, with the model's own log-probs."""
+    prompt = tiny_lm.chat("who wrote the book? anna wrote it in paris")
+    ids = tiny_lm.encode(prompt)
+    config = tiny_lm.model.generation_config
+    saved = config.length_penalty
+    config.length_penalty = length_penalty  # None: the model's own (transformers' default)
+    try:
+        got = tiny_lm.generate([prompt], n=n, num_beams=beams, max_new_tokens=7, repetition_penalty=penalty)[0]
+        want = reference_beams(tiny_lm, ids, n, num_beams=beams, max_new_tokens=7, repetition_penalty=penalty)
+    finally:
+        config.length_penalty = saved
+    assert [g.token_ids for g in got] == want
+    assert len({tuple(w) for w in want}) == n and any(len(w) > 1 for w in want)
+    for g in got:
+        assert g.token_logprobs == pytest.approx(manual_token_logprobs(tiny_lm, ids, g.token_ids), abs=1e-4)
+
+
+def test_packed_beams_that_end_early_equal_transformers(tiny_lm):
+    """With a frequent token as EOS, beams finish at different steps and the search stops early: still the
+    same beams as transformers' (its finished-beam bookkeeping and early-stopping heuristic)."""
+    from readerfit.models.hf_beam import beam_search_packed
+
+    ids = tiny_lm.encode(tiny_lm.chat("who wrote the book? anna wrote it in paris"))
+    free = reference_beams(tiny_lm, ids, 4, num_beams=4, max_new_tokens=8)
+    eos = Counter(t for beam in free for t in beam).most_common(1)[0][0]
+    want = reference_beams(tiny_lm, ids, 4, num_beams=4, max_new_tokens=8, eos_token_id=eos)
+    got = beam_search_packed(tiny_lm.model, ids, num_beams=4, n=4, repetition_penalty=1.0, max_new_tokens=8,
+                             eos_ids={eos}, pad_id=int(tiny_lm.tokenizer.pad_token_id))
+    want = [next((w[:j] for j, t in enumerate(w) if t == eos), w) for w in want]
+    assert [toks for toks, _ in got] == want
+    assert len({len(w) for w in want}) > 1  # beams of different lengths: some ended early
+    for toks, lps in got:
+        assert lps == pytest.approx(manual_token_logprobs(tiny_lm, ids, toks), abs=1e-4)
+
+
+def test_packed_beams_with_a_stop_string_equal_transformers(tiny_lm):
+    """A stop string ends a beam as transformers' StopStringCriteria ends it; the text is cut before it."""
+    prompt = tiny_lm.chat("who wrote the book? anna wrote it in paris")
+    ids = tiny_lm.encode(prompt)
+    free = reference_beams(tiny_lm, ids, 3, num_beams=3, max_new_tokens=8)
+    stop = tiny_lm.tokenizer.decode([Counter(t for beam in free for t in beam[1:]).most_common(1)[0][0]]).strip()
+    want = reference_beams(tiny_lm, ids, 3, num_beams=3, max_new_tokens=8, stop_strings=[stop],
+                           tokenizer=tiny_lm.tokenizer)
+    got = tiny_lm.generate([prompt], n=3, num_beams=3, max_new_tokens=8, stop=[stop])[0]
+    assert any(len(w) < 8 for w in want)  # the stop string ended some beam
+    texts = [tiny_lm.tokenizer.decode(w, skip_special_tokens=True) for w in want]
+    assert [g.text for g in got] == [t[: t.find(stop)].strip() if stop in t else t.strip() for t in texts]
 
 
 def test_context_length_is_refused_not_truncated(tiny_lm):

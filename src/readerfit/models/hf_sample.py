@@ -34,7 +34,7 @@ def sample_packed(model: Any, tokenizer: Any, ids: Sequence[int], *, n: int, tem
 
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
-    processors = _processors(temperature=temperature, top_p=top_p, top_k=top_k, repetition_penalty=repetition_penalty)
+    process = processors(temperature=temperature, top_p=top_p, top_k=top_k, repetition_penalty=repetition_penalty)
     pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else next(iter(eos_ids)))
     key = cache_kwarg(model)
     prompt = torch.tensor([list(ids)], device=device)
@@ -48,7 +48,7 @@ def sample_packed(model: Any, tokenizer: Any, ids: Sequence[int], *, n: int, tem
     length = len(ids)
     owner = torch.empty(0, dtype=torch.long)  # the row of each generated position in the cache, in cache order
     for step in range(max_new_tokens):
-        scores = processors(seqs, logits.clone())
+        scores = process(seqs, logits.clone())
         chosen = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1).squeeze(1)
         chosen = torch.where(done.to(device), torch.full_like(chosen, pad), chosen)
         logp = torch.log_softmax(logits, dim=-1).gather(1, chosen[:, None]).squeeze(1).cpu()
@@ -79,7 +79,7 @@ def sample_packed(model: Any, tokenizer: Any, ids: Sequence[int], *, n: int, tem
     return list(zip(tokens, logps))
 
 
-def _processors(*, temperature: float, top_p: float, top_k: int, repetition_penalty: float) -> Any:
+def processors(*, temperature: float, top_p: float, top_k: int, repetition_penalty: float) -> Any:
     """transformers' sampling processors, in the order ``generate`` applies them, for these settings."""
     from transformers.generation.logits_process import (
         LogitsProcessorList,
