@@ -191,7 +191,7 @@ def build_samples_all(examples: Sequence[QAExample], *, seed: int = 0) -> tuple[
                     kind = "positive" if j in support.get(p.title, ()) else "hard" if p.title in support else "distractor"
                     group.append(sample_of(ex, p, j, kind))
         groups.append(group)
-    if len(groups) < 1:
+    if not groups:
         raise InputError("no question with supporting facts and sentence-split passages")
     random.Random(seed).shuffle(groups)
     samples = [s for g in groups for s in g]
