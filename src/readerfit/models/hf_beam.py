@@ -7,7 +7,7 @@ step appends the running beams' new tokens to one shared sequence: a beam's row 
 tokens on its own path (its ancestors) and itself, at the position it has in its own continuation. Reordering
 beams only re-selects paths; nothing is copied.
 
-The search is transformers' (``GenerationMixin._beam_search``, version 4.50 on): top ``max(2, 1 + #EOS) ×
+The search is transformers' (``GenerationMixin._beam_search`` as transformers 5 writes it): top ``max(2, 1 + #EOS) ×
 num_beams`` continuations of the processed log-probabilities, the best unfinished ``num_beams`` run on, finished
 ones kept by length-penalised score, the same early-stopping heuristic. The tests compare the beams with
 ``generate(num_beams=...)``.

@@ -99,14 +99,12 @@ class HFGeneration:
                                        pad_id=int(self.tokenizer.pad_token_id or 0), stop_criteria=crit,
                                        length_penalty=length_penalty,
                                        early_stopping=config.early_stopping or False)
-            return [self._cut_at_stop(Generation(text=self.tokenizer.decode(toks, skip_special_tokens=True).strip(),
-                                                 token_ids=toks, token_logprobs=lps), stop) for toks, lps in beams]
+            return self._generations(beams, stop)
         if sample and n > 1:  # one copy of the prompt's cache for all n samples
             rows = sample_packed(self.model, self.tokenizer, ids, n=n, temperature=temperature, top_p=top_p,
                                  top_k=0 if top_k is None else top_k, repetition_penalty=repetition_penalty,
                                  max_new_tokens=max_new_tokens, eos_ids=self._eos_ids, stop=stop)
-            return [self._cut_at_stop(Generation(text=self.tokenizer.decode(toks, skip_special_tokens=True).strip(),
-                                                 token_ids=toks, token_logprobs=lps), stop) for toks, lps in rows]
+            return self._generations(rows, stop)
         input_ids = torch.tensor([ids], device=self.device)
         kwargs: dict[str, Any] = dict(
             max_new_tokens=max_new_tokens,
@@ -126,7 +124,7 @@ class HFGeneration:
         out = self.model.generate(input_ids=batch_ids, attention_mask=torch.ones_like(batch_ids), **kwargs)
         new = out.sequences[:, input_ids.shape[1] :].cpu()
         logp = torch.stack([torch.log_softmax(step.float(), dim=-1) for step in out.logits], dim=1).cpu()
-        gens = []
+        rows = []
         for row in range(new.shape[0]):
             toks, lps = [], []
             for t in range(new.shape[1]):
@@ -135,9 +133,13 @@ class HFGeneration:
                     break
                 toks.append(tok)
                 lps.append(float(logp[row, t, tok]))
-            gens.append(self._cut_at_stop(Generation(text=self.tokenizer.decode(toks, skip_special_tokens=True).strip(),
-                                                     token_ids=toks, token_logprobs=lps), stop))
-        return gens
+            rows.append((toks, lps))
+        return self._generations(rows, stop)
+
+    def _generations(self, rows: Sequence[tuple[list[int], list[float]]], stop: Sequence[str]) -> list[Generation]:
+        """(tokens, log-probs) rows as generations, each cut before its first stop string."""
+        return [self._cut_at_stop(Generation(text=self.tokenizer.decode(toks, skip_special_tokens=True).strip(),
+                                             token_ids=toks, token_logprobs=lps), stop) for toks, lps in rows]
 
     def _cut_at_stop(self, gen: Generation, stop: Sequence[str]) -> Generation:
         """``gen`` cut before the first stop string; its tokens: those whose text ends before the cut."""
