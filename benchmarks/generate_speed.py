@@ -9,8 +9,7 @@ demo set's passages when the file is absent). Side by side, in one run, same see
   times (n prefills); the prompt prefilled once and its cache repeated n times (readerfit before the packed
   sampler); readerfit's ``generate(n=...)`` (one copy of the prompt's cache, the n rows decoded as one
   sequence: ``readerfit.models.hf_sample``). "rows as transformers'": how many of the n token sequences equal
-  the first method's (float rounding differs with the batch shape, and one changed draw changes the rest of
-  its row, so a long prompt can part rows that the tests, on a tiny model, find identical).
+  the first method's (all methods decode from the ids ``generate`` builds, ``encode_prompt``).
 * beams (n beams, n returned, repetition penalty 1.2, with each candidate's token log-probabilities as
   ``generate`` returns them): transformers' beam search (one cache row per beam, grown and reordered every
   step) then one forward pass per candidate for its log-probabilities, vs readerfit's (the beams packed as a
@@ -52,7 +51,7 @@ def main() -> None:
     lm = ModelPool(device="cpu").lm(args.model)
     example = load_dataset(args.data, limit=1)[0] if Path(args.data).exists() else load_demo(limit=1)[0]
     prompt = summary_prompt(lm, PROMPTS["table1"], example.question, example.passages)
-    ids = torch.tensor([lm.encode(prompt)])
+    ids = torch.tensor([lm.encode_prompt(prompt)])  # the ids generate() decodes from
     n, new, pad = args.n, args.new_tokens, lm.tokenizer.pad_token_id
     sample = dict(do_sample=True, temperature=1.0, top_k=0, repetition_penalty=1.2, max_new_tokens=new, pad_token_id=pad)
     lm.generate([prompt], max_new_tokens=1)  # warm-up
