@@ -70,19 +70,20 @@ def beam_search_packed(model: Any, ids: list[int], *, num_beams: int, n: int, re
         if stop_criteria is not None:
             hits |= stop_criteria(cand_seq[:, : cur + 1], None).cpu()
 
-        running = torch.topk(top_scores + hits.float() * -1.0e9, k)[1]
-        run_seq, run_lp = cand_seq[running], cand_lp[running]
-        run_scores = (top_scores + hits.float() * -1.0e9)[running]
+        open_scores = top_scores + hits.float() * -1.0e9  # finished candidates do not run on
+        running = torch.topk(open_scores, k)[1]
+        run_seq, run_lp, run_scores = cand_seq[running], cand_lp[running], open_scores[running]
 
         just = hits & top_mask
         final = top_scores / ((cur + 1 - p) ** length_penalty)
         final = final + float(bool(fin_done.all()) and early_stopping is True) * -1.0e9
         final = final + float(not improvable) * -1.0e9
         final = final + (~just) * -1.0e9
-        best = torch.topk(torch.cat([fin_scores, final]), k)[1]
+        merged = torch.cat([fin_scores, final])
+        best = torch.topk(merged, k)[1]
         fin_seq, fin_lp = torch.cat([fin_seq, cand_seq])[best], torch.cat([fin_lp, cand_lp])[best]
         fin_len = torch.cat([fin_len, torch.full((keep,), step + 1)])[best]
-        fin_scores = torch.cat([fin_scores, final])[best]
+        fin_scores = merged[best]
         fin_done = torch.cat([fin_done, just])[best]
 
         cur += 1
