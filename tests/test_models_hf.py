@@ -315,6 +315,35 @@ def test_packed_samples_stop_at_a_stop_string(tiny_lm):
         assert c.token_ids == f.token_ids[: len(c.token_ids)]
 
 
+@pytest.mark.parametrize("options", [{}, {"repetition_penalty": 1.3, "top_k": 7, "stop": ["the"]}])
+def test_samples_of_several_prompts_decoded_together_equal_each_prompt_alone(tiny_lm, monkeypatch, options):
+    """Prompts of different lengths decoded side by side (their rows in one sequence, each under its own prompt
+    and positions) give each prompt the samples it gets alone with the same seed, rows ending early included;
+    five prompts go as a group of four and one."""
+    prompts = [tiny_lm.chat(q) for q in ("who wrote the book? anna wrote it in paris", "where?", "when was it",
+                                         "who is she? she lives in rome and writes books", "why")]
+    n, new = 3, 10
+    free = tiny_lm.generate(prompts[:1], n=n, max_new_tokens=new, seed=4, temperature=1.0)[0]
+    monkeypatch.setattr(tiny_lm, "_eos_ids", frozenset({Counter(t for g in free for t in g.token_ids[1:]).most_common(1)[0][0]}))
+    alone = [tiny_lm.generate([p], n=n, max_new_tokens=new, seed=4, temperature=1.0, **options)[0] for p in prompts]
+    widths: list[int] = []
+    hook = tiny_lm.model.register_forward_pre_hook(lambda _m, _a, kw: widths.append(kw["input_ids"].shape[1]),
+                                                   with_kwargs=True)
+    try:
+        together = tiny_lm.generate(prompts, n=n, max_new_tokens=new, seed=4, temperature=1.0, **options)
+    finally:
+        hook.remove()
+    lengths = [len(tiny_lm.encode_prompt(p)) for p in prompts]
+    assert widths[:4] == lengths[:4] and widths[4] > n  # four prefills, then one step holds several prompts' rows
+    assert [[g.token_ids for g in gens] for gens in together] == [[g.token_ids for g in gens] for gens in alone]
+    assert [[g.text for g in gens] for gens in together] == [[g.text for g in gens] for gens in alone]
+    assert len({len(g.token_ids) for gens in alone for g in gens}) > 2
+    for p, gens in zip(prompts, together):
+        for g in gens:
+            assert g.token_logprobs == pytest.approx(
+                manual_token_logprobs(tiny_lm, tiny_lm.encode_prompt(p), g.token_ids), abs=1e-4)
+
+
 def test_grouped_attention_equals_transformers_sdpa(tiny_lm):
     """The tiny model has grouped heads (4 query, 2 key/value): readerfit runs it with torch's grouped SDPA under
     masks; its logits equal those of the same weights under transformers' SDPA, causal and under a packed mask."""

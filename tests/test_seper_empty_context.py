@@ -54,3 +54,16 @@ def test_eval_hook_gives_zero_for_a_compressor_that_kept_nothing():
     assert empty.extra["seper"] == 0.0
     # one no-context sample set for the example, one for the kept context, none for the empty one
     assert len(lm.prompts) == 2
+
+
+def test_samples_of_several_contexts_come_from_one_generate_call():
+    """No context, a passage and an empty passage: one call with two prompts; the empty one shares the
+    no-context samples; ΔSePer without a baseline asks once too."""
+    lm = ScriptedLM(["Lyon"] * 10, ["Paris"] * 10)
+    s = SePer(lm, LexicalJudge(), SePerConfig())
+    none, gold, empty = s.samples("What is the capital of France?", [None, "Paris is the capital.", " \n"])
+    assert len(lm.calls) == 1 and len(lm.prompts) == 2 and "given document" in lm.prompts[1]
+    assert empty is none and none.context is None and gold.context == "Paris is the capital."
+    assert [g.text for g in gold.generations] == ["Paris"] * 10 and [g.text for g in none.generations] == ["Lyon"] * 10
+    d = s.delta("What is the capital of France?", ["Paris"], context="Paris is the capital.")
+    assert len(lm.calls) == 2 and len(lm.prompts) == 4 and d.soft == pytest.approx(1.0)

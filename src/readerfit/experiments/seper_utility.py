@@ -58,7 +58,7 @@ from readerfit.registry import make_config, param
 from readerfit.report import Doc, fmt
 from readerfit.retrieval_utility.belief import SePerResult
 from readerfit.retrieval_utility.config import PRESET_CHOICES, SePerConfig
-from readerfit.retrieval_utility.seper import SePer, is_empty_context
+from readerfit.retrieval_utility.seper import SePer
 from readerfit.runs import Outcome, RunFolder, RunView
 from readerfit.types import Passage, QAExample
 
@@ -196,10 +196,8 @@ def run_question(seper: SePer, example: QAExample, gold: Passage, other: tuple[s
                               "greedy_no_context": greedy,
                               "dropped": bool(contains(prediction=greedy, references=example.answers))}
     if not record["dropped"]:
-        none = seper.sample(example.question, None)
-        # an empty passage is no retrieval: it reuses the no-context samples (ΔSePer exactly 0)
-        sets = [none] + [none if is_empty_context(text) else seper.sample(example.question, text)
-                         for text in (gold.render(), other[2].render())]
+        # one generate call for the three conditions; an empty passage shares the no-context samples (ΔSePer 0)
+        sets = seper.samples(example.question, [None, gold.render(), other[2].render()])
         results = seper.score(example.question, example.answers, sets)
         record.update(gold_passage_id=gold.id, negative_source=other[0], random_passage_from=other[1],
                       random_passage_id=other[2].id,

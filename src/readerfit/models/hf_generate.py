@@ -49,8 +49,10 @@ class HFGeneration:
     ) -> list[list[Generation]]:
         """``n`` continuations per prompt; token log-probs are the model's own (unprocessed) log-softmax.
 
-        For n > 1 samples the prompt is prefilled once and its key/value cache shared by all n
-        (:mod:`readerfit.models.hf_sample`); beams share it too (:mod:`readerfit.models.hf_beam`).
+        For n > 1 samples each prompt is prefilled once and its key/value cache shared by its n rows, the rows
+        of up to 4 prompts decoded side by side (:mod:`readerfit.models.hf_sample`); beams share the prompt's
+        cache too (:mod:`readerfit.models.hf_beam`). ``seed``: every prompt's draws start from it, so a
+        prompt's samples do not depend on the other prompts of the call.
         EOS is not part of the returned tokens. ``stop``: strings that end a
         continuation (cut before the first one; the tokens kept are those that end
         before it). ``top_k``: sample from the k likeliest tokens (default: all).
@@ -67,21 +69,42 @@ class HFGeneration:
             raise InputError(f"stop must be a list of strings, got {stop!r}")
         if not sample and n > 1 and num_beams < n:
             raise InputError(f"n={n} greedy continuations would be identical; set temperature > 0 or num_beams >= n")
+        ids = []
+        for i, prompt in enumerate(prompts):
+            ids.append(self._prompt_ids(prompt))
+            self._check_fits(len(ids[-1]), "the prompt" if len(prompts) == 1 else f"prompt {i + 1} of {len(prompts)}",
+                             extra=max_new_tokens)
+        if sample and n > 1 and num_beams <= 1:  # several prompts' samples decoded side by side
+            return [self._generations(rows, stops) for batch in self._sample_batches(ids)
+                    for rows in sample_packed(self.model, self.tokenizer, batch, n=n, temperature=temperature,
+                                              top_p=top_p, top_k=0 if top_k is None else top_k,
+                                              repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens,
+                                              eos_ids=self._eos_ids, stop=stops, seed=seed)]
         results: list[list[Generation]] = []
         rng = torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []) if seed is not None else contextlib.nullcontext()
         with rng:
-            if seed is not None:
-                torch.manual_seed(seed)
-            for i, prompt in enumerate(prompts):
-                ids = self._prompt_ids(prompt)
-                self._check_fits(len(ids), "the prompt" if len(prompts) == 1 else f"prompt {i + 1} of {len(prompts)}",
-                                 extra=max_new_tokens)
+            for prompt_ids in ids:
+                if seed is not None:  # each prompt from the seed, as if alone
+                    torch.manual_seed(seed)
                 results.append(
-                    self._generate_one(ids, n=n, sample=sample, temperature=temperature, top_p=top_p,
+                    self._generate_one(prompt_ids, n=n, sample=sample, temperature=temperature, top_p=top_p,
                                        repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens,
                                        num_beams=num_beams, stop=stops, top_k=top_k)
                 )
         return results
+
+    @staticmethod
+    def _sample_batches(ids: Sequence[list[int]], *, max_prompts: int = 4, max_tokens: int = 4096) -> list[list[list[int]]]:
+        """Consecutive prompts in groups decoded together: every row's attention reads the group's whole cache,
+        so a group stays small."""
+        batches: list[list[list[int]]] = []
+        for prompt_ids in ids:
+            last = batches[-1] if batches else None
+            if last is None or len(last) >= max_prompts or sum(map(len, last)) + len(prompt_ids) > max_tokens:
+                batches.append([prompt_ids])
+            else:
+                last.append(prompt_ids)
+        return batches
 
     def _generate_one(self, ids: list[int], *, n: int, sample: bool, temperature: float, top_p: float,
                       repetition_penalty: float, max_new_tokens: int, num_beams: int, stop: list[str],
@@ -100,11 +123,6 @@ class HFGeneration:
                                        length_penalty=length_penalty,
                                        early_stopping=config.early_stopping or False)
             return self._generations(beams, stop)
-        if sample and n > 1:  # one copy of the prompt's cache for all n samples
-            rows = sample_packed(self.model, self.tokenizer, ids, n=n, temperature=temperature, top_p=top_p,
-                                 top_k=0 if top_k is None else top_k, repetition_penalty=repetition_penalty,
-                                 max_new_tokens=max_new_tokens, eos_ids=self._eos_ids, stop=stop)
-            return self._generations(rows, stop)
         input_ids = torch.tensor([ids], device=self.device)
         kwargs: dict[str, Any] = dict(
             max_new_tokens=max_new_tokens,

@@ -113,7 +113,8 @@ class LanguageModel(Protocol):
         """``n`` continuations per prompt (greedy when temperature is 0), with token log-probs.
 
         ``stop``: strings that end a continuation (cut before the first); ``top_k``: sample among the
-        k likeliest tokens (None: the backend's default, all tokens).
+        k likeliest tokens (None: the backend's default, all tokens); ``seed``: each prompt's samples are
+        drawn from it as if that prompt were alone in the call.
         """
         ...
 

@@ -201,16 +201,33 @@ class SePer:
 
     def sample(self, question: str, context: str | None = None) -> SampleSet:
         """N samples from one batched generate (the backend shares the prompt's prefill)."""
+        return self.samples(question, [context])[0]
+
+    def samples(self, question: str, contexts: Sequence[str | None]) -> list[SampleSet]:
+        """N samples per context from one generate call (the backend may decode the prompts side by side);
+        an empty or whitespace context is no retrieval and shares the no-context samples.
+
+        >>> none, gold = seper.samples("who wrote Hamlet?", [None, "Hamlet is a play by Shakespeare."])  # doctest: +SKIP
+        """
         cfg = self.config
-        prompt = self.prompt_for(question, context)
+        keys = [None if is_empty_context(c) else c for c in contexts]
+        distinct = list(dict.fromkeys(keys))
+        prompts = [self.prompt_for(question, c) for c in distinct]
         kwargs: dict[str, Any] = {"n": cfg.n, "temperature": cfg.temperature, "top_p": cfg.top_p, "seed": cfg.seed}
         if cfg.top_k is not None:
             kwargs["top_k"] = cfg.top_k
-        gens = self._generate(prompt, **kwargs)
-        if len(gens) != cfg.n:
-            raise ReaderfitError(f"generator {self.generator.name!r} returned {len(gens)} samples, "
-                                 f"expected {cfg.n}")
-        return SampleSet(context=None if is_empty_context(context) else context, prompt=prompt, generations=gens)
+        if cfg.stop:  # passed only when set, so any backend keeps its default behaviour otherwise
+            kwargs["stop"] = list(cfg.stop)
+        out = self._need_generator().generate(prompts, max_new_tokens=cfg.max_new_tokens, **kwargs)
+        if len(out) != len(prompts):
+            raise ReaderfitError(f"generator {self.generator.name!r} answered {len(out)} prompts, expected {len(prompts)}")
+        for i, gens in enumerate(out):
+            if len(gens) != cfg.n:
+                where = f" for prompt {i + 1} of {len(prompts)}" if len(prompts) > 1 else ""
+                raise ReaderfitError(f"generator {self.generator.name!r} returned {len(gens)} samples, "
+                                     f"expected {cfg.n}{where}")
+        sets = {c: SampleSet(context=c, prompt=p, generations=list(g)) for c, p, g in zip(distinct, prompts, out)}
+        return [sets[k] for k in keys]
 
     def greedy(self, question: str, context: str | None = None) -> Generation:
         """One greedy answer with the same prompt and stop strings."""
@@ -269,11 +286,13 @@ class SePer:
         check_references(references)
         if context is None:
             raise InputError("ΔSePer needs a context (use seper() for the no-context SePer)")
-        base = baseline if baseline is not None else self.sample(question, None)
         if is_empty_context(context):
-            (without,) = self.score(question, references, [base])
+            (without,) = self.score(question, references, [baseline if baseline is not None else self.sample(question, None)])
             return DeltaSePer(without=without, with_context=without)
-        with_ctx = self.sample(question, context)
+        if baseline is None:
+            base, with_ctx = self.samples(question, [None, context])
+        else:
+            base, with_ctx = baseline, self.sample(question, context)
         without, with_result = self.score(question, references, [base, with_ctx])
         return DeltaSePer(without=without, with_context=with_result)
 
