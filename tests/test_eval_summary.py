@@ -52,8 +52,8 @@ def expected_line(method: str, records: list[dict]) -> str:
             f"{secs:.2f} s vs {base_secs:.2f} s per question ({round(100 * secs / base_secs)}%: "
             f"compress {mean(mine, 'compress_s'):.2f} + read {mean(mine, 'read_s'):.2f}), "
             f"contains {mean(mine, 'contains'):.3f} vs {mean(base, 'contains'):.3f} "
-            f"({mean(mine, 'contains') - mean(base, 'contains'):+.3f}: {gained} questions gained, {lost} lost)"
-            + (f"; {errors} errors left out" if errors else ""))
+            f"({mean(mine, 'contains') - mean(base, 'contains'):+.3f}: questions gained {gained}, lost {lost})"
+            + (f"; errors left out: {errors}" if errors else ""))
 
 
 def test_one_line_per_compressor_against_none() -> None:
@@ -63,8 +63,8 @@ def test_one_line_per_compressor_against_none() -> None:
     assert lines[2:] == [expected_line("exit", RECORDS), expected_line("sim", RECORDS)]
     # spelled out once, so a wrong reference cannot hide a wrong line
     assert lines[2] == ("- exit: 25 context tokens vs 100 (25%), 1.10 s vs 2.00 s per question (55%: compress 0.60 + "
-                        "read 0.50), contains 0.667 vs 0.667 (+0.000: 1 questions gained, 1 lost)")
-    assert lines[3].endswith("(-0.167: 0 questions gained, 1 lost); 1 errors left out")
+                        "read 0.50), contains 0.667 vs 0.667 (+0.000: questions gained 1, lost 1)")
+    assert lines[3].endswith("(-0.167: questions gained 0, lost 1); errors left out: 1")
 
 
 def test_lines_follow_the_table_and_need_the_baseline() -> None:

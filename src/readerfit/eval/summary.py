@@ -94,13 +94,13 @@ def versus_baseline(summary: dict[str, MethodSummary], baseline: str = BASELINE)
         shared = s.contains_by_id.keys() & base.contains_by_id.keys()
         gained = sum(s.contains_by_id[q] > base.contains_by_id[q] for q in shared)
         lost = sum(s.contains_by_id[q] < base.contains_by_id[q] for q in shared)
-        errors = f"; {s.n_errors} errors left out" if s.n_errors else ""
+        errors = f"; errors left out: {s.n_errors}" if s.n_errors else ""
         lines.append(
             f"- {method}: {s.context_tokens:.0f} context tokens vs {base.context_tokens:.0f} "
             f"({_ratio(s.context_tokens, base.context_tokens)}), "
             f"{seconds:.2f} s vs {base_s:.2f} s per question ({_ratio(seconds, base_s)}: compress {s.compress_s:.2f} "
             f"+ read {s.read_s:.2f}), contains {s.contains:.3f} vs {base.contains:.3f} "
-            f"({s.contains - base.contains:+.3f}: {gained} questions gained, {lost} lost){errors}"
+            f"({s.contains - base.contains:+.3f}: questions gained {gained}, lost {lost}){errors}"
         )
     return lines
 
