@@ -67,8 +67,9 @@ def sample_packed(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], 
     tokens: list[list[int]] = [[] for _ in range(rows)]
     logps: list[list[float]] = [[] for _ in range(rows)]
     done = torch.zeros(rows, dtype=torch.bool)
+    row_length = torch.tensor(lengths)[group]  # of the row's prompt, which starts in the cache at span_start
     span_start = torch.tensor(starts)[group]
-    span_end = span_start + torch.tensor(lengths)[group]
+    span_end = span_start + row_length
     prompt_cols = torch.arange(sum(lengths))
     owner = torch.empty(0, dtype=torch.long)  # the row of each generated position in the cache, in cache order
     for step in range(max_new_tokens):
@@ -99,7 +100,7 @@ def sample_packed(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], 
         owner = torch.cat([owner, live])
         own_prompt = (prompt_cols >= span_start[live, None]) & (prompt_cols < span_end[live, None])
         allowed = torch.cat([own_prompt, owner[None, :] == live[:, None]], dim=1)
-        positions = (span_end - span_start)[live][None] + step
+        positions = row_length[live][None] + step
         out = model(input_ids=chosen[live.to(device)][None, :], attention_mask=additive(allowed, dtype)[None, None].to(device),
                     position_ids=positions.to(device), use_cache=True, **{key: cache}).logits[0].float()
         logits = logits.clone()
