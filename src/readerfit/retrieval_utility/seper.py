@@ -192,12 +192,11 @@ class SePer:
         # no chat template: the whole prompt is plain text, so the data in it never becomes a control token
         return PromptText.content(f"{system}\n{user}" if system else user)
 
-    def _generate(self, prompt: Any, **kwargs: Any) -> list[Generation]:
+    def _generate(self, prompts: Sequence[Any], **kwargs: Any) -> list[list[Generation]]:
         cfg = self.config
         if cfg.stop:  # passed only when set, so any backend keeps its default behaviour otherwise
             kwargs["stop"] = list(cfg.stop)
-        out = self._need_generator().generate([prompt], max_new_tokens=cfg.max_new_tokens, **kwargs)
-        return list(out[0]) if out else []
+        return self._need_generator().generate(prompts, max_new_tokens=cfg.max_new_tokens, **kwargs)
 
     def sample(self, question: str, context: str | None = None) -> SampleSet:
         """N samples from one batched generate (the backend shares the prompt's prefill)."""
@@ -216,9 +215,7 @@ class SePer:
         kwargs: dict[str, Any] = {"n": cfg.n, "temperature": cfg.temperature, "top_p": cfg.top_p, "seed": cfg.seed}
         if cfg.top_k is not None:
             kwargs["top_k"] = cfg.top_k
-        if cfg.stop:  # passed only when set, so any backend keeps its default behaviour otherwise
-            kwargs["stop"] = list(cfg.stop)
-        out = self._need_generator().generate(prompts, max_new_tokens=cfg.max_new_tokens, **kwargs)
+        out = self._generate(prompts, **kwargs)
         if len(out) != len(prompts):
             raise ReaderfitError(f"generator {self.generator.name!r} answered {len(out)} prompts, expected {len(prompts)}")
         for i, gens in enumerate(out):
@@ -231,7 +228,8 @@ class SePer:
 
     def greedy(self, question: str, context: str | None = None) -> Generation:
         """One greedy answer with the same prompt and stop strings."""
-        gens = self._generate(self.prompt_for(question, context))
+        out = self._generate([self.prompt_for(question, context)])
+        gens = out[0] if out else []
         if not gens:
             raise ReaderfitError(f"generator {self.generator.name!r} returned no greedy answer")
         return gens[0]
