@@ -344,6 +344,43 @@ def test_samples_of_several_prompts_decoded_together_equal_each_prompt_alone(tin
                 manual_token_logprobs(tiny_lm, tiny_lm.encode_prompt(p), g.token_ids), abs=1e-4)
 
 
+@pytest.mark.parametrize("options", [{}, {"repetition_penalty": 1.3, "stop": ["the"]}])
+def test_greedy_answers_to_several_prompts_decoded_together_equal_each_prompt_alone(tiny_lm, monkeypatch, options):
+    """Greedy answers to several prompts decoded side by side equal transformers' greedy ``generate`` of each
+    prompt alone (rows ending at different steps included), with the model's own log-probabilities; the
+    reader's ``answers`` are those ``read`` gives one by one."""
+    from readerfit.reader import Reader
+
+    questions = ("who wrote the book? anna wrote it in paris", "where?", "when was it",
+                 "who is she? she lives in rome and writes books", "why")
+    prompts = [tiny_lm.chat(q) for q in questions]
+    new = 10
+    free = [tiny_lm.generate([p], max_new_tokens=new)[0][0] for p in prompts]
+    eos = Counter(t for g in free for t in set(g.token_ids[1:])).most_common(1)[0][0]  # ends some rows early
+    monkeypatch.setattr(tiny_lm, "_eos_ids", frozenset({eos}))
+    alone = [tiny_lm.generate([p], max_new_tokens=new, **options)[0][0] for p in prompts]
+    widths: list[int] = []
+    hook = tiny_lm.model.register_forward_pre_hook(lambda _m, _a, kw: widths.append(kw["input_ids"].shape[1]),
+                                                   with_kwargs=True)
+    try:
+        together = tiny_lm.generate(prompts, max_new_tokens=new, **options)
+    finally:
+        hook.remove()
+    lengths = [len(tiny_lm.encode_prompt(p)) for p in prompts]
+    assert widths[:4] == lengths[:4] and widths[4] > 1  # four prefills, then one step holds several prompts' rows
+    assert [gens[0].token_ids for gens in together] == [g.token_ids for g in alone]
+    assert [gens[0].text for gens in together] == [g.text for g in alone]
+    assert len({len(g.token_ids) for g in alone}) > 1
+    for p, gens in zip(prompts, together):
+        assert len(gens) == 1
+        assert gens[0].token_logprobs == pytest.approx(
+            manual_token_logprobs(tiny_lm, tiny_lm.encode_prompt(p), gens[0].token_ids), abs=1e-4)
+    reader = Reader(tiny_lm, max_new_tokens=new)
+    contexts = ["anna wrote it in paris", "", "she lives in rome"]
+    assert reader.answers("who wrote the book?", contexts) == [reader.read("who wrote the book?", c).answer
+                                                               for c in contexts]
+
+
 def test_grouped_attention_equals_transformers_sdpa(tiny_lm):
     """The tiny model has grouped heads (4 query, 2 key/value): readerfit runs it with torch's grouped SDPA under
     masks; its logits equal those of the same weights under transformers' SDPA, causal and under a packed mask."""

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from readerfit.errors import InputError
+from readerfit.errors import InputError, ReaderfitError
 from readerfit.models.lm import LanguageModel
 
 # The EXIT paper's reader prompt (also used by its baselines), one user turn, chat-templated.
@@ -63,6 +63,17 @@ class Reader:
     def prompt_for(self, question: str, context: str) -> str:
         """The chat-templated reader prompt."""
         return self.lm.chat(self.prompt.format(context=context, query=question))
+
+    def answers(self, question: str, contexts: list[str]) -> list[str]:
+        """The reader's greedy answer from each context, from one generate call (a backend may decode them side
+        by side); each answer is the one :meth:`read` gives.
+
+        >>> Reader(lm).answers("Capital of France?", ["Paris is the capital.", "Lyon is a city."])  # doctest: +SKIP
+        """
+        out = self.lm.generate([self.prompt_for(question, c) for c in contexts], max_new_tokens=self.max_new_tokens)
+        if len(out) != len(contexts) or not all(out):
+            raise ReaderfitError(f"reader {self.lm.name!r} answered {len(out)} of {len(contexts)} prompts")
+        return [clean_answer(gens[0].text) for gens in out]
 
     def read(self, question: str, context: str) -> Reading:
         """The reader's greedy answer (first non-empty line) and the seconds it took."""

@@ -200,11 +200,9 @@ def write_summaries(compressor: Any, example: QAExample, *, n: int, max_new_toke
 
 def read_answers(reader: LanguageModel, example: QAExample, summaries: Sequence[str], *,
                  max_new_tokens: int, prompt: str = READER_PROMPT) -> dict[str, list]:
-    """The reader's answer from each summary (greedy, ``prompt``) and its EM/F1/containment."""
-    read = Reader(reader, prompt=prompt, max_new_tokens=max_new_tokens)
+    """The reader's answer from each summary (greedy, ``prompt``, one generate call) and its EM/F1/containment."""
     out: dict[str, list] = {"predictions": [], **{k: [] for k in OUTCOMES}}
-    for s in summaries:
-        answer = read.read(example.question, s).answer
+    for answer in Reader(reader, prompt=prompt, max_new_tokens=max_new_tokens).answers(example.question, list(summaries)):
         scores = qa_scores(answer, example.answers)
         out["predictions"].append(answer)
         for k in OUTCOMES:

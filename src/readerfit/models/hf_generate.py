@@ -50,9 +50,9 @@ class HFGeneration:
         """``n`` continuations per prompt; token log-probs are the model's own (unprocessed) log-softmax.
 
         For n > 1 samples each prompt is prefilled once and its key/value cache shared by its n rows, the rows
-        of up to 4 prompts decoded side by side (:mod:`readerfit.models.hf_sample`); beams share the prompt's
-        cache too (:mod:`readerfit.models.hf_beam`). ``seed``: every prompt's draws start from it, so a
-        prompt's samples do not depend on the other prompts of the call.
+        of up to 4 prompts decoded side by side (:mod:`readerfit.models.hf_sample`), greedy answers to several
+        prompts too; beams share the prompt's cache (:mod:`readerfit.models.hf_beam`). ``seed``: every
+        prompt's draws start from it, so a prompt's samples do not depend on the other prompts of the call.
         EOS is not part of the returned tokens. ``stop``: strings that end a
         continuation (cut before the first one; the tokens kept are those that end
         before it). ``top_k``: sample from the k likeliest tokens (default: all).
@@ -74,9 +74,10 @@ class HFGeneration:
             ids.append(self._prompt_ids(prompt))
             self._check_fits(len(ids[-1]), "the prompt" if len(prompts) == 1 else f"prompt {i + 1} of {len(prompts)}",
                              extra=max_new_tokens)
-        if sample and n > 1 and num_beams <= 1:  # several prompts' samples decoded side by side
-            return [self._generations(rows, stops) for batch in self._sample_batches(ids)
-                    for rows in sample_packed(self.model, self.tokenizer, batch, n=n, temperature=temperature,
+        if num_beams <= 1 and (n > 1 or len(ids) > 1) and all(ids):  # several rows: decoded side by side
+            return [self._generations(rows, stops) for batch in self._packed_groups(ids)
+                    for rows in sample_packed(self.model, self.tokenizer, batch, n=n,
+                                              temperature=temperature if sample else 0.0,
                                               top_p=top_p, top_k=0 if top_k is None else top_k,
                                               repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens,
                                               eos_ids=self._eos_ids, stop=stops, seed=seed)]
@@ -94,7 +95,7 @@ class HFGeneration:
         return results
 
     @staticmethod
-    def _sample_batches(ids: Sequence[list[int]], *, max_prompts: int = 4, max_tokens: int = 4096) -> list[list[list[int]]]:
+    def _packed_groups(ids: Sequence[list[int]], *, max_prompts: int = 4, max_tokens: int = 4096) -> list[list[list[int]]]:
         """Consecutive prompts in groups decoded together: every row's attention reads the group's whole cache,
         so a group stays small."""
         batches: list[list[list[int]]] = []
