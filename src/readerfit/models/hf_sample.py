@@ -60,8 +60,8 @@ def sample_packed(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], 
         first.append(out.logits[0, -1].float())
         parts.append(cache_layers(own))
     cache = own if len(parts) == 1 else make_cache(
-        [tuple(torch.cat([part[layer][i] for part in parts], dim=2) for i in (0, 1)) for layer in range(len(parts[0]))],
-        model.config)
+        [(torch.cat([part[layer][0] for part in parts], dim=2), torch.cat([part[layer][1] for part in parts], dim=2))
+         for layer in range(len(parts[0]))], model.config)
     rows = len(prompts) * n
     group = torch.arange(rows) // n  # the prompt of each row
     logits = torch.stack(first).repeat_interleave(n, dim=0)  # (rows, V)
