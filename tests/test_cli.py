@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from readerfit.cli import main
-from readerfit.cli.options import parse_options
 from readerfit.errors import InputError
+from readerfit.registry import parse_options
 
 
 def run_cli(args, capsys):

@@ -64,7 +64,8 @@ def test_options_bare_and_named_and_the_preset_reach_the_compressor(tiny_lm_dir,
         assert code == 0, err
         return json.loads(out.splitlines()[-1])
 
-    everything, nothing = result("--option", "threshold=0.0"), result("--option", "exit.threshold=1.0")
+    everything = result("--option", "threshold=0.0")
+    nothing = result("--option", "exit.threshold=1.0", "--option", "min_keep=0")
     assert everything["kept"] == list(range(len(everything["units"]))) and len(everything["units"]) == 3
     assert nothing["kept"] == [] and nothing["text"] == ""
     default, official = result(), result("--preset", "official")

@@ -230,14 +230,18 @@ def test_tau_edges_all_kept_and_none_kept():
     everything = ExitCompressor(clf, splitter=str.split, config=ExitConfig(threshold=0.0)).compress(QUESTION, PASSAGES)
     assert everything.kept == list(range(7))
     assert everything.text == "Alpha\nA1. A2. A3.\n\nBeta\nB1. B2.\n\nC1. C2."
-    nothing = ExitCompressor(clf, splitter=str.split, config=ExitConfig(threshold=1.0)).compress(QUESTION, PASSAGES)
+    nothing = ExitCompressor(clf, splitter=str.split, config=ExitConfig(threshold=1.0, min_keep=0)).compress(
+        QUESTION, PASSAGES)
     assert nothing.kept == [] and nothing.text == "" and len(nothing.scores) == 7
+    # the default min_keep = 1 keeps the best-scored sentence instead of an empty context, and says so
+    best = ExitCompressor(clf, splitter=str.split, config=ExitConfig(threshold=1.0)).compress(QUESTION, PASSAGES)
+    assert best.kept == [0] and best.text == "Alpha\nA1." and best.details["min_keep_added"] == 1
 
 
 def test_empty_context_goes_to_the_reader_without_crash(tiny_lm):
     from readerfit.eval.pipeline import RAGPipeline
 
-    comp = ExitCompressor(FixedScores({}), splitter=str.split, config=ExitConfig(threshold=0.9))
+    comp = ExitCompressor(FixedScores({}), splitter=str.split, config=ExitConfig(threshold=0.9, min_keep=0))
     example = QAExample(id="q", question=QUESTION, answers=["Anna"], passages=PASSAGES)
     record = RAGPipeline(reader=tiny_lm, compressor=comp, config=None).run(example)
     assert record.context_tokens_out == 0 and record.compression["kept"] == []

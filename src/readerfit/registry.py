@@ -23,10 +23,11 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import importlib
+import json
 import math
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from readerfit.errors import InputError
@@ -125,6 +126,26 @@ def param(default: Any = dataclasses.MISSING, *, help: str, default_factory: Any
 
 
 PRESET_NAMES = ("paper", "official")
+
+
+def parse_options(items: Sequence[str], *, what: str = "--option") -> dict[str, dict[str, Any]]:
+    """``exit.threshold=0.3`` → {"exit": {"threshold": 0.3}} (values parsed as JSON when they can be).
+
+    >>> parse_options(["exit.threshold=0.3", "exit.classifier=encoder"])
+    {'exit': {'threshold': 0.3, 'classifier': 'encoder'}}
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        head, sep, raw = item.partition("=")
+        name, dot, key = head.partition(".")
+        if not sep or not dot or not name or not key:
+            raise InputError(f"{what} expects COMPRESSOR.KEY=VALUE, got {item!r}")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out.setdefault(name, {})[key] = value
+    return out
 
 
 def presets_of(config_class: type) -> dict[str, dict[str, Any]]:

@@ -27,13 +27,13 @@ import filelock
 from tqdm import tqdm
 
 from readerfit import api
-from readerfit.cli.options import add_model_args, add_server_args, add_threads_arg, emit, parse_options, set_threads
+from readerfit.cli.options import add_model_args, add_server_args, add_threads_arg, emit, set_threads
 from readerfit.compressors import COMPRESSORS
 from readerfit.errors import InputError
 from readerfit.io import RecordLog
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
-from readerfit.registry import PRESET_NAMES
+from readerfit.registry import PRESET_NAMES, parse_options
 
 
 def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:

@@ -13,7 +13,6 @@ from readerfit.cli.options import (
     add_server_args,
     add_threads_arg,
     emit,
-    parse_options,
     positive_int,
     set_threads,
 )
@@ -23,7 +22,7 @@ from readerfit.eval.harness import build_eval, run_eval, runnable
 from readerfit.eval.ray import RayConfig, run_eval_ray
 from readerfit.eval.report import report_section
 from readerfit.models.specs import DEFAULT_LM
-from readerfit.registry import PRESET_NAMES
+from readerfit.registry import PRESET_NAMES, parse_options
 from readerfit.report import report_after_run
 from readerfit.runs import check_out
 

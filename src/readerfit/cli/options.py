@@ -92,22 +92,6 @@ def config_from_args(config_class: type, args: argparse.Namespace) -> Any:
         raise InputError(str(err)) from err
 
 
-def parse_options(items: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """``--option exit.threshold=0.3`` → {"exit": {"threshold": 0.3}} (values parsed as JSON when they can be)."""
-    out: dict[str, dict[str, Any]] = {}
-    for item in items:
-        head, sep, raw = item.partition("=")
-        name, dot, key = head.partition(".")
-        if not sep or not dot or not name or not key:
-            raise InputError(f"--option expects COMPRESSOR.KEY=VALUE, got {item!r}")
-        try:
-            value: Any = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        out.setdefault(name, {})[key] = value
-    return out
-
-
 def emit(result: dict[str, Any], table: str, *, as_json: bool) -> None:
     """A readable table, and with --json the result as one JSON object on the last line of stdout."""
     print(table)

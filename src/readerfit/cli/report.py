@@ -24,6 +24,7 @@ REPORT_SECTIONS.register("sps-correlation", "readerfit.experiments.sps_correlati
 REPORT_SECTIONS.register("exit-sentences", "readerfit.experiments.exit_sentences:report_section")
 REPORT_SECTIONS.register("seper-utility", "readerfit.experiments.seper_utility:report_section")
 REPORT_SECTIONS.register("evouna", "readerfit.experiments.evouna:report_section")
+REPORT_SECTIONS.register("frontier", "readerfit.experiments.frontier_summary:report_section")
 REPORT_SECTIONS.register("calibrate-filter", "readerfit.experiments.calibrate_filter:report_section")
 
 

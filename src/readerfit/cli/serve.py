@@ -15,8 +15,9 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 
-from readerfit.cli.options import add_dataclass_args, add_threads_arg, parse_options, set_threads
+from readerfit.cli.options import add_dataclass_args, add_threads_arg, set_threads
 from readerfit.errors import InputError, require
+from readerfit.registry import parse_options
 from readerfit.serve.config import ServeConfig
 
 

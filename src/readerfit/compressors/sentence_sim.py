@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import numpy as np
-
 from readerfit.compressors.base import BaseCompressor, assemble, passage_sentences
+from readerfit.compressors.budget import Budget, check_budget, reader_counter, select_units
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.text.split import get_splitter
@@ -17,19 +16,31 @@ from readerfit.types import Compression, Passage
 
 @dataclass
 class SentenceSimConfig:
-    """Keep the ``top_n`` sentences most similar to the question (cosine of ``embedder`` embeddings)."""
+    """Keep the ``top_n`` sentences most similar to the question (cosine of ``embedder`` embeddings).
+
+    ``top_n`` None means 5 without a budget and no cap with one; ``rate`` / ``target_tokens``: the token
+    budget (:mod:`readerfit.compressors.budget`): the most similar sentences until it is spent."""
 
     # a baseline with no paper or released code of its own to follow: the same under every preset
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
-
-
-    top_n: int = 5
+    top_n: int | None = None
     embedder: str = "minilm"
     splitter: str = "spacy"
+    rate: float | None = None
+    target_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        if self.top_n < 1:
-            raise InputError(f"top_n must be >= 1, got {self.top_n}")
+        if self.top_n is not None and (isinstance(self.top_n, bool) or not isinstance(self.top_n, int)
+                                       or self.top_n < 1):
+            raise InputError(f"top_n must be an integer >= 1 or None, got {self.top_n!r}")
+        check_budget(self.rate, self.target_tokens)
+
+    def budget(self) -> Budget:
+        return Budget(rate=self.rate, target_tokens=self.target_tokens)
+
+    def n_kept(self, budget: Budget) -> int | None:
+        """The top-n cap in force: the one set, else 5 without a budget, else none."""
+        return self.top_n if self.top_n is not None else None if budget.active else 5
 
 
 class SentenceSimilarity(BaseCompressor):
@@ -38,20 +49,36 @@ class SentenceSimilarity(BaseCompressor):
     name = "sentence-sim"
     config_class = SentenceSimConfig
 
-    def __init__(self, embedder: Any, splitter: Callable[[str], list[str]], config: SentenceSimConfig | None = None) -> None:
+    def __init__(self, embedder: Any, splitter: Callable[[str], list[str]], config: SentenceSimConfig | None = None,
+                 *, reader: LanguageModel | None = None) -> None:
         self.embedder = embedder
         self.splitter = splitter
         self.config = config or SentenceSimConfig()
+        self.counter = reader_counter(reader)
 
     @classmethod
     def from_config(cls, config: SentenceSimConfig, *, pool: Any,
                     reader: LanguageModel | None = None) -> SentenceSimilarity:
-        return cls(pool.embedder(config.embedder), get_splitter(config.splitter), config)
+        return cls(pool.embedder(config.embedder), get_splitter(config.splitter), config, reader=reader)
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
         units = passage_sentences(passages, self.splitter)
         vectors = self.embedder.encode([question] + [s for _, s in units], normalize=True)
-        scores = (vectors[1:] @ vectors[0]).astype(float)
-        kept = sorted(np.argsort(-scores, kind="stable")[: self.config.top_n].tolist())
-        return Compression(text=assemble(passages, units, kept), units=[s for _, s in units], scores=scores.tolist(),
-                           kept=kept, passage_of_unit=[pi for pi, _ in units])
+        scores = (vectors[1:] @ vectors[0]).astype(float).tolist()
+        return self._select(passages, units, scores, self.config.budget())
+
+    def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
+        """This compressor's selection of ``compression``'s scored sentences under ``budget``."""
+        assert compression.scores is not None and compression.passage_of_unit is not None
+        return self._select(passages, list(zip(compression.passage_of_unit, compression.units)), compression.scores,
+                            budget)
+
+    def _select(self, passages: Sequence[Passage], units: list[tuple[int, str]], scores: list[float],
+                budget: Budget) -> Compression:
+        top = self.config.n_kept(budget)
+        candidates = sorted(range(len(units)), key=lambda k: (-scores[k], k))[:top]
+        count, counted_in = self.counter
+        kept, details = select_units(scores, passages=passages, units=units, candidates=candidates, budget=budget,
+                                     count=count, counted_in=counted_in)
+        return Compression(text=assemble(passages, units, kept), units=[s for _, s in units], scores=scores,
+                           kept=kept, passage_of_unit=[pi for pi, _ in units], details=details)

@@ -105,7 +105,9 @@ def map_hotpotqa_json(rec: Any, where: str, default_id: str) -> QAExample:
 
 
 def map_musique(rec: Any, where: str, default_id: str) -> QAExample:
-    """MuSiQue item -> QAExample; supporting paragraphs go to metadata (whole paragraphs, no sentence ids)."""
+    """MuSiQue item -> QAExample; supporting paragraphs go to metadata (whole paragraphs, no sentence ids), and
+    the ``question_decomposition`` steps to ``metadata["decomposition"]`` (``question, answer,
+    paragraph_support_idx``: the ``idx`` of the paragraph, whose passage id is ``f"{id}:{idx}"``)."""
     q = question(rec, where)
     qid = str(optional(rec, "id", where, (str, int), default_id))
     answers = [field(rec, "answer", where, str)]
@@ -123,6 +125,17 @@ def map_musique(rec: Any, where: str, default_id: str) -> QAExample:
             supporting_ids.append(passage.id)
     # MuSiQue repeats titles across paragraphs, so the ids are the exact labels
     metadata: dict[str, Any] = {"supporting_titles": supporting_titles, "supporting_passage_ids": supporting_ids}
+    steps = optional(rec, "question_decomposition", where, list)
+    if steps is not None:  # the single-hop steps: each answer and the paragraph (its idx) that supports it
+        metadata["decomposition"] = []
+        for i, step in enumerate(steps):
+            label = f"question_decomposition[{i}]"
+            check(step, dict, where, label)
+            metadata["decomposition"].append({
+                "question": optional(step, "question", where, str, "", label=f"{label}.question"),
+                "answer": optional(step, "answer", where, str, "", label=f"{label}.answer"),
+                "paragraph_support_idx": optional(step, "paragraph_support_idx", where, int,
+                                                  label=f"{label}.paragraph_support_idx")})
     if rec.get("answerable") is not None:
         metadata["answerable"] = bool(rec["answerable"])
     return QAExample(id=qid, question=q, answers=dedupe(answers), passages=passages, metadata=metadata)

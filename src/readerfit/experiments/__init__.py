@@ -4,7 +4,7 @@ Each module holds its ``Config`` (flags), ``KEY``, ``run(config, *, run, pool, p
 ``report_section(view, doc)`` (see :mod:`readerfit.experiments.base`); the command line does the rest.
 
 >>> EXPERIMENTS.names()
-['calibrate-filter', 'evouna', 'exit-sentences', 'seper-utility', 'sps-correlation']
+['calibrate-filter', 'evouna', 'exit-sentences', 'frontier', 'seper-utility', 'sps-correlation']
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from readerfit.registry import Registry
 EXPERIMENTS: Registry[ModuleType] = Registry("experiment")
 EXPERIMENTS.register("exit-sentences", "readerfit.experiments.exit_sentences",
                      help="EXIT: sentence-level P/R/F1/AUROC on HotpotQA supporting facts")
+EXPERIMENTS.register("frontier", "readerfit.experiments.frontier",
+                     help="compressors budget by budget: answer and support recall against the reader's tokens kept")
 EXPERIMENTS.register("sps-correlation", "readerfit.experiments.sps_correlation",
                      help="SPS paper Table 1: binned correlation of PPL/LongPPL/SPS with accuracy")
 EXPERIMENTS.register("calibrate-filter", "readerfit.experiments.calibrate_filter",

@@ -20,6 +20,9 @@ whole passage it comes from (title line + its sentences, exactly as the
 The output is JSONL (one sample a line) plus ``<name>.manifest.json`` with the
 counts and the sha256 of every source file.
 
+Beyond HotpotQA (``--source`` with ``--all-sentences``; ``--exclude``, ``--max-per-source``): 2WikiMultiHopQA,
+MuSiQue, NQ-open and SQuAD labelled sentence by sentence, as :mod:`readerfit.train.exit_sources` says.
+
 ``--preset official`` samples as the released code (``train/datasampling.py``) does, which is not the
 paper's Table 3: every positive, then ``int((1 - positive_ratio) * positives / 2)`` hard negatives and as many
 *distractor* negatives (sentences of the questions' own non-supporting paragraphs, pooled over all questions),
@@ -40,7 +43,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -50,25 +53,14 @@ from readerfit.errors import InputError
 from readerfit.io import markdown_table, write_atomic, write_json
 from readerfit.registry import PRESET_NAMES, param
 from readerfit.runs import Outcome
+from readerfit.text.split import SPLITTERS
+from readerfit.train import exit_sources as mix
 from readerfit.train.exit_samples import ExitSample, file_sha256, sample_of, sentences_of
+from readerfit.train.exit_sources import unique_examples, valid_facts
 from readerfit.types import Passage, QAExample
 
 RATIO = (2, 1, 1)  # positives : hard negatives : random negatives
 TYPES = ("positive", "hard", "random", "distractor")
-
-
-def valid_facts(ex: QAExample, counts: dict[str, int]) -> dict[str, set[int]]:
-    """The question's supporting sentences by title: the facts that name a non-empty sentence of one of its
-    passages (the others counted in ``counts["bad_facts"]``)."""
-    by_title = {p.title: p for p in ex.passages if p.sentences}
-    support: dict[str, set[int]] = {}
-    for fact in ex.supporting or ():
-        p = by_title.get(fact.title)
-        if p is None or not 0 <= fact.sentence < len(sentences_of(p)) or not sentences_of(p)[fact.sentence]:
-            counts["bad_facts"] += 1
-            continue
-        support.setdefault(fact.title, set()).add(fact.sentence)
-    return support
 
 
 def build_samples(
@@ -156,17 +148,6 @@ def build_samples(
     counts.update({"questions": len(usable), "positive": n_pos, "hard": len(hard), "random": len(randoms),
                    "distractor": len(extra), "hard_available": len(hard_pool), "total": len(samples)})
     return samples, counts
-
-
-def unique_examples(examples: Iterable[QAExample], counts: dict[str, int]) -> Iterator[QAExample]:
-    """The examples in order, each id once; a repeated id is counted in ``counts["duplicate_ids"]``."""
-    seen: set[str] = set()
-    for ex in examples:
-        if ex.id in seen:
-            counts["duplicate_ids"] += 1
-            continue
-        seen.add(ex.id)
-        yield ex
 
 
 def build_samples_all(examples: Sequence[QAExample], *, seed: int = 0) -> tuple[list[ExitSample], dict[str, int]]:
@@ -259,6 +240,7 @@ def manifest_path(out: str | Path) -> Path:
 def write_exit_data(
     sources: Sequence[str], out: str | Path, *, seed: int = 0, fmt: str | None = None, limit: int | None = None,
     draws: int = 1, distractors: float = 0.0, positive_ratio: float | None = None, all_sentences: bool = False,
+    mixing: mix.MixOptions | None = None,
 ) -> dict[str, Any]:
     """Build the samples from ``sources`` (HotpotQA-style files) and write ``out`` (JSONL) + its manifest.
 
@@ -266,17 +248,25 @@ def write_exit_data(
     appears ``draws`` times, each time with freshly sampled negatives (the ratio holds).
     ``positive_ratio`` set: the released code's mix (:func:`build_samples_official`) instead of the paper's;
     ``all_sentences``: every sentence of every passage (:func:`build_samples_all`).
+    ``mixing``: more sources, exclusions, caps (:class:`readerfit.train.exit_sources.MixOptions`); when used,
+    each JSONL line names its ``source`` and the manifest counts each source and what was excluded.
     """
-    if not sources:
-        raise InputError("no --data files given")
+    mixing = mixing or mix.MixOptions()
+    mixing.check(has_data=bool(sources), all_sentences=all_sentences)
     examples: list[QAExample] = []
-    source_info = []
+    source_info: list[dict[str, Any]] = []
     for path in sources:
         loaded = load_dataset(path, format=fmt, limit=limit)
         examples.extend(loaded)
         source_info.append({"path": str(path), "sha256": file_sha256(path), "n_questions": len(loaded)})
     if draws < 1:
         raise InputError(f"draws must be >= 1, got {draws}")
+    exclusion = mix.load_exclusion(mixing.exclude) if mixing.used else None
+    per_source: dict[str, dict[str, int]] = {}
+    origins: list[str] | None = None
+    if exclusion is not None and not all_sentences:  # the --data questions left after exclusion and the cap
+        examples, per_source["data"] = mix.select(examples, exclusion=exclusion, options=mixing, seed=seed)
+
     def draw(k: int) -> tuple[list[ExitSample], dict[str, int]]:
         if all_sentences:
             return build_samples_all(examples, seed=seed + k)
@@ -284,17 +274,26 @@ def write_exit_data(
             return build_samples_official(examples, seed=seed + k, positive_ratio=positive_ratio)
         return build_samples(examples, seed=seed + k, distractors=distractors)
 
-    samples, counts = draw(0)
+    if exclusion is not None and all_sentences:
+        samples, origins, per_source, more_info = mix.mix_samples(examples, exclusion=exclusion, options=mixing,
+                                                                  seed=seed)
+        source_info += more_info
+        counts = mix.total_counts(per_source)
+    else:
+        samples, counts = draw(0)
     for k in range(1, draws):
-        more, extra = draw(k)
-        for sample in more:
+        again, extra = draw(k)
+        for sample in again:
             sample.id = f"{sample.id}#draw{k}"
-        samples.extend(more)
+        samples.extend(again)
         for key in ("positive", "hard", "random", "distractor", "total"):
             counts[key] += extra[key]
-    write_atomic(out, "".join(json.dumps(s.to_dict(), ensure_ascii=False) + "\n" for s in samples))
+    rows = (s.to_dict() | ({"source": origins[i]} if origins else {}) for i, s in enumerate(samples))
+    write_atomic(out, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
     manifest = {"format": "readerfit-exit-data", "version": 1, "data": str(out), "sha256": file_sha256(out),
                 "seed": seed, "draws": draws, "limit_per_source": limit, "counts": counts, "sources": source_info}
+    if exclusion is not None:
+        manifest.update(mix.manifest_part(exclusion, per_source, mixing))
     if all_sentences:
         manifest.update({"sampling": "all-sentences"})
     elif positive_ratio is None:
@@ -315,11 +314,11 @@ class Config:
         "official": {"seed": 42, "distractors": 0.0, "positive_ratio": 0.5},
     }
 
-    data: list[str] = param(help="HotpotQA-style files with supporting facts")
     out: str = param(help="output JSONL (the manifest goes beside it)")
+    data: list[str] | None = param(None, help="HotpotQA-style files with supporting facts")
     format: str | None = param(None, help="dataset format (default: detected per file)")
     seed: int = param(None, help="sampling seed (default: 0; official preset: 42)")
-    limit: int | None = param(None, help="first N questions of each file")
+    limit: int | None = param(None, help="first N questions of each --data file")
     draws: int = param(1, help="independent draws (seeds seed..seed+draws-1) concatenated")
     distractors: float = param(0.0, help="beyond the paper: distractor negatives (own non-gold paragraphs) per 2 "
                                          "positives")
@@ -329,6 +328,20 @@ class Config:
     all_sentences: bool = param(False, help="beyond the paper: every sentence of every passage, labelled (no "
                                             "sampling; for --arch onepass, which learns from a passage's "
                                             "sentences in one pass)")
+    source: list[str] | None = param(None, help="more labelled sources (needs --all-sentences), each [FORMAT=]PATH["
+                                                "@START:END] (one flag, several values); FORMAT: hotpotqa, "
+                                                "hotpotqa-json, 2wikimultihopqa, musique, nq-ctxs, squad (default: "
+                                                "detected); START:END a slice of the file's questions")
+    exclude: list[str] | None = param(None, help="held-out questions, each [FORMAT=]PATH[@START:END] (one flag, "
+                                                 "several values): training questions with the same normalised "
+                                                 "text (nq-ctxs/squad: or passage) are dropped; so is the demo set")
+    max_per_source: int | None = param(None, help="N usable questions of each source after exclusion (--data files "
+                                                  "together are one source)")
+    pick: str = param("first", help="which N --max-per-source keeps: the first in file order, or a seeded random "
+                                    "sample", choices=mix.PICKS)
+    distractor_passages: int = param(4, help="passages of other questions added to each nq-ctxs/squad question")
+    splitter: str = param("spacy", help="sentence splitter for passages without sentences (as the exit "
+                                        "compressor's)", choices=tuple(SPLITTERS.names()))
     preset: str | None = param(None, help="paper (Table 3: 2:1:1, random negatives) or official (the released "
                                           "datasampling.py); flags given override it", choices=PRESET_NAMES)
 
@@ -344,18 +357,27 @@ class Config:
             raise InputError(f"--limit must be >= 1, got {self.limit}")
         if self.positive_ratio is not None and self.distractors:
             raise InputError("--distractors adds to the paper's mix; the released mix (--positive-ratio) has its own")
+        self.mixing().check(has_data=bool(self.data), all_sentences=self.all_sentences)
         if self.all_sentences and (self.positive_ratio is not None or self.distractors or self.draws != 1):
             raise InputError("--all-sentences takes every sentence: it has no mix (--positive-ratio, --distractors, "
                              "--preset) and nothing to draw again (--draws)")
 
+    def mixing(self) -> mix.MixOptions:
+        return mix.MixOptions(sources=tuple(self.source or ()), exclude=tuple(self.exclude or ()),
+                              max_per_source=self.max_per_source, pick=self.pick,
+                              distractor_passages=self.distractor_passages, splitter=self.splitter)
+
 
 def run(config: Config, *, progress: bool = True, device: str | None = None) -> Outcome:
     """``readerfit train exit-data``: write the samples and their manifest; the counts as a table."""
-    manifest = write_exit_data(config.data, config.out, seed=config.seed, fmt=config.format, limit=config.limit,
-                               draws=config.draws, distractors=config.distractors,
-                               positive_ratio=config.positive_ratio, all_sentences=config.all_sentences)
+    manifest = write_exit_data(config.data or [], config.out, seed=config.seed, fmt=config.format,
+                               limit=config.limit, draws=config.draws, distractors=config.distractors,
+                               positive_ratio=config.positive_ratio, all_sentences=config.all_sentences,
+                               mixing=config.mixing())
     c = manifest["counts"]
     rows = [{"type": t, "n": c[t]} for t in TYPES if t != "distractor" or c[t]] + [{"type": "total", "n": c["total"]}]
     table = markdown_table(rows, [("type", "type", ""), ("n", "samples", "d")])
+    if manifest.get("per_source"):
+        table += "\n\n" + mix.per_source_table(manifest["per_source"])
     return Outcome(result=manifest, table=table,
                    note=f"{c['questions']} questions; wrote {config.out} and {manifest_path(config.out)}")

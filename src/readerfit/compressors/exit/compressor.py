@@ -49,10 +49,11 @@ directory (``readerfit train exit``) holds ``exit_classifier.json`` saying which
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from readerfit.compressors.base import BaseCompressor, assemble, passage_sentences
+from readerfit.compressors.budget import Budget, reader_counter, select_units
 from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig
 from readerfit.compressors.exit.windows import SentenceClassifier
@@ -62,24 +63,27 @@ from readerfit.types import Compression, Passage
 
 
 class ExitCompressor(BaseCompressor):
-    """``exit``: keep the sentences the classifier finds useful (r ≥ τ), in original order.
+    """``exit``: keep the sentences the classifier finds useful (r ≥ τ), or the best by r within a token
+    budget, in original order.
 
-    ``Compression.scores`` holds every sentence's r; ``details`` the classifier,
-    τ, and the sentences scored against a window.
+    ``Compression.scores`` holds every sentence's r; ``details`` the classifier, τ (None: the budget alone
+    selected), the budget and its achieved rate, sentences added by ``min_keep``, and the sentences scored
+    against a window.
     """
 
     name = "exit"
     config_class = ExitConfig
 
     def __init__(self, classifier: SentenceClassifier, splitter: Callable[[str], list[str]],
-                 config: ExitConfig | None = None) -> None:
+                 config: ExitConfig | None = None, *, reader: LanguageModel | None = None) -> None:
         self.classifier = classifier
         self.splitter = splitter
         self.config = config or ExitConfig()
+        self.counter = reader_counter(reader)  # a budget counts the reader's tokens (words without a reader)
 
     @classmethod
     def from_config(cls, config: ExitConfig, *, pool: Any, reader: LanguageModel | None = None) -> ExitCompressor:
-        return cls(build_classifier(config, pool), get_splitter(config.splitter), config)
+        return cls(build_classifier(config, pool), get_splitter(config.splitter), config, reader=reader)
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
         units = passage_sentences(passages, self.splitter)
@@ -101,12 +105,7 @@ class ExitCompressor(BaseCompressor):
                 if j in result.pieces:
                     pieces[k] = result.pieces[j]
             own += [by_passage[pi][j] for j in result.own]
-        kept = [k for k, r in enumerate(scores) if r >= self.config.threshold]
-        details: dict[str, Any] = {
-            "classifier": self.classifier.name,
-            "threshold": self.config.threshold,
-            "windowed": sorted(windowed),
-        }
+        details: dict[str, Any] = {"classifier": self.classifier.name, "windowed": sorted(windowed)}
         if windowed:
             # unit index -> [first, last+1] sentence of its passage in the window it was scored with
             details["windows"] = {str(k): v for k, v in sorted(windowed.items())}
@@ -117,11 +116,23 @@ class ExitCompressor(BaseCompressor):
         if self.config.context == "all":
             details["context"] = "all"
             details["own_passage"] = sorted(own)  # all passages did not fit the classifier with these sentences
-        return Compression(
-            text=assemble(passages, units, kept),
-            units=[s for _, s in units],
-            scores=scores,
-            kept=kept,
-            passage_of_unit=[pi for pi, _ in units],
-            details=details,
-        )
+        return self._select(passages, units, scores, self.config.budget(), details)
+
+    def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
+        """This compressor's selection of ``compression``'s scored sentences under ``budget`` (its τ rule:
+        :meth:`ExitConfig.tau` with that budget)."""
+        assert compression.scores is not None and compression.passage_of_unit is not None
+        units = list(zip(compression.passage_of_unit, compression.units))
+        details = {k: v for k, v in compression.details.items() if k not in ("threshold", "budget", "min_keep_added")}
+        return self._select(passages, units, compression.scores, budget, details)
+
+    def _select(self, passages: Sequence[Passage], units: list[tuple[int, str]], scores: list[float],
+                budget: Budget, details: dict[str, Any]) -> Compression:
+        tau = self.config.tau(budget)
+        candidates = list(range(len(units))) if tau is None else [k for k, r in enumerate(scores) if r >= tau]
+        count, counted_in = self.counter
+        kept, more = select_units(scores, passages=passages, units=units, candidates=candidates, budget=budget,
+                                  count=count, counted_in=counted_in, min_keep=self.config.min_keep)
+        return Compression(text=assemble(passages, units, kept), units=[s for _, s in units], scores=scores,
+                           kept=kept, passage_of_unit=[pi for pi, _ in units],
+                           details={**details, "threshold": tau, **more})

@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
 
+from readerfit.compressors.budget import Budget, check_budget
 from readerfit.errors import InputError
 
 # The paper's prompt (Table 4), verbatim; chat-templated as one user turn for the classifier LM.
@@ -75,16 +76,32 @@ class ExitConfig:
     ``context``: ``passage`` (each sentence judged with its own passage) or
     ``all`` (with all the question's passages; a sentence for which they do not
     fit falls back to its own passage, listed in the details).
+
+    Budget (beyond the paper): ``rate`` (fraction of the reader's tokens) and/or ``target_tokens`` keep
+    sentences by descending r until the budget is spent, returned in original order; τ then applies only
+    when set (τ first, then the cap). Without a budget τ is 0.5 when unset. ``min_keep`` (default 1;
+    0 under the ``paper`` / ``official`` presets) keeps the best-scored sentences when τ keeps fewer, so
+    non-empty passages never become an empty context by accident (within a budget, only if they fit).
     """
 
+    def tau(self, budget: Budget | None = None) -> float | None:
+        """The τ in force under ``budget`` (default: this config's): the one set, else 0.5 without a budget,
+        else none (the budget alone selects)."""
+        if self.threshold is not None:
+            return self.threshold
+        return None if (budget or self.budget()).active else 0.5
+
+    def budget(self) -> Budget:
+        return Budget(rate=self.rate, target_tokens=self.target_tokens)
+
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "paper": {"prompt": "paper", "labels": "single", "context": "passage", "threshold": 0.5},
-        "official": {"prompt": "official", "labels": "single", "context": "all", "threshold": 0.5},
+        "paper": {"prompt": "paper", "labels": "single", "context": "passage", "threshold": 0.5, "min_keep": 0},
+        "official": {"prompt": "official", "labels": "single", "context": "all", "threshold": 0.5, "min_keep": 0},
     }
 
     classifier: str = "default"
     adapter: str | None = None
-    threshold: float = 0.5
+    threshold: float | None = None
     splitter: str = "spacy"
     batch_size: int = 16
     max_tokens: int | None = None
@@ -93,13 +110,21 @@ class ExitConfig:
     prompt: str | None = None
     labels: str | None = None
     context: str = "passage"
+    rate: float | None = None
+    target_tokens: int | None = None
+    min_keep: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.classifier, str) or not self.classifier.strip():
             raise InputError(f"classifier must be a name or directory, got {self.classifier!r}")
-        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) or not 0.0 <= self.threshold <= 1.0:
-            raise InputError(f"threshold (τ) must be a number in [0, 1], got {self.threshold!r}")
-        self.threshold = float(self.threshold)
+        if self.threshold is not None:
+            if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
+                    or not 0.0 <= self.threshold <= 1.0:
+                raise InputError(f"threshold (τ) must be a number in [0, 1] or None, got {self.threshold!r}")
+            self.threshold = float(self.threshold)
+        check_budget(self.rate, self.target_tokens)
+        if isinstance(self.min_keep, bool) or not isinstance(self.min_keep, int) or self.min_keep < 0:
+            raise InputError(f"min_keep must be an integer >= 0, got {self.min_keep!r}")
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise InputError(f"batch_size must be a positive integer, got {self.batch_size!r}")
         if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or self.max_tokens < 16):

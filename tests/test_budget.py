@@ -1,0 +1,172 @@
+"""Token budgets of the selecting compressors (exit, sentence-sim): never exceeded, τ first then the cap,
+the same selection from a scored compression as from the compressor, and unchanged without a budget."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from readerfit.compressors.base import assemble, join_passages
+from readerfit.compressors.budget import Budget, Budgeted, fit_units, word_count
+from readerfit.compressors.exit import ExitCompressor, ExitConfig, GroupScores
+from readerfit.compressors.sentence_sim import SentenceSimConfig, SentenceSimilarity
+from readerfit.errors import InputError
+from readerfit.types import Passage
+
+QUESTION = "Who wrote the book?"
+
+
+class RandomScores:
+    """A stand-in EXIT classifier: a fixed random score per sentence text."""
+
+    name = "random"
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def score(self, question, groups):
+        return [GroupScores(scores=[random.Random(f"{self.seed}:{s}").random() for s in sentences])
+                for _, sentences in groups]
+
+
+class BagEmbedder:
+    """A stand-in embedder: normalised letter counts (similar texts share letters)."""
+
+    def encode(self, texts, normalize=True):
+        out = np.zeros((len(texts), 26))
+        for i, t in enumerate(texts):
+            for ch in t.lower():
+                if "a" <= ch <= "z":
+                    out[i, ord(ch) - 97] += 1
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+def random_passages(rng: random.Random) -> list[Passage]:
+    words = "alpha beta gamma delta river town book anna wrote club founded red paris".split()
+    out = []
+    for p in range(rng.randint(1, 5)):
+        sentences = tuple(" ".join(rng.choice(words) for _ in range(rng.randint(1, 25))) + "."
+                          for _ in range(rng.randint(1, 6)))
+        out.append(Passage(" ".join(sentences), title=rng.choice(["", f"Title {p}", "The long title here"]),
+                           sentences=sentences))
+    return out
+
+
+def exit_with(config: ExitConfig, seed: int = 0, reader=None) -> ExitCompressor:
+    return ExitCompressor(RandomScores(seed), splitter=str.split, config=config, reader=reader)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_budget_is_never_exceeded_and_spent_greedily(seed):
+    rng = random.Random(seed)
+    passages = random_passages(rng)
+    rate = rng.choice([0.05, 0.1, 0.2, 0.3, 0.5, 0.9])
+    c = exit_with(ExitConfig(rate=rate), seed).compress(QUESTION, passages)
+    total = word_count(join_passages(passages))
+    limit = int(rate * total)
+    assert word_count(c.text) <= limit
+    b = c.details["budget"]
+    assert b["limit"] == limit and b["tokens_in"] == total and b["tokens_out"] == word_count(c.text)
+    assert b["counted_in"] == "words" and c.details["threshold"] is None
+    # the slow reference: by descending score, keep a sentence when the assembled text still fits
+    units = [(pi, s) for pi, p in enumerate(passages) for s in p.sentences]
+    ref: list[int] = []
+    for k in sorted(range(len(units)), key=lambda k: (-c.scores[k], k)):
+        if word_count(assemble(passages, units, sorted(ref + [k]))) <= limit:
+            ref.append(k)
+    # words are additive, so the estimate is exact and the greedy pick is the reference's
+    assert c.kept == sorted(ref)
+
+
+def test_budget_in_reader_tokens_is_never_exceeded(tiny_lm):
+    for seed in range(15):
+        rng = random.Random(seed)
+        passages = random_passages(rng)
+        for rate in (0.1, 0.25, 0.5):
+            c = exit_with(ExitConfig(rate=rate), seed, reader=tiny_lm).compress(QUESTION, passages)
+            limit = int(rate * tiny_lm.count_tokens(join_passages(passages)))
+            assert c.details["budget"]["counted_in"] == "reader tokens"
+            assert (tiny_lm.count_tokens(c.text) if c.text else 0) <= limit == c.details["budget"]["limit"]
+
+
+def test_target_tokens_and_rate_the_smaller_wins():
+    assert Budget(rate=0.5, target_tokens=10).limit(tokens_in=100) == 10
+    assert Budget(rate=0.05, target_tokens=10).limit(tokens_in=100) == 5
+    assert Budget().limit(tokens_in=100) is None and not Budget().active
+
+
+def test_a_sentence_longer_than_the_budget_is_skipped_and_a_shorter_one_taken():
+    passages = [Passage("x", sentences=("one two three four five six seven.", "short one."))]
+    scores = [0.9, 0.2]
+    units = [(0, s) for s in passages[0].sentences]
+    kept = fit_units(scores, passages=passages, units=units, limit=3, count=word_count,
+                     assemble=lambda ks: assemble(passages, units, ks))
+    assert kept == [1]
+    none = fit_units(scores, passages=passages, units=units, limit=1, count=word_count,
+                     assemble=lambda ks: assemble(passages, units, ks))
+    assert none == []
+
+
+def test_nothing_fits_gives_an_empty_context_said_in_the_details():
+    passages = [Passage("x", sentences=("one two three four.", "five six seven eight."))]
+    c = exit_with(ExitConfig(target_tokens=2)).compress(QUESTION, passages)
+    assert c.kept == [] and c.text == "" and "empty" in c.details["budget"]
+
+
+def test_tau_first_then_the_cap():
+    passages = random_passages(random.Random(5))
+    free = exit_with(ExitConfig(threshold=0.5, min_keep=0), 3).compress(QUESTION, passages)
+    capped = exit_with(ExitConfig(threshold=0.5, min_keep=0, rate=0.3), 3).compress(QUESTION, passages)
+    assert set(capped.kept) <= set(free.kept)
+    assert all(capped.scores[k] >= 0.5 for k in capped.kept)
+
+
+def test_without_a_budget_the_tau_rule_is_unchanged():
+    passages = random_passages(random.Random(9))
+    c = exit_with(ExitConfig(min_keep=0), 1).compress(QUESTION, passages)
+    assert c.details["threshold"] == 0.5 and "budget" not in c.details
+    assert c.kept == [k for k, r in enumerate(c.scores) if r >= 0.5]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_at_budget_equals_the_compressor_run_with_that_budget(seed):
+    passages = random_passages(random.Random(seed))
+    scored = exit_with(ExitConfig(), seed).compress(QUESTION, passages)
+    sim = SentenceSimilarity(BagEmbedder(), str.split)
+    sim_scored = sim.compress(QUESTION, passages)
+    for rate in (0.1, 0.3, 0.6):
+        direct = exit_with(ExitConfig(rate=rate), seed).compress(QUESTION, passages)
+        swept = exit_with(ExitConfig(), seed).at_budget(passages, scored, Budget(rate=rate))
+        assert (swept.kept, swept.text, swept.details) == (direct.kept, direct.text, direct.details)
+        sim_direct = SentenceSimilarity(BagEmbedder(), str.split, SentenceSimConfig(rate=rate)).compress(
+            QUESTION, passages)
+        sim_swept = sim.at_budget(passages, sim_scored, Budget(rate=rate))
+        assert (sim_swept.kept, sim_swept.text) == (sim_direct.kept, sim_direct.text)
+    assert isinstance(sim, Budgeted) and isinstance(exit_with(ExitConfig()), Budgeted)
+
+
+def test_sentence_sim_top_n_without_a_budget_and_uncapped_with_one():
+    passages = random_passages(random.Random(11))
+    n_units = sum(len(p.sentences) for p in passages)
+    default = SentenceSimilarity(BagEmbedder(), str.split).compress(QUESTION, passages)
+    assert len(default.kept) == min(5, n_units)
+    whole = SentenceSimilarity(BagEmbedder(), str.split, SentenceSimConfig(rate=1.0)).compress(QUESTION, passages)
+    assert len(whole.kept) == n_units  # rate 1: everything fits, no top-5 cap
+
+
+@pytest.mark.parametrize("bad", [{"rate": 0}, {"rate": 1.5}, {"rate": "a"}, {"rate": True}, {"target_tokens": 0},
+                                 {"target_tokens": 2.5}, {"min_keep": -1}, {"threshold": 2}])
+def test_bad_budget_options_are_clear_errors(bad):
+    with pytest.raises(InputError) as err:
+        ExitConfig(**bad)
+    assert next(iter(bad)) in str(err.value).replace("τ", "threshold")
+
+
+def test_presets_keep_the_papers_empty_context():
+    from readerfit.registry import make_config
+
+    for preset in ("paper", "official"):
+        config = make_config(ExitConfig, {}, what="exit", preset=preset)
+        assert config.min_keep == 0 and config.threshold == 0.5
