@@ -170,3 +170,21 @@ def test_presets_keep_the_papers_empty_context():
     for preset in ("paper", "official"):
         config = make_config(ExitConfig, {}, what="exit", preset=preset)
         assert config.min_keep == 0 and config.threshold == 0.5
+
+
+@pytest.mark.parametrize("unit", ["sentence", "token"])
+def test_selective_context_budget_is_a_hard_cap_in_the_readers_tokens(tiny_lm, unit):
+    from readerfit.compressors.selective_context import SelectiveContext, SelectiveContextConfig
+    from readerfit.text.split import get_splitter
+
+    for seed in range(4):
+        passages = random_passages(random.Random(seed))
+        for rate in (0.2, 0.5):
+            sc = SelectiveContext(tiny_lm, splitter=get_splitter("regex"), reader=tiny_lm,
+                                  config=SelectiveContextConfig(unit=unit, rate=rate))
+            c = sc.compress(QUESTION, passages)
+            limit = int(rate * tiny_lm.count_tokens(join_passages(passages)))
+            assert c.details["budget"]["limit"] == limit
+            assert (tiny_lm.count_tokens(c.text) if c.text else 0) <= limit
+            assert c.details["budget"]["achieved_rate"] <= rate
+            assert c.kept or c.details["budget"]["empty"] == "no kept unit fits the budget"

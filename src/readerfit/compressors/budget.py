@@ -119,11 +119,13 @@ def fit_units(scores: Sequence[float], *, passages: Sequence[Passage], units: Se
 
 def select_units(scores: Sequence[float], *, passages: Sequence[Passage], units: Sequence[tuple[int, str]],
                  candidates: Sequence[int], budget: Budget, count: TokenCounter, counted_in: str,
-                 min_keep: int = 0) -> tuple[list[int], dict[str, Any]]:
+                 min_keep: int = 0, assemble_with: Callable[[Sequence[int]], str] | None = None,
+                 ) -> tuple[list[int], dict[str, Any]]:
     """(kept unit indices, details) of a scored extractive compression: the compressor's own ``candidates``
     (its rule: r ≥ τ, the top n...), topped up with the best-scored other units to ``min_keep``, then cut to
     the budget. The details record the budget (requested, limit, achieved) and how many units ``min_keep``
-    added."""
+    added. ``assemble_with``: how kept units become the context (default: sentences joined under their
+    passage titles, :func:`~readerfit.compressors.base.assemble`)."""
     kept = sorted(candidates)
     details: dict[str, Any] = {}
     if len(kept) < min_keep:
@@ -133,7 +135,7 @@ def select_units(scores: Sequence[float], *, passages: Sequence[Passage], units:
         details["min_keep_added"] = len(added)
     if budget.active:
         def assembled(ks: Sequence[int]) -> str:
-            return assemble(passages, units, ks)
+            return assemble_with(ks) if assemble_with is not None else assemble(passages, units, ks)
 
         tokens_in = count(join_passages(passages))
         limit = budget.limit(tokens_in=tokens_in)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor
+from readerfit.compressors.budget import check_budget
 from readerfit.errors import InputError, UnknownModelError, require
 from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.hf import converted_gguf_dir
@@ -40,7 +41,9 @@ class LongLLMLinguaConfig:
     """LongLLMLingua's question-aware settings (the llmlingua README's), with the target ``rate``.
 
     ``rate`` is the target fraction of tokens kept (question and instruction
-    count toward it as in llmlingua). ``model`` is the small LM: a registered
+    count toward it as in llmlingua); ``target_tokens`` (llmlingua's ``target_token``) a target count
+    instead. Both are llmlingua's own targets, in its small LM's tokens: the output can exceed them (the
+    details give the achieved rate), unlike the hard cap of the selecting compressors. ``model`` is the small LM: a registered
     name, a local HF-format directory or a hub id.
     """
 
@@ -57,8 +60,10 @@ class LongLLMLinguaConfig:
     context_budget: str = "+100"
     rank_method: str = "longllmlingua"
     iterative_size: int = 200
+    target_tokens: int | None = None
 
     def __post_init__(self) -> None:
+        check_budget(self.rate, self.target_tokens)
         if not 0.0 < self.rate <= 1.0:
             raise InputError(f"rate must be in (0, 1], got {self.rate}")
         if not isinstance(self.context_budget, str) or not _BUDGET.match(self.context_budget):
@@ -79,6 +84,7 @@ class LongLLMLinguaConfig:
             "condition_compare": self.condition_compare,
             "context_budget": self.context_budget,
             "iterative_size": self.iterative_size,
+            "target_token": -1 if self.target_tokens is None else self.target_tokens,
             # the reader prompt adds the question itself
             "concate_question": False,
         }
@@ -191,6 +197,6 @@ class LongLLMLingua(BaseCompressor):
             kept=list(used) if used is not None else [],
             tokens_in=origin,
             tokens_out=kept_tokens,
-            details={"target_rate": self.config.rate, "rate": kept_tokens / origin if origin else 1.0,
+            details={"target_rate": self.config.rate, "target_tokens": self.config.target_tokens, "rate": kept_tokens / origin if origin else 1.0,
                      "token_counter": "small LM tokenizer"},
         )

@@ -48,6 +48,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from readerfit.compressors.base import BaseCompressor
+from readerfit.compressors.budget import Budget, check_budget, reader_counter, select_units
 from readerfit.errors import ContextLengthError, InputError, MissingPackageError, require
 from readerfit.models.lm import LanguageModel
 from readerfit.models.specs import DEFAULT_LM
@@ -67,7 +68,9 @@ class SelectiveContextConfig:
     ``unit``: sentence | phrase | token. ``aggregate``: sum (paper) | mean (authors' code).
     ``lm``: the self-information LM (registered name, directory or HF id); ``dtype`` None takes
     the pool's. ``splitter`` splits sentences of passages that ship without a split.
-    ``max_tokens`` caps the scored window (None: the LM's context).
+    ``max_tokens`` caps the scored window (None: the LM's context). ``rate`` / ``target_tokens``: a token
+    budget (beyond the paper; :mod:`readerfit.compressors.budget`) replaces the percentile rule: the most
+    informative units until the budget is spent, a hard cap in the reader's tokens.
 
     >>> SelectiveContextConfig(reduce_ratio=0.35, unit="token").unit
     'token'
@@ -84,8 +87,11 @@ class SelectiveContextConfig:
     dtype: str | None = None
     splitter: str = "spacy"
     max_tokens: int | None = None
+    rate: float | None = None
+    target_tokens: int | None = None
 
     def __post_init__(self) -> None:
+        check_budget(self.rate, self.target_tokens)
         r = self.reduce_ratio
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 <= r < 1.0:
             raise InputError(f"reduce_ratio must be a number in [0, 1), got {r!r}")
@@ -284,9 +290,11 @@ class SelectiveContext(BaseCompressor):
     config_class = SelectiveContextConfig
 
     def __init__(self, lm: Any, *, splitter: Callable[[str], list[str]] | None = None,
-                 config: SelectiveContextConfig | None = None, nlp: Any | None = None) -> None:
+                 config: SelectiveContextConfig | None = None, nlp: Any | None = None,
+                 reader: LanguageModel | None = None) -> None:
         self.lm = lm
         self.config = config or SelectiveContextConfig()
+        self.counter = reader_counter(reader)
         if self.config.unit == "sentence" and splitter is None:
             raise InputError("selective-context unit='sentence' needs a sentence splitter")
         self.splitter = splitter
@@ -296,7 +304,7 @@ class SelectiveContext(BaseCompressor):
     def from_config(cls, config: SelectiveContextConfig, *, pool: Any,
                     reader: LanguageModel | None = None) -> SelectiveContext:
         splitter = get_splitter(config.splitter) if config.unit == "sentence" else None
-        return cls(pool.lm(config.lm, dtype=config.dtype), splitter=splitter, config=config)
+        return cls(pool.lm(config.lm, dtype=config.dtype), splitter=splitter, config=config, reader=reader)
 
     def nlp(self) -> Any:
         if self._nlp is None:
@@ -330,7 +338,17 @@ class SelectiveContext(BaseCompressor):
             if tagged:
                 windows.extend(build_windows(self.lm, render_passage(p.title, "") if p.title else "", tagged, limit))
         scores = unit_scores(token_self_information(self.lm, windows), len(units), self.config.aggregate)
-        kept, threshold = percentile_keep(scores, self.config.reduce_ratio)
+        budget = Budget(rate=self.config.rate, target_tokens=self.config.target_tokens)
+        extra: dict[str, Any] = {}
+        if budget.active:  # the most informative units (no score: first) until the budget is spent
+            ranked = [s if math.isfinite(s) else math.inf for s in scores]
+            kept, extra = select_units(ranked, passages=passages, units=list(zip(passage_of_unit, units)),
+                                       candidates=range(len(units)), budget=budget, count=self.counter[0],
+                                       counted_in=self.counter[1], assemble_with=lambda ks: self._assemble(
+                                           passages, units, passage_of_unit, ks))
+            threshold = math.nan
+        else:
+            kept, threshold = percentile_keep(scores, self.config.reduce_ratio)
         return Compression(
             text=self._assemble(passages, units, passage_of_unit, kept),
             units=[u.strip() for u in units],
@@ -345,6 +363,7 @@ class SelectiveContext(BaseCompressor):
                 "self_information": "nats",
                 "lm": self.lm.name,
                 "windows": len(windows) - sum(1 for p in passages if p.text.strip()),
+                **extra,
             },
         )
 
