@@ -237,7 +237,7 @@ def _api_cases() -> list[tuple[str, Callable[[], Any], str]]:
         ("eval config no compressors", lambda: EvalConfig(data="x", compressors=[]), "no compressors"),
         ("eval config preset", lambda: EvalConfig(data="x", preset="fancy"), "preset"),
         ("option a word for a number", lambda: build_compressor("exit", ModelPool(), threshold="high"),
-         "expects a finite number"),
+         "expects a number"),
         ("retriever over nothing", lambda: build_retriever("bm25", []), "corpus is empty"),
         ("unknown retriever", lambda: build_retriever("colbert", [Passage("x")]), "unknown retriever"),
         ("index folder missing", lambda: load_index("/no/such/index"), "not a readerfit index"),

@@ -118,16 +118,24 @@ def test_nothing_fits_gives_an_empty_context_said_in_the_details():
 def test_tau_first_then_the_cap():
     passages = random_passages(random.Random(5))
     free = exit_with(ExitConfig(threshold=0.5, min_keep=0), 3).compress(QUESTION, passages)
+    assert "budget" not in free.details
     capped = exit_with(ExitConfig(threshold=0.5, min_keep=0, rate=0.3), 3).compress(QUESTION, passages)
     assert set(capped.kept) <= set(free.kept)
     assert all(capped.scores[k] >= 0.5 for k in capped.kept)
 
 
-def test_without_a_budget_the_tau_rule_is_unchanged():
+def test_tau_alone_is_the_papers_rule_and_the_default_is_a_30_percent_budget():
     passages = random_passages(random.Random(9))
-    c = exit_with(ExitConfig(min_keep=0), 1).compress(QUESTION, passages)
+    c = exit_with(ExitConfig(threshold=0.5, min_keep=0), 1).compress(QUESTION, passages)
     assert c.details["threshold"] == 0.5 and "budget" not in c.details
     assert c.kept == [k for k, r in enumerate(c.scores) if r >= 0.5]
+    default = exit_with(ExitConfig(), 1).compress(QUESTION, passages)
+    same = exit_with(ExitConfig(rate=0.3), 1).compress(QUESTION, passages)
+    assert default.details["budget"]["rate"] == 0.3 and default.details["threshold"] is None
+    assert (default.kept, default.text) == (same.kept, same.text)
+    # a cap alone replaces the default rate
+    capped = exit_with(ExitConfig(target_tokens=1000), 1).compress(QUESTION, passages)
+    assert capped.details["budget"]["rate"] is None and capped.details["budget"]["limit"] == 1000
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -188,3 +196,21 @@ def test_selective_context_budget_is_a_hard_cap_in_the_readers_tokens(tiny_lm, u
             assert (tiny_lm.count_tokens(c.text) if c.text else 0) <= limit
             assert c.details["budget"]["achieved_rate"] <= rate
             assert c.kept or c.details["budget"]["empty"] == "no kept unit fits the budget"
+
+
+def test_the_default_budget_keeps_the_best_sentence_even_past_it_a_set_budget_never():
+    sentences = ("the best sentence here is rather long indeed.", "short.")
+    passages = [Passage(" ".join(sentences), title="T", sentences=sentences)]
+    scores = {"the best sentence here is rather long indeed.": 0.9, "short.": 0.1}
+
+    class Fixed:
+        name = "fixed"
+
+        def score(self, question, groups):
+            return [GroupScores([scores[s] for s in sents]) for _, sents in groups]
+
+    default = ExitCompressor(Fixed(), str.split).compress(QUESTION, passages)
+    assert default.kept == [0] and default.details["budget"]["hard"] is False
+    assert default.details["budget"]["tokens_out"] > default.details["budget"]["limit"]
+    set_by_user = ExitCompressor(Fixed(), str.split, ExitConfig(rate=0.3)).compress(QUESTION, passages)
+    assert set_by_user.kept == [1] and set_by_user.details["budget"]["tokens_out"] <= 3

@@ -214,7 +214,7 @@ PASSAGES = [
 
 def test_keeps_sentences_at_or_above_tau_in_original_order():
     clf = FixedScores({"A3.": 0.9, "A1.": 0.5, "B2.": 0.49, "C2.": 0.7, "B1.": 0.2})
-    c = ExitCompressor(clf, splitter=str.split).compress(QUESTION, PASSAGES)
+    c = ExitCompressor(clf, splitter=str.split, config=ExitConfig(threshold=0.5)).compress(QUESTION, PASSAGES)
     assert c.units == ["A1.", "A2.", "A3.", "B1.", "B2.", "C1.", "C2."]
     assert c.scores == [0.5, 0.0, 0.9, 0.2, 0.49, 0.0, 0.7]
     assert c.kept == [0, 2, 6]  # r >= 0.5 keeps the tie at exactly τ
@@ -250,7 +250,7 @@ def test_empty_context_goes_to_the_reader_without_crash(tiny_lm):
 
 def test_splitter_is_used_when_passages_carry_no_sentences():
     clf = FixedScores({"two": 1.0})
-    c = ExitCompressor(clf, splitter=lambda t: t.split("|")).compress(QUESTION, [Passage("one|two|three", title="T")])
+    c = ExitCompressor(clf, splitter=lambda t: t.split("|"), config=ExitConfig(threshold=0.5)).compress(QUESTION, [Passage("one|two|three", title="T")])
     assert c.units == ["one", "two", "three"] and c.text == "T\ntwo"
 
 

@@ -11,7 +11,7 @@ is never kept (and when no sentence fits, the context is empty and the details s
 50
 >>> units = [(0, "one two three"), (0, "four"), (1, "five six")]
 >>> ps = [Passage("one two three four"), Passage("five six")]
->>> fit_units([0.9, 0.1, 0.5], passages=ps, units=units, limit=6, count=word_count,
+>>> fit_units([0.9, 0.1, 0.5], passages=ps, units=units, limit=5, count=word_count,
 ...           assemble=lambda kept: " ".join(units[k][1] for k in kept))
 [0, 2]
 """
@@ -50,6 +50,7 @@ class Budget:
 
     rate: float | None = None
     target_tokens: int | None = None
+    hard: bool = True  # False (a default the user did not ask for): ``min_keep`` units are kept even past it
 
     def __post_init__(self) -> None:
         check_budget(self.rate, self.target_tokens)
@@ -88,13 +89,14 @@ def reader_counter(reader: LanguageModel | None) -> tuple[TokenCounter, str]:
 
 def fit_units(scores: Sequence[float], *, passages: Sequence[Passage], units: Sequence[tuple[int, str]],
               limit: int, count: TokenCounter, candidates: Sequence[int] | None = None,
-              assemble: Callable[[Sequence[int]], str]) -> list[int]:
+              assemble: Callable[[Sequence[int]], str], must: Sequence[int] = ()) -> list[int]:
     """Units (passage index, sentence) kept within ``limit`` tokens of the assembled context.
 
     Each unit costs its own tokens plus, for the first of its passage, its title line. Units are taken by
     descending score (ties: the earlier); one that does not fit what is left is skipped, and a later,
     shorter one may still fit. The pick is then checked on the assembled text and the lowest-scored kept
-    unit dropped until the exact count fits (token counts are not quite additive).
+    unit dropped until the exact count fits (token counts are not quite additive). ``must``: units kept
+    whatever they cost (taken first).
     """
     costs = [count(" " + s) for _, s in units]
     # a passage's first kept unit also brings its title line and the blank line between passages
@@ -102,18 +104,21 @@ def fit_units(scores: Sequence[float], *, passages: Sequence[Passage], units: Se
     titles = {pi: gap + (count(render_passage(passages[pi].title, "")) if passages[pi].title else 0)
               for pi in {pi for pi, _ in units}}
     pool = list(range(len(units))) if candidates is None else list(candidates)
-    order = sorted(pool, key=lambda k: (-scores[k], k))
+    order = list(must) + sorted((k for k in pool if k not in set(must)), key=lambda k: (-scores[k], k))
     kept: list[int] = []
     used, opened = 0, set()
     for k in order:
         pi = units[k][0]
         cost = costs[k] + (0 if pi in opened else titles[pi])
-        if used + cost <= limit:
+        if used + cost <= limit or k in must:
             kept.append(k)
             used += cost
             opened.add(pi)
-    while kept and count(assemble(sorted(kept))) > limit:
-        kept.remove(min(kept, key=lambda k: (scores[k], -k)))
+    optional = [k for k in kept if k not in set(must)]
+    while optional and count(assemble(sorted(kept))) > limit:
+        drop = min(optional, key=lambda k: (scores[k], -k))
+        optional.remove(drop)
+        kept.remove(drop)
     return sorted(kept)
 
 
@@ -128,6 +133,7 @@ def select_units(scores: Sequence[float], *, passages: Sequence[Passage], units:
     passage titles, :func:`~readerfit.compressors.base.assemble`)."""
     kept = sorted(candidates)
     details: dict[str, Any] = {}
+    best = sorted(range(len(units)), key=lambda k: (-scores[k], k))[:min_keep]
     if len(kept) < min_keep:
         extra = [k for k in sorted(range(len(units)), key=lambda k: (-scores[k], k)) if k not in set(kept)]
         added = extra[: min_keep - len(kept)]
@@ -141,9 +147,10 @@ def select_units(scores: Sequence[float], *, passages: Sequence[Passage], units:
         limit = budget.limit(tokens_in=tokens_in)
         assert limit is not None
         kept = fit_units(scores, passages=passages, units=units, limit=limit, count=count, candidates=kept,
-                         assemble=assembled)
+                         assemble=assembled, must=() if budget.hard else best)
         tokens_out = count(assembled(kept)) if kept else 0
         details["budget"] = {"rate": budget.rate, "target_tokens": budget.target_tokens, "limit": limit,
+                             "hard": budget.hard,
                              "counted_in": counted_in, "tokens_in": tokens_in, "tokens_out": tokens_out,
                              "achieved_rate": tokens_out / tokens_in if tokens_in else 0.0}
         if not kept:

@@ -19,14 +19,14 @@ Each source labels *every* sentence of the passages its question comes with (wha
   question's paragraph): the question's own passage is split into sentences; a sentence containing a gold
   answer (normalised containment) is positive, its other sentences hard. A question whose passage holds no
   such sentence (or that has no answer) is skipped. Then ``--distractor-passages`` K passages of *other*
-  kept questions of the same source (:func:`readerfit.data.distractors.with_distractors`: never the own
-  passage's text, never one containing an answer) are added at a seeded position; all their sentences are
-  distractors.
+  questions of the same source (any question of its slice that is not excluded, kept or not;
+  :func:`readerfit.data.distractors.with_distractors`: never the own passage's text, never one containing an
+  answer) are added at a seeded position; all their sentences are distractors.
 
-Passages without sentences are split with the ``--splitter`` (default spaCy, as the ``exit`` compressor
-splits
+Passages without sentences are split with the ``--splitter`` (default spaCy, as the ``exit`` compressor splits
 them) and every sample's context is the passage as the compressor renders it: the title line, then its
-sentences joined by spaces (:func:`readerfit.train.exit_samples.sample_of`).
+sentences joined by spaces (:func:`readerfit.train.exit_samples.sample_of`). Each JSONL line also names its
+``source``.
 
 A source is ``[FORMAT=]PATH[@START:END]``: FORMAT a dataset format (default: detected from the file);
 START:END a slice of the file's questions in file order (either end may be left out; ``@300:`` = from the
@@ -52,29 +52,23 @@ Every drop is counted per source in the manifest: ``excluded_question``, ``exclu
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
-from readerfit.data import demo_path, detect_format, load_dataset
 from readerfit.data.distractors import with_distractors
-from readerfit.data.formats import FORMATS
 from readerfit.errors import InputError
 from readerfit.io import markdown_table
-from readerfit.metrics.qa import contains, normalize_answer
+from readerfit.metrics.qa import contains
 from readerfit.text.split import get_splitter
-from readerfit.train.exit_samples import ExitSample, file_sha256, sample_of, sentences_of
+from readerfit.train.exit_samples import ExitSample, sample_of, sentences_of
+from readerfit.train.exit_specs import KINDS, Exclusion, Spec, load_exclusion, load_spec, own_passages, parse_spec
 from readerfit.types import Passage, QAExample
 
 __all__ = ["KINDS", "PICKS", "Exclusion", "MixOptions", "Spec", "facts_labels", "load_exclusion", "manifest_part", "mix_samples",
            "musique_labels", "one_passage_labels", "parse_spec", "per_source_table", "select", "take", "total_counts",
            "unique_examples", "valid_facts"]
 
-KINDS = {"hotpotqa": "facts", "hotpotqa-json": "facts", "2wikimultihopqa": "facts", "readerfit": "facts",
-         "musique": "musique", "nq-ctxs": "one-passage", "squad": "one-passage"}
-"""The formats a ``--source`` may be, and how each is labelled."""
 SAMPLE_TYPES = ("positive", "hard", "distractor")
 Split = Callable[[str], list[str]]
 # (passages with sentences set, one kind per sentence of each: positive / hard / distractor, "" = no sample)
@@ -141,113 +135,6 @@ def unique_examples(examples: Iterable[QAExample], counts: dict[str, int]) -> It
             continue
         seen.add(ex.id)
         yield ex
-
-
-# --------------------------------------------------------------------------- source and exclusion specs
-_SLICE = re.compile(r"(\d*):(\d*)")
-_NAME = re.compile(r"[A-Za-z0-9_-]+")
-
-
-@dataclass(frozen=True)
-class Spec:
-    """``[FORMAT=]PATH[@START:END]`` parsed: the file, its format (None: detected) and the slice of questions."""
-
-    text: str
-    path: str
-    format: str | None = None
-    start: int = 0
-    end: int | None = None
-
-    @property
-    def slice(self) -> list[int | None]:
-        return [self.start, self.end]
-
-
-def parse_spec(text: str, flag: str) -> Spec:
-    """The :class:`Spec` of ``text`` as ``flag`` (``--source``, ``--exclude``) takes it; a clear error else."""
-    expected = f"{flag} expects [FORMAT=]PATH[@START:END]"
-    if not isinstance(text, str) or not text.strip():
-        raise InputError(f"{expected}, got {text!r}")
-    rest, fmt = text, None
-    head, eq, tail = text.partition("=")
-    if eq and head in FORMATS:
-        fmt, rest = head, tail
-    elif eq and _NAME.fullmatch(head) and not Path(text).exists():
-        raise InputError(f"{flag} {text!r}: unknown format {head!r}; expected one of {', '.join(sorted(KINDS))}")
-    start, end = 0, None
-    path, at, piece = rest.rpartition("@")
-    if not at or Path(rest).exists():
-        path = rest
-    else:
-        m = _SLICE.fullmatch(piece)
-        if m is None:
-            raise InputError(f"{expected}: after '@' comes START:END (whole numbers >= 0, either may be left "
-                             f"out), got {piece!r} in {text!r}")
-        start, end = int(m[1] or 0), (int(m[2]) if m[2] else None)
-        if end is not None and end <= start:
-            raise InputError(f"{flag} {text!r}: the slice {piece} is empty (END must be greater than START)")
-    if not path:
-        raise InputError(f"{expected}, got {text!r} (no path)")
-    return Spec(text, path, fmt, start, end)
-
-
-def load_spec(spec: Spec, flag: str) -> tuple[str, list[QAExample], dict[str, Any]]:
-    """(format, the slice's questions, what the manifest records of it)."""
-    fmt = spec.format or detect_format(spec.path)
-    if FORMATS.get(fmt).kind != "dataset":
-        raise InputError(f"{flag} {spec.text!r}: {spec.path} is a {fmt} passage corpus, not a QA dataset")
-    examples = load_dataset(spec.path, format=fmt, limit=spec.end)
-    n = len(examples)
-    if spec.end is not None and n < spec.end:
-        raise InputError(f"{flag} {spec.text!r}: {spec.path} has {n} questions; the slice "
-                         f"{spec.start}:{spec.end} runs past its end")
-    if spec.start >= n:
-        raise InputError(f"{flag} {spec.text!r}: {spec.path} has {n} questions; the slice starts at {spec.start}")
-    examples = examples[spec.start:spec.end]
-    info = {"spec": spec.text, "path": spec.path, "format": fmt, "slice": spec.slice,
-            "sha256": file_sha256(spec.path) if Path(spec.path).is_file() else None, "n_questions": len(examples)}
-    return fmt, examples, info
-
-
-def own_passages(ex: QAExample) -> list[Passage]:
-    """The passages a one-passage question is about: nq-ctxs' gold ctxs when marked, else all of them."""
-    gold = set(ex.metadata.get("gold_passage_ids") or ())
-    return [p for p in ex.passages if p.id in gold] if gold else list(ex.passages)
-
-
-def passage_key(text: str) -> str:
-    return " ".join(text.split())
-
-
-@dataclass
-class Exclusion:
-    """Normalised question texts and passage texts to keep out of training, and where they came from."""
-
-    questions: set[str] = field(default_factory=set)
-    passages: set[str] = field(default_factory=set)
-    info: list[dict[str, Any]] = field(default_factory=list)
-
-    def reason(self, ex: QAExample, kind: str) -> str | None:
-        """``"question"``, ``"passage"`` (one-passage sources only) or None (kept)."""
-        if normalize_answer(ex.question) in self.questions:
-            return "question"
-        if kind == "one-passage" and any(passage_key(p.text) in self.passages for p in own_passages(ex)):
-            return "passage"
-        return None
-
-
-def load_exclusion(texts: Sequence[str], *, demo: bool = True) -> Exclusion:
-    """The questions (and passages) of every ``--exclude`` spec, plus the shipped demo set when ``demo``."""
-    specs = [parse_spec(t, "--exclude") for t in texts]
-    if demo:
-        specs.append(Spec("demo", str(demo_path()), "readerfit"))
-    out = Exclusion()
-    for spec in specs:
-        _, examples, info = load_spec(spec, "--exclude")
-        out.questions.update(normalize_answer(ex.question) for ex in examples)
-        out.passages.update(passage_key(p.text) for ex in examples for p in ex.passages if p.text.strip())
-        out.info.append(info)
-    return out
 
 
 # --------------------------------------------------------------------------- labelling, one question at a time
@@ -325,7 +212,7 @@ def take(kind: str, examples: Sequence[QAExample], *, exclusion: Exclusion | Non
          seed: int = 0, pick: str = "first", name: str = "") -> list[Labelled]:
     """The first ``cap`` questions of ``examples`` (``pick="random"``: in a seeded random order) that are not
     excluded, not seen before (by id) and labelled, with their labels; every drop counted in ``counts``.
-    One-passage questions get their distractor passages (from the other questions kept)."""
+    One-passage questions get their distractor passages (:func:`add_distractors`)."""
     label = LABELLERS[kind]
     kept: list[Labelled] = []
     counts["loaded"] += len(examples)
@@ -350,18 +237,35 @@ def take(kind: str, examples: Sequence[QAExample], *, exclusion: Exclusion | Non
         seen.add(ex.id)
         kept.append(labelled)
     if kind == "one-passage" and distractor_passages > 0 and kept:
-        try:
-            mixed = with_distractors([ex for ex, _ in kept], n=distractor_passages, seed=seed)
-        except InputError as err:
-            raise InputError(f"{name or kind}: {err}; the distractors come from the other questions kept (with "
-                             f"--pick first these may all share one topic: try --pick random)") from None
-        out = []
-        for ex, (_, kinds) in zip(mixed, kept, strict=True):
-            at = ex.metadata["own_passage_index"]
-            others = [["distractor"] * len(sentences_of(p)) for p in ex.passages]
-            out.append((ex, others[:at] + kinds + others[at + len(kinds):]))
-        kept = out
+        kept = add_distractors(kept, examples, exclusion=exclusion, n=distractor_passages, seed=seed, split=split,
+                               name=name or kind)
     return kept
+
+
+def add_distractors(kept: list[Labelled], examples: Sequence[QAExample], *, exclusion: Exclusion | None, n: int,
+                    seed: int, split: Split, name: str) -> list[Labelled]:
+    """``kept`` one-passage questions, each with ``n`` passages of other questions (labelled distractor) drawn by
+    :func:`~readerfit.data.distractors.with_distractors` from the own passages of every question of the source
+    that is not excluded (kept or not: a cap would otherwise leave a handful of passages, all on one topic)."""
+    ids = {ex.id for ex, _ in kept}
+    pool = [replace(ex, passages=own_passages(ex)) for ex in examples
+            if ex.id not in ids and ex.answers and (exclusion is None or exclusion.reason(ex, "one-passage") is None)]
+    try:
+        mixed = with_distractors([ex for ex, _ in kept] + pool, n=n, seed=seed)[:len(kept)]
+    except InputError as err:
+        raise InputError(f"{name}: {err}") from None
+    cache: dict[str, Passage] = {}
+    out = []
+    for ex, (_, kinds) in zip(mixed, kept, strict=True):
+        passages = []
+        for p in ex.passages:
+            if p.sentences is None and p.text not in cache:
+                cache[p.text] = split_passage(p, split)
+            passages.append(p if p.sentences is not None else cache[p.text])
+        at = ex.metadata["own_passage_index"]
+        others = [["distractor"] * len(sentences_of(p)) for p in passages]
+        out.append((replace(ex, passages=passages), others[:at] + kinds + others[at + len(kinds):]))
+    return out
 
 
 def samples_of(ex: QAExample, kinds: list[list[str]]) -> list[ExitSample]:
