@@ -69,6 +69,7 @@ def test_question_records_recall_and_tokens_per_point():
     assert by["exit"]["points"]["0.2"]["fraction"] <= 0.2
     # a compressor without a budget gives its default point alone
     assert list(by["none"]["points"]) == ["default"] and by["none"]["points"]["default"]["fraction"] == 1.0
+    assert set(by["exit"]["points"]) == {"default", "no budget", "0.2", "0.9"}
 
 
 def test_summary_counts_only_questions_whose_raw_passages_hold_the_answer():
@@ -120,8 +121,9 @@ def test_cli_json_contract_resume_and_report(tiny_lm_dir, tmp_path, capsys):
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(result["methods"]) == {"none", "exit", "tau"}
     exit_points = result["methods"]["exit"]["points"]
-    assert set(exit_points) == {"default", "0.3", "0.6"}
+    assert set(exit_points) == {"default", "no budget", "0.3", "0.6"}
     assert exit_points["0.3"]["token_fraction"] <= 0.3 and exit_points["default"]["n"] == 3
+    # the default is the 30% budget; "no budget" is the τ rule
     assert result["methods"]["tau"]["points"]["default"]["token_fraction"] > 0.9  # τ = 0 keeps every sentence
     assert result["methods"]["none"]["points"]["default"]["n_read"] == 1 and result["raw_read"]["n"] == 1
     lines = (out / "records.jsonl").read_text().splitlines()

@@ -1,7 +1,8 @@
 """What compressors keep, budget by budget (``readerfit exp frontier``).
 
-For each compressor at each budget (``--rates``: the fraction of the reader's tokens to keep) and at its
-default (EXIT: its τ rule), over the questions of a dataset:
+For each compressor at each budget (``--rates``: the fraction of the reader's tokens to keep), at its
+default, and, for one that selects scored units, at its own rule without a budget (EXIT: τ; sentence-sim:
+the top 5), over the questions of a dataset:
 
 * **answer recall**: of the questions whose raw passages hold a gold answer string (SQuAD normalisation,
   :func:`readerfit.metrics.qa.contains`), the fraction whose compressed text still does;
@@ -35,7 +36,7 @@ from readerfit.compressors.budget import Budget, Budgeted
 from readerfit.data import load_dataset
 from readerfit.data.distractors import with_distractors
 from readerfit.errors import InputError
-from readerfit.experiments.frontier_summary import report_section, summarize, summary_table
+from readerfit.experiments.frontier_summary import DEFAULT_POINT, NO_BUDGET, report_section, summarize, summary_table
 from readerfit.metrics.qa import contains, qa_scores
 from readerfit.models.lm import LanguageModel
 from readerfit.models.pool import ModelPool
@@ -47,7 +48,6 @@ from readerfit.text.split import get_splitter
 from readerfit.types import Compression, Passage, QAExample
 
 KEY = ("id", "method")
-DEFAULT_POINT = "default"
 __all__ = ["KEY", "Config", "report_section", "run"]
 
 
@@ -174,6 +174,8 @@ def question_records(example: QAExample, *, compressors: dict[str, BaseCompresso
         default = compressor.compress(example.question, passages)
         seconds = time.perf_counter() - start
         points = {DEFAULT_POINT: default}
+        if isinstance(compressor, Budgeted):  # its own rule without a budget (EXIT: τ; sentence-sim: top 5)
+            points[NO_BUDGET] = compressor.at_budget(passages, default, Budget())
         for rate in rates:
             if isinstance(compressor, Budgeted):
                 points[str(rate)] = compressor.at_budget(passages, default, Budget(rate=rate))

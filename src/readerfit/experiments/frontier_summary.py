@@ -11,6 +11,7 @@ from readerfit.report import Doc, fmt
 from readerfit.runs import RunView
 
 DEFAULT_POINT = "default"
+NO_BUDGET = "no budget"
 READ_METRICS = ("em", "f1", "contains")
 
 
@@ -45,6 +46,8 @@ def summarize(records: Sequence[dict[str, Any]], *, methods: Sequence[str], rate
     for method in methods:
         mine = [r for r in records if r["method"] == method]
         points = {DEFAULT_POINT: point_summary(mine, DEFAULT_POINT)}
+        if any(NO_BUDGET in r["points"] for r in mine):
+            points[NO_BUDGET] = point_summary(mine, NO_BUDGET)
         points.update({str(rate): {"rate": rate, **point_summary(mine, str(rate))} for rate in rates
                        if any(str(rate) in r["points"] for r in mine)})
         out["methods"][method] = {"n": len(mine), "seconds_per_question": _mean([r["seconds"] for r in mine]),
@@ -59,7 +62,7 @@ def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for method, m in result["methods"].items():
         for point, p in m["points"].items():
-            out.append({"compressor": method, "budget": "default" if point == DEFAULT_POINT else f"{float(point):.0%}",
+            out.append({"compressor": method, "budget": point if point in (DEFAULT_POINT, NO_BUDGET) else f"{float(point):.0%}",
                         **p, "answers": f"{p['answers_kept']}/{p['n_with_answer']}",
                         "s/q": m["seconds_per_question"] if point == DEFAULT_POINT else None})
     return out
@@ -103,7 +106,7 @@ def report_section(folder: RunView, doc: Doc) -> None:
 def plot_frontier(fig: Any, result: dict[str, Any]) -> None:
     ax = fig.subplots()
     for method, m in result["methods"].items():
-        budgets = sorted((p for k, p in m["points"].items() if k != DEFAULT_POINT), key=lambda p: p["rate"])
+        budgets = sorted((p for k, p in m["points"].items() if "rate" in p), key=lambda p: p["rate"])
         line = ax.plot([p["token_fraction"] for p in budgets], [p["answer_recall"] for p in budgets], marker="o",
                        label=method)[0]
         d = m["points"][DEFAULT_POINT]

@@ -14,6 +14,7 @@ from readerfit.registry import Registry
 
 TRAINERS: Registry[ModuleType] = Registry("trainer")
 TRAINERS.register("exit-data", "readerfit.train.exit_data",
-                  help="EXIT training data from HotpotQA supporting facts (2:1:1; --preset official: the released 4:1:1)")
+                  help="EXIT training data: HotpotQA supporting facts (2:1:1; --preset official: the released 4:1:1), "
+                       "or every sentence labelled (--all-sentences) from HotpotQA, 2Wiki, MuSiQue, NQ and SQuAD (--source)")
 TRAINERS.register("exit", "readerfit.train.exit_train",
                   help="train the EXIT classifier (LoRA on an LM, or an encoder cross-encoder)")
