@@ -150,7 +150,11 @@ def test_demo_retrieves_ten_passages(capsys, tmp_path):
 
 @pytest.mark.model
 def test_demo_prints_what_each_compressor_bought(capsys, tmp_path):
-    _, stdout, records = run_demo(capsys, tmp_path, "none", "sentence-sim")
+    out, stdout, records = run_demo(capsys, tmp_path, "none", "sentence-sim")
+    # under the eval table, the frontier of the selecting compressors on the demo questions' own passages
+    assert "| sentence-sim | 10% |" in stdout and "| none |" not in stdout.split("budget by budget")[1]
+    assert len((out / "frontier" / "records.jsonl").read_text().splitlines()) == 2
+    stdout = stdout.split("What the compressors keep")[0]
     lines = stdout.splitlines()
     at = lines.index(next(line for line in lines if line.startswith("What each compressor bought against `none`")))
     assert lines[at - 2].startswith("| sentence-sim |") and lines[at + 2].startswith("- sentence-sim: ")

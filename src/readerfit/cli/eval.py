@@ -7,6 +7,7 @@ import functools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from readerfit.cli.options import (
     add_model_args,
@@ -82,6 +83,13 @@ def run(args: argparse.Namespace) -> int:
 
 def run_config(config: EvalConfig, args: argparse.Namespace) -> int:
     """The eval of ``config``: everything is checked before any model loads; then resume or run, report, print."""
+    result, text = eval_config(config, args)
+    emit(result, text, as_json=args.json)
+    return 0
+
+
+def eval_config(config: EvalConfig, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """(result, the text to print) of the eval of ``config`` (see :func:`run_config`)."""
     config.check_options()
     set_threads(args.threads)
     if args.out is not None:
@@ -107,5 +115,4 @@ def run_config(config: EvalConfig, args: argparse.Namespace) -> int:
     out = result["out"]
     report = report_after_run(out, kind="eval", section=report_section)  # warns on stderr, never fails the run
     table = (Path(out) / "summary.md").read_text(encoding="utf-8").rstrip()
-    emit(result, f"{table}\n\nrecords and summary: {out}" + (f"\nreport: {report}" if report else ""), as_json=args.json)
-    return 0
+    return result, f"{table}\n\nrecords and summary: {out}" + (f"\nreport: {report}" if report else "")
