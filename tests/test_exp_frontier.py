@@ -101,10 +101,16 @@ def test_distractors_hide_the_own_passage_and_never_hold_the_answer():
 
 
 @pytest.mark.parametrize("bad", [{"rates": [0]}, {"rates": [1.5]}, {"offset": -1}, {"compressors": ["nope"]},
-                                 {"compressors": ["exit", "exit"]}, {"option": ["other.top_n=3"]}])
+                                 {"compressors": ["exit", "exit"]}, {"option": ["other.top_n=3"]},
+                                 {"read_at": ["sometimes"]}])
 def test_bad_flags_are_clear_errors(bad):
     with pytest.raises(InputError):
         Config(data="x", **bad)
+
+
+def test_read_at_names_points():
+    assert Config(data="x", read_at=["default", "30%", "0.5", "no budget"]).read_at == ["default", "0.3", "0.5",
+                                                                                        "no budget"]
 
 
 def test_cli_json_contract_resume_and_report(tiny_lm_dir, tmp_path, capsys):

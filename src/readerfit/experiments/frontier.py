@@ -65,7 +65,9 @@ class Config:
     rates: list[float] = param(default_factory=lambda: [0.1, 0.2, 0.3, 0.5],
                                help="budgets: fractions of the reader's tokens to keep")
     distractors: int = param(0, help="add K passages of other questions (none holding the answer) to each")
-    read: int = param(0, help="the reader's EM/F1/contains on the first N questions at every point")
+    read: int = param(0, help="the reader's EM/F1/contains on the first N questions (raw, and at --read-at)")
+    read_at: list[str] = param(default_factory=lambda: ["all"],
+                               help="the points read with --read: 'all', or some of default, 'no budget', rates")
     reader: str = param(DEFAULT_LM, help="the reader whose tokens are counted (and who reads with --read)")
     seed: int = param(0, help="seed of the distractor passages")
     preset: str | None = param(None, help="compressors as their paper or released code define them",
@@ -77,6 +79,7 @@ class Config:
         if self.offset < 0 or (self.limit is not None and self.limit < 1) or self.read < 0 or self.distractors < 0:
             raise InputError(f"--offset, --read and --distractors must be >= 0 and --limit >= 1, got offset "
                              f"{self.offset}, limit {self.limit}, read {self.read}, distractors {self.distractors}")
+        self.read_at = [point_name(p) for p in self.read_at]
         rates = sorted(set(self.rates))
         if not rates or any(not 0 < r <= 1 for r in rates):
             raise InputError(f"--rates must be fractions in (0, 1], got {self.rates}")
@@ -97,6 +100,16 @@ class Config:
                 "methods": {k: {"compressor": n, "options": o} for k, (n, o) in self.methods.items()},
                 "rates": self.rates, "distractors": self.distractors, "read": self.read, "reader": self.reader,
                 "seed": self.seed, "preset": self.preset, "dtype": self.dtype}
+
+
+def point_name(text: str) -> str:
+    """A point as --read-at names it: all, default, 'no budget', or a rate (0.3, 30%: the point '0.3')."""
+    if text in ("all", DEFAULT_POINT, NO_BUDGET):
+        return text
+    try:
+        return str(float(text[:-1]) / 100 if text.endswith("%") else float(text))
+    except ValueError:
+        raise InputError(f"--read-at expects all, {DEFAULT_POINT}, '{NO_BUDGET}' or a rate, got {text!r}") from None
 
 
 def takes_budget(name: str) -> bool:
@@ -160,7 +173,7 @@ def with_sentences(passages: Sequence[Passage], splitter: Any) -> list[Passage]:
 
 def question_records(example: QAExample, *, compressors: dict[str, BaseCompressor], rates: Sequence[float],
                      budgeted: dict[str, dict[float, BaseCompressor]], reader: LanguageModel, read: bool,
-                     splitter: Any) -> list[dict[str, Any]]:
+                     splitter: Any, read_at: Sequence[str] = ("all",)) -> list[dict[str, Any]]:
     """One record per compressor: its default and every budget's figures on this question (``budgeted``: the
     compressors that do not select scored units, built once per budget)."""
     passages = with_sentences(check_inputs(example.question, example.passages), splitter)
@@ -169,6 +182,9 @@ def question_records(example: QAExample, *, compressors: dict[str, BaseCompresso
     has_answer = bool(contains(prediction=join_passages(passages), references=example.answers))
     support, support_passages = gold_units(example, passages)
     out = []
+    raw_read = None
+    if read:  # the raw passages are read once, whatever the compressors
+        raw_read = qa_scores(Reader(reader).answers(example.question, [join_passages(passages)])[0], example.answers)
     for label, compressor in compressors.items():
         start = time.perf_counter()
         default = compressor.compress(example.question, passages)
@@ -187,10 +203,10 @@ def question_records(example: QAExample, *, compressors: dict[str, BaseCompresso
                                        support=support, support_passages=support_passages) for k, c in points.items()},
         }
         if read:
-            contexts = [join_passages(passages)] + [c.text for c in points.values()]
-            answers = Reader(reader).answers(example.question, contexts)
-            record["raw_read"] = qa_scores(answers[0], example.answers)
-            for k, a in zip(points, answers[1:]):
+            chosen = [k for k in points if "all" in read_at or k in read_at]
+            answers = Reader(reader).answers(example.question, [points[k].text for k in chosen]) if chosen else []
+            record["raw_read"] = raw_read
+            for k, a in zip(chosen, answers):
                 record["points"][k]["read"] = qa_scores(a, example.answers)
         out.append(record)
     return out
@@ -214,7 +230,8 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
         for i, example in enumerate(examples):
             if any(not run.log.done((example.id, label)) for label in config.methods):
                 for record in question_records(example, compressors=compressors, rates=config.rates, reader=reader,
-                                               read=i < config.read, splitter=splitter, budgeted=budgeted):
+                                               read=i < config.read, splitter=splitter, budgeted=budgeted,
+                                               read_at=config.read_at):
                     if not run.log.done((record["id"], record["method"])):
                         run.log.append(record)
                 bar.update(1)
