@@ -304,9 +304,9 @@ def mix_samples(data: Sequence[QAExample], *, exclusion: Exclusion | None, optio
         info["name"] = name
         infos.append(info)
         todo.append((name, KINDS[fmt], examples))
-    for name, kind, examples in todo:
+    for name, kind, members in todo:
         counts = new_counts()
-        kept = take(kind, examples, exclusion=exclusion, cap=options.max_per_source, counts=counts, split=split,
+        kept = take(kind, members, exclusion=exclusion, cap=options.max_per_source, counts=counts, split=split,
                     seen=seen, distractor_passages=options.distractor_passages, seed=seed, pick=options.pick,
                     name=name)
         source_groups = [(name, samples_of(ex, kinds)) for ex, kinds in kept]
