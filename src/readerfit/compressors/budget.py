@@ -103,18 +103,19 @@ def fit_units(scores: Sequence[float], *, passages: Sequence[Passage], units: Se
     gap = count("\n\n")
     titles = {pi: gap + (count(render_passage(passages[pi].title, "")) if passages[pi].title else 0)
               for pi in {pi for pi, _ in units}}
-    pool = list(range(len(units))) if candidates is None else list(candidates)
-    order = list(must) + sorted((k for k in pool if k not in set(must)), key=lambda k: (-scores[k], k))
+    required = set(must)
+    pool = range(len(units)) if candidates is None else candidates
+    order = list(must) + sorted((k for k in pool if k not in required), key=lambda k: (-scores[k], k))
     kept: list[int] = []
     used, opened = 0, set()
     for k in order:
         pi = units[k][0]
         cost = costs[k] + (0 if pi in opened else titles[pi])
-        if used + cost <= limit or k in must:
+        if used + cost <= limit or k in required:
             kept.append(k)
             used += cost
             opened.add(pi)
-    optional = [k for k in kept if k not in set(must)]
+    optional = [k for k in kept if k not in required]
     while optional and count(assemble(sorted(kept))) > limit:
         drop = min(optional, key=lambda k: (scores[k], -k))
         optional.remove(drop)
@@ -133,10 +134,11 @@ def select_units(scores: Sequence[float], *, passages: Sequence[Passage], units:
     passage titles, :func:`~readerfit.compressors.base.assemble`)."""
     kept = sorted(candidates)
     details: dict[str, Any] = {}
-    best = sorted(range(len(units)), key=lambda k: (-scores[k], k))[:min_keep]
+    ranked = sorted(range(len(units)), key=lambda k: (-scores[k], k))
+    best = ranked[:min_keep]
     if len(kept) < min_keep:
-        extra = [k for k in sorted(range(len(units)), key=lambda k: (-scores[k], k)) if k not in set(kept)]
-        added = extra[: min_keep - len(kept)]
+        chosen = set(kept)
+        added = [k for k in ranked if k not in chosen][: min_keep - len(kept)]
         kept = sorted(kept + added)
         details["min_keep_added"] = len(added)
     if budget.active:
@@ -150,8 +152,7 @@ def select_units(scores: Sequence[float], *, passages: Sequence[Passage], units:
                          assemble=assembled, must=() if budget.hard else best)
         tokens_out = count(assembled(kept)) if kept else 0
         details["budget"] = {"rate": budget.rate, "target_tokens": budget.target_tokens, "limit": limit,
-                             "hard": budget.hard,
-                             "counted_in": counted_in, "tokens_in": tokens_in, "tokens_out": tokens_out,
+                             "hard": budget.hard, "counted_in": counted_in, "tokens_in": tokens_in, "tokens_out": tokens_out,
                              "achieved_rate": tokens_out / tokens_in if tokens_in else 0.0}
         if not kept:
             details["budget"]["empty"] = "no kept unit fits the budget"

@@ -178,13 +178,14 @@ def question_records(example: QAExample, *, compressors: dict[str, BaseCompresso
     compressors that do not select scored units, built once per budget)."""
     passages = with_sentences(check_inputs(example.question, example.passages), splitter)
     count = reader.count_tokens
-    tokens_in = count(join_passages(passages))
-    has_answer = bool(contains(prediction=join_passages(passages), references=example.answers))
+    raw = join_passages(passages)
+    tokens_in = count(raw)
+    has_answer = bool(contains(prediction=raw, references=example.answers))
     support, support_passages = gold_units(example, passages)
     out = []
     raw_read = None
     if read:  # the raw passages are read once, whatever the compressors
-        raw_read = qa_scores(Reader(reader).answers(example.question, [join_passages(passages)])[0], example.answers)
+        raw_read = qa_scores(Reader(reader).answers(example.question, [raw])[0], example.answers)
     for label, compressor in compressors.items():
         start = time.perf_counter()
         default = compressor.compress(example.question, passages)

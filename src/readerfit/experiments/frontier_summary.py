@@ -7,16 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from readerfit.io import markdown_table
-from readerfit.report import Doc, fmt
+from readerfit.report import Doc, fmt, mean
 from readerfit.runs import RunView
 
 DEFAULT_POINT = "default"
 NO_BUDGET = "no budget"
 READ_METRICS = ("em", "f1", "contains")
-
-
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else math.nan
 
 
 def point_summary(records: Sequence[dict[str, Any]], point: str) -> dict[str, Any]:
@@ -26,17 +22,17 @@ def point_summary(records: Sequence[dict[str, Any]], point: str) -> dict[str, An
     out: dict[str, Any] = {
         "n": len(pts),
         "n_with_answer": len(with_answer),
-        "answer_recall": _mean([float(p["answer_kept"]) for p in with_answer]),
+        "answer_recall": mean([float(p["answer_kept"]) for p in with_answer]),
         "answers_kept": sum(bool(p["answer_kept"]) for p in with_answer),
-        "token_fraction": _mean([p["fraction"] for p in pts]),
+        "token_fraction": mean([p["fraction"] for p in pts]),
         "empty": sum(bool(p["empty"]) for p in pts),
-        "support_recall": _mean([p["support_recall"] for p in pts if "support_recall" in p]),
-        "passage_recall": _mean([p["passage_recall"] for p in pts if "passage_recall" in p]),
+        "support_recall": mean([p["support_recall"] for p in pts if "support_recall" in p]),
+        "passage_recall": mean([p["passage_recall"] for p in pts if "passage_recall" in p]),
     }
     reads = [p["read"] for p in pts if "read" in p]
     if reads:
         out["n_read"] = len(reads)
-        out.update({m: _mean([r[m] for r in reads]) for m in READ_METRICS})
+        out.update({m: mean([r[m] for r in reads]) for m in READ_METRICS})
     return out
 
 
@@ -50,11 +46,11 @@ def summarize(records: Sequence[dict[str, Any]], *, methods: Sequence[str], rate
             points[NO_BUDGET] = point_summary(mine, NO_BUDGET)
         points.update({str(rate): {"rate": rate, **point_summary(mine, str(rate))} for rate in rates
                        if any(str(rate) in r["points"] for r in mine)})
-        out["methods"][method] = {"n": len(mine), "seconds_per_question": _mean([r["seconds"] for r in mine]),
+        out["methods"][method] = {"n": len(mine), "seconds_per_question": mean([r["seconds"] for r in mine]),
                                   "points": points}
     raw = [r["raw_read"] for r in records if "raw_read" in r and r["method"] == (methods[0] if methods else None)]
     if raw:
-        out["raw_read"] = {"n": len(raw), **{m: _mean([r[m] for r in raw]) for m in READ_METRICS}}
+        out["raw_read"] = {"n": len(raw), **{m: mean([r[m] for r in raw]) for m in READ_METRICS}}
     return out
 
 
