@@ -109,6 +109,45 @@ def test_compressor_options_round_trip_and_unknown_ones_are_named(name, pool, ti
         assert field.name in str(err.value)
 
 
+BUDGETED = [n for n in COMPRESSORS.names()
+            if "rate" in {f.name for f in dataclasses.fields(COMPRESSORS.get(n).config_class)}]
+
+
+@pytest.mark.parametrize("name", BUDGETED)
+def test_compressor_budget_is_validated_and_reported(name, pool, tiny_lm, tiny_lm_dir):
+    """A compressor with a ``rate`` refuses a rate outside (0, 1] by name; one with a hard cap reports the
+    budget and stays within it in the reader's tokens."""
+    from readerfit.compressors.base import join_passages
+    from readerfit.compressors.budget import Budgeted
+
+    for bad in (0, 1.5):
+        with pytest.raises(InputError, match="rate"):
+            compressor(name, pool, tiny_lm_dir, rate=bad)
+    c = COMPRESSORS.build(name, {**{k: str(tiny_lm_dir) if v == "TINY_DIR" else v
+                                    for k, v in COMPRESSOR_OPTIONS[name].items()}, "rate": 0.5},
+                          pool=pool, reader=tiny_lm)
+    out = c.compress(QUESTION, PASSAGES)
+    assert "budget" in out.details or not isinstance(c, Budgeted)
+    if "budget" in out.details:  # a hard cap (longllmlingua's rate is llmlingua's own target instead)
+        limit = int(0.5 * tiny_lm.count_tokens(join_passages([p for p in PASSAGES if p.text.strip()])))
+        assert out.details["budget"]["limit"] == limit
+        assert (tiny_lm.count_tokens(out.text) if out.text else 0) <= limit
+
+
+def test_every_experiment_has_the_protocol_and_a_report_section():
+    import inspect
+
+    from readerfit.cli.report import REPORT_SECTIONS
+    from readerfit.experiments import EXPERIMENTS
+
+    for name in EXPERIMENTS.names():
+        module = EXPERIMENTS.get(name)
+        assert dataclasses.is_dataclass(module.Config) and callable(module.Config.settings), name
+        assert isinstance(module.KEY, tuple) and module.KEY, name
+        assert list(inspect.signature(module.run).parameters) == ["config", "run", "pool", "progress"], name
+        assert name in REPORT_SECTIONS.names(), f"experiment {name!r} has no report section"
+
+
 @pytest.mark.parametrize("preset", PRESET_NAMES)
 @pytest.mark.parametrize("name", COMPRESSORS.names())
 def test_compressor_presets_build_and_options_override_them(name, preset, pool, tiny_lm_dir):
