@@ -214,3 +214,15 @@ def test_the_default_budget_keeps_the_best_sentence_even_past_it_a_set_budget_ne
     assert default.details["budget"]["tokens_out"] > default.details["budget"]["limit"]
     set_by_user = ExitCompressor(Fixed(), str.split, ExitConfig(rate=0.3)).compress(QUESTION, passages)
     assert set_by_user.kept == [1] and set_by_user.details["budget"]["tokens_out"] <= 3
+
+
+def test_the_achieved_rate_is_in_the_json_output():
+    """``compress --json`` and ``POST /v1/compress`` carry the details: the budget asked and what it achieved."""
+    from readerfit.api import compression_json
+
+    passages = random_passages(random.Random(11))
+    c = exit_with(ExitConfig(rate=0.4), 2).compress(QUESTION, passages)
+    out = compression_json(c, question=QUESTION, compressor="exit")
+    budget = out["details"]["budget"]
+    assert budget["rate"] == 0.4 and budget["tokens_out"] <= budget["limit"]
+    assert budget["achieved_rate"] == pytest.approx(budget["tokens_out"] / budget["tokens_in"])

@@ -16,7 +16,7 @@ from readerfit.models.pool import ModelPool
 
 QUESTION = "Who wrote the book?"
 PASSAGES = ["The book was written by Anna. It sold well.", {"title": "River", "text": "The river runs north."}]
-KEYS = ["question", "compressor", "text", "units", "kept", "scores", "tokens_in", "tokens_out", "seconds"]
+KEYS = ["question", "compressor", "text", "units", "kept", "scores", "tokens_in", "tokens_out", "seconds", "details"]
 
 
 def run_cli(args, capsys, monkeypatch, stdin=None):

@@ -16,6 +16,7 @@ from readerfit.compressors import build_compressor
 from readerfit.compressors.xcompress import ProbeConfig, XCompressEmbed, probe_score
 from readerfit.errors import InputError
 from readerfit.models.pool import ModelPool
+from readerfit.reader import Reader
 from readerfit.registry import make_config
 from readerfit.scorers.sps import SPSConfig, SPSScorer
 from readerfit.types import Passage, QAExample
@@ -82,6 +83,25 @@ def test_the_released_probe_score_and_candidate_scoring(tiny_lm) -> None:
     np.testing.assert_allclose(xe.candidate_sps(torch.tensor(ref["candidates"])), ref["candidate_sps"], rtol=1e-4)
     with pytest.raises(InputError):
         probe_score(torch.tensor(ref["vectors"][0]), 1, kind="official")
+
+
+def test_the_official_preset_scores_candidates_with_the_released_w(tiny_lm) -> None:
+    """Built as a user builds it (the registry, ``preset="official"``), the candidates are scored against the
+    centred PCA of the penultimate q_proj, and the released code's candidate SPS come out."""
+    ref = json.loads(FIXTURE.read_text())
+    pool = ModelPool(device="cpu")
+    pool.put("lm", "tiny", tiny_lm)
+    c = build_compressor("xcompress-embed", pool, reader=tiny_lm, preset="official", top_p=6)
+    answerer = c.answerer(Reader(tiny_lm, max_new_tokens=4))
+    assert (answerer.sps.config.source, answerer.sps.config.centered) == ("param:penultimate-q_proj", True)
+    np.testing.assert_allclose(answerer.candidate_sps(torch.tensor(ref["candidates"])), ref["candidate_sps"], rtol=1e-4)
+    reading = c.read_compressed(QUESTION, c.compress(QUESTION, [Passage(SUMMARY, title="Book")]),
+                                Reader(tiny_lm, max_new_tokens=4))
+    assert reading.details["sps_source"] == "param:penultimate-q_proj" and reading.details["sps_centered"] is True
+    assert reading.details["sps_dims"] == ref["d_95"]
+    # the paper preset keeps the paper's W (the embedding matrix, uncentred)
+    paper = build_compressor("xcompress-embed", pool, reader=tiny_lm, preset="paper", compressor="tiny")
+    assert (paper.config.sps_config().source, paper.config.sps_config().centered) == ("embeddings", False)
 
 
 def test_probe_context_question_is_the_released_one(tiny_lm) -> None:

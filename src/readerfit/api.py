@@ -150,31 +150,41 @@ def seper(question: str, answers: Sequence[str], *, context: str | None = None, 
 
 
 def _finite(value: Any) -> Any:
-    """NaN/inf become null: strict JSON has neither."""
+    """A JSON value: NaN/inf become null (strict JSON has neither), tuples lists, keys strings, other
+    objects their text.
+
+    >>> _finite({"a": [1.5, float("nan")], 2: (None, True)})
+    {'a': [1.5, None], '2': [None, True]}
+    """
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [_finite(v) for v in value]
-    return value
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if value is None or isinstance(value, str | int | float):
+        return value
+    return str(value)
 
 
 def compression_json(compression: Compression, *, question: str, compressor: str,
                      id: str | int | None = None) -> dict[str, Any]:
     """The one JSON object of a compression (``readerfit compress --json`` and ``POST /v1/compress``).
 
-    ``id`` (the input's, when it had one) comes first; non-finite scores are null.
+    ``id`` (the input's, when it had one) comes first; non-finite scores are null; ``details`` is what the
+    compressor decided (its budget and the achieved rate, its threshold, the W its scorer used, ...).
 
     >>> c = Compression(text="Anna wrote it.", units=["Anna wrote it."], kept=[0], tokens_in=4, tokens_out=4)
     >>> d = compression_json(c, question="Who?", compressor="none")
     >>> list(d), d["kept"], d["scores"]
-    (['question', 'compressor', 'text', 'units', 'kept', 'scores', 'tokens_in', 'tokens_out', 'seconds'], [0], None)
+    (['question', 'compressor', 'text', 'units', 'kept', 'scores', 'tokens_in', 'tokens_out', 'seconds', 'details'], [0], None)
     """
     head: dict[str, Any] = {} if id is None else {"id": id}
     return {**head, "question": question, "compressor": compressor, "text": compression.text,
             "units": list(compression.units), "kept": list(compression.kept),
             "scores": None if compression.scores is None else _finite([float(s) for s in compression.scores]),
             "tokens_in": int(compression.tokens_in), "tokens_out": int(compression.tokens_out),
-            "seconds": float(compression.seconds)}
+            "seconds": float(compression.seconds), "details": _finite(compression.details)}
 
 
 def score_json(scores: dict[str, list[float]]) -> dict[str, Any]:

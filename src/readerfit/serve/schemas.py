@@ -113,6 +113,8 @@ class CompressResponse(BaseModel):
     tokens_in: int
     tokens_out: int
     seconds: float
+    details: dict[str, Any] = Field(default_factory=dict,
+                                    description="what the compressor decided: budget and achieved rate, threshold, ...")
 
 
 class ScoreResponse(BaseModel):

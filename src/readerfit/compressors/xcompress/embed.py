@@ -12,6 +12,8 @@ from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, require_local
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.reader import READER_PROMPT, Reader, Reading
+from readerfit.registry import PRESET_NAMES, make_config
+from readerfit.scorers.sps import SPSConfig, SPSScorer
 from readerfit.types import Compression, Passage
 
 PURPOSE = "xcompress-embed (the reader's input embeddings)"
@@ -27,12 +29,15 @@ class XCompressEmbedConfig(SummaryConfig):
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "paper": {**SummaryConfig.PRESETS["paper"], "probe_score": "paper", "probe_context": "summary-query",
-                  "scale_unit": "embedding", "candidate_norm": "none", "summary_from": "compressor"},
+                  "scale_unit": "embedding", "candidate_norm": "none", "summary_from": "compressor",
+                  "scorer_preset": "paper"},
         # xRAG/compact_run_prompt_xRAG_reader_exploratory_embedding.py: the top-1 document, 50 probes N(0, I)
         # after the question, the 10 with the smallest variance of gaps 2..7, candidates z-scored and scored alone
         "official": {"summary_from": "first-passage", "n_probes": 50, "keep": 10, "top_p": 6,
                      "probe_score": "official", "probe_context": "question", "scale": 1.0, "scale_unit": "absolute",
-                     "candidate_norm": "zscore", "budget": False},
+                     "candidate_norm": "zscore", "budget": False,
+                     # the released candidates are scored with the centred PCA of the penultimate q_proj
+                     "scorer_preset": "official"},
     }
 
     # the probe settings, their defaults taken from ProbeConfig (one source for them)
@@ -48,6 +53,11 @@ class XCompressEmbedConfig(SummaryConfig):
     candidate_norm: str = ProbeConfig.candidate_norm
     summary_from: str = "compressor"
     budget: bool = False
+    scorer_preset: str | None = None  # the SPS scorer's preset (its W); None: SPSConfig's defaults
+
+    def sps_config(self) -> SPSConfig:
+        """The candidates' SPS settings: ``scorer_preset``'s, read at this config's ``layer``."""
+        return make_config(SPSConfig, {"layer": self.layer}, what="xcompress-embed scorer", preset=self.scorer_preset)
 
     def probe_config(self, *, answer_tokens: int, reader_prompt: str = READER_PROMPT) -> ProbeConfig:
         return ProbeConfig(n_probes=self.n_probes, keep=self.keep, top_p=self.top_p, scale=self.scale, seed=self.seed,
@@ -59,6 +69,8 @@ class XCompressEmbedConfig(SummaryConfig):
         super().__post_init__()
         if self.summary_from not in SUMMARY_SOURCES:
             raise InputError(f"summary_from must be one of {', '.join(SUMMARY_SOURCES)}, got {self.summary_from!r}")
+        if self.scorer_preset is not None and self.scorer_preset not in PRESET_NAMES:
+            raise InputError(f"scorer_preset must be one of {', '.join(PRESET_NAMES)}, got {self.scorer_preset!r}")
         self.probe_config(answer_tokens=1)  # validates the probe settings now, not at the first example
 
 
@@ -91,19 +103,25 @@ class XCompressEmbedCompressor(Summary):
         return cls(compressor, reader if reader is not None else pool.local_lm(DEFAULT_LM, purpose=PURPOSE), config)
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
+        sps = self.config.sps_config()
+        scorer = {"sps_source": sps.source, "sps_centered": sps.centered}  # the W the reading will score with
         if self.config.summary_from == "first-passage":
             # the released script's "summary" is the top document as "title text", no compressor call
             text = document_input(passages[:1], "lines")
-            return Compression(text=text, units=[text], kept=[0], details={"summary_from": "first-passage"})
-        return super()._compress(question, passages)
+            return Compression(text=text, units=[text], kept=[0], details={"summary_from": "first-passage", **scorer})
+        compression = super()._compress(question, passages)
+        compression.details.update(scorer)
+        return compression
 
     def answerer(self, reader: Reader) -> XCompressEmbed:
         """The probe answerer for ``reader`` (one per reader and setting: its SPS subspace is built once)."""
         key = (id(reader.lm), reader.max_new_tokens, reader.prompt)
         if key not in self._answerers:
             cfg = self.config.probe_config(answer_tokens=reader.max_new_tokens, reader_prompt=reader.prompt)
-            shared = next((a.sps for k, a in self._answerers.items() if k[0] == key[0]), None)
-            self._answerers[key] = XCompressEmbed(require_local(reader.lm, purpose=PURPOSE), cfg, sps=shared)
+            lm = require_local(reader.lm, purpose=PURPOSE)
+            sps = next((a.sps for k, a in self._answerers.items() if k[0] == key[0]), None) \
+                or SPSScorer(lm, self.config.sps_config())
+            self._answerers[key] = XCompressEmbed(lm, cfg, sps=sps)
         return self._answerers[key]
 
     def read_compressed(self, question: str, compression: Compression, reader: Reader) -> Reading:
@@ -111,10 +129,15 @@ class XCompressEmbedCompressor(Summary):
         start = time.perf_counter()
         if not compression.text.strip():
             raise InputError("xcompress-embed: the summary is empty, there is nothing to embed")
-        ans = self.answerer(reader).answer(question, compression.text)
+        answerer = self.answerer(reader)
+        ans = answerer.answer(question, compression.text)
         sel = ans.selection
+        sps = answerer.sps.config
         return Reading(answer=ans.text, seconds=time.perf_counter() - start,
                        details={"candidate_sps": sel.candidate_sps, "probe_seed": sel.seed,
-                                "kept_probes": sel.kept, "chosen": sel.chosen, "reader_positions": 1},
+                                "kept_probes": sel.kept, "chosen": sel.chosen, "reader_positions": 1,
+                                # the W the candidates were scored against (the official preset's differs)
+                                "sps_source": sps.source, "sps_centered": sps.centered,
+                                "sps_dims": answerer.sps.subspace().k},
                        # fraction of questions where a probed candidate beat the bare summary vector
                        metrics={"probe_chosen": float(sel.chosen != 0)})
