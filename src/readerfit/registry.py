@@ -116,13 +116,14 @@ class Registry(Generic[T]):
 # ----- options → config dataclasses -----------------------------------------------------------------
 def param(default: Any = dataclasses.MISSING, *, help: str, default_factory: Any = dataclasses.MISSING,
           flag: str | None = None, aliases: tuple[str, ...] = (), choices: tuple[Any, ...] | None = None,
-          type: Any = None) -> Any:
+          type: Any = None, repr: bool = True) -> Any:
     """A config field with what its command-line flag needs: help, and optionally the flag, aliases,
-    choices and an argparse ``type`` (the flag is generated from the field by the command line)."""
+    choices and an argparse ``type`` (the flag is generated from the field by the command line).
+    ``repr=False`` keeps a secret out of the config's repr."""
     metadata = {"help": help, "flag": flag, "aliases": aliases, "choices": choices, "type": type}
     if default_factory is not dataclasses.MISSING:
-        return dataclasses.field(default_factory=default_factory, metadata=metadata)
-    return dataclasses.field(default=default, metadata=metadata)
+        return dataclasses.field(default_factory=default_factory, metadata=metadata, repr=repr)
+    return dataclasses.field(default=default, metadata=metadata, repr=repr)
 
 
 PRESET_NAMES = ("paper", "official")

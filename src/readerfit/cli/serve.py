@@ -5,13 +5,16 @@
 
 The models load once, before the server listens; then ``POST /v1/compress``, ``/v1/score``, ``/v1/seper``
 answer with the JSON objects of ``compress --json``, ``score --json`` and ``seper --json`` (the schema is at
-``/openapi.json``). The host defaults to loopback: the API has no authentication.
+``/openapi.json``). The host defaults to loopback. ``--api-key KEY`` (or ``$READERFIT_API_KEY``) makes every route but
+``/health`` need ``Authorization: Bearer KEY``; a non-loopback ``--host`` without a key is refused unless
+``--insecure`` is given.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Sequence
 
@@ -33,7 +36,7 @@ def port_number(text: str) -> int:
 
 def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
     p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default: loopback; the API has no authentication)")
+                   help="address to listen on (default: loopback; another needs --api-key or --insecure)")
     p.add_argument("--port", type=port_number, default=8080, help="(default: 8080)")
     add_dataclass_args(p, ServeConfig, exclude=("options",))
     p.add_argument("--option", action="append", default=[], metavar="NAME.KEY=VALUE",
@@ -43,8 +46,16 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
                    help="uvicorn's log level (info logs every request)")
 
 
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
 def config_from(args: argparse.Namespace) -> ServeConfig:
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(ServeConfig) if hasattr(args, f.name)}
+    values["api_key"] = values.get("api_key") or os.environ.get("READERFIT_API_KEY") or None
+    if args.host not in LOOPBACK and values["api_key"] is None and not values.get("insecure"):
+        raise InputError(f"--host {args.host} listens beyond this machine, and the server has no key: give "
+                         "--api-key KEY (or $READERFIT_API_KEY) so clients must send 'Authorization: Bearer KEY', "
+                         "or --insecure to serve anyone who can reach the port")
     try:
         return ServeConfig(**values, options=parse_options(args.option))
     except TypeError as err:
@@ -57,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
     uvicorn = require("uvicorn", extra="serve", purpose="readerfit serve")
     from readerfit.serve.app import create_app  # imports FastAPI: only when serving
 
+    if args.host not in LOOPBACK and config.api_key is None:
+        print(f"readerfit serve: warning: --insecure: anyone who can reach {args.host}:{args.port} may use this "
+              "server (no key)", file=sys.stderr, flush=True)
     set_threads(args.threads)
     print(f"readerfit serve: loading {', '.join(config.compressors)} and the reader {config.reader} ...",
           file=sys.stderr, flush=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -44,12 +45,22 @@ class ModelPool:
         self.openai_api_key = openai_api_key
         self.openai_options = dict(openai_options or {})
         self._cache: dict[tuple[Any, ...], Any] = {}
+        # one load at a time: threads asking for the same model get one object, and transformers' loading
+        # (its meta-device initialisation) is not safe to run twice at once; re-entrant for nested builds
+        self._load_lock = threading.RLock()
+        # whether components built from this pool may write caches to disk (the SPS subspace); a server's
+        # pool says no once it serves requests
+        self.cache_writes = True
 
     def cached(self, key: tuple[Any, ...], factory: Callable[[], T]) -> T:
-        """The object stored under ``key``, made by ``factory()`` the first time (models, tokenizers...)."""
-        if key not in self._cache:
-            self._cache[key] = factory()
-        return self._cache[key]
+        """The object stored under ``key``, made by ``factory()`` the first time (models, tokenizers...);
+        thread-safe: concurrent first calls make it once."""
+        if key in self._cache:
+            return self._cache[key]
+        with self._load_lock:
+            if key not in self._cache:
+                self._cache[key] = factory()
+            return self._cache[key]
 
     def lm(self, name: str = DEFAULT_LM, *, dtype: str | None = None, adapter: str | None = None) -> LanguageModel:
         """A language model: a registered name, a local directory, a Hugging Face id, or ``openai:<model>``."""

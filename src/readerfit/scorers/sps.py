@@ -204,18 +204,20 @@ class SPSScorer:
     lower_is_better = True
     config_class = SPSConfig
 
-    def __init__(self, reader: LanguageModel, config: SPSConfig | None = None, *, cache_dir: Path | None = None) -> None:
+    def __init__(self, reader: LanguageModel, config: SPSConfig | None = None, *, cache_dir: Path | None = None,
+                 write_cache: bool = True) -> None:
         self.reader: LocalLanguageModel = require_local(reader, purpose="SPS")
         self.config = config or SPSConfig()
         self.layer: int | None = self.config.layer
         self.cache_dir = cache_dir
+        self.write_cache = write_cache  # False: a cached subspace is read, a new one never written (a server)
         self._subspace: Subspace | None = None
         self.subspace_seconds = 0.0
         self.subspace_cached = False
 
     @classmethod
     def from_config(cls, config: SPSConfig, *, reader: LanguageModel, pool: Any = None) -> SPSScorer:
-        return cls(reader, config)
+        return cls(reader, config, write_cache=pool is None or pool.cache_writes)
 
     # W and its subspace
     def reader_matrix(self) -> torch.Tensor:
@@ -262,7 +264,8 @@ class SPSScorer:
 
             if self.config.cache:
                 self._subspace, self.subspace_cached = cached_subspace(self.cache_key(), compute,
-                                                                       cache_dir=self.cache_dir)
+                                                                       cache_dir=self.cache_dir,
+                                                                       write=self.write_cache)
             else:
                 self._subspace, self.subspace_cached = compute(), False
             if self._subspace.dim != self.reader.hidden_size:

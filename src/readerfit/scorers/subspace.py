@@ -167,8 +167,10 @@ def load_subspace(path: Path) -> Subspace:
                     meta=json.loads(meta.get("meta", "{}")))
 
 
-def cached_subspace(key: dict[str, Any], compute: Any, *, cache_dir: Path | None = None) -> tuple[Subspace, bool]:
-    """Load the subspace stored under ``key``, or ``compute()`` and store it; returns (subspace, was_cached)."""
+def cached_subspace(key: dict[str, Any], compute: Any, *, cache_dir: Path | None = None,
+                    write: bool = True) -> tuple[Subspace, bool]:
+    """Load the subspace stored under ``key``, or ``compute()`` and (``write``) store it; returns (subspace,
+    was_cached)."""
     digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
     slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(key.get("model", "model")))[-40:]
     path = (cache_dir or subspace_cache_dir()) / f"{slug}-{digest}.safetensors"
@@ -179,5 +181,6 @@ def cached_subspace(key: dict[str, Any], compute: Any, *, cache_dir: Path | None
             pass
     subspace = compute()
     subspace.meta = {**subspace.meta, **key}
-    save_subspace(path, subspace)
+    if write:
+        save_subspace(path, subspace)
     return subspace, False

@@ -14,6 +14,7 @@ refuses, 413 for a body over ``max_body_bytes``, 503 when the server lacks a pac
 """
 
 
+import hmac
 import logging
 from typing import Any
 
@@ -27,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from readerfit import __version__
 from readerfit.compressors import COMPRESSORS
 from readerfit.errors import BackendUnavailableError, MissingPackageError, ReaderfitError
-from readerfit.serve.config import ServeConfig
+from readerfit.serve.config import BadField, ServeConfig
 from readerfit.serve.errors import Refused, error_response, validation_response
 from readerfit.serve.pool import ServingPool
 from readerfit.serve.schemas import (
@@ -48,7 +49,8 @@ log = logging.getLogger("readerfit.serve")
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorResponse, "description": "input the method refuses (the message says why)"},
-    413: {"model": ErrorResponse, "description": "request body over the server's limit"},
+    401: {"model": ErrorResponse, "description": "no or a wrong bearer key (a server started with --api-key)"},
+    413: {"model": ErrorResponse, "description": "request body or its text over the server's limits"},
     422: {"model": ErrorResponse, "description": "a body that does not match the schema; `field` names it"},
     503: {"model": ErrorResponse, "description": "the server lacks a package or a backend for this request"},
 }
@@ -65,6 +67,8 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
                   description="Fit retrieved context to the reader LLM: compress, score, SePer.")
     app.state.service = service
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    if config.api_key is not None:
+        app.add_middleware(BearerAuth, key=config.api_key)  # added last: it runs first
     _add_error_handlers(app, service)
 
     async def work(fn: Any, /, **kwargs: Any) -> Any:
@@ -140,7 +144,8 @@ def _add_error_handlers(app: FastAPI, service: Service) -> None:
     @app.exception_handler(ReaderfitError)
     async def refused(request: Request, exc: ReaderfitError) -> JSONResponse:
         # the server's own shortcoming (a package, a backend), not the request's
-        status = 503 if isinstance(exc, (MissingPackageError, BackendUnavailableError)) else 400
+        status = 503 if isinstance(exc, (MissingPackageError, BackendUnavailableError)) else \
+            exc.status if isinstance(exc, BadField) else 400
         registered = COMPRESSORS.names() if str(exc).startswith("unknown compressor") else None
         return error_response(status, str(exc), field=getattr(exc, "field", None), registered=registered)
 
@@ -179,3 +184,26 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited, send)
+
+
+class BearerAuth:
+    """ASGI middleware: every route but ``/health`` needs ``Authorization: Bearer <key>`` (compared in
+    constant time); otherwise 401."""
+
+    OPEN = frozenset({"/health"})
+
+    def __init__(self, app: ASGIApp, *, key: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {key}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("path") not in self.OPEN:
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                said = "no Authorization header" if not given else "a wrong key"
+                response = error_response(401, f"this server needs 'Authorization: Bearer <key>' (the key it was "
+                                               f"started with); the request had {said}", field=None,
+                                          headers={"WWW-Authenticate": "Bearer"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -18,9 +18,17 @@ MAX_SEPER_NEW_TOKENS = 1024
 class BadField(InputError):
     """Input a method refuses, and the request field it came from (``options``, ``preset``...)."""
 
+    status = 400
+
     def __init__(self, message: str, *, field: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+class TooLarge(BadField):
+    """A request over the server's input limit (413)."""
+
+    status = 413
 
 
 @dataclass
@@ -40,6 +48,8 @@ class ServeConfig:
                                          "requests share torch's CPU threads and the global RNG seeded sampling "
                                          "draws from)")
     max_body_bytes: int = param(1_048_576, help="largest request body; a larger one gets 413")
+    max_input_tokens: int = param(8192, help="most reader tokens of text in one request (question, passages, "
+                                             "texts, contexts, answers); a larger one gets 413")
     max_built: int = param(32, help="compressors/scorers built for requests' options kept at once (least "
                                     "recently used dropped first; the models they use stay loaded)")
     fixed_options: bool = param(False, help="refuse requests that set options or a preset: serve exactly the "
@@ -47,7 +57,13 @@ class ServeConfig:
     device: str | None = param(None, help="cpu, cuda, cuda:1 ... (default: CUDA if present)")
     dtype: str = param("float32", choices=("float32", "bfloat16", "float16"), help="model dtype")
     base_url: str | None = param(None, help="OpenAI-compatible server for an openai:<model> reader")
-    api_key: str | None = param(None, help="that server's API key (default: $OPENAI_API_KEY)")
+    backend_api_key: str | None = param(None, repr=False,
+                                        help="that server's API key (default: $OPENAI_API_KEY)")
+    api_key: str | None = param(None, repr=False,
+                                help="clients must send 'Authorization: Bearer KEY' on every route but /health "
+                                     "(default: $READERFIT_API_KEY)")
+    insecure: bool = param(False, help="listen on a non-loopback host without --api-key (anyone who can reach "
+                                       "the port may use the server)")
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -62,10 +78,13 @@ class ServeConfig:
         unknown = sorted(set(self.scorers) - set(SCORERS.names()))
         if unknown:
             raise SCORERS.unknown(unknown[0])
-        for name in ("max_concurrency", "max_body_bytes", "max_built"):
+        for name in ("max_concurrency", "max_body_bytes", "max_built", "max_input_tokens"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"{name} must be a positive integer, got {value!r}")
+        if self.api_key is not None and (not isinstance(self.api_key, str) or len(self.api_key) < 16
+                                         or not self.api_key.isprintable() or " " in self.api_key):
+            raise InputError("api_key must be at least 16 printable characters without spaces")
         if self.preset is not None and self.preset not in PRESET_NAMES:
             raise InputError(f"preset must be one of {', '.join(PRESET_NAMES)}, got {self.preset!r}")
         served = set(self.compressors) | set(self.scorers)

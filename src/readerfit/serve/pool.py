@@ -44,6 +44,7 @@ class ServingPool(ModelPool):
         with self._lock:
             self._frozen = True
             self._pinned = frozenset(self._cache)
+            self.cache_writes = False  # no request causes a disk write
 
     @property
     def frozen(self) -> bool:

@@ -19,7 +19,8 @@ from readerfit.retrieval_utility.config import SePerConfig
 from readerfit.retrieval_utility.judge import build_judge
 from readerfit.retrieval_utility.seper import SePer, seper_json
 from readerfit.scorers import SCORERS
-from readerfit.serve.config import MAX_SEPER_NEW_TOKENS, MAX_SEPER_SAMPLES, BadField, ServeConfig
+from readerfit.serve.config import MAX_SEPER_NEW_TOKENS, MAX_SEPER_SAMPLES, BadField, ServeConfig, TooLarge
+from readerfit.serve.options import check_request_options
 from readerfit.serve.pool import ServingPool
 from readerfit.types import Passage
 
@@ -33,6 +34,9 @@ def checked_config(config_class: type, options: dict[str, Any], *, what: str, pr
         raise BadField(str(err), field="preset" if "no preset" in str(err) else field) from None
 
 
+# no tokenizer makes fewer tokens than characters / this: a longer request is refused before tokenizing it
+MAX_CHARS_PER_TOKEN = 32
+
 WARM_QUESTION = "Who wrote the book?"
 WARM_PASSAGES = [Passage("The book was written by Anna. It sold well.", title="Book")]
 
@@ -44,7 +48,7 @@ class Service:
     def __init__(self, config: ServeConfig, *, pool: ServingPool | None = None) -> None:
         self.config = config
         self.pool = pool or ServingPool(device=config.device, dtype=config.dtype, openai_base_url=config.base_url,
-                                        openai_api_key=config.api_key, max_built=config.max_built)
+                                        openai_api_key=config.backend_api_key, max_built=config.max_built)
         self.reader: Any = None
         self.judge: Any = None
         self._count_lock = threading.Lock()
@@ -75,6 +79,8 @@ class Service:
         """``compress --json``'s object for one question and its passages."""
         name = compressor or self.config.default_compressor
         self._check_served(name)
+        check_request_options(name, options or {}, field="options")
+        self._check_size([question, *(_passage_texts(passages))], field="passages")
         merged = {**self.config.options.get(name, {}), **(options or {})}
         preset = preset or self.config.preset
         checked_config(COMPRESSORS.get(name).config_class, merged, what=f"compressor {name!r}", preset=preset)
@@ -92,9 +98,11 @@ class Service:
             raise BadField(f"options for scorer {stray[0]!r}, which this request does not use "
                              f"(scorers: {', '.join(scorers)})", field=f"options.{stray[0]}")
         out = {}
+        self._check_size([*texts, *(c for c in contexts or [] if c)], field="texts")
         for name in scorers:
             if name not in self.config.scorers:
                 raise InputError(f"scorer {name!r} is not served here; served: {', '.join(self.config.scorers)}")
+            check_request_options(name, options.get(name, {}), field=f"options.{name}")
             merged = {**self.config.options.get(name, {}), **options.get(name, {})}
             checked_config(SCORERS.get(name).config_class, merged, what=f"scorer {name!r}",
                            preset=preset or self.config.preset, field=f"options.{name}")
@@ -106,6 +114,8 @@ class Service:
               options: dict[str, Any] | None = None, preset: str | None = None) -> dict[str, Any]:
         """``seper --json``'s object: SePer without the context, and with it and ΔSePer when one is given."""
         options = dict(options or {})
+        check_request_options("seper", options, field="options")
+        self._check_size([question, *answers, context or ""], field="context" if context else "answers")
         if options.get("judge", self.config.judge) != self.config.judge:
             raise BadField(f"this server's SePer judge is {self.config.judge!r} (set at start with --judge); "
                            f"a request cannot change it, got {options['judge']!r}", field="options.judge")
@@ -119,6 +129,17 @@ class Service:
         result = seper.seper(question, list(answers)) if context is None else seper.delta(question, list(answers),
                                                                                            context)
         return seper_json(result, preset=preset)
+
+    def _check_size(self, texts: Sequence[str], *, field: str) -> None:
+        """413 for a request over ``max_input_tokens`` of the reader's tokens; a long one is refused by its
+        length alone, before any tokenizing."""
+        limit = self.config.max_input_tokens
+        chars = sum(len(t) for t in texts)
+        tokens = chars if chars > limit * MAX_CHARS_PER_TOKEN else sum(self.reader.count_tokens(t) for t in texts if t)
+        if tokens > limit:
+            measured = f"{chars} characters" if chars > limit * MAX_CHARS_PER_TOKEN else f"{tokens} tokens"
+            raise TooLarge(f"the request holds {measured} of text, over this server's limit of {limit} reader "
+                           "tokens (--max-input-tokens)", field=field)
 
     def _check_served(self, name: str) -> None:
         if name not in COMPRESSORS:
@@ -144,3 +165,15 @@ class Service:
                 "max_concurrency": self.config.max_concurrency, "in_flight": self.in_flight,
                 "peak_in_flight": self.peak_in_flight, "served": self.served_requests,
                 "built": self.pool.built_count()}
+
+
+def _passage_texts(passages: Sequence[str | dict[str, Any] | Passage]) -> list[str]:
+    out: list[str] = []
+    for p in passages:
+        if isinstance(p, Passage):
+            out += [p.title, p.text]
+        elif isinstance(p, dict):
+            out += [v for k, v in p.items() if k in ("title", "text") and isinstance(v, str)]
+        elif isinstance(p, str):
+            out.append(p)
+    return out

@@ -1,0 +1,199 @@
+"""The server decides what it reads, writes and computes: request options are values, never paths, models or
+templates; no request writes to disk; one request's text is bounded; a key guards every route but /health; a
+non-loopback host needs a key or --insecure. In process (ASGI), on the tiny random model."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi", reason="pip install 'readerfit[serve]'")
+import httpx
+
+from readerfit.cli.serve import add_args, config_from
+from readerfit.errors import InputError
+from readerfit.models.device import cache_root
+from readerfit.models.pool import ModelPool
+from readerfit.serve import ServeConfig
+from readerfit.serve.app import create_app
+from readerfit.serve.options import REQUEST_OPTIONS
+
+QUESTION = "Who wrote the book?"
+PASSAGES = ["The book was written by Anna. It sold well.", "The river runs north."]
+KEY = "k" * 8 + "-secret-1234"
+
+
+def call(app, requests):
+    """Each (method, path, json, headers) against the app in process; the responses in order."""
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app") as client:
+            return [await client.request(m, p, json=j, headers=h or {}) for m, p, j, h in requests]
+
+    return asyncio.run(go())
+
+
+@pytest.fixture(scope="module")
+def app(tiny_lm_dir):
+    tiny = str(tiny_lm_dir)
+    return create_app(ServeConfig(compressors=("none", "exit"), reader=tiny, scorers=("ppl", "sps"),
+                                  max_input_tokens=400, options={"exit": {"classifier": tiny, "splitter": "regex"}}))
+
+
+def post(app, path, body, headers=None):
+    return call(app, [("POST", path, body, headers)])[0]
+
+
+def test_path_options_are_refused_alike_for_existing_and_missing_files(app, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("Anna wrote the book.\nThe river runs north.\n")
+    folder = tmp_path / "adapter"
+    folder.mkdir()
+    cases = [("/v1/score", lambda p: {"texts": ["Anna wrote it."], "scorer": "sps",
+                                      "options": {"sps": {"source": f"hidden:{p}"}}}, "options.sps", "source"),
+             ("/v1/compress", lambda p: {"question": QUESTION, "passages": PASSAGES, "compressor": "exit",
+                                         "options": {"adapter": str(p)}}, "options", "adapter"),
+             ("/v1/compress", lambda p: {"question": QUESTION, "passages": PASSAGES, "compressor": "exit",
+                                         "options": {"classifier": str(p)}}, "options", "classifier")]
+    for path, body, field, option in cases:
+        there = post(app, path, body(secret if option == "source" else folder))
+        missing = post(app, path, body(tmp_path / "nothing-here"))
+        assert there.status_code == missing.status_code == 400, there.text
+        assert there.json()["field"] == field and repr(option) in there.json()["error"]
+        # the same answer whether the path exists or not, and nothing of the file or the path in it
+        assert there.json()["error"] == missing.json()["error"]
+        assert str(tmp_path) not in there.text and "Anna wrote" not in there.text
+
+
+@pytest.mark.parametrize(("path", "body", "field"), [
+    ("/v1/score", {"texts": ["a b"], "scorer": "sps", "options": {"sps": {"hidden_texts": ["x"] * 5}}}, "options.sps"),
+    ("/v1/score", {"texts": ["a b"], "scorer": "sps", "options": {"sps": {"cache": True}}}, "options.sps"),
+    ("/v1/seper", {"question": QUESTION, "answers": ["Anna"], "options": {"prompt": "{question} {question:x>5000000}"}},
+     "options"),
+    ("/v1/seper", {"question": QUESTION, "answers": ["Anna"], "options": {"prompt": "{nope}"}}, "options"),
+    ("/v1/seper", {"question": QUESTION, "answers": ["Anna"], "options": {"max_new_tokens": 5000}}, "options"),
+])
+def test_options_beyond_the_allowlist_are_400_naming_the_option(app, path, body, field):
+    start = time.perf_counter()
+    response = post(app, path, body)
+    assert response.status_code == 400 and response.json()["field"] == field, response.text
+    assert time.perf_counter() - start < 5  # refused before any model work (the 5 MB prompt was built first)
+
+
+def test_no_request_writes_to_disk(app):
+    before = sorted(p for p in cache_root().rglob("*") if p.is_file()) if cache_root().exists() else []
+    for options in ({"variance_ratio": 0.9}, {"centered": True}, {"variance_ratio": 0.8, "pool_from": 1}):
+        response = post(app, "/v1/score", {"texts": ["Anna wrote it."], "scorer": "sps", "options": {"sps": options}})
+        assert response.status_code == 200, response.text
+    response = post(app, "/v1/score", {"texts": ["Anna wrote it."], "scorer": "sps", "preset": "official"})
+    assert response.status_code == 200, response.text
+    after = sorted(p for p in cache_root().rglob("*") if p.is_file()) if cache_root().exists() else []
+    assert after == before
+
+
+def test_allowed_options_still_work(app):
+    response = post(app, "/v1/compress", {"question": QUESTION, "passages": PASSAGES, "compressor": "exit",
+                                          "options": {"rate": 0.5, "min_keep": 1}})
+    assert response.status_code == 200, response.text
+    assert response.json()["details"]["budget"]["rate"] == 0.5
+
+
+def test_text_over_the_input_limit_is_413_before_tokenizing(app):
+    long = " ".join(["word"] * 600)  # > 400 tokens
+    response = post(app, "/v1/compress", {"question": QUESTION, "passages": [long]})
+    assert response.status_code == 413 and response.json()["field"] == "passages", response.text
+    assert "--max-input-tokens" in response.json()["error"] and "tokens" in response.json()["error"]
+    huge = "x" * 400 * 40  # over 32 characters a token: refused by its length alone
+    response = post(app, "/v1/score", {"texts": [huge], "scorer": "ppl"})
+    assert response.status_code == 413 and "characters" in response.json()["error"], response.text
+    response = post(app, "/v1/seper", {"question": QUESTION, "answers": ["Anna"], "context": long})
+    assert response.status_code == 413 and response.json()["field"] == "context"
+
+
+def test_every_route_but_health_needs_the_key(tiny_lm_dir):
+    app = create_app(ServeConfig(compressors=("none",), reader=str(tiny_lm_dir), scorers=("ppl",), api_key=KEY))
+    body = {"question": QUESTION, "passages": PASSAGES}
+    good = {"Authorization": f"Bearer {KEY}"}
+    health, none, wrong, ok, listing, schema, listing_ok = call(app, [
+        ("GET", "/health", None, None), ("POST", "/v1/compress", body, None),
+        ("POST", "/v1/compress", body, {"Authorization": "Bearer " + "x" * len(KEY)}),
+        ("POST", "/v1/compress", body, good), ("GET", "/v1/compressors", None, None),
+        ("GET", "/openapi.json", None, None), ("GET", "/v1/compressors", None, good)])
+    assert health.status_code == 200
+    for refused in (none, wrong, listing, schema):
+        assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+        assert KEY not in refused.text and "Bearer <key>" in refused.json()["error"]
+    assert ok.status_code == 200 and ok.json()["kept"] == [0, 1]
+    assert listing_ok.status_code == 200
+    assert KEY not in repr(app.state.service.config)
+
+
+def serve_args(*argv):
+    p = argparse.ArgumentParser()
+    add_args(p)
+    return p.parse_args(list(argv))
+
+
+def test_a_public_host_needs_a_key_or_insecure(monkeypatch, tiny_lm_dir):
+    monkeypatch.delenv("READERFIT_API_KEY", raising=False)
+    with pytest.raises(InputError, match="--api-key"):
+        config_from(serve_args("--host", "0.0.0.0"))
+    assert config_from(serve_args("--host", "0.0.0.0", "--api-key", KEY)).api_key == KEY
+    assert config_from(serve_args("--host", "0.0.0.0", "--insecure")).api_key is None
+    assert config_from(serve_args()).api_key is None  # loopback: no key needed
+    monkeypatch.setenv("READERFIT_API_KEY", KEY)
+    assert config_from(serve_args("--host", "0.0.0.0")).api_key == KEY
+    with pytest.raises(InputError, match="16 printable"):
+        ServeConfig(api_key="short")
+
+
+def test_concurrent_first_loads_make_one_model(tiny_lm_dir):
+    pool = ModelPool(device="cpu")
+    got, errors = [], []
+
+    def load():
+        try:
+            got.append(pool.lm(str(tiny_lm_dir)))
+        except Exception as err:  # pragma: no cover - what the test is about
+            errors.append(err)
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(got) == 4 and all(m is got[0] for m in got)
+
+
+def test_every_listed_request_option_is_a_field_of_its_component():
+    from dataclasses import fields
+
+    from readerfit.compressors import COMPRESSORS
+    from readerfit.retrieval_utility.config import SePerConfig
+    from readerfit.scorers import SCORERS
+
+    classes = {**{n: COMPRESSORS.get(n).config_class for n in COMPRESSORS.names()},
+               **{n: SCORERS.get(n).config_class for n in SCORERS.names()}, "seper": SePerConfig}
+    assert set(REQUEST_OPTIONS) == set(classes)
+    for name, allowed in REQUEST_OPTIONS.items():
+        names = {f.name for f in fields(classes[name])}
+        assert allowed <= names, (name, allowed - names)
+        # nothing that names a file, a model or a prompt template
+        assert not allowed & {"classifier", "adapter", "embedder", "lm", "model", "compressor", "reader", "evaluator",
+                              "filter_file", "source", "hidden_texts", "cache", "prompt", "next_prompt",
+                              "context_prompt", "system_prompt", "context_system_prompt", "scorer_options"}
+
+
+def test_path_in_served_options_is_still_the_servers_choice(tiny_lm_dir, tmp_path):
+    """The start-up configuration may name files: only requests may not."""
+    texts = tmp_path / "bank.txt"
+    texts.write_text("Anna wrote the book.\nThe river runs north.\nRain fell all day.\n")
+    app = create_app(ServeConfig(compressors=("none",), reader=str(tiny_lm_dir), scorers=("sps",),
+                                 options={"sps": {"source": f"hidden:{texts}", "cache": False}}))
+    response = post(app, "/v1/score", {"texts": ["Anna wrote it."], "scorer": "sps"})
+    assert response.status_code == 200, response.text
+    assert Path(texts).exists()
