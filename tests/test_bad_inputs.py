@@ -197,7 +197,17 @@ def test_cli_bad_input(case, argv, fragment, files, capsys, monkeypatch):
 
 
 def _api_cases() -> list[tuple[str, Callable[[], Any], str]]:
-    from readerfit import ModelPool, Passage, QAExample, SupportingFact, build_compressor, compress, load_dataset
+    from readerfit import (
+        ModelPool,
+        Passage,
+        QAExample,
+        SupportingFact,
+        build_compressor,
+        compress,
+        load_dataset,
+        score,
+        seper,
+    )
     from readerfit.compressors.xcompress import FilterCalibration
     from readerfit.eval import EvalConfig
     from readerfit.retrieval_utility.judge import build_judge
@@ -244,6 +254,31 @@ def _api_cases() -> list[tuple[str, Callable[[], Any], str]]:
         ("nli judge without a model", lambda: build_judge("nli"), "needs a model"),
         ("blank judge", lambda: build_judge(" "), "judge"),
         ("filter file missing", lambda: FilterCalibration.load("/no/such/filter.json"), "does not exist"),
+        # the façade's argument types (each was an AttributeError/TypeError from deep inside)
+        ("compress reader a number", lambda: compress("Who?", ["Marta."], method="none", reader=5), "reader must be"),
+        ("compress reader a list", lambda: compress("Who?", ["Marta."], method="none", reader=["x"]),
+         "reader must be"),
+        ("compress pool a string", lambda: compress("Who?", ["Marta."], method="none", pool="x"), "pool must be"),
+        ("compress question None", lambda: compress(None, ["Marta."], method="none"), "non-empty question"),
+        ("compress method a number", lambda: compress("Who?", ["Marta."], method=3), "method must be"),
+        ("compress options a list", lambda: compress("Who?", ["Marta."], method="none", options=[1]),
+         "options must be"),
+        ("compress option given twice", lambda: compress("Who?", ["Marta."], method="exit", options={"rate": 0.2},
+                                                         rate=0.3), "given twice"),
+        # an option named like a façade argument (xcompress's reader) reaches the config: no TypeError
+        ("compress option named reader", lambda: compress("Who?", ["Marta."], method="none", options={"reader": "x"}),
+         "unknown option 'reader'"),
+        ("seper answers None", lambda: seper("Who?", None), "answers must be"),
+        ("seper answers a string", lambda: seper("Who?", "Marta"), "answers must be"),
+        ("seper context a number", lambda: seper("Who?", ["Marta"], context=5), "context must be"),
+        ("seper question blank", lambda: seper(" ", ["Marta"]), "non-empty question"),
+        ("seper prompt with a format spec", lambda: seper("Who?", ["Marta"], prompt="{question:x>5000000}"),
+         "is not a field it can use"),
+        ("seper prompt with an unknown field", lambda: seper("Who?", ["Marta"], prompt="{question} {nope}"),
+         "is not a field it can use"),
+        ("score contexts a string", lambda: score(["a"], scorer="ppl", contexts="x"), "contexts must be"),
+        ("score a text a number", lambda: score(["a", 3], scorer="ppl"), "texts[1]"),
+        ("score texts None", lambda: score(None, scorer="ppl"), "texts must be"),
     ]
 
 

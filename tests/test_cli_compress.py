@@ -86,7 +86,10 @@ def test_jsonl_prints_one_line_per_input_line_with_its_id(tiny_lm_dir, capsys, m
     code, out, err = run_cli(exit_args(tiny_lm_dir), capsys, monkeypatch, stdin=stdin)
     assert code == 0, err
     results = [json.loads(line) for line in out.splitlines()]
-    assert [r["id"] for r in results] == ["a", 2, 7]  # the line number where the line has no id
+    # where a line has no id: one from its content, the same wherever the line stands
+    from readerfit.cli.compress import content_id
+
+    assert [r["id"] for r in results] == ["a", content_id(lines[1]["question"], lines[1]["passages"]), 7]
     assert [list(r)[1:] for r in results] == [KEYS] * 3
     assert [r["question"] for r in results] == [x["question"] for x in lines]
 
@@ -139,8 +142,8 @@ def test_out_has_one_writer_and_holds_only_this_compressors_results(tiny_lm_dir,
     ('{"question": "Q", "passages": ["a"], "id": true}', "field 'id' must be a string or an integer"),
     ('{"question": "Q", "passages": ["a"]}\n{"question": "Q", "passages": []}', "stdin line 2: field 'passages' is empty"),
     ('{"question": "Q", "passages": ["a"]}\nnot json', "stdin line 2: not JSON"),
-    ('{"id": 2, "question": "Q", "passages": ["a"]}\n{"question": "Q", "passages": ["a"]}',
-     "stdin line 2: field 'id' 2 is also on line 1"),  # a line without an id has its line number
+    ('{"question": "Q", "passages": ["a"]}\n{"question": "Q", "passages": ["a"]}',
+     "stdin line 2 repeats line 1"),  # a line without an id has its content's
     ('{"id": "x", "question": "Q", "passages": ["a"]}\n{"id": "x", "question": "Q", "passages": ["a"]}',
      "stdin line 2: field 'id' 'x' is also on line 1"),
 ])
@@ -196,3 +199,50 @@ def test_exit_with_the_shipped_classifier_on_smollm2(capsys, monkeypatch):
     assert all(0.0 <= s <= 1.0 for s in result["scores"])
     assert result["kept"] == [i for i, s in enumerate(result["scores"]) if s >= 0.5]
     assert 0 <= result["tokens_out"] <= result["tokens_in"]
+
+
+def _bytes_stdin(monkeypatch, raw: bytes) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8", errors="surrogateescape"))
+
+
+@pytest.mark.parametrize(("raw", "fragment"), [
+    (b'{"question": "Who?", "passages": ["Anna \xff wrote it."]}', "stdin is not UTF-8 text (byte 40"),
+    (b'{"question": "Who?", "passages": ["Anna \\ud800 wrote it."]}', "lone surrogate '\\ud800'"),
+    (b'{"id": 1, "question": "Who?", "passages": ["a"]}\n{"question": "Who \\udcff?", "passages": ["b"]}',
+     "stdin line 2: a lone surrogate"),
+])
+def test_undecodable_input_is_a_clear_error(tiny_lm_dir, capsys, monkeypatch, raw, fragment):
+    """A non-UTF-8 byte used to pass through as \\udcff (exit 0), a lone surrogate to end in a tokenizer traceback."""
+    _bytes_stdin(monkeypatch, raw)
+    code, out, err = run_cli(["compress", "--compressor", "none", "--reader", str(tiny_lm_dir)], capsys, monkeypatch)
+    assert code == 2 and fragment in err and "Traceback" not in err, err
+    assert out == ""
+
+
+def test_a_utf8_bom_is_accepted(tiny_lm_dir, capsys, monkeypatch, tmp_path):
+    body = json.dumps({"question": QUESTION, "passages": PASSAGES}).encode()
+    _bytes_stdin(monkeypatch, b"\xef\xbb\xbf" + body)
+    code, out, err = run_cli(["compress", "--compressor", "none", "--reader", str(tiny_lm_dir), "--json"], capsys,
+                             monkeypatch)
+    assert code == 0, err
+    assert json.loads(out.splitlines()[-1])["question"] == QUESTION
+    file = tmp_path / "in.json"
+    file.write_bytes(b"\xef\xbb\xbf" + body)
+    code, out, err = run_cli(["compress", "--compressor", "none", "--reader", str(tiny_lm_dir), "--input", str(file),
+                              "--json"], capsys, monkeypatch)
+    assert code == 0, err
+
+
+def test_out_without_ids_survives_an_edited_input(tiny_lm_dir, tmp_path, capsys, monkeypatch):
+    """Line-number ids paired results with the wrong question after a line was inserted at the top."""
+    first = [{"question": f"Who wrote book {i}?", "passages": [f"Anna wrote book {i}."]} for i in range(2)]
+    inserted = [{"question": "Who wrote the new book?", "passages": ["Bea wrote the new book."]}, *first]
+    out = tmp_path / "out.jsonl"
+    for lines in (first, inserted):
+        stdin = "\n".join(json.dumps(x) for x in lines)
+        code, _, err = run_cli(["compress", "--compressor", "none", "--reader", str(tiny_lm_dir), "--no-progress",
+                                "--out", str(out)], capsys, monkeypatch, stdin=stdin)
+        assert code == 0, err
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["question"] for r in results) == sorted(x["question"] for x in inserted)  # each once
+    assert all(r["text"].split(" wrote ")[1].rstrip(".") in r["question"] for r in results)  # paired right

@@ -115,6 +115,10 @@ def test_empty_inputs_and_bad_arguments() -> None:
         ReaderfitCompressor(KeywordSentences(), options={"top_n": 2})
     with pytest.raises(InputError, match="non-empty question"):
         ReaderfitCompressor("none").compress_documents(DOCS, " ")
+    with pytest.raises(InputError, match=r"documents\[0\]: expected a LangChain Document"):  # was AttributeError
+        ReaderfitCompressor("none").compress_documents([{"page_content": "Marta founded it."}], "who?")
+    with pytest.raises(InputError, match="a list of LangChain Documents"):
+        ReaderfitCompressor("none").compress_documents("Marta founded it.", "who?")
 
 
 def test_contextual_compression_retriever_with_toy_retriever() -> None:

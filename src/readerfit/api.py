@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from readerfit.compressors import COMPRESSORS, BaseCompressor
@@ -54,10 +54,32 @@ def as_passages(passages: Sequence[str | dict[str, Any] | Passage]) -> list[Pass
     return out
 
 
+def _checked(*, question: str | None = None, method: str | None = None, pool: Any = None, reader: Any = None,
+             options: Mapping[str, Any] | None = None, keywords: dict[str, Any]) -> dict[str, Any]:
+    """The façade's arguments checked before any model loads; ``options`` and keyword options merged (an option
+    named like a façade argument, such as xcompress's ``reader``, goes in ``options=``)."""
+    if question is not None and (not isinstance(question, str) or not question.strip()):
+        raise InputError(f"expected a non-empty question (a string), got {type(question).__name__} {question!r:.60}")
+    if method is not None and not isinstance(method, str):
+        raise InputError(f"method must be a registered name (a string), got {type(method).__name__}")
+    if pool is not None and not isinstance(pool, ModelPool):
+        raise InputError(f"pool must be a readerfit.ModelPool or None, got {type(pool).__name__}")
+    if reader is not None and not isinstance(reader, str | LanguageModel):
+        raise InputError(f"reader must be a model name (a string) or a loaded LM, got {type(reader).__name__}")
+    if options is not None and not isinstance(options, Mapping):
+        raise InputError(f"options must be a dict of the config's fields, got {type(options).__name__}")
+    both = sorted(set(options or {}) & set(keywords))
+    if both:
+        raise InputError(f"option {both[0]!r} is given twice (in options= and as a keyword)")
+    return {**(options or {}), **keywords}
+
+
 def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], method: str = "exit", *,
              pool: ModelPool | None = None, reader: str | LanguageModel | None = None, preset: str | None = None,
-             **options: Any) -> Compression:
-    """The passages compressed for the question by a registered compressor (``options``: its config's fields).
+             options: Mapping[str, Any] | None = None, **kwargs: Any) -> Compression:
+    """The passages compressed for the question by a registered compressor (``options`` and keyword
+    arguments: its config's fields; a field named like an argument here, such as xcompress's ``reader``, goes
+    in ``options=``).
 
     ``reader`` (a name or an LM) is the reader the context is for: reader-aware methods score with it, and
     ``tokens_in`` / ``tokens_out`` count its tokens (0 without a reader). ``preset`` (``paper``, ``official``)
@@ -68,6 +90,7 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
     >>> c.text, c.kept
     ('Book\\nAnna wrote it.', [0])
     """
+    options = _checked(question=question, method=method, pool=pool, reader=reader, options=options, keywords=kwargs)
     given = as_passages(passages)  # checked before any model loads
     pool = pool or default_pool()
     reader_lm = pool.lm(reader) if isinstance(reader, str) else reader
@@ -92,7 +115,8 @@ def _options_key(options: dict[str, Any], *, what: str) -> str:
 
 def score(texts: Sequence[str], scorer: str = "sps", *, reader: str | LanguageModel = DEFAULT_LM,
           pool: ModelPool | None = None, prompts: Sequence[str] | None = None,
-          contexts: Sequence[str | None] | None = None, preset: str | None = None, **options: Any) -> list[float]:
+          contexts: Sequence[str | None] | None = None, preset: str | None = None,
+          options: Mapping[str, Any] | None = None, **kwargs: Any) -> list[float]:
     """Each text's score under the reader (``sps``, ``ppl`` or ``longppl``; lower = the reader uses it better).
 
     ``contexts``: plain text each text is scored after (None: the text alone); it is data, tokenized without
@@ -102,8 +126,15 @@ def score(texts: Sequence[str], scorer: str = "sps", *, reader: str | LanguageMo
     >>> import readerfit
     >>> scores = readerfit.score(["Paris is the capital of France."], scorer="ppl")   # doctest: +SKIP
     """
-    if isinstance(texts, str):
-        raise InputError("texts must be a list of strings, got a single string; wrap it in a list")
+    options = _checked(method=scorer, pool=pool, reader=reader, options=options, keywords=kwargs)
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise InputError(f"texts must be a list of strings, got {type(texts).__name__}"
+                         + ("; wrap it in a list" if isinstance(texts, str) else ""))
+    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise InputError(f"texts[{bad}] must be a string, got {type(texts[bad]).__name__}")
+    if contexts is not None and (isinstance(contexts, str) or not isinstance(contexts, Sequence)):
+        raise InputError(f"contexts must be a list (one context or None per text), got {type(contexts).__name__}")
     texts = list(texts)
     pool = pool or default_pool()
     lm = pool.lm(reader) if isinstance(reader, str) else reader
@@ -145,6 +176,15 @@ def seper(question: str, answers: Sequence[str], *, context: str | None = None, 
     >>> d = readerfit.seper("Who wrote Hamlet?", ["Shakespeare"], context="Hamlet is a play by Shakespeare.")  # doctest: +SKIP
     >>> d.soft                                                                                                # doctest: +SKIP
     """
+    _checked(question=question, pool=pool, keywords={})
+    if isinstance(answers, str) or not isinstance(answers, Sequence) or not answers \
+            or not all(isinstance(a, str) and a.strip() for a in answers):
+        raise InputError(f"answers must be a non-empty list of non-empty strings, got {answers!r:.80}")
+    if context is not None and not isinstance(context, str):
+        raise InputError(f"context must be a string or None, got {type(context).__name__}")
+    for name, value in (("generator", generator), ("judge", judge)):
+        if not isinstance(value, str):
+            raise InputError(f"{name} must be a name (a string), got {type(value).__name__}")
     s = SePer.from_pool(pool or default_pool(), generator=generator, judge=judge, **options)
     return s.seper(question, answers) if context is None else s.delta(question, answers, context)
 

@@ -9,7 +9,8 @@ ignored) prints the compressed text, and with ``--json`` then the result object 
 ``{"question", "compressor", "text", "units", "kept", "scores", "tokens_in", "tokens_out", "seconds",
 "details"}``
 (tokens are the reader's). JSONL — one such object per line, each with an optional ``"id"`` — prints one
-result object per line as it goes, each with its ``id`` (the line number where the line has none); with
+result object per line as it goes, each with its ``id`` (where the line has none, ``q-`` and a hash of its question
+and passages, so an edited file never pairs a stored result with another question); with
 ``--out FILE`` they are appended to FILE instead, and a rerun skips the ids already there. Every line is
 checked before any model loads.
 """
@@ -17,6 +18,7 @@ checked before any model loads.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from collections.abc import Iterator, Sequence
@@ -59,7 +61,7 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
 # ----- input -------------------------------------------------------------------------------------------------
 @dataclass
 class Item:
-    """One question and its passages, where it came from (for errors) and its id (given, else the line number)."""
+    """One question and its passages, where it came from (for errors) and its id (given, else from its content)."""
 
     where: str
     key: str | int
@@ -68,19 +70,47 @@ class Item:
     passages: list[Any]
 
 
-def read_source(path: str, *, what: str = "input") -> tuple[str, str]:
-    """(text, label) of ``path`` ('-': stdin)."""
+def decode_text(raw: bytes | str, label: str) -> str:
+    """UTF-8 text (a leading BOM dropped); anything else is an error naming the byte."""
+    if isinstance(raw, str):  # a text stream (tests, embedding): its text must still be encodable
+        text = raw
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise InputError(f"{label} is not UTF-8 text (character {err.start}: {err.reason})") from None
+    else:
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            raise InputError(f"{label} is not UTF-8 text (byte {err.start}: {err.reason})") from None
+    return text.removeprefix("\ufeff")
+
+
+def read_source(path: str, *, what: str = "input", flag: str = "--input") -> tuple[str, str]:
+    """(text, label) of ``path`` ('-': stdin), strictly UTF-8 (a BOM is dropped)."""
     if path == "-":
         if sys.stdin is None or sys.stdin.isatty():
-            raise InputError(f"no {what}: pipe it into the command, or give --input FILE")
-        return sys.stdin.read(), "stdin"
+            raise InputError(f"no {what}: pipe it into the command, or give {flag} FILE")
+        buffer = getattr(sys.stdin, "buffer", None)  # a replaced stdin (io.StringIO) has no bytes underneath
+        return decode_text(buffer.read() if buffer is not None else sys.stdin.read(), "stdin"), "stdin"
     file = Path(path)
     if not file.is_file():
-        raise InputError(f"--input {path!r} is not a file")
+        raise InputError(f"{flag} {path!r} is not a file")
     try:
-        return file.read_text(encoding="utf-8"), path
-    except UnicodeDecodeError as err:
-        raise InputError(f"--input {path!r} is not UTF-8 text (byte {err.start}: {err.reason})") from None
+        raw = file.read_bytes()
+    except OSError as err:
+        raise InputError(f"{flag} {path!r} cannot be read ({err.strerror})") from None
+    return decode_text(raw, f"{flag} {path!r}"), path
+
+
+def checked_json(value: Any, where: str) -> Any:
+    """``value`` when every string in it is text; a lone surrogate (JSON ``"\\ud800"``) is an error."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise InputError(f"{where}: a lone surrogate {err.object[err.start:err.end]!a} is not text (a JSON \\u "
+                         "escape of half a character pair)") from None
+    return value
 
 
 def json_lines(text: str, label: str) -> Iterator[tuple[int, Any]]:
@@ -88,9 +118,10 @@ def json_lines(text: str, label: str) -> Iterator[tuple[int, Any]]:
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                yield n, json.loads(line)
+                obj = json.loads(line)
             except json.JSONDecodeError as err:
                 raise InputError(f"{label} line {n}: not JSON ({err.msg} at column {err.colno})") from None
+            yield n, checked_json(obj, f"{label} line {n}")
 
 
 def _kind(value: Any) -> str:
@@ -124,8 +155,19 @@ def parse_item(obj: Any, *, where: str, line: int) -> Item:
     given = obj.get("id")
     if given is not None and (isinstance(given, bool) or not isinstance(given, (str, int))):
         raise InputError(f"{where}: field 'id' must be a string or an integer, got {_kind(given)}")
-    return Item(where=where, key=line if given is None else given, given_id=given is not None, question=question,
-                passages=passages)
+    return Item(where=where, key=content_id(question, passages) if given is None else given,
+                given_id=given is not None, question=question, passages=passages)
+
+
+def content_id(question: str, passages: list[Any]) -> str:
+    """The id of an input line without one: from its question and passages, so that an edited input file (a line
+    inserted, removed or moved) never pairs a stored result with another question on a rerun with ``--out``.
+
+    >>> content_id("Who?", ["Anna wrote it."]) == content_id("Who?", ["Anna wrote it."]) != content_id("Who?", ["B"])
+    True
+    """
+    blob = json.dumps([question, passages], sort_keys=True, ensure_ascii=False)
+    return "q-" + hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
 def read_items(text: str, label: str) -> tuple[list[Item], bool]:
@@ -137,14 +179,17 @@ def read_items(text: str, label: str) -> tuple[list[Item], bool]:
     except json.JSONDecodeError:
         whole = None
     else:
-        return [parse_item(whole, where=label, line=1)], False
+        return [parse_item(checked_json(whole, label), where=label, line=1)], False
     items: list[Item] = []
     seen: dict[str | int, int] = {}
     for n, obj in json_lines(text, label):
         item = parse_item(obj, where=f"{label} line {n}", line=n)
-        if item.key in seen:
+        if item.key in seen and item.given_id:
             raise InputError(f"{label} line {n}: field 'id' {item.key!r} is also on line {seen[item.key]}; "
                              "ids must be unique (a rerun with --out skips the ids it has)")
+        if item.key in seen:
+            raise InputError(f"{label} line {n} repeats line {seen[item.key]} (the same question and passages, no "
+                             "id); remove it, or give each line an 'id'")
         seen[item.key] = n
         items.append(item)
     return items, True
@@ -226,7 +271,7 @@ def _compress_all(args: argparse.Namespace, items: list[Item], *, many: bool, op
         for it in todo:
             try:
                 compression = api.compress(it.question, it.passages, method=args.compressor, pool=pool,
-                                           reader=reader, preset=args.preset, **options)
+                                           reader=reader, preset=args.preset, options=options)
             except InputError as err:
                 raise InputError(f"{it.where}: {err}") from None
             result = api.compression_json(compression, question=it.question, compressor=args.compressor,

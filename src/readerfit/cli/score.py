@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
                     scores[name] += api.score(
                         chunk, scorer=name, reader=reader, pool=pool, preset=args.preset,
                         contexts=None if contexts is None else contexts[start : start + CHUNK],
-                        **options.get(name, {}))
+                        options=options.get(name, {}))
                 except InputError as err:
                     raise InputError(f"{name}: {_line_named(str(err), label, numbers[start:])}") from None
                 bar.update(len(chunk))

@@ -12,11 +12,10 @@ as the last line. Models load in :func:`run`.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from readerfit.cli.compress import read_source
 from readerfit.cli.options import add_model_args, emit, finite_float, positive_int
 from readerfit.errors import InputError
 from readerfit.io import markdown_table
@@ -64,16 +63,7 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
 
 
 def _read_context(path: str) -> str:
-    if path == "-":
-        text = sys.stdin.read()
-    else:
-        file = Path(path)
-        if not file.is_file():
-            raise InputError(f"--context {path!r} is not a file")
-        try:
-            text = file.read_text(encoding="utf-8")
-        except UnicodeDecodeError as err:
-            raise InputError(f"--context {path!r} is not UTF-8 text (byte {err.start}: {err.reason})") from None
+    text, _ = read_source(path, what="context", flag="--context")
     if not text.strip():
         raise InputError(f"--context {path!r} is empty")
     return text

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from readerfit.compressors import BaseCompressor, build_compressor
-from readerfit.errors import require
+from readerfit.errors import InputError, require
 from readerfit.models.pool import ModelPool
 from readerfit.types import Compression, Passage
 
@@ -79,6 +79,14 @@ class ReaderfitCompressor(BaseDocumentCompressor):
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
         """The compressed context of ``documents`` for ``query``; no documents (or only empty ones) give []."""
+        if isinstance(documents, str | Document) or not isinstance(documents, Sequence):
+            raise InputError(f"documents must be a list of LangChain Documents, got {type(documents).__name__}")
+        if not isinstance(query, str) or not query.strip():
+            raise InputError(f"expected a non-empty question (the query string), got {type(query).__name__}")
+        bad = next((i for i, d in enumerate(documents) if not isinstance(d, Document)), None)
+        if bad is not None:
+            raise InputError(f"documents[{bad}]: expected a LangChain Document (page_content, metadata), got "
+                             f"{type(documents[bad]).__name__}; wrap text as Document(page_content=...)")
         # drop empty documents here, as the compressor would, so its passage indices are ours too
         indexed = [(i, d) for i, d in enumerate(documents) if d.page_content.strip()]
         if not indexed:

@@ -19,6 +19,7 @@ Where each setting comes from is in ``docs/fidelity/seper.md``. In short:
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -125,6 +126,10 @@ class SePerConfig:
         if isinstance(self.stop, str) or not all(isinstance(s, str) and s for s in self.stop):
             raise InputError(f"stop must be a list of non-empty strings, got {self.stop!r}")
         self.stop = tuple(self.stop)
+        for name, template in (("prompt", self.prompt), ("context_prompt", self.context_prompt),
+                               ("system_prompt", self.system_prompt),
+                               ("context_system_prompt", self.context_system_prompt)):
+            check_template(name, template, fields=("question", "reference"))
         if "{question}" not in self.prompt + self.system_prompt:
             raise InputError("prompt (or system_prompt) must contain {question}")
         context = self.context_prompt + self.context_system_prompt
@@ -151,3 +156,27 @@ class SePerConfig:
         """The question the judge reads (with "?" appended under ``question_mark``)."""
         q = question.strip()
         return q + "?" if self.question_mark and not q.endswith("?") else q
+
+
+def check_template(name: str, text: Any, *, fields: tuple[str, ...]) -> None:
+    """A prompt template that may name only ``fields``, as plain ``{field}`` (no format spec, conversion,
+    attribute or index: one of those could make formatting build megabytes or fail late).
+
+    >>> check_template("prompt", "Q: {question}", fields=("question",))
+    >>> check_template("prompt", "{question:x>5000000}", fields=("question",))   # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    readerfit.errors.InputError: prompt: '{question:x>5000000}' ...
+    """
+    if not isinstance(text, str):
+        raise InputError(f"{name} must be a string template, got {type(text).__name__}")
+    try:
+        parts = list(string.Formatter().parse(text))
+    except ValueError as err:
+        raise InputError(f"{name} is not a valid template ({err}); write literal braces as {{{{ and }}}}") from None
+    for _, field, spec, conversion in parts:
+        if field is None:
+            continue
+        if field not in fields or spec or conversion:
+            shown = "{" + field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            raise InputError(f"{name}: {shown!r} is not a field it can use; a template may hold only "
+                             f"{', '.join('{' + f + '}' for f in fields)} (write literal braces as {{{{ and }}}})")

@@ -85,7 +85,7 @@ class Service:
         preset = preset or self.config.preset
         checked_config(COMPRESSORS.get(name).config_class, merged, what=f"compressor {name!r}", preset=preset)
         compression = api.compress(question, passages, method=name, pool=self.pool, reader=self.reader,
-                                   preset=preset, **merged)
+                                   preset=preset, options=merged)
         return api.compression_json(compression, question=question, compressor=name, id=id)
 
     def score(self, texts: Sequence[str], *, contexts: Sequence[str | None] | None = None,
@@ -107,7 +107,7 @@ class Service:
             checked_config(SCORERS.get(name).config_class, merged, what=f"scorer {name!r}",
                            preset=preset or self.config.preset, field=f"options.{name}")
             out[name] = api.score(list(texts), scorer=name, reader=self.reader, pool=self.pool, contexts=contexts,
-                                  preset=preset or self.config.preset, **merged)
+                                  preset=preset or self.config.preset, options=merged)
         return api.score_json(out)
 
     def seper(self, question: str, answers: Sequence[str], *, context: str | None = None,
