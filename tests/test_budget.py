@@ -226,3 +226,56 @@ def test_the_achieved_rate_is_in_the_json_output():
     budget = out["details"]["budget"]
     assert budget["rate"] == 0.4 and budget["tokens_out"] <= budget["limit"]
     assert budget["achieved_rate"] == pytest.approx(budget["tokens_out"] / budget["tokens_in"])
+
+
+class StubWriter:
+    """A summariser that always writes the same three sentences; counts words as its tokens."""
+
+    SUMMARY = "Anna wrote the book. It sold well in the north. The river runs north."
+
+    def chat(self, text):
+        return text
+
+    def generate(self, prompts, max_new_tokens):
+        from readerfit.types import Generation
+
+        return [[Generation(text=self.SUMMARY, token_ids=[1] * 14, token_logprobs=[0.0] * 14)] for _ in prompts]
+
+    def count_tokens(self, text):
+        return word_count(text)
+
+
+@pytest.mark.parametrize(("options", "kept_sentences"), [
+    ({}, 3), ({"rate": 1.0}, 3), ({"target_tokens": 9}, 1), ({"target_tokens": 10}, 2), ({"target_tokens": 3}, 0),
+    ({"rate": 0.5}, None),
+])
+def test_summary_length_budget_cuts_at_a_sentence_end(options, kept_sentences):
+    from readerfit.compressors.xcompress.summary import Summary, SummaryConfig
+
+    passages = [Passage("Anna wrote the book in Halvik. It sold well in the north and the south. "
+                        "The river runs north past the town.", title="Book")]
+    writer = StubWriter()
+    c = Summary(writer, SummaryConfig(**options), counter=writer).compress(QUESTION, passages)
+    sentences = StubWriter.SUMMARY.split(". ")
+    if not options:
+        assert c.text == StubWriter.SUMMARY and "budget" not in c.details
+        return
+    budget = c.details["budget"]
+    assert budget["tokens_out"] == word_count(c.text) <= budget["limit"]
+    assert budget["achieved_rate"] == pytest.approx(budget["tokens_out"] / budget["tokens_in"])
+    if kept_sentences is None:  # rate 0.5 of 22 words: 11, so two sentences (9 + ... words) at most
+        assert budget["limit"] == int(0.5 * word_count(passages[0].render()))
+        kept_sentences = 3 - budget["cut_sentences"]
+    assert budget["cut_sentences"] == 3 - kept_sentences
+    expected = ". ".join(sentences[:kept_sentences]) + ("." if 0 < kept_sentences < 3 else "")
+    assert c.text == expected
+    assert c.text != join_passages(passages)  # a budget never falls back to the passages
+
+
+def test_summary_budget_options_are_validated():
+    from readerfit.compressors.xcompress.summary import SummaryConfig
+
+    with pytest.raises(InputError, match="rate"):
+        SummaryConfig(rate=1.5)
+    with pytest.raises(InputError, match="target_tokens"):
+        SummaryConfig(target_tokens=0)

@@ -70,6 +70,21 @@ class Budget:
         return min(caps) if caps else None
 
 
+def fit_text(sentences: Sequence[str], *, limit: int, count: TokenCounter) -> tuple[str, int]:
+    """(the longest run of leading ``sentences`` whose text fits ``limit`` tokens, how many were left out): a
+    generated text held to a budget is cut at a sentence end, never inside one.
+
+    >>> fit_text(["One two.", "Three four five.", "Six."], limit=5, count=word_count)
+    ('One two. Three four five.', 1)
+    >>> fit_text(["One two three."], limit=2, count=word_count)
+    ('', 1)
+    """
+    kept = 0
+    while kept < len(sentences) and count(" ".join(sentences[: kept + 1])) <= limit:
+        kept += 1
+    return " ".join(sentences[:kept]), len(sentences) - kept
+
+
 @runtime_checkable
 class Budgeted(Protocol):
     """A compressor that selects scored units: one scored compression can be cut to any budget, exactly as

@@ -17,7 +17,7 @@ from typing import Any
 
 from readerfit.serve.config import MAX_SEPER_NEW_TOKENS, BadField
 
-_SUMMARY = frozenset({"max_new_tokens", "document_format", "split", "budget"})
+_SUMMARY = frozenset({"max_new_tokens", "document_format", "split", "budget", "rate", "target_tokens"})
 _BUDGET = frozenset({"rate", "target_tokens"})
 
 REQUEST_OPTIONS: dict[str, frozenset[str]] = {

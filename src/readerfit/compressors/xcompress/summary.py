@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor, join_passages
+from readerfit.compressors.budget import Budget, check_budget, fit_text
 from readerfit.compressors.xcompress.prompts import (
     COMPACT_NEXT_PROMPT,
     COMPACT_PROMPT,
@@ -30,6 +31,7 @@ from readerfit.compressors.xcompress.prompts import (
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.specs import DEFAULT_LM
+from readerfit.text.split import split_sentences
 from readerfit.types import Compression, Generation, Passage
 
 XCOMPRESS_PROMPT = PAPER_PROMPT  # the name readerfit has used for the paper's prompt
@@ -63,7 +65,10 @@ class SummaryConfig:
 
     ``split``: how the evaluation is cut off (``readerfit``: at a line labelled "Evaluation", a "Summary:"
     label removed; ``official``: the released code's split and parse). ``budget``: never more tokens than the
-    passages (else the passages).
+    passages (else the passages). ``rate`` / ``target_tokens``: a length budget in the reader's tokens (the
+    fraction of the passages', and/or a count): candidates over it are passed over (xcompress), and a summary
+    over it is cut at the last sentence end that fits (``details["budget"]["cut_sentences"]``), never
+    replaced by the passages.
     """
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -85,8 +90,11 @@ class SummaryConfig:
     max_iterations: int = 6
     split: str = "readerfit"
     budget: bool = True
+    rate: float | None = None
+    target_tokens: int | None = None
 
     def __post_init__(self) -> None:
+        check_budget(self.rate, self.target_tokens)
         if self.max_new_tokens < 1:
             raise InputError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         check_prompt(self.prompt)
@@ -190,7 +198,10 @@ class Summary(BaseCompressor):
     # the compressor
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
         cfg = self.config
-        budget = self.counter.count_tokens(join_passages(passages)) if cfg.budget else None
+        tokens_in = self.counter.count_tokens(join_passages(passages))
+        limit = Budget(cfg.rate, cfg.target_tokens).limit(tokens_in=tokens_in)
+        budget = min(x for x in (tokens_in if cfg.budget else None, limit) if x is not None) \
+            if cfg.budget or limit is not None else None
         seed = question_seed(getattr(cfg, "seed", 0), question)
         if cfg.segment_size is None:
             step = self.step(question, self.prompt_for(question, passages), seed=seed, budget=budget)
@@ -205,7 +216,19 @@ class Summary(BaseCompressor):
             details["evaluations"] = step.evaluations
         metrics = {"sampled": float(step.sampled)} if self._samples() else {}
         text, kept = step.text, list(step.kept)
-        if budget is not None:
+        if limit is not None:
+            # a length budget: held to it by cutting at a sentence end (the passages would break it)
+            summary = step.text or self._first_summary(step)
+            text, cut = fit_text(split_sentences(summary, splitter="regex"), limit=limit,
+                                 count=self.counter.count_tokens) if summary else ("", 0)
+            kept = kept or ([0] if text else [])
+            tokens_out = self.counter.count_tokens(text) if text else 0
+            details["budget"] = {"rate": cfg.rate, "target_tokens": cfg.target_tokens, "limit": limit,
+                                 "tokens_in": tokens_in, "tokens_out": tokens_out,
+                                 "achieved_rate": tokens_out / tokens_in if tokens_in else 0.0,
+                                 "cut_sentences": cut}
+            metrics["budget_cut"] = float(cut > 0)
+        elif budget is not None:
             over = step.text and self.counter.count_tokens(step.text) > budget
             details["budget_tokens"] = budget
             details["fallback"] = "passages" if over or not step.kept else None
@@ -218,6 +241,14 @@ class Summary(BaseCompressor):
 
     def _samples(self) -> bool:
         return False
+
+    @staticmethod
+    def _first_summary(step: Step) -> str:
+        """The candidate to cut when none fits the budget: the best-ranked (lowest score), else the first."""
+        if not step.units:
+            return ""
+        best = min(range(len(step.units)), key=lambda i: (step.scores[i], i)) if step.scores else 0
+        return step.units[best]
 
     def _iterate(self, question: str, passages: list[Passage], *, seed: int, budget: int | None) -> list[Step]:
         """CompAct: one step per segment of ``segment_size`` passages (at most ``max_iterations``), each shown
