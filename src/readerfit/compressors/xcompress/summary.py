@@ -247,7 +247,8 @@ class Summary(BaseCompressor):
         """The candidate to cut when none fits the budget: the best-ranked (lowest score), else the first."""
         if not step.units:
             return ""
-        best = min(range(len(step.units)), key=lambda i: (step.scores[i], i)) if step.scores else 0
+        scores = step.scores
+        best = min(range(len(step.units)), key=lambda i: (scores[i], i)) if scores else 0
         return step.units[best]
 
     def _iterate(self, question: str, passages: list[Passage], *, seed: int, budget: int | None) -> list[Step]:
