@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from tqdm.auto import tqdm
 
-    from readerfit.cli.options import parse_options, set_threads
+    from readerfit.cli.options import set_threads
+    from readerfit.registry import parse_options
     from readerfit.data import load_dataset
     from readerfit.errors import ReaderfitError
     from readerfit.eval.harness import build_pipelines

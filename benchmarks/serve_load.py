@@ -7,7 +7,11 @@ shipped demo questions with their own passages, in turn. Every response must be 
 object; the table's ``errors`` column must read 0, else the script exits 1.
 
     python benchmarks/serve_load.py [--endpoint compress|score|seper] [--compressor exit] [--requests 48] \
-        [--levels 1 4 16] [--max-concurrency 1] [--threads 1] [--url http://127.0.0.1:8080] [--json]
+        [--levels 1 4 16] [--max-concurrency 1] [--threads 1] [--url http://127.0.0.1:8080] [--json] \
+        [--mixed 12000]
+
+``--mixed CHARS``: at each level, the short requests alone and then beside one client that sends a request of
+CHARS characters of text over and over (a server with ``--long-request-chars`` below CHARS runs it in its own lane).
 
 p99 is the nearest-rank percentile: with 48 requests a level it is the slowest request.
 ``--json`` prints the result object on the last line; it is also written to ``--out``.
@@ -89,6 +93,52 @@ async def run_level(url: str, endpoint: str, payloads: list[dict], *, clients: i
             "p99_ms": 1000 * percentile(latencies, 99), "mean_ms": 1000 * statistics.fmean(latencies)}
 
 
+def long_body(endpoint: str, compressor: str, chars: int) -> dict:
+    """One request with about ``chars`` characters of text: the demo passages, in turn, until it is that long."""
+    from readerfit.data import load_demo
+
+    passages = [p for ex in load_demo() for p in ex.passages]
+    picked, total = [], 0
+    while total < chars:
+        p = passages[len(picked) % len(passages)]
+        picked.append(p)
+        total += len(p.title) + len(p.text)
+    question = load_demo()[0].question
+    if endpoint == "compress":
+        return {"question": question, "passages": [p.to_dict() for p in picked], "compressor": compressor}
+    if endpoint == "score":
+        return {"texts": [" ".join(p.render() for p in picked)], "scorer": "sps"}
+    return {"question": question, "answers": load_demo()[0].answers, "context": " ".join(p.render() for p in picked),
+            "options": {"n": 4, "max_new_tokens": 16}}
+
+
+async def run_mixed(url: str, endpoint: str, payloads: list[dict], long: dict, *, clients: int,
+                    requests: int) -> dict:
+    """The short requests' latency while one client keeps sending the long request, one after another."""
+    import httpx
+
+    stop = asyncio.Event()
+    long_ms: list[float] = []
+    long_errors: list[str] = []
+
+    async def keep_sending() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=600) as session:
+            while not stop.is_set():
+                start = time.perf_counter()
+                r = await session.post(f"/v1/{endpoint}", json=long)
+                if r.status_code != 200:
+                    long_errors.append(f"{r.status_code}: {r.text[:200]}")
+                long_ms.append(1000 * (time.perf_counter() - start))
+
+    task = asyncio.create_task(keep_sending())
+    await asyncio.sleep(1.0)  # the long request is in model work before the short ones start
+    short = await run_level(url, endpoint, payloads, clients=clients, requests=requests)
+    stop.set()
+    await task
+    return {**short, "long_requests": len(long_ms), "long_mean_ms": statistics.fmean(long_ms) if long_ms else None,
+            "long_errors": long_errors[:3]}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -102,7 +152,8 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str, Path]
     log = Path(tempfile.mkdtemp(prefix="serve-load-")) / "server.log"
     command = [sys.executable, "-m", "readerfit.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
                "--compressor", args.compressor, "--reader", args.reader, "--max-concurrency", str(args.max_concurrency),
-               "--log-level", "warning"] + (["--threads", str(args.threads)] if args.threads else [])
+               "--log-level", "warning"] + (["--threads", str(args.threads)] if args.threads else []) \
+        + ["--long-request-chars", str(args.long_request_chars)]
     env = {**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})}
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -127,6 +178,10 @@ def main() -> None:
     p.add_argument("--levels", type=int, nargs="+", default=[1, 4, 16], help="concurrent clients")
     p.add_argument("--max-concurrency", type=int, default=1, help="the started server's --max-concurrency")
     p.add_argument("--threads", type=int, default=None, help="the started server's torch threads")
+    p.add_argument("--mixed", type=int, default=0, metavar="CHARS",
+                   help="also time the short requests beside one client sending a request of CHARS characters of "
+                        "text over and over (the mixed load), against the same short requests alone")
+    p.add_argument("--long-request-chars", type=int, default=8000, help="the started server's --long-request-chars")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "serve_load.json"))
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
@@ -146,6 +201,13 @@ def main() -> None:
         asyncio.run(run_level(url, args.endpoint, payloads, clients=1, requests=2))  # warm-up, not counted
         levels = [asyncio.run(run_level(url, args.endpoint, payloads, clients=c, requests=args.requests))
                   for c in args.levels]
+        mixed = []
+        if args.mixed:
+            long = long_body(args.endpoint, args.compressor, args.mixed)
+            for c in args.levels:
+                alone = asyncio.run(run_level(url, args.endpoint, payloads, clients=c, requests=args.requests))
+                beside = asyncio.run(run_mixed(url, args.endpoint, payloads, long, clients=c, requests=args.requests))
+                mixed += [{**alone, "load": "short alone"}, {**beside, "load": f"beside one {args.mixed}-char request"}]
     finally:
         if process is not None:
             process.terminate()
@@ -153,12 +215,19 @@ def main() -> None:
     result = {"endpoint": args.endpoint, "compressor": args.compressor if args.endpoint == "compress" else None,
               "server": {k: health.get(k) for k in ("reader", "compressors", "scorers", "max_concurrency")},
               "threads": args.threads, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "levels": levels,
-              "errors": sum(level["errors"] for level in levels)}
+              "errors": sum(level["errors"] for level in levels + mixed)
+              + sum(len(m.get("long_errors", [])) for m in mixed), "mixed": mixed}
     table = markdown_table(levels, [("clients", "clients", ""), ("requests", "requests", ""), ("errors", "errors", ""),
                                     ("rps", "requests/s", ".2f"), ("p50_ms", "p50 ms", ".0f"),
                                     ("p99_ms", "p99 ms", ".0f")])
     write_json(args.out, result)
     print(table)
+    if mixed:
+        print("\nmixed load: the short requests alone and beside one long request sent over and over\n")
+        print(markdown_table(mixed, [("load", "load", ""), ("clients", "clients", ""), ("requests", "requests", ""),
+                                     ("errors", "errors", ""), ("p50_ms", "short p50 ms", ".0f"),
+                                     ("p99_ms", "short p99 ms", ".0f"), ("long_requests", "long requests", ""),
+                                     ("long_mean_ms", "long mean ms", ".0f")]))
     print(f"\n{args.endpoint} ({result['compressor'] or ''}) on {url}; server max_concurrency "
           f"{health.get('max_concurrency')}; errors: {result['errors']}; written to {args.out}")
     if args.json:

@@ -7,7 +7,9 @@
     POST /v1/seper          {"question", "answers", "context"?, "options"?, "preset"?} → seper --json's object
     GET  /openapi.json      the schema
 
-Model work runs in worker threads, at most ``max_concurrency`` at once (the rest wait their turn). Every
+Model work runs in worker threads, at most ``max_concurrency`` at once (the rest wait their turn); a request with
+more than ``long_request_chars`` of text runs in a lane of its own, so it never holds up shorter ones. Work stops
+when the client disconnects or after ``request_timeout`` (504). Every
 error is JSON: ``{"error": message, "field": the request field or null, ...}`` — 422 for a body that does not
 match the schema (an unknown compressor lists the registered and served ones), 400 for input the method
 refuses, 413 for a body over ``max_body_bytes``, 503 when the server lacks a package or backend.
@@ -16,6 +18,7 @@ refuses, 413 for a body over ``max_body_bytes``, 503 when the server lacks a pac
 
 import hmac
 import logging
+import threading
 from typing import Any
 
 import anyio
@@ -28,6 +31,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from readerfit import __version__
 from readerfit.compressors import COMPRESSORS
 from readerfit.errors import BackendUnavailableError, MissingPackageError, ReaderfitError
+from readerfit.serve.cancel import RequestCancelled, cancellable
+from readerfit.serve.cancel import install as install_cancel_hook
 from readerfit.serve.config import BadField, ServeConfig
 from readerfit.serve.errors import Refused, error_response, validation_response
 from readerfit.serve.pool import ServingPool
@@ -51,6 +56,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorResponse, "description": "input the method refuses (the message says why)"},
     401: {"model": ErrorResponse, "description": "no or a wrong bearer key (a server started with --api-key)"},
     413: {"model": ErrorResponse, "description": "request body or its text over the server's limits"},
+    504: {"model": ErrorResponse, "description": "the request took longer than --request-timeout (its work stopped)"},
     422: {"model": ErrorResponse, "description": "a body that does not match the schema; `field` names it"},
     503: {"model": ErrorResponse, "description": "the server lacks a package or a backend for this request"},
 }
@@ -60,7 +66,9 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
     """Load the models of ``config`` (or take a loaded ``service``) and build the app."""
     service = service or Service(config, pool=pool).load()
     config = service.config
+    install_cancel_hook()
     limiter = anyio.CapacityLimiter(config.max_concurrency)
+    long_lane = anyio.CapacityLimiter(1)  # long requests, one at a time, beside the others
     CompressRequest, ScoreRequest = request_models(config.compressors, config.scorers)
 
     app = FastAPI(title="readerfit", version=__version__,
@@ -71,15 +79,47 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
         app.add_middleware(BearerAuth, key=config.api_key)  # added last: it runs first
     _add_error_handlers(app, service)
 
-    async def work(fn: Any, /, **kwargs: Any) -> Any:
+    async def work(fn: Any, /, request: Request, chars: int, **kwargs: Any) -> Any:
+        """``fn(**kwargs)`` in a worker thread of its lane; stopped when the client disconnects or time is up."""
+        stop = threading.Event()
+        timed_out = False
+
         def run() -> Any:
             service.enter()
             try:
-                return fn(**kwargs)
+                return cancellable(lambda: fn(**kwargs), stop)
             finally:
                 service.leave()
 
-        return await anyio.to_thread.run_sync(run, limiter=limiter)
+        async def watch() -> None:
+            nonlocal timed_out
+            with anyio.move_on_after(config.request_timeout):
+                while not await request.is_disconnected():
+                    await anyio.sleep(0.2)
+                stop.set()  # the client is gone: stop its work at the next forward pass
+                return
+            timed_out = True
+            stop.set()
+
+        lane = long_lane if chars > config.long_request_chars else limiter
+        result: Any = None
+        error: Exception | None = None
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(watch)
+            try:
+                result = await anyio.to_thread.run_sync(run, limiter=lane)
+            except Exception as err:  # raised after the group, so the handlers see it, not an ExceptionGroup
+                error = err
+            finally:
+                tasks.cancel_scope.cancel()
+        if isinstance(error, RequestCancelled):
+            if timed_out:
+                raise Refused(504, f"the request took longer than this server's {config.request_timeout:g} s "
+                                   "(--request-timeout); its work was stopped")
+            raise Refused(499, "the client disconnected; the work was stopped")
+        if error is not None:
+            raise error
+        return result
 
     def fixed(body: Any) -> None:
         if config.fixed_options and (body.options or body.preset is not None):
@@ -98,27 +138,31 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
                         for n in COMPRESSORS.names()])
 
     @app.post("/v1/compress", response_model=CompressResponse, response_model_exclude_unset=True, responses=ERRORS)
-    async def compress(body: CompressRequest) -> Any:  # type: ignore[valid-type]
+    async def compress(body: CompressRequest, request: Request) -> Any:  # type: ignore[valid-type]
         fixed(body)
         passages = [p if isinstance(p, str) else p.model_dump(exclude_none=True) for p in body.passages]  # type: ignore[attr-defined]
-        return await work(service.compress, question=body.question, passages=passages,  # type: ignore[attr-defined]
+        chars = len(body.question) + sum(len(p) if isinstance(p, str) else len(p.get("text", "")) + len(p.get("title", ""))  # type: ignore[attr-defined]
+                                         for p in passages)
+        return await work(service.compress, request, chars, question=body.question, passages=passages,  # type: ignore[attr-defined]
                           compressor=body.compressor, options=body.options, preset=body.preset,  # type: ignore[attr-defined]
                           id=body.id)  # type: ignore[attr-defined]
 
     @app.post("/v1/score", response_model=ScoreResponse, responses=ERRORS)
-    async def score(body: ScoreRequest) -> Any:  # type: ignore[valid-type]
+    async def score(body: ScoreRequest, request: Request) -> Any:  # type: ignore[valid-type]
         fixed(body)
         items = [t if isinstance(t, TextObject) else TextObject(text=t) for t in body.texts]  # type: ignore[attr-defined]
         scorers = body.scorer if isinstance(body.scorer, list) else [body.scorer]  # type: ignore[attr-defined]
         contexts = [t.context for t in items]
-        return await work(service.score, texts=[t.text for t in items],
+        chars = sum(len(t.text) + len(t.context or "") for t in items)
+        return await work(service.score, request, chars, texts=[t.text for t in items],
                           contexts=None if all(c is None for c in contexts) else contexts, scorers=scorers,
                           options=body.options, preset=body.preset)  # type: ignore[attr-defined]
 
     @app.post("/v1/seper", response_model=SePerResponse, responses=ERRORS)
-    async def seper(body: SePerRequest) -> Any:
+    async def seper(body: SePerRequest, request: Request) -> Any:
         fixed(body)
-        return await work(service.seper, question=body.question, answers=body.answers, context=body.context,
+        chars = len(body.question) + sum(map(len, body.answers)) + len(body.context or "")
+        return await work(service.seper, request, chars, question=body.question, answers=body.answers, context=body.context,
                           options=body.options, preset=body.preset)
 
     return app

@@ -50,6 +50,10 @@ class ServeConfig:
     max_body_bytes: int = param(1_048_576, help="largest request body; a larger one gets 413")
     max_input_tokens: int = param(8192, help="most reader tokens of text in one request (question, passages, "
                                              "texts, contexts, answers); a larger one gets 413")
+    request_timeout: float = param(120.0, help="seconds a request may take; then 504, and its model work stops "
+                                               "(as it does when the client disconnects)")
+    long_request_chars: int = param(8000, help="a request with more characters of text than this runs in its own "
+                                               "lane, one at a time, so it never holds up shorter requests")
     max_built: int = param(32, help="compressors/scorers built for requests' options kept at once (least "
                                     "recently used dropped first; the models they use stay loaded)")
     fixed_options: bool = param(False, help="refuse requests that set options or a preset: serve exactly the "
@@ -78,7 +82,10 @@ class ServeConfig:
         unknown = sorted(set(self.scorers) - set(SCORERS.names()))
         if unknown:
             raise SCORERS.unknown(unknown[0])
-        for name in ("max_concurrency", "max_body_bytes", "max_built", "max_input_tokens"):
+        if isinstance(self.request_timeout, bool) or not isinstance(self.request_timeout, int | float) \
+                or not self.request_timeout > 0:
+            raise InputError(f"request_timeout must be a positive number of seconds, got {self.request_timeout!r}")
+        for name in ("max_concurrency", "max_body_bytes", "max_built", "max_input_tokens", "long_request_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"{name} must be a positive integer, got {value!r}")

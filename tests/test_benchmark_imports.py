@@ -1,0 +1,31 @@
+"""The benchmark scripts import readerfit lazily, inside main(): every name they import must exist (a module
+move once broke benchmarks/e2e_latency.py unseen, since no test runs the scripts end to end)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "benchmarks").glob("*.py"))
+
+
+def readerfit_imports(path: Path) -> list[tuple[str, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+            and node.module and node.module.split(".")[0] == "readerfit" for alias in node.names]
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.name for s in SCRIPTS])
+def test_every_readerfit_name_a_benchmark_imports_exists(script):
+    for module, name in readerfit_imports(script):
+        try:
+            loaded = importlib.import_module(module)
+        except ImportError as err:  # an optional package the module needs: not this test's concern
+            if err.name and not err.name.startswith("readerfit"):
+                continue
+            raise
+        assert hasattr(loaded, name) or importlib.util.find_spec(f"{module}.{name}") is not None, \
+            f"{script.name}: from {module} import {name}"
