@@ -12,12 +12,12 @@ import time
 import pytest
 
 pytest.importorskip("fastapi", reason="pip install 'readerfit[serve]'")
-import anyio  # noqa: E402
-import httpx  # noqa: E402
-import torch  # noqa: E402
+import anyio
+import httpx
+import torch
 
-from readerfit.serve import ServeConfig  # noqa: E402
-from readerfit.serve.app import create_app  # noqa: E402
+from readerfit.serve import ServeConfig
+from readerfit.serve.app import create_app
 
 PASSAGES = ["The book was written by Anna."]
 
