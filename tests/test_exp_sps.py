@@ -45,7 +45,7 @@ def test_sps_correlation_cli_runs_resumes_and_plots(tiny_lm_dir, tiny_data, tmp_
     result = _last_json(capsys)
     assert result["n_questions"] == 2 and set(result["scorers"]) == {"sps", "ppl", "longppl"}
     for entry in result["scorers"].values():
-        assert set(entry) == {"auroc", "pcc_em", "pcc_f1", "pcc_contains"}
+        assert set(entry) == {"auroc_pooled", "auroc", "pcc_em", "pcc_f1", "pcc_contains"}
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     assert len(records) == 2 and all(len(r["summaries"]) == 3 and set(r["scores"]) == {"sps", "ppl", "longppl"}
                                       for r in records)
@@ -89,6 +89,8 @@ def test_summarize_by_hand() -> None:
     # within-question AUROC on contains: q1 correct {a, b} best-scored -> 1.0; q2 correct {b, d}, wrong {a}:
     # good scores b=1 < a=2 < d=3 -> pairs (b,a) right, (d,a) wrong -> 0.5; mean 0.75
     assert good["auroc"] == pytest.approx(0.75)
+    # the paper's pooled AUROC: q1's 4 pairs all right, q2's 2 pairs one right -> 5/6 (questions weigh by pairs)
+    assert good["auroc_pooled"] == pytest.approx(5 / 6)
     # bad: q1 -> 0.0; q2 bad scores a=1 < b=2 < d=3: a (wrong) is preferred over both correct -> 0.0
     assert bad["auroc"] == pytest.approx(0.0)
     assert r["details"]["selected"]["good"]["em"] == 1.0 and r["details"]["selected"]["bad"]["em"] == 0.0

@@ -29,7 +29,8 @@ def summarize(records: Sequence[dict[str, Any]], scorers: Sequence[str], *, bins
                                "selected": {}}
     if not rows:
         for s in scorers:
-            result["scorers"][s] = {"auroc": math.nan, "pcc_em": math.nan, "pcc_f1": math.nan, "pcc_contains": math.nan}
+            result["scorers"][s] = {"auroc_pooled": math.nan, "auroc": math.nan, "pcc_em": math.nan, "pcc_f1": math.nan,
+                                    "pcc_contains": math.nan}
         result["details"] = details
         return result
     outcomes = {k: [[r[k][i] for i in idx] for r, idx in rows] for k in OUTCOMES}
@@ -50,8 +51,10 @@ def summarize(records: Sequence[dict[str, Any]], scorers: Sequence[str], *, bins
         details["auroc_by_outcome"][s] = aurocs
         if correct == "f1":
             aurocs["f1"] = within_question_auroc(scores=scores, outcomes=outcomes["f1"], lower_is_better=True)
-        result["scorers"][s] = {"auroc": aurocs[correct], "pcc_em": entry["pcc_em"], "pcc_f1": entry["pcc_f1"],
-                                "pcc_contains": entry["pcc_contains"]}
+        # the paper's AUROC pools every within-question (correct, incorrect) pair; ours averages per question
+        pooled = within_question_auroc(scores=scores, outcomes=outcomes[correct], lower_is_better=True, pooled=True)
+        result["scorers"][s] = {"auroc_pooled": pooled, "auroc": aurocs[correct], "pcc_em": entry["pcc_em"],
+                                "pcc_f1": entry["pcc_f1"], "pcc_contains": entry["pcc_contains"]}
         # what xCompress would get: the reader's outcome on the summary this scorer ranks first
         picks = [min(range(len(q)), key=q.__getitem__) for q in scores]  # the first of equal scores
         details["selected"][s] = {k: _mean([outcomes[k][j][p] for j, p in enumerate(picks)]) for k in OUTCOMES}
@@ -101,10 +104,15 @@ def summary_table(result: dict[str, Any]) -> str:
                      "sel_contains": d["mean_summary"]["contains"]})
         rows.append({"scorer": "(oracle)", "sel_em": d["oracle"]["em"], "sel_contains": d["oracle"]["contains"]})
     cols = [("scorer", "scorer", ""), ("pcc_em", "PCC EM", ".3f"), ("pcc_f1", "PCC F1", ".3f"),
-            ("pcc_contains", "PCC contains", ".3f"), ("auroc", f"AUROC ({d.get('correct', 'contains')})", ".3f"),
+            ("pcc_contains", "PCC contains", ".3f"),
+            ("auroc_pooled", f"AUROC pooled pairs ({d.get('correct', 'contains')}; the paper's)", ".3f"),
+            ("auroc", "AUROC mean per question", ".3f"),
             ("sel_em", "EM of pick", ".3f"), ("sel_contains", "contains of pick", ".3f")]
     head = (f"{result['n_questions']} questions, {result['n_summaries']} summaries; "
-            "PCC over bins (0 = best-scored): negative = the scorer's preferred summaries answer better")
+            "PCC over bins (0 = best-scored): negative = the scorer's preferred summaries answer better (the "
+            "paper's convention: a higher SPS should mean a worse answer, so a good scorer's PCC is negative). "
+            "AUROC: the paper's pools every within-question (correct, incorrect) pair; the second averages "
+            "per-question AUROCs (each question weighs the same)")
     if "auroc_questions" in d:
         head += (f"; the AUROC compares summaries within the {d['auroc_questions']} questions whose summaries differ "
                  f"in {d.get('correct', 'contains')} (the others have nothing to rank)")
