@@ -12,7 +12,8 @@ Registered judges (``build_judge(spec)``; ``NAME:ARG`` gives the ARG to the judg
   boundaries instead). Scores are 0 or 1; works offline.
 * ``nli:<hub id or local dir>`` — any MNLI-style sequence-classification model
   (the paper's is ``microsoft/deberta-v2-xlarge-mnli``); E is the softmax
-  probability of the entailment label. As in the paper, the premise is
+  probability of the entailment label. As in the authors' released code
+  (``seper/calculate.py``; the paper does not say), the premise is
   "question + response" and the hypothesis "question + answer".
 * ``lm:<model>`` — a causal LM asked whether one answer implies the other;
   E = P(Yes) / (P(Yes) + P(No)) of the next token.
