@@ -63,6 +63,10 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
                    help="rerank the passages before compressing: cross-encoder:<id or path> | lm (the reader) | lm:<model>")
     p.add_argument("--rerank-top", type=positive_int, default=None, metavar="K",
                    help="keep the reranker's best K passages (default: all, reordered)")
+    p.add_argument("--reader-prompt", default="default", metavar="NAME|FILE",
+                   help="the reader's prompt: default (the EXIT paper's, one user turn), exit-official (the released "
+                        "EXIT reader: the context fenced in a system turn), sps-paper (the SPS paper's instruction), "
+                        "or a template FILE with {context} and {question}; recorded in the run settings")
     add_model_args(p)
     add_server_args(p)
     add_threads_arg(p)
@@ -74,7 +78,7 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
                       index=args.index, top_k=args.top_k, reader=args.reader, dtype=args.dtype, device=args.device,
                       max_new_tokens=args.max_new_tokens, seper=args.seper, judge=args.judge, seper_n=args.seper_n,
                       rerank=args.rerank, rerank_top=args.rerank_top, base_url=args.base_url, api_key=args.api_key,
-                      context_length=args.context_length, preset=args.preset)
+                      context_length=args.context_length, preset=args.preset, reader_prompt=args.reader_prompt)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ from readerfit.errors import InputError
 from readerfit.models.device import auto_device, fast_dtype
 from readerfit.models.openai.config import PREFIX, redact_url
 from readerfit.models.specs import DEFAULT_LM
+from readerfit.reader import resolve_reader_prompt
 from readerfit.registry import PRESET_NAMES, make_config
 from readerfit.retrieval_utility.judge import JUDGES
 from readerfit.retrieve.index import RETRIEVERS
@@ -55,6 +56,7 @@ class EvalConfig:
     context_length: int | None = None  # of served (openai:<model>) models, when their server does not report it
     preset: str | None = None  # paper | official: every method as its paper defines it / its authors' code runs it
     data_label: str | None = None  # what run.json calls the data (the demo: "demo")
+    reader_prompt: str = "default"  # default | exit-official | sps-paper | a template FILE ({context}, {question})
 
     def __post_init__(self) -> None:
         self.compressors = list(self.compressors)
@@ -96,8 +98,13 @@ class EvalConfig:
                              f"eval names none (reader {self.reader!r}); a local model knows its own")
         if self.preset is not None and self.preset not in PRESET_NAMES:
             raise InputError(f"unknown preset {self.preset!r}; expected one of {', '.join(PRESET_NAMES)}")
+        self.reader_templates()  # a bad name or file fails now, before any model loads
         if self.seper and self.judge.partition(":")[0] not in JUDGES:
             raise JUDGES.unknown(self.judge)
+
+    def reader_templates(self) -> tuple[str | None, str]:
+        """(system, user) templates of the reader prompt."""
+        return resolve_reader_prompt(self.reader_prompt)
 
     def check_options(self) -> None:
         """Every compressor's options checked against its config dataclass (no model loads)."""
@@ -123,6 +130,9 @@ class EvalConfig:
             settings["preset"] = self.preset
         if self.context_length is not None:
             settings["context_length"] = self.context_length
+        if self.reader_prompt != "default":  # the templates themselves: a FILE may change between runs
+            system, user = self.reader_templates()
+            settings["reader_prompt"] = {"name": self.reader_prompt, "system": system, "user": user}
         return settings
 
     def with_absolute_paths(self) -> EvalConfig:

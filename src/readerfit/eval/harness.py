@@ -58,7 +58,9 @@ def build_eval(config: EvalConfig) -> EvalSetup:
     retrieval = Retrieval(retriever=retriever,
                           reranker=build_reranker(config.rerank, pool, reader=reader) if config.rerank else None,
                           top_k=config.top_k, rerank_top=config.rerank_top)
-    pipeline_config = PipelineConfig(top_k=config.top_k, max_new_tokens=config.max_new_tokens)
+    system, user = config.reader_templates()
+    pipeline_config = PipelineConfig(top_k=config.top_k, max_new_tokens=config.max_new_tokens, reader_prompt=user,
+                                     reader_system=system)
     pipelines = {name: RAGPipeline(reader=reader, retrieval=retrieval, config=pipeline_config,
                                    compressor=COMPRESSORS.build(name, config.options.get(name, {}), pool=pool,
                                                                 reader=reader, preset=config.preset))

@@ -37,13 +37,14 @@ class PipelineConfig:
     reader_prompt: str = READER_PROMPT
     max_passage_tokens: int | None = None
     rerank_top: int | None = None
+    reader_system: str | None = None  # a system-turn template (``--reader-prompt exit-official``)
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
             raise InputError(f"top_k must be >= 1, got {self.top_k}")
         if self.max_new_tokens < 1:
             raise InputError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        check_reader_prompt(self.reader_prompt)
+        check_reader_prompt(self.reader_prompt, self.reader_system)
         if self.max_passage_tokens is not None and self.max_passage_tokens < 16:
             raise InputError(f"max_passage_tokens must be >= 16, got {self.max_passage_tokens}")
         if self.rerank_top is not None and (isinstance(self.rerank_top, bool) or not isinstance(self.rerank_top, int)
@@ -159,7 +160,8 @@ class RAGPipeline:
         retrieval: Retrieval | None = None,
     ) -> None:
         self.config = config or PipelineConfig()
-        self.reader = Reader(reader, prompt=self.config.reader_prompt, max_new_tokens=self.config.max_new_tokens)
+        self.reader = Reader(reader, prompt=self.config.reader_prompt, max_new_tokens=self.config.max_new_tokens,
+                             system=self.config.reader_system)
         self.compressor = compressor
         self.retrieval = retrieval or Retrieval(retriever=retriever, reranker=reranker, top_k=self.config.top_k,
                                                 rerank_top=self.config.rerank_top)

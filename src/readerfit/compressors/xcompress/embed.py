@@ -115,6 +115,9 @@ class XCompressEmbedCompressor(Summary):
 
     def answerer(self, reader: Reader) -> XCompressEmbed:
         """The probe answerer for ``reader`` (one per reader and setting: its SPS subspace is built once)."""
+        if reader.system is not None:
+            raise InputError("xcompress-embed puts the summary vector in a one-turn reader prompt; this reader's "
+                             "prompt has a system turn (--reader-prompt exit-official): use default or sps-paper")
         key = (id(reader.lm), reader.max_new_tokens, reader.prompt)
         if key not in self._answerers:
             cfg = self.config.probe_config(answer_tokens=reader.max_new_tokens, reader_prompt=reader.prompt)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from readerfit.errors import InputError
+from readerfit.reader import SPS_READER_PROMPT  # noqa: F401  (re-exported: xcompress and sps-correlation use it)
 
 # The SPS paper, Appendix A, Listing 1 (numbered instructions, question, documents and cue on their own lines).
 PAPER_PROMPT = (
@@ -66,11 +67,6 @@ TABLE1_PROMPT = (
     "\n\nQuestion: {question}\n\nSource documents: {document_input}\n\nSummary:"
 )
 
-# The SPS paper's reader instruction (and the released code's for local readers), in the released layout.
-SPS_READER_PROMPT = (
-    "Write a high-quality answer for the given question using only the provided search results "
-    "(some of which might be irrelevant).\n{context}\nQuestion: {query}\nAnswer:"
-)
 
 PROMPTS = {"paper": PAPER_PROMPT, "compact": COMPACT_PROMPT, "table1": TABLE1_PROMPT}
 
