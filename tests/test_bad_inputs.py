@@ -48,6 +48,7 @@ def files(tmp_path: Path, tiny_lm_dir: Path) -> dict[str, str]:
     good = jsonl([ROW])
     return {
         "good": write("good.jsonl", good),
+        "damaged_run": str(damaged),
         "latin1": write("latin1.jsonl", jsonl([{**ROW, "question": "Où?"}]).encode("latin-1")),
         "gzip_cut": write("cut.jsonl.gz", gzip.compress(good.encode())[:-12]),
         "bad_json": write("bad.jsonl", good + "{not json\n"),
@@ -176,6 +177,15 @@ CLI_CASES: list[tuple[str, Callable[[dict[str, str]], list[str]], str]] = [
     ("train data missing", lambda f: ["train", "exit", "--data", f["missing"], "--out", f["out"]], "no such file"),
     ("train-data source missing", lambda f: ["train", "exit-data", "--data", f["missing"], "--out", f["out"]],
      "no such file"),
+    # --out where no file can be: each was a FileNotFoundError / FileExistsError traceback
+    ("compress out under a file", lambda f: ["compress", "--compressor", "none", "--input", f["good"], "--out",
+                                            f["good"] + "/x.jsonl"], "its folder cannot be made"),
+    ("compress out under /proc", lambda f: ["compress", "--compressor", "none", "--input", f["good"], "--out",
+                                           "/proc/no-such/out.jsonl"], "its folder cannot be made"),
+    ("compress out a device", lambda f: ["compress", "--compressor", "none", "--input", f["good"], "--out",
+                                        "/dev/null"], "not a regular file"),
+    ("report out under a file", lambda f: ["report", f["damaged_run"], "--out", f["good"] + "/r.md"],
+     "its folder cannot be made"),
     ("demo unknown device", lambda f: ["demo", "--device", "tpu"], "unknown device"),
     ("demo limit 0", lambda f: ["demo", "--limit", "0"], "positive integer"),
 ]

@@ -78,6 +78,40 @@ def atomic_dir(path: str | os.PathLike, *, replace: bool = False) -> Iterator[Pa
         raise
 
 
+def writable_file(path: str | os.PathLike, *, flag: str = "--out", what: str = "file") -> Path:
+    """``path`` as a regular file this process can write (its folder made when missing); a clear
+    :class:`~readerfit.errors.InputError` otherwise: a folder, a device or pipe (``/dev/stdout``), a folder that
+    cannot be made, no permission.
+
+    >>> writable_file("/proc/no/such/out.jsonl")                 # doctest: +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    readerfit.errors.InputError: --out '/proc/no/such/out.jsonl': its folder cannot be made (...)
+    """
+    from readerfit.errors import InputError
+
+    file = Path(path).expanduser()
+    shown = f"{flag} {str(path)!r}"
+    if file.is_dir():
+        raise InputError(f"{shown} is a folder; expected a {what}")
+    if file.exists() and not file.is_file():
+        raise InputError(f"{shown} is not a regular file (a device, pipe or socket); give a file path")
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"{shown}: its folder cannot be made ({err.strerror or type(err).__name__})") from None
+    if not file.parent.is_dir():
+        raise InputError(f"{shown}: {str(file.parent)!r} is not a folder")
+    try:
+        existed = file.exists()
+        with open(file, "ab"):
+            pass
+        if not existed:
+            file.unlink()
+    except OSError as err:
+        raise InputError(f"{shown} cannot be written ({err.strerror or type(err).__name__})") from None
+    return file
+
+
 def to_jsonable(x: Any) -> Any:
     """``json.dumps`` default: arrays and tensors as lists, dataclasses as dicts."""
     if hasattr(x, "tolist"):

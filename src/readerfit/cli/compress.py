@@ -33,7 +33,7 @@ from readerfit import api
 from readerfit.cli.options import add_model_args, add_server_args, add_threads_arg, emit, set_threads
 from readerfit.compressors import COMPRESSORS
 from readerfit.errors import InputError
-from readerfit.io import RecordLog
+from readerfit.io import RecordLog, writable_file
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import PRESET_NAMES, parse_options
@@ -217,15 +217,15 @@ class _OneWriter:
     """The --out file's records, with its lock held (one writer; a crashed run's lock dies with it)."""
 
     def __init__(self, path: Path, compressor: str) -> None:
-        if path.is_dir():
-            raise InputError(f"--out {str(path)!r} is a folder; expected a JSONL file (new or of an earlier run)")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        writable_file(path, what="JSONL file (new or of an earlier run)")
         self.lock = filelock.FileLock(f"{path}.lock", timeout=0)
         try:
             self.lock.acquire()
         except filelock.Timeout:
             raise InputError(f"--out {str(path)!r} is being written by another readerfit compress; wait for it to "
                              "finish, or give another --out") from None
+        except OSError as err:
+            raise InputError(f"--out {str(path)!r}: its lock file cannot be made ({err.strerror})") from None
 
         def check(record: dict[str, Any]) -> str | None:
             if "text" not in record or "question" not in record:

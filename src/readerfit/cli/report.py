@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from readerfit.errors import InputError
-from readerfit.io import read_json
+from readerfit.io import read_json, writable_file
 from readerfit.registry import Registry
 from readerfit.report import REPORT_NAME, Report, Section, write_report
 from readerfit.runs import RunView
@@ -66,6 +66,8 @@ def report_folder(folder: str | os.PathLike, *, out: str | os.PathLike | None = 
     """The report of any run folder, its kind read from ``run.json`` (or recognised, for older folders)."""
     if out is not None and Path(out).suffix.lower() != ".md":
         raise InputError(f"--out must name a markdown file (.md), got {str(out)!r}")
+    if out is not None:
+        writable_file(out, what="markdown file")  # a read-only folder: a clear error, not an OSError traceback
     view = RunView.read(folder)
     kind = view.kind or detect_kind(view)
     return write_report(folder, kind=kind, section=REPORT_SECTIONS.get(kind), out=out, plots=plots)
