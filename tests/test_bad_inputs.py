@@ -48,7 +48,6 @@ def files(tmp_path: Path, tiny_lm_dir: Path) -> dict[str, str]:
     good = jsonl([ROW])
     return {
         "good": write("good.jsonl", good),
-        "damaged_run": str(damaged),
         "latin1": write("latin1.jsonl", jsonl([{**ROW, "question": "Où?"}]).encode("latin-1")),
         "gzip_cut": write("cut.jsonl.gz", gzip.compress(good.encode())[:-12]),
         "bad_json": write("bad.jsonl", good + "{not json\n"),
