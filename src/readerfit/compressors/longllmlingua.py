@@ -122,6 +122,9 @@ def load_prompt_compressor(model_dir: str, *, device: str = "cpu", dtype: Any = 
             if dtype is not None:
                 config["torch_dtype"] = dtype
             self.load_model(model_dir, device, config)
+            # llmlingua tokenizes the passages and question itself: a control-token string in that data
+            # (<|im_start|>) must stay text, never become the model's control token
+            self.tokenizer.split_special_tokens = True
             self.model = LegacyCacheModel(self.model)  # type: ignore[has-type]
             self.oai_tokenizer = _TokenCounter(self.tokenizer)
             self.last_ranking: list[tuple[int, float]] | None = None
