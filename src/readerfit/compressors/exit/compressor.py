@@ -57,6 +57,7 @@ from readerfit.compressors.budget import Budget, reader_counter, select_units
 from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig
 from readerfit.compressors.exit.windows import SentenceClassifier
+from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.text.split import get_splitter
 from readerfit.types import Compression, Passage
@@ -67,23 +68,29 @@ class ExitCompressor(BaseCompressor):
     budget, in original order.
 
     ``Compression.scores`` holds every sentence's r; ``details`` the classifier, τ (None: the budget alone
-    selected), the budget and its achieved rate, sentences added by ``min_keep``, and the sentences scored
-    against a window.
+    selected), the budget and its achieved rate, sentences added by ``min_keep``, the sentences scored
+    against a window, and (``similarity`` > 0) each sentence's cosine to the question.
     """
 
     name = "exit"
     config_class = ExitConfig
 
     def __init__(self, classifier: SentenceClassifier, splitter: Callable[[str], list[str]],
-                 config: ExitConfig | None = None, *, reader: LanguageModel | None = None) -> None:
+                 config: ExitConfig | None = None, *, reader: LanguageModel | None = None,
+                 embedder: Any = None) -> None:
         self.classifier = classifier
         self.splitter = splitter
         self.config = config or ExitConfig()
         self.counter = reader_counter(reader)  # a budget counts the reader's tokens (words without a reader)
+        if self.config.similarity > 0 and embedder is None:
+            raise InputError(f"exit with similarity={self.config.similarity} needs an embedder")
+        self.embedder = embedder
 
     @classmethod
     def from_config(cls, config: ExitConfig, *, pool: Any, reader: LanguageModel | None = None) -> ExitCompressor:
-        return cls(build_classifier(config, pool), get_splitter(config.splitter), config, reader=reader)
+        embedder = pool.embedder(config.embedder) if config.similarity > 0 else None
+        return cls(build_classifier(config, pool), get_splitter(config.splitter), config, reader=reader,
+                   embedder=embedder)
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
         units = passage_sentences(passages, self.splitter)
@@ -116,6 +123,9 @@ class ExitCompressor(BaseCompressor):
         if self.config.context == "all":
             details["context"] = "all"
             details["own_passage"] = sorted(own)  # all passages did not fit the classifier with these sentences
+        if self.embedder is not None and units:
+            vectors = self.embedder.encode([question] + [s for _, s in units], normalize=True)
+            details["similarity"] = [float(v) for v in vectors[1:] @ vectors[0]]
         return self._select(passages, units, scores, self.config.budget(), details)
 
     def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
@@ -131,7 +141,11 @@ class ExitCompressor(BaseCompressor):
         tau = self.config.tau(budget)
         candidates = list(range(len(units))) if tau is None else [k for k, r in enumerate(scores) if r >= tau]
         count, counted_in = self.counter
-        kept, more = select_units(scores, passages=passages, units=units, candidates=candidates, budget=budget,
+        cosines = details.get("similarity")
+        w = self.config.similarity
+        # τ compares r; the ranking that spends a budget (and picks min_keep's sentences) adds w · cos
+        ranking = [r + w * c for r, c in zip(scores, cosines)] if w > 0 and cosines is not None else scores
+        kept, more = select_units(ranking, passages=passages, units=units, candidates=candidates, budget=budget,
                                   count=count, counted_in=counted_in, min_keep=self.config.min_keep)
         return Compression(text=assemble(passages, units, kept), units=[s for _, s in units], scores=scores,
                            kept=kept, passage_of_unit=[pi for pi, _ in units],

@@ -39,6 +39,8 @@ SHIPPED = {"encoder": "default", "onepass": "onepass"}
 DEFAULT_CLASSIFIER = "onepass"
 # What EXIT keeps when told neither τ nor a budget: the best sentences within this share of the reader's tokens.
 DEFAULT_RATE = 0.3
+# the weight of the question-sentence cosine in the budgeted ranking (README: the frontier with and without it)
+DEFAULT_SIMILARITY = 0.0
 ARCHS = ("lm", "encoder", "onepass")
 WINDOW_RULE = ("sentence scored against a window of its passage: the title plus the largest run of neighbouring "
                "sentences (grown alternately before/after) that fits the classifier's limit")
@@ -88,6 +90,10 @@ class ExitConfig:
     presets) keeps the best-scored sentences when τ keeps fewer, so non-empty passages never become an
     empty context by accident: past the default budget too (the best sentence is kept even when it alone
     is over 30%), but never past a budget the user set.
+
+    ``similarity`` (beyond the paper; 0 under the presets): under a budget, sentences are ranked by
+    r + ``similarity`` · cos(question, sentence) (``embedder``'s normalised embeddings, as ``sentence-sim``)
+    instead of r alone; τ still compares r. :data:`DEFAULT_SIMILARITY` was chosen from the frontier (README).
     """
 
     def tau(self, budget: Budget | None = None) -> float | None:
@@ -104,8 +110,10 @@ class ExitConfig:
         return Budget(rate=self.rate, target_tokens=self.target_tokens)
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "paper": {"prompt": "paper", "labels": "single", "context": "passage", "threshold": 0.5, "min_keep": 0},
-        "official": {"prompt": "official", "labels": "single", "context": "all", "threshold": 0.5, "min_keep": 0},
+        "paper": {"prompt": "paper", "labels": "single", "context": "passage", "threshold": 0.5, "min_keep": 0,
+                  "similarity": 0.0},
+        "official": {"prompt": "official", "labels": "single", "context": "all", "threshold": 0.5, "min_keep": 0,
+                     "similarity": 0.0},
     }
 
     classifier: str = "default"
@@ -122,6 +130,8 @@ class ExitConfig:
     rate: float | None = None
     target_tokens: int | None = None
     min_keep: int = 1
+    similarity: float = DEFAULT_SIMILARITY
+    embedder: str = "minilm"
 
     def __post_init__(self) -> None:
         if not isinstance(self.classifier, str) or not self.classifier.strip():
@@ -134,6 +144,11 @@ class ExitConfig:
         check_budget(self.rate, self.target_tokens)
         if isinstance(self.min_keep, bool) or not isinstance(self.min_keep, int) or self.min_keep < 0:
             raise InputError(f"min_keep must be an integer >= 0, got {self.min_keep!r}")
+        if isinstance(self.similarity, bool) or not isinstance(self.similarity, int | float) \
+                or not 0.0 <= self.similarity <= 10.0:
+            raise InputError(f"similarity (the weight of the question-sentence cosine in the ranking) must be a "
+                             f"number in [0, 10], got {self.similarity!r}")
+        self.similarity = float(self.similarity)
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise InputError(f"batch_size must be a positive integer, got {self.batch_size!r}")
         if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or self.max_tokens < 16):
