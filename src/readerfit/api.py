@@ -128,8 +128,8 @@ def score(texts: Sequence[str], scorer: str = "sps", *, reader: str | LanguageMo
     """
     options = _checked(method=scorer, pool=pool, reader=reader, options=options, keywords=kwargs)
     if isinstance(texts, str) or not isinstance(texts, Sequence):
-        raise InputError(f"texts must be a list of strings, got {type(texts).__name__}"
-                         + ("; wrap it in a list" if isinstance(texts, str) else ""))
+        raise InputError("texts must be a list of strings, got "
+                         + ("a single string; wrap it in a list" if isinstance(texts, str) else type(texts).__name__))
     bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
     if bad is not None:
         raise InputError(f"texts[{bad}] must be a string, got {type(texts[bad]).__name__}")
