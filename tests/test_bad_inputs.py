@@ -277,6 +277,8 @@ def _api_cases() -> list[tuple[str, Callable[[], Any], str]]:
         # an option named like a façade argument (xcompress's reader) reaches the config: no TypeError
         ("compress option named reader", lambda: compress("Who?", ["Marta."], method="none", options={"reader": "x"}),
          "unknown option 'reader'"),
+        ("compress a 1.2 MB passage", lambda: compress("Who?", ["word " * 240_000], method="none"),
+         "over readerfit's limit"),
         ("seper answers None", lambda: seper("Who?", None), "answers must be"),
         ("seper answers a string", lambda: seper("Who?", "Marta"), "answers must be"),
         ("seper context a number", lambda: seper("Who?", ["Marta"], context=5), "context must be"),

@@ -128,6 +128,21 @@ def test_pipeline_chunks_long_passage_instead_of_truncating(pool):
         pipe.run(QAExample(id="long", question="Which fact?", answers=["x"], passages=[long]))
 
 
+def test_raw_passages_that_cannot_fit_are_refused_before_splitting(pool):
+    """A huge passage under ``none`` used to be split and tokenized whole before the reader refused it."""
+    def never(text):
+        raise AssertionError("the splitter ran")
+
+    pipe = RAGPipeline(reader=pool.lm("tiny"), compressor=RawPassages(), splitter=never,
+                       config=PipelineConfig(max_new_tokens=2))
+    huge = Passage("Fact about the town. " * 20_000, title="Town")  # 420k characters
+    with pytest.raises(ContextLengthError, match="keeps them whole"):
+        pipe.run(QAExample(id="huge", question="Which fact?", answers=["x"], passages=[huge]))
+    too_big = Passage("word " * 240_000, title="T")  # over MAX_INPUT_CHARS: refused for every compressor
+    with pytest.raises(InputError, match="over readerfit's limit"):
+        pipe.prepare([too_big])
+
+
 def test_eval_records_resume_and_summary(pool, tmp_path):
     pipes = {"none": make_pipe(pool), "sentence-sim": make_pipe(pool, "sentence-sim", top_n=1)}
     exs = examples(3)

@@ -38,6 +38,7 @@ class BaseCompressor:
     config_class: ClassVar[type] = NoOptions
     spec_field: ClassVar[str | None] = None
     reader_aware: ClassVar[bool] = False
+    passthrough: ClassVar[bool] = False  # hands the passages on whole (``none``): they must fit the reader as they are
 
     @classmethod
     def from_config(cls, config: Any, *, pool: Any, reader: LanguageModel | None = None) -> BaseCompressor:
@@ -62,11 +63,25 @@ class ReadsCompressed(Protocol):
     def read_compressed(self, question: str, compression: Compression, reader: Reader) -> Reading: ...
 
 
+# the most characters of passage text one question may bring (about 250k tokens): beyond it, splitting and
+# scoring take minutes with nothing to show, so the input is refused at once with this limit named
+MAX_INPUT_CHARS = 1_000_000
+
+
+def check_size(passages: Sequence[Passage]) -> None:
+    """An :class:`InputError` when the passages hold more than :data:`MAX_INPUT_CHARS` characters."""
+    total = sum(len(p.text) + len(p.title) for p in passages if isinstance(p, Passage))
+    if total > MAX_INPUT_CHARS:
+        raise InputError(f"the passages hold {total:,} characters, over readerfit's limit of {MAX_INPUT_CHARS:,} for "
+                         "one question (about 250k tokens); split the document into passages and retrieve the "
+                         "relevant ones first")
+
+
 def check_inputs(question: str, passages: Sequence[Passage]) -> list[Passage]:
     """Validate a compressor's inputs and drop empty passages.
 
     An empty (whitespace-only) passage carries nothing to compress, so it is
-    dropped; a question with no non-empty passage is an error.
+    dropped; a question with no non-empty passage is an error; so are passages over :data:`MAX_INPUT_CHARS`.
     """
     if not isinstance(question, str) or not question.strip():
         raise InputError(f"expected a non-empty question, got {question!r}")
@@ -80,6 +95,7 @@ def check_inputs(question: str, passages: Sequence[Passage]) -> list[Passage]:
             kept.append(p)
     if not kept:
         raise InputError("no passages to compress" if not passages else f"all {len(passages)} passages are empty")
+    check_size(kept)
     return kept
 
 

@@ -17,6 +17,7 @@ class RawPassages(BaseCompressor):
     """
 
     name = "none"
+    passthrough = True
 
     @classmethod
     def from_config(cls, config: NoOptions, *, pool: Any, reader: LanguageModel | None = None) -> RawPassages:

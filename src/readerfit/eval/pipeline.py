@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from readerfit.compressors.base import BaseCompressor, ReadsCompressed
+from readerfit.compressors.base import BaseCompressor, ReadsCompressed, check_size
 from readerfit.errors import ContextLengthError, InputError
 from readerfit.metrics.qa import qa_scores
 from readerfit.models.lm import LanguageModel
@@ -178,14 +178,28 @@ class RAGPipeline:
         return self._splitter
 
     def prepare(self, passages: Sequence[Passage]) -> tuple[list[Passage], int]:
+        check_size(passages)  # before any splitting or tokenizing of a huge input
         limit = self.config.max_passage_tokens or self.lm.context_length // 2
         return chunk_long_passages(passages, count_tokens=self.lm.count_tokens, max_tokens=limit,
                                    splitter=self.splitter())
+
+    def _check_fits(self, passages: Sequence[Passage]) -> None:
+        """Passages handed on whole must fit the reader: refused at once (by length, then by count), not after
+        chunking and compressing them."""
+        text = "\n\n".join(p.render() for p in passages if p.text.strip())
+        window = self.lm.context_length
+        if len(text) > window * 32 or self.lm.count_tokens(text) > window:
+            raise ContextLengthError(f"the passages ({len(text):,} characters) do not fit the reader "
+                                     f"{self.lm.name!r} ({window} tokens) as they are; compressor "
+                                     f"{self.compressor.name!r} keeps them whole: use one that compresses")
 
     def run(self, example: QAExample, retrieved: Retrieved | None = None) -> Record:
         """Run one example; pass ``retrieved`` to reuse a retrieval shared between compressors."""
         if retrieved is None:
             retrieved = self.retrieval(example)
+        if self.compressor.passthrough:
+            check_size(retrieved.passages)
+            self._check_fits(retrieved.passages)
         passages, n_chunked = self.prepare(retrieved.passages)
         compression = self.compressor.compress(example.question, passages)
         compression.tokens_in = self.lm.count_tokens("\n\n".join(p.render() for p in passages if p.text.strip()))
