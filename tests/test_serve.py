@@ -6,6 +6,7 @@ import asyncio
 import io
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -30,6 +31,17 @@ PASSAGES = ["The book was written by Anna. It sold well.", {"title": "River", "t
 MAX_BODY = 4096
 
 
+# what an error body must never carry: an absolute path on the server, a memory address, a file's contents
+LEAKS = re.compile(r"(?<![\w.])/(?:etc|proc|tmp|home|root|work|usr|var|opt)/|0x[0-9a-fA-F]{6,}|Traceback")
+
+
+def no_leak(response: httpx.Response) -> httpx.Response:
+    """Every 4xx/5xx body the battery produces is checked here."""
+    if response.status_code >= 400:
+        assert not LEAKS.search(response.text), response.text
+    return response
+
+
 @dataclass
 class Server:
     url: str
@@ -37,10 +49,10 @@ class Server:
     log: Path
 
     def post(self, path: str, body: object, **kwargs: object) -> httpx.Response:
-        return httpx.post(self.url + path, json=body, timeout=120, **kwargs)
+        return no_leak(httpx.post(self.url + path, json=body, timeout=120, **kwargs))
 
     def get(self, path: str) -> httpx.Response:
-        return httpx.get(self.url + path, timeout=30)
+        return no_leak(httpx.get(self.url + path, timeout=30))
 
 
 def free_port() -> int:

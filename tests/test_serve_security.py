@@ -22,6 +22,7 @@ from readerfit.models.pool import ModelPool
 from readerfit.serve import ServeConfig
 from readerfit.serve.app import create_app
 from readerfit.serve.options import REQUEST_OPTIONS
+from test_serve import no_leak
 
 QUESTION = "Who wrote the book?"
 PASSAGES = ["The book was written by Anna. It sold well.", "The river runs north."]
@@ -34,7 +35,7 @@ def call(app, requests):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app") as client:
             return [await client.request(m, p, json=j, headers=h or {}) for m, p, j, h in requests]
 
-    return asyncio.run(go())
+    return [no_leak(r) for r in asyncio.run(go())]
 
 
 @pytest.fixture(scope="module")
@@ -197,3 +198,12 @@ def test_path_in_served_options_is_still_the_servers_choice(tiny_lm_dir, tmp_pat
     response = post(app, "/v1/score", {"texts": ["Anna wrote it."], "scorer": "sps"})
     assert response.status_code == 200, response.text
     assert Path(texts).exists()
+
+
+def test_the_leak_check_can_fail():
+    from test_serve import LEAKS
+
+    for leaked in ("cannot open /etc/shadow", "'/tmp/x/secret.txt'", "object at 0x7f12ab34cd", "Traceback (most"):
+        assert LEAKS.search(leaked), leaked
+    for clean in ("passages[1].text: must not be blank", "option 'source' of 'sps'", "over 1/2 of it"):
+        assert not LEAKS.search(clean), clean
