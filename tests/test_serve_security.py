@@ -207,3 +207,13 @@ def test_the_leak_check_can_fail():
         assert LEAKS.search(leaked), leaked
     for clean in ("passages[1].text: must not be blank", "option 'source' of 'sps'", "over 1/2 of it"):
         assert not LEAKS.search(clean), clean
+
+
+def test_the_schema_names_the_options_a_request_may_set(app):
+    schemas = app.openapi()["components"]["schemas"]
+    compress = schemas["CompressRequest"]["properties"]["options"]["propertyNames"]["enum"]
+    assert compress == sorted(REQUEST_OPTIONS["exit"] | REQUEST_OPTIONS["none"])
+    score = schemas["ScoreRequest"]["properties"]["options"]
+    assert score["properties"]["sps"]["propertyNames"]["enum"] == sorted(REQUEST_OPTIONS["sps"])
+    assert "source" not in score["properties"]["sps"]["propertyNames"]["enum"]
+    assert schemas["SePerRequest"]["properties"]["options"]["propertyNames"]["enum"] == sorted(REQUEST_OPTIONS["seper"])

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from readerfit.registry import PRESET_NAMES
+from readerfit.serve.options import REQUEST_OPTIONS
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -46,6 +47,11 @@ def _integral(value: Any) -> Any:
 
 # strict: pydantic's lax mode would take true/false for an int or a float, which the schema does not allow
 Id = Annotated[StrictStr | StrictInt, BeforeValidator(_integral)]
+
+
+def _names(keys: Any) -> dict[str, Any]:
+    """JSON Schema: an object whose keys are among ``keys``."""
+    return {"propertyNames": {"enum": sorted(keys)}}
 
 
 class Strict(BaseModel):
@@ -89,7 +95,8 @@ class SePerRequest(Strict):
     question: NonBlank
     answers: list[NonBlank] = Field(min_length=1, description="reference answers (first = canonical)")
     context: str | None = Field(None, description="retrieved context: ΔSePer when given (blank = no retrieval)")
-    options: dict[str, Any] = Field(default_factory=dict, description="SePer's options (n, temperature, ...)")
+    options: dict[str, Any] = Field(default_factory=dict, description="SePer's options a request may set",
+                                    json_schema_extra=_names(REQUEST_OPTIONS["seper"]))
     preset: Preset | None = None
 
 
@@ -100,10 +107,22 @@ def request_models(compressors: tuple[str, ...], scorers: tuple[str, ...]) -> tu
     scorer_name: Any = Literal[scorers]  # type: ignore[valid-type]
     several: Any = Annotated[list[scorer_name], Field(min_length=1, json_schema_extra={"uniqueItems": True}),
                              AfterValidator(_unique)]
-    compress = create_model("CompressRequest", __base__=CompressBody,
-                            compressor=(compressor_name | None, Field(None, description=f"default {compressors[0]}")))
-    score = create_model("ScoreRequest", __base__=ScoreBody,
-                         scorer=(scorer_name | several, Field(scorers[0], description="one scorer or several")))
+    # the options a request may set (REQUEST_OPTIONS), named in the schema; the service refuses the rest (400)
+    compress_keys = sorted(set().union(*(REQUEST_OPTIONS.get(c, frozenset()) for c in compressors)))
+    score_keys = {s: sorted(REQUEST_OPTIONS.get(s, frozenset())) for s in scorers}
+    compress = create_model(
+        "CompressRequest", __base__=CompressBody,
+        compressor=(compressor_name | None, Field(None, description=f"default {compressors[0]}")),
+        options=(dict[str, Any], Field(default_factory=dict, json_schema_extra=_names(compress_keys),
+                                       description="the compressor's options a request may set (values only: "
+                                                   "files, models and prompt templates are the server's)")))
+    score = create_model(
+        "ScoreRequest", __base__=ScoreBody,
+        scorer=(scorer_name | several, Field(scorers[0], description="one scorer or several")),
+        options=(dict[str, dict[str, Any]], Field(
+            default_factory=dict, description="per scorer name, the options a request may set for it",
+            json_schema_extra={**_names(scorers),
+                               "properties": {s: {"type": "object", **_names(k)} for s, k in score_keys.items()}})))
     return compress, score
 
 
