@@ -217,3 +217,27 @@ def test_the_schema_names_the_options_a_request_may_set(app):
     assert score["properties"]["sps"]["propertyNames"]["enum"] == sorted(REQUEST_OPTIONS["sps"])
     assert "source" not in score["properties"]["sps"]["propertyNames"]["enum"]
     assert schemas["SePerRequest"]["properties"]["options"]["propertyNames"]["enum"] == sorted(REQUEST_OPTIONS["seper"])
+
+
+def test_four_threads_first_compress_calls_on_one_new_pool(tiny_lm_dir):
+    """The issue's case: four threads making their first readerfit.compress call on one new ModelPool failed
+    (meta tensors) or loaded the reader four times."""
+    import readerfit
+
+    pool = ModelPool(device="cpu")
+    results, errors = [], []
+
+    def call():
+        try:
+            results.append(readerfit.compress("Who wrote it?", ["Anna wrote it. It sold well."], method="none",
+                                              pool=pool, reader=str(tiny_lm_dir)))
+        except Exception as err:  # pragma: no cover - what the test is about
+            errors.append(err)
+
+    threads = [threading.Thread(target=call) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 4 and len({r.tokens_in for r in results}) == 1
+    assert sum(1 for key in pool._cache if key[0] == "lm") == 1
