@@ -63,13 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm.auto import tqdm
 
     from readerfit.cli.options import set_threads
-    from readerfit.registry import parse_options
     from readerfit.data import load_dataset
     from readerfit.errors import ReaderfitError
     from readerfit.eval.harness import build_pipelines
     from readerfit.eval.pipeline import PipelineConfig
     from readerfit.io import markdown_table, write_json
     from readerfit.models.pool import ModelPool
+    from readerfit.registry import parse_options
 
     set_threads(args.threads)
     load_start = loadavg()
