@@ -48,7 +48,7 @@ from readerfit.serve.schemas import (
     TextObject,
     request_models,
 )
-from readerfit.serve.service import Service
+from readerfit.serve.service import Service, passage_texts
 
 log = logging.getLogger("readerfit.serve")
 
@@ -141,8 +141,8 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
     async def compress(body: CompressRequest, request: Request) -> Any:  # type: ignore[valid-type]
         fixed(body)
         passages = [p if isinstance(p, str) else p.model_dump(exclude_none=True) for p in body.passages]  # type: ignore[attr-defined]
-        chars = len(body.question) + sum(len(p) if isinstance(p, str) else len(p.get("text", "")) + len(p.get("title", ""))  # type: ignore[attr-defined]
-                                         for p in passages)
+        question: str = body.question  # type: ignore[attr-defined]
+        chars = sum(len(t) for t in [question, *passage_texts(passages)])
         return await work(service.compress, request, chars, question=body.question, passages=passages,  # type: ignore[attr-defined]
                           compressor=body.compressor, options=body.options, preset=body.preset,  # type: ignore[attr-defined]
                           id=body.id)  # type: ignore[attr-defined]

@@ -80,7 +80,7 @@ class Service:
         name = compressor or self.config.default_compressor
         self._check_served(name)
         check_request_options(name, options or {}, field="options")
-        self._check_size([question, *(_passage_texts(passages))], field="passages")
+        self._check_size([question, *passage_texts(passages)], field="passages")
         merged = {**self.config.options.get(name, {}), **(options or {})}
         preset = preset or self.config.preset
         checked_config(COMPRESSORS.get(name).config_class, merged, what=f"compressor {name!r}", preset=preset)
@@ -167,7 +167,8 @@ class Service:
                 "built": self.pool.built_count()}
 
 
-def _passage_texts(passages: Sequence[str | dict[str, Any] | Passage]) -> list[str]:
+def passage_texts(passages: Sequence[str | dict[str, Any] | Passage]) -> list[str]:
+    """The texts of a request's passages (titles and texts), for its size checks."""
     out: list[str] = []
     for p in passages:
         if isinstance(p, Passage):
