@@ -104,6 +104,16 @@ def test_official_inference_equals_exit_rag_compress_documents(gemma_lm):
         assert c.scores == pytest.approx(case["scores"], abs=1e-5)
         assert c.kept == [k for k, kept in enumerate(case["selected"]) if kept]
         assert c.details["own_passage"] == []
+    # τ between the released scores: the released keep rule (r >= τ) and reassembly keep 3 of 5 sentences
+    straddle = case["straddle"]
+    assert 0 < sum(straddle["selected"]) < len(straddle["selected"])
+    clf = LMSentenceClassifier(gemma_lm, prompt="official", labels="single", context="all")
+    c = ExitCompressor(clf, splitter=str.split, config=ExitConfig(context="all", threshold=straddle["threshold"],
+                                                                  min_keep=0)).compress(case["query"], passages)
+    assert c.kept == [k for k, kept in enumerate(straddle["selected"]) if kept]
+    # the same sentences in the same order; readerfit separates passages by a blank line where the released
+    # code joins every kept sentence with a space (README EXIT row 8)
+    assert " ".join(c.text.split()) == " ".join(straddle["compressed"].split())
 
 
 @pytest.mark.model
