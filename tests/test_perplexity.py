@@ -182,6 +182,28 @@ def test_official_preset_on_a_short_text_has_no_key_token(tiny_lm) -> None:
         assert r.ppl == pytest.approx(case["ppl"], rel=1e-4)
 
 
+def test_key_tokens_on_the_tiny_model_equal_the_released_longppl(tiny_lm) -> None:
+    """The key-token path in the default suite: under looser thresholds (α 0.5, β −10) the tiny model's random
+    weights have key tokens, and readerfit finds the released ones and their LongPPL (longppl_tiny_keys.json)."""
+    data = json.loads((FIXTURES / "longppl_tiny_keys.json").read_text())
+    checked = 0
+    for case in data["cases"]:
+        if "error" in case:  # the released loop fails when its last block holds a single token
+            continue
+        cfg = make_config(LongPPLConfig, {"short_window": case["trunc_len"], "stride": case["sliding_window"],
+                                          "alpha": case["alpha"], "beta": case["beta"]}, what="longppl",
+                          preset="official")
+        [r] = LongPPLScorer(tiny_lm, cfg).score_details([case["text"]])
+        assert r.ppl == pytest.approx(case["ppl"], rel=1e-4)
+        assert r.n_key == case["n_key_token"] > 0 and not r.fallback
+        assert r.longppl == pytest.approx(case["longppl"], rel=1e-4)
+        offsets = tiny_lm.tokenizer(case["text"], add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        spans = [list(offsets[k]) for k in r.key_tokens]
+        assert all(any(a <= s and e <= b for a, b in case["key_char_intervals"]) for s, e in spans)
+        checked += 1
+    assert checked == 4
+
+
 @pytest.mark.model
 def test_official_preset_equals_the_released_longppl_on_smollm2(smollm) -> None:
     data = json.loads((FIXTURES / "longppl_smollm2.json").read_text())
