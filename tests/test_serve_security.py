@@ -152,21 +152,27 @@ def test_a_public_host_needs_a_key_or_insecure(monkeypatch, tiny_lm_dir):
         ServeConfig(api_key="short")
 
 
-def test_concurrent_first_loads_make_one_model(tiny_lm_dir):
-    pool = ModelPool(device="cpu")
-    got, errors = [], []
+def in_four_threads(fn):
+    """``fn()`` called from four threads at once: (results, errors)."""
+    results, errors = [], []
 
-    def load():
+    def call():
         try:
-            got.append(pool.lm(str(tiny_lm_dir)))
-        except Exception as err:  # pragma: no cover - what the test is about
+            results.append(fn())
+        except Exception as err:  # pragma: no cover - what the tests are about
             errors.append(err)
 
-    threads = [threading.Thread(target=load) for _ in range(4)]
+    threads = [threading.Thread(target=call) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    return results, errors
+
+
+def test_concurrent_first_loads_make_one_model(tiny_lm_dir):
+    pool = ModelPool(device="cpu")
+    got, errors = in_four_threads(lambda: pool.lm(str(tiny_lm_dir)))
     assert not errors and len(got) == 4 and all(m is got[0] for m in got)
 
 
@@ -225,19 +231,7 @@ def test_four_threads_first_compress_calls_on_one_new_pool(tiny_lm_dir):
     import readerfit
 
     pool = ModelPool(device="cpu")
-    results, errors = [], []
-
-    def call():
-        try:
-            results.append(readerfit.compress("Who wrote it?", ["Anna wrote it. It sold well."], method="none",
-                                              pool=pool, reader=str(tiny_lm_dir)))
-        except Exception as err:  # pragma: no cover - what the test is about
-            errors.append(err)
-
-    threads = [threading.Thread(target=call) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results, errors = in_four_threads(lambda: readerfit.compress(
+        "Who wrote it?", ["Anna wrote it. It sold well."], method="none", pool=pool, reader=str(tiny_lm_dir)))
     assert not errors and len(results) == 4 and len({r.tokens_in for r in results}) == 1
     assert sum(1 for key in pool._cache if key[0] == "lm") == 1
