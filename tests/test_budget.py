@@ -268,7 +268,7 @@ def test_summary_length_budget_cuts_at_a_sentence_end(options, kept_sentences):
         kept_sentences = 3 - budget["cut_sentences"]
     assert budget["cut_sentences"] == 3 - kept_sentences
     expected = ". ".join(sentences[:kept_sentences]) + ("." if 0 < kept_sentences < 3 else "")
-    assert c.text == expected
+    assert c.text == expected and c.kept == ([0] if kept_sentences else [])
     assert c.text != join_passages(passages)  # a budget never falls back to the passages
 
 

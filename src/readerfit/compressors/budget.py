@@ -138,6 +138,13 @@ def fit_units(scores: Sequence[float], *, passages: Sequence[Passage], units: Se
     return sorted(kept)
 
 
+def budget_details(budget: Budget, *, limit: int, tokens_in: int, tokens_out: int, counted_in: str) -> dict[str, Any]:
+    """What ``details["budget"]`` records: the budget asked, its limit, tokens in and out, the achieved rate."""
+    return {"rate": budget.rate, "target_tokens": budget.target_tokens, "limit": limit, "hard": budget.hard,
+            "counted_in": counted_in, "tokens_in": tokens_in, "tokens_out": tokens_out,
+            "achieved_rate": tokens_out / tokens_in if tokens_in else 0.0}
+
+
 def select_units(scores: Sequence[float], *, passages: Sequence[Passage], units: Sequence[tuple[int, str]],
                  candidates: Sequence[int], budget: Budget, count: TokenCounter, counted_in: str,
                  min_keep: int = 0, assemble_with: Callable[[Sequence[int]], str] | None = None,
@@ -166,9 +173,8 @@ def select_units(scores: Sequence[float], *, passages: Sequence[Passage], units:
         kept = fit_units(scores, passages=passages, units=units, limit=limit, count=count, candidates=kept,
                          assemble=assembled, must=() if budget.hard else best)
         tokens_out = count(assembled(kept)) if kept else 0
-        details["budget"] = {"rate": budget.rate, "target_tokens": budget.target_tokens, "limit": limit,
-                             "hard": budget.hard, "counted_in": counted_in, "tokens_in": tokens_in, "tokens_out": tokens_out,
-                             "achieved_rate": tokens_out / tokens_in if tokens_in else 0.0}
+        details["budget"] = budget_details(budget, limit=limit, tokens_in=tokens_in, tokens_out=tokens_out,
+                                           counted_in=counted_in)
         if not kept:
             details["budget"]["empty"] = "no kept unit fits the budget"
     return kept, details

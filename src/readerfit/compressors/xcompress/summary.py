@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor, join_passages
-from readerfit.compressors.budget import Budget, check_budget, fit_text
+from readerfit.compressors.budget import Budget, budget_details, check_budget, fit_text
 from readerfit.compressors.xcompress.prompts import (
     COMPACT_NEXT_PROMPT,
     COMPACT_PROMPT,
@@ -149,6 +149,7 @@ class Summary(BaseCompressor):
         self.compressor = compressor
         self.config = config or SummaryConfig()
         self.counter = counter if counter is not None else compressor  # whose tokens the budget counts
+        self.counted_in = "reader tokens" if counter is not None else "compressor tokens"
 
     @classmethod
     def from_config(cls, config: SummaryConfig, *, pool: Any, reader: LanguageModel | None = None) -> Summary:
@@ -198,10 +199,12 @@ class Summary(BaseCompressor):
     # the compressor
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
         cfg = self.config
-        tokens_in = self.counter.count_tokens(join_passages(passages))
-        limit = Budget(cfg.rate, cfg.target_tokens).limit(tokens_in=tokens_in)
-        budget = min(x for x in (tokens_in if cfg.budget else None, limit) if x is not None) \
-            if cfg.budget or limit is not None else None
+        length = Budget(cfg.rate, cfg.target_tokens)
+        # the passages' tokens, counted only when a budget needs them
+        tokens_in = self.counter.count_tokens(join_passages(passages)) if cfg.budget or length.active else 0
+        limit = length.limit(tokens_in=tokens_in)
+        caps = [c for c in (tokens_in if cfg.budget else None, limit) if c is not None]
+        budget = min(caps) if caps else None
         seed = question_seed(getattr(cfg, "seed", 0), question)
         if cfg.segment_size is None:
             step = self.step(question, self.prompt_for(question, passages), seed=seed, budget=budget)
@@ -218,15 +221,14 @@ class Summary(BaseCompressor):
         text, kept = step.text, list(step.kept)
         if limit is not None:
             # a length budget: held to it by cutting at a sentence end (the passages would break it)
-            summary = step.text or self._first_summary(step)
+            index = step.kept[0] if step.kept else self._best_candidate(step)
+            summary = step.units[index] if index is not None else ""
             text, cut = fit_text(split_sentences(summary, splitter="regex"), limit=limit,
-                                 count=self.counter.count_tokens) if summary else ("", 0)
-            kept = kept or ([0] if text else [])
+                                 count=self.counter.count_tokens) if summary.strip() else ("", 0)
+            kept = [index] if text and index is not None else []
             tokens_out = self.counter.count_tokens(text) if text else 0
-            details["budget"] = {"rate": cfg.rate, "target_tokens": cfg.target_tokens, "limit": limit,
-                                 "tokens_in": tokens_in, "tokens_out": tokens_out,
-                                 "achieved_rate": tokens_out / tokens_in if tokens_in else 0.0,
-                                 "cut_sentences": cut}
+            details["budget"] = {**budget_details(length, limit=limit, tokens_in=tokens_in, tokens_out=tokens_out,
+                                                  counted_in=self.counted_in), "cut_sentences": cut}
             metrics["budget_cut"] = float(cut > 0)
         elif budget is not None:
             over = step.text and self.counter.count_tokens(step.text) > budget
@@ -243,13 +245,12 @@ class Summary(BaseCompressor):
         return False
 
     @staticmethod
-    def _first_summary(step: Step) -> str:
+    def _best_candidate(step: Step) -> int | None:
         """The candidate to cut when none fits the budget: the best-ranked (lowest score), else the first."""
         if not step.units:
-            return ""
+            return None
         scores = step.scores
-        best = min(range(len(step.units)), key=lambda i: (scores[i], i)) if scores else 0
-        return step.units[best]
+        return min(range(len(step.units)), key=lambda i: (scores[i], i)) if scores else 0
 
     def _iterate(self, question: str, passages: list[Passage], *, seed: int, budget: int | None) -> list[Step]:
         """CompAct: one step per segment of ``segment_size`` passages (at most ``max_iterations``), each shown
