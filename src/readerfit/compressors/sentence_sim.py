@@ -14,6 +14,13 @@ from readerfit.text.split import get_splitter
 from readerfit.types import Compression, Passage
 
 
+def question_similarity(embedder: Any, question: str, sentences: Sequence[str]) -> list[float]:
+    """Each sentence's cosine to the question (the embedder's normalised vectors; ``sentence-sim``'s score and
+    EXIT's ``similarity`` term)."""
+    vectors = embedder.encode([question, *sentences], normalize=True)
+    return [float(v) for v in vectors[1:] @ vectors[0]]
+
+
 @dataclass
 class SentenceSimConfig:
     """Keep the ``top_n`` sentences most similar to the question (cosine of ``embedder`` embeddings).
@@ -63,8 +70,7 @@ class SentenceSimilarity(BaseCompressor):
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
         units = passage_sentences(passages, self.splitter)
-        vectors = self.embedder.encode([question] + [s for _, s in units], normalize=True)
-        scores = (vectors[1:] @ vectors[0]).astype(float).tolist()
+        scores = question_similarity(self.embedder, question, [s for _, s in units])
         return self._select(passages, units, scores, self.config.budget())
 
     def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:

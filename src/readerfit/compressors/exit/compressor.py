@@ -57,6 +57,7 @@ from readerfit.compressors.budget import Budget, reader_counter, select_units
 from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig
 from readerfit.compressors.exit.windows import SentenceClassifier
+from readerfit.compressors.sentence_sim import question_similarity
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.text.split import get_splitter
@@ -124,8 +125,7 @@ class ExitCompressor(BaseCompressor):
             details["context"] = "all"
             details["own_passage"] = sorted(own)  # all passages did not fit the classifier with these sentences
         if self.embedder is not None and units:
-            vectors = self.embedder.encode([question] + [s for _, s in units], normalize=True)
-            details["similarity"] = [float(v) for v in vectors[1:] @ vectors[0]]
+            details["similarity"] = question_similarity(self.embedder, question, [s for _, s in units])
         return self._select(passages, units, scores, self.config.budget(), details)
 
     def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
