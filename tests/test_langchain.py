@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import sys
 from pathlib import Path
@@ -40,6 +41,10 @@ DOCS = [
 ]
 
 
+def words(text: str) -> int:
+    return len(text.split())
+
+
 class KeywordSentences(BaseCompressor):
     """A toy extractive readerfit compressor: keeps sentences sharing a word with the question."""
 
@@ -76,7 +81,7 @@ def contextual_compression_retriever() -> Any:
 
 
 def test_extractive_compressor_gives_one_document_per_source() -> None:
-    compressor = ReaderfitCompressor(KeywordSentences())
+    compressor = ReaderfitCompressor(KeywordSentences(), count_tokens=words)
     assert isinstance(compressor, BaseDocumentCompressor)
     out = compressor.compress_documents(DOCS, "who founded the Halvik Glassworks?")
     assert [d.page_content for d in out] == ["The Halvik Glassworks was founded in 1887.",
@@ -84,26 +89,26 @@ def test_extractive_compressor_gives_one_document_per_source() -> None:
     first, second = out
     assert first.id == "d1" and first.metadata["source"] == "wiki/1" and first.metadata["title"] == "Halvik"
     info = first.metadata["readerfit"]
-    assert info["compressor"] == "keyword" and info["kept"] == [1] and info["sentences"] == 2
-    assert info["scores"][1] >= 2 > info["scores"][0]
-    assert info["kept_fraction"] == pytest.approx(7 / 11)  # words kept / words of the document
+    assert info["compressor"] == "keyword" and info["kept"] == [1] and len(info["scores"]) == 2
+    assert info["scores"][1] >= 2 > info["scores"][0] and first.metadata["relevance_score"] == info["scores"][1]
+    assert (info["origin_tokens"], info["compressed_tokens"]) == (11, 7)  # the counter's tokens, kept / the document's
+    assert info["rate"] == pytest.approx(7 / 11) and info["ratio"] == pytest.approx(11 / 7)
+    assert "kept_fraction" not in info
     assert second.metadata["source"] == "wiki/3" and second.metadata["readerfit"]["kept"] == [0]
     assert DOCS[0].page_content.startswith("Halvik is a town")  # inputs untouched
 
 
 def test_none_by_name_gives_one_combined_document() -> None:
-    compressor = ReaderfitCompressor("none")
+    compressor = ReaderfitCompressor("none", count_tokens=words)
     (doc,) = compressor.compress_documents(DOCS, "who founded it?")
     assert doc.page_content.startswith("Halvik\nHalvik is a town.") and "Marta Velez\nMarta" in doc.page_content
     info = doc.metadata["readerfit"]
-    assert info["compressor"] == "none" and info["kept"] == [0, 1, 2] and info["kept_fraction"] == 1.0
-    assert info["sources"] == ["d1", "2", "3"] and info["titles"] == ["Halvik", "Ossel", "Marta Velez"]
-    assert ReaderfitCompressor("none", count_tokens=len).compress_documents(DOCS[:1], "q")[0] \
-        .metadata["readerfit"]["kept_fraction"] == 1.0
+    assert info["compressor"] == "none" and info["kept"] == [0, 1, 2] and info["rate"] == 1.0
+    assert info["sources"] == ["d1", "2", "3"] and doc.metadata["relevance_score"] is None
 
 
 def test_empty_inputs_and_bad_arguments() -> None:
-    compressor = ReaderfitCompressor(KeywordSentences())
+    compressor = ReaderfitCompressor(KeywordSentences(), count_tokens=words)
     assert compressor.compress_documents([], "who?") == []
     assert compressor.compress_documents([Document(page_content=" ")], "who?") == []
     assert compressor.compress_documents(DOCS, "unrelated words") == []  # nothing kept
@@ -123,11 +128,14 @@ def test_empty_inputs_and_bad_arguments() -> None:
 
 def test_contextual_compression_retriever_with_toy_retriever() -> None:
     ContextualCompressionRetriever = contextual_compression_retriever()
-    retriever = ContextualCompressionRetriever(base_compressor=ReaderfitCompressor(KeywordSentences()),
+    retriever = ContextualCompressionRetriever(base_compressor=ReaderfitCompressor(KeywordSentences(), count_tokens=words),
                                                base_retriever=ToyRetriever(docs=DOCS))
     out = retriever.invoke("who founded the Halvik Glassworks?")
     assert [d.metadata["title"] for d in out] == ["Halvik", "Marta Velez"]
     assert all("readerfit" in d.metadata for d in out)
+    again = asyncio.run(ReaderfitCompressor(KeywordSentences(), count_tokens=words)
+                        .acompress_documents(DOCS, "who founded the Halvik Glassworks?"))
+    assert [d.page_content for d in again] == [d.page_content for d in out]
 
 
 def test_exit_by_name_in_a_retriever(tiny_lm_dir: Path) -> None:
@@ -136,11 +144,12 @@ def test_exit_by_name_in_a_retriever(tiny_lm_dir: Path) -> None:
     from readerfit.models.pool import ModelPool
 
     compressor = ReaderfitCompressor("exit", pool=ModelPool(device="cpu"),
-                                     options={"classifier": str(tiny_lm_dir), "splitter": "regex", "threshold": 0.0})
+                                     options={"classifier": str(tiny_lm_dir), "splitter": "regex", "threshold": 0.0},
+                                     reader=str(tiny_lm_dir))
     retriever = ContextualCompressionRetriever(base_compressor=compressor, base_retriever=ToyRetriever(docs=DOCS))
     out = retriever.invoke("Who founded the Halvik Glassworks?")
     assert [d.metadata["title"] for d in out] == ["Halvik", "Ossel", "Marta Velez"]
     for doc in out:
         info = doc.metadata["readerfit"]
-        assert info["compressor"] == "exit" and len(info["scores"]) == info["sentences"] == len(info["kept"])
-        assert all(0.0 <= s <= 1.0 for s in info["scores"]) and info["kept_fraction"] == pytest.approx(1.0)
+        assert info["compressor"] == "exit" and len(info["scores"]) == len(info["kept"])
+        assert all(0.0 <= s <= 1.0 for s in info["scores"]) and info["rate"] == pytest.approx(1.0)

@@ -11,8 +11,10 @@ the compressed context comes back as Documents:
 - the others (``none``, ``summary``, ``xcompress``, ``longllmlingua``...) give one
   Document holding the whole compressed context.
 
-Every returned Document has ``metadata["readerfit"]``: the compressor name, the
-scores, the kept unit indices and ``kept_fraction`` (words out / words in).
+Every returned Document has ``metadata["readerfit"]``: the compressor name, ``origin_tokens``,
+``compressed_tokens``, ``rate`` (compressed / origin) and ``ratio`` (origin / compressed) in the reader's tokens,
+the scores and the kept unit indices; and ``metadata["relevance_score"]``: the best kept sentence's score (None
+for a compressor that does not score), where LangChain's rerankers put theirs.
 
 >>> from langchain_core.documents import Document                     # doctest: +SKIP
 >>> from langchain_classic.retrievers import ContextualCompressionRetriever   # doctest: +SKIP
@@ -23,13 +25,13 @@ scores, the kept unit indices and ``kept_fraction`` (words out / words in).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from readerfit.compressors import BaseCompressor, build_compressor
+from readerfit.compressors import BaseCompressor
 from readerfit.errors import InputError, require
-from readerfit.models.pool import ModelPool
-from readerfit.types import Compression, Passage
+from readerfit.integrations.documents import DocumentCompression, Piece, SourceDocument
 
 require("langchain_core", extra="langchain", package="langchain-core", purpose="readerfit.integrations.langchain")
 from langchain_core.callbacks import Callbacks  # noqa: E402  (after the check that names what to install)
@@ -37,43 +39,45 @@ from langchain_core.documents import BaseDocumentCompressor, Document  # noqa: E
 from pydantic import ConfigDict  # noqa: E402
 
 
-def _words(text: str) -> int:
-    return len(text.split())
-
-
 class ReaderfitCompressor(BaseDocumentCompressor):
     """A readerfit compressor, by registered name or as a built instance, for LangChain retrievers.
 
-    ``ReaderfitCompressor("sentence-sim", options={"top_n": 3})`` builds it with a
-    new :class:`~readerfit.models.pool.ModelPool` (or ``pool=``, to share models);
-    ``ReaderfitCompressor(my_compressor)`` wraps an instance. ``count_tokens``
-    (e.g. a reader's ``count_tokens``) replaces word counts in ``kept_fraction``.
+    ``ReaderfitCompressor("sentence-sim", options={"rate": 0.2})`` builds it with a new
+    :class:`~readerfit.models.pool.ModelPool` (or ``pool=``, to share models); ``ReaderfitCompressor(my_compressor)``
+    wraps an instance. Tokens are the ``reader``'s (default: the packaged SmolLM2, loaded on first use), or
+    ``count_tokens=`` a function from text to a count.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    compressor: Any
+    engine: DocumentCompression
     title_key: str = "title"
-    count_tokens: Callable[[str], int] | None = None
 
     def __init__(self, compressor: Any = "none", /, *, pool: Any = None, options: dict[str, Any] | None = None,
+                 preset: str | None = None, reader: Any = None, count_tokens: Callable[[str], int] | None = None,
                  **fields: Any) -> None:
-        if isinstance(compressor, str):
-            compressor = build_compressor(compressor, pool if pool is not None else ModelPool(), **(options or {}))
-        elif options:
-            raise TypeError("options apply when the compressor is given by name, not to an instance")
-        if not isinstance(compressor, BaseCompressor):
+        if not isinstance(compressor, str | BaseCompressor):
             raise TypeError(f"expected a compressor name or a readerfit compressor, got {type(compressor).__name__}")
-        super().__init__(compressor=compressor, **fields)
+        if isinstance(compressor, BaseCompressor) and options:
+            raise TypeError("options apply when the compressor is given by name, not to an instance")
+        engine = DocumentCompression(compressor, pool=pool, options=options, preset=preset, reader=reader,
+                                     count_tokens=count_tokens)
+        if isinstance(compressor, str):
+            engine.compressor()  # an unknown name fails here, listing the registered ones
+        super().__init__(engine=engine, **fields)
 
     @property
     def name(self) -> str:
-        return self.compressor.name
+        return self.engine.name
 
-    def to_passage(self, doc: Document, index: int) -> Passage:
+    @property
+    def compressor(self) -> BaseCompressor:
+        return self.engine.compressor()
+
+    def to_source(self, doc: Document, index: int) -> SourceDocument:
         title = doc.metadata.get(self.title_key, "")
         pid = doc.id if getattr(doc, "id", None) else doc.metadata.get("id", str(index))
-        return Passage(text=doc.page_content, title=str(title) if title is not None else "", id=str(pid))
+        return SourceDocument(text=doc.page_content, title=str(title) if title is not None else "", id=str(pid))
 
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
@@ -81,59 +85,22 @@ class ReaderfitCompressor(BaseDocumentCompressor):
         """The compressed context of ``documents`` for ``query``; no documents (or only empty ones) give []."""
         if isinstance(documents, str | Document) or not isinstance(documents, Sequence):
             raise InputError(f"documents must be a list of LangChain Documents, got {type(documents).__name__}")
-        if not isinstance(query, str) or not query.strip():
-            raise InputError(f"expected a non-empty question (the query string), got {type(query).__name__}")
         bad = next((i for i, d in enumerate(documents) if not isinstance(d, Document)), None)
         if bad is not None:
             raise InputError(f"documents[{bad}]: expected a LangChain Document (page_content, metadata), got "
                              f"{type(documents[bad]).__name__}; wrap text as Document(page_content=...)")
-        # drop empty documents here, as the compressor would, so its passage indices are ours too
-        indexed = [(i, d) for i, d in enumerate(documents) if d.page_content.strip()]
-        if not indexed:
-            return []
-        passages = [self.to_passage(d, i) for i, d in indexed]
-        compression = self.compressor.compress(query, passages)
-        owners = compression.passage_of_unit
-        if owners is not None and len(owners) == len(compression.units):
-            return self._per_document([d for _, d in indexed], compression, owners)
-        return [self._combined(passages, compression)] if compression.text.strip() else []
+        sources = [self.to_source(d, i) for i, d in enumerate(documents)]
+        return [self._document(p, documents) for p in self.engine.run(query, sources)]
 
-    def _count(self, text: str) -> int:
-        return self.count_tokens(text) if self.count_tokens is not None else _words(text)
+    async def acompress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        """:meth:`compress_documents` in a worker thread, so an event loop is not blocked by the model work."""
+        return await asyncio.to_thread(self.compress_documents, documents, query, callbacks)
 
-    def _fraction(self, kept_text: str, source_text: str) -> float:
-        total = self._count(source_text)
-        return self._count(kept_text) / total if total else 1.0
-
-    def _per_document(self, docs: list[Document], c: Compression, owners: Sequence[int]) -> list[Document]:
-        kept = set(c.kept)
-        out = []
-        for d_index, doc in enumerate(docs):
-            units = [k for k, owner in enumerate(owners) if owner == d_index]
-            kept_units = [k for k in units if k in kept]
-            if not kept_units:
-                continue
-            text = " ".join(c.units[k].strip() for k in kept_units)
-            info = {
-                "compressor": self.name,
-                "scores": [c.scores[k] for k in units] if c.scores is not None else None,
-                "kept": [units.index(k) for k in kept_units],  # sentence indices within this document
-                "sentences": len(units),
-                "kept_fraction": self._fraction(text, doc.page_content),
-            }
-            out.append(Document(page_content=text, metadata={**doc.metadata, "readerfit": info},
-                                id=getattr(doc, "id", None)))
-        return out
-
-    def _combined(self, passages: list[Passage], c: Compression) -> Document:
-        info = {
-            "compressor": self.name,
-            "scores": c.scores,
-            "kept": list(c.kept),
-            # against the passages as the compressor saw them (title lines included)
-            "kept_fraction": self._fraction(c.text, "\n\n".join(p.render() for p in passages)),
-            "sources": [p.id for p in passages],  # Document ids, else their positions in the input
-            "titles": [p.title for p in passages],
-            "seconds": c.seconds,
-        }
-        return Document(page_content=c.text, metadata={"readerfit": info})
+    def _document(self, piece: Piece, documents: Sequence[Document]) -> Document:
+        extra = {"readerfit": piece.metadata(), "relevance_score": piece.relevance_score}
+        if piece.source is None:
+            return Document(page_content=piece.text, metadata=extra)
+        doc = documents[piece.source]
+        return Document(page_content=piece.text, metadata={**doc.metadata, **extra}, id=getattr(doc, "id", None))

@@ -1,0 +1,172 @@
+"""What the framework adapters share: a framework's documents in, readerfit's compressed pieces out.
+
+Each adapter (LlamaIndex, Haystack) turns its own document type into :class:`SourceDocument`\\ s, calls
+:meth:`DocumentCompression.run` and turns the :class:`Piece`\\ s back. An extractive compressor (one that
+says which passage each sentence came from: ``exit``, ``sentence-sim``) gives one piece per source document
+that kept a sentence, in input order; the others give one piece holding the whole compressed context.
+
+Token counts are the reader's tokens (LLMLingua's names: ``origin_tokens``, ``compressed_tokens``,
+``rate`` = compressed / origin, ``ratio`` = origin / compressed); ``relevance_score`` is the best kept
+sentence's score (None for a compressor that does not score).
+
+>>> from readerfit.compressors.none import RawPassages
+>>> engine = DocumentCompression(RawPassages(), count_tokens=lambda text: len(text.split()))
+>>> [p.text for p in engine.run("Who?", [SourceDocument(text="Anna wrote it.", title="Book")])]
+['Book\\nAnna wrote it.']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from readerfit.compressors import BaseCompressor, build_compressor
+from readerfit.errors import InputError
+from readerfit.models.lm import LanguageModel
+from readerfit.models.pool import ModelPool
+from readerfit.models.specs import DEFAULT_LM
+from readerfit.types import Compression, Passage
+
+# the metadata keys the adapters add; frameworks that put metadata in the LLM prompt are told to leave them out
+METADATA_KEYS = ("readerfit", "relevance_score")
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    """One framework document as readerfit sees it."""
+
+    text: str
+    title: str = ""
+    id: str = ""
+
+
+@dataclass
+class Piece:
+    """One output document: the text kept from ``source`` (an index into the input documents), or, with
+    ``source`` None, the whole compressed context."""
+
+    text: str
+    source: int | None
+    compressor: str
+    origin_tokens: int
+    compressed_tokens: int
+    scores: list[float] | None = None
+    kept: list[int] = field(default_factory=list)
+    relevance_score: float | None = None
+    seconds: float = 0.0
+    sources: list[str] = field(default_factory=list)  # the ids of the documents a combined piece was made from
+
+    @property
+    def rate(self) -> float:
+        """compressed / origin tokens (LLMLingua's ``rate``); 1.0 for an empty source."""
+        return self.compressed_tokens / self.origin_tokens if self.origin_tokens else 1.0
+
+    @property
+    def ratio(self) -> float | None:
+        """origin / compressed tokens (LLMLingua's ``ratio``); None when nothing is kept."""
+        return self.origin_tokens / self.compressed_tokens if self.compressed_tokens else None
+
+    def metadata(self) -> dict[str, Any]:
+        """The ``readerfit`` metadata entry the adapters attach."""
+        return {"compressor": self.compressor, "origin_tokens": self.origin_tokens,
+                "compressed_tokens": self.compressed_tokens, "rate": self.rate, "ratio": self.ratio,
+                "scores": self.scores, "kept": self.kept, "seconds": self.seconds,
+                **({"sources": self.sources} if self.source is None else {})}
+
+
+class DocumentCompression:
+    """A readerfit compressor (by registered name, built on first use, or an instance) over framework documents.
+
+    ``count_tokens`` counts the reader's tokens; without it, ``reader``'s tokenizer does (default: the packaged
+    SmolLM2, loaded on first use). ``options`` go to the compressor's config (for example ``{"rate": 0.2}``).
+    """
+
+    def __init__(self, compressor: str | BaseCompressor = "exit", *, pool: ModelPool | None = None,
+                 options: Mapping[str, Any] | None = None, preset: str | None = None,
+                 reader: str | LanguageModel | None = None, count_tokens: Callable[[str], int] | None = None) -> None:
+        if isinstance(compressor, BaseCompressor):
+            if options or preset:
+                raise InputError("options and preset apply when the compressor is given by name, not to an instance")
+        elif not isinstance(compressor, str) or not compressor.strip():
+            raise InputError(f"expected a compressor name or a readerfit compressor, got {type(compressor).__name__}")
+        if options is not None and not isinstance(options, Mapping):
+            raise InputError(f"options must be a mapping of the compressor's settings, got {type(options).__name__}")
+        if count_tokens is not None and not callable(count_tokens):
+            raise InputError(f"count_tokens must be a function from text to a token count, got {count_tokens!r}")
+        self.spec = compressor
+        self.options = dict(options or {})
+        self.preset = preset
+        self.reader = reader
+        self._pool = pool
+        self._count = count_tokens
+        self._built = compressor if isinstance(compressor, BaseCompressor) else None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name if isinstance(self.spec, BaseCompressor) else self.spec
+
+    @property
+    def pool(self) -> ModelPool:
+        if self._pool is None:
+            self._pool = ModelPool()
+        return self._pool
+
+    def warm_up(self) -> None:
+        """Build the compressor (and load the token counter) now rather than on the first documents."""
+        self.compressor()
+        self.counter()
+
+    def compressor(self) -> BaseCompressor:
+        if self._built is None:
+            self._built = build_compressor(self.name, self.pool, preset=self.preset, **self.options)
+        return self._built
+
+    def counter(self) -> Callable[[str], int]:
+        if self._count is None:
+            lm = self.reader if isinstance(self.reader, LanguageModel) else self.pool.lm(self.reader or DEFAULT_LM)
+            self._count = lm.count_tokens
+        return self._count
+
+    def run(self, query: str, documents: Sequence[SourceDocument]) -> list[Piece]:
+        """The compressed pieces of ``documents`` for ``query``; no documents (or only empty ones) give []."""
+        if not isinstance(query, str) or not query.strip():
+            raise InputError(f"expected a non-empty question (the query string), got {query!r:.60}")
+        # empty documents are dropped here, as the compressor would, so its passage indices are ours too
+        indexed = [(i, d) for i, d in enumerate(documents) if d.text.strip()]
+        if not indexed:
+            return []
+        passages = [Passage(text=d.text, title=d.title, id=d.id or str(i)) for i, d in indexed]
+        compression = self.compressor().compress(query, passages)
+        owners = compression.passage_of_unit
+        if owners is not None and len(owners) == len(compression.units):
+            return self._per_document(indexed, compression, owners)
+        if not compression.text.strip():
+            return []
+        count = self.counter()
+        origin = sum(count(p.render()) for p in passages)  # as the compressor saw them, title lines included
+        return [Piece(text=compression.text, source=None, compressor=self.name, origin_tokens=origin,
+                      compressed_tokens=count(compression.text), scores=compression.scores, kept=list(compression.kept),
+                      relevance_score=_best(compression, compression.kept), seconds=compression.seconds,
+                      sources=[p.id for p in passages])]
+
+    def _per_document(self, indexed: list[tuple[int, SourceDocument]], c: Compression,
+                      owners: Sequence[int]) -> list[Piece]:
+        kept, count = set(c.kept), self.counter()
+        out = []
+        for d_index, (source, doc) in enumerate(indexed):
+            units = [k for k, owner in enumerate(owners) if owner == d_index]
+            kept_units = [k for k in units if k in kept]
+            if not kept_units:
+                continue
+            text = " ".join(c.units[k].strip() for k in kept_units)
+            out.append(Piece(text=text, source=source, compressor=self.name, origin_tokens=count(doc.text),
+                             compressed_tokens=count(text),
+                             scores=[c.scores[k] for k in units] if c.scores is not None else None,
+                             kept=[units.index(k) for k in kept_units], relevance_score=_best(c, kept_units),
+                             seconds=c.seconds))
+        return out
+
+
+def _best(c: Compression, units: Sequence[int]) -> float | None:
+    return max((float(c.scores[k]) for k in units), default=None) if c.scores is not None else None

@@ -1,0 +1,75 @@
+"""LlamaIndex adapter: any readerfit compressor as a node postprocessor (where LlamaIndex's
+``LongLLMLinguaPostprocessor`` sits).
+
+Needs ``llama-index-core`` (``pip install 'readerfit[llamaindex]'``). Nodes become readerfit passages (title from
+``metadata["title"]``). An extractive compressor (``exit``, ``sentence-sim``) gives one node per source node that
+kept a sentence: the same node (id, metadata, relationships, retrieval score) with its kept sentences as text;
+the others give one new node holding the whole compressed context. Each node's metadata gets ``readerfit``
+(compressor, ``origin_tokens``, ``compressed_tokens``, ``rate``, ``ratio`` in the reader's tokens, the sentence
+scores, the kept sentence indices) and ``relevance_score`` (the best kept sentence's score), both left out of
+what the LLM and the embedder see.
+
+>>> from llama_index.core.query_engine import RetrieverQueryEngine        # doctest: +SKIP
+>>> engine = RetrieverQueryEngine.from_args(
+...     my_retriever, node_postprocessors=[ReaderfitPostprocessor(compressor="exit", options={"rate": 0.2})])  # doctest: +SKIP
+>>> engine.query("Who founded the Halvik Glassworks?")                   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from readerfit.errors import require
+from readerfit.integrations.documents import METADATA_KEYS, DocumentCompression, Piece, SourceDocument
+
+require("llama_index.core", extra="llamaindex", package="llama-index-core", purpose="readerfit.integrations.llamaindex")
+from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode  # noqa: E402
+from pydantic import PrivateAttr  # noqa: E402
+
+
+class ReaderfitPostprocessor(BaseNodePostprocessor):
+    """A readerfit compressor, by registered name or as a built instance, for LlamaIndex query engines.
+
+    ``compressor``: a registered name (``exit``, ``sentence-sim``, ...) or a readerfit compressor;
+    ``options``: its settings (a budget: ``{"rate": 0.2}`` or ``{"target_tokens": 300}``); ``reader``: the reader
+    whose tokens are counted (default: the packaged SmolLM2), or ``count_tokens=`` a function; ``pool``: a
+    :class:`~readerfit.models.pool.ModelPool` to share models.
+    """
+
+    title_key: str = "title"
+    _engine: DocumentCompression = PrivateAttr()
+
+    def __init__(self, compressor: Any = "exit", *, options: dict[str, Any] | None = None, preset: str | None = None,
+                 reader: Any = None, count_tokens: Any = None, pool: Any = None, **fields: Any) -> None:
+        super().__init__(**fields)
+        self._engine = DocumentCompression(compressor, pool=pool, options=options, preset=preset, reader=reader,
+                                           count_tokens=count_tokens)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ReaderfitPostprocessor"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+                           ) -> list[NodeWithScore]:
+        if query_bundle is None:
+            raise ValueError("ReaderfitPostprocessor compresses for a question: pass query_bundle or query_str")
+        sources = [SourceDocument(text=n.node.get_content(metadata_mode=MetadataMode.NONE),
+                                  title=str(n.node.metadata.get(self.title_key) or ""), id=n.node.node_id)
+                   for n in nodes]
+        return [self._node(piece, nodes) for piece in self._engine.run(query_bundle.query_str, sources)]
+
+    def _node(self, piece: Piece, nodes: list[NodeWithScore]) -> NodeWithScore:
+        extra = {"readerfit": piece.metadata(), "relevance_score": piece.relevance_score}
+        if piece.source is None:
+            node = TextNode(text=piece.text, metadata=extra)
+            score = None
+        else:
+            original = nodes[piece.source]
+            node = original.node.model_copy(deep=True)
+            node.set_content(piece.text)
+            node.metadata = {**node.metadata, **extra}
+            score = original.score
+        for keys in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
+            keys.extend(k for k in METADATA_KEYS if k not in keys)
+        return NodeWithScore(node=node, score=score)

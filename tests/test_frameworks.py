@@ -1,0 +1,260 @@
+"""LlamaIndex and Haystack adapters, each inside a real query pipeline over the demo corpus:
+BM25 retriever -> readerfit -> an LLM that echoes its prompt, so the test sees what reached the LLM."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+from typing import Any
+
+import pytest
+
+from readerfit.compressors.base import BaseCompressor
+from readerfit.data.loaders import demo_corpus_path, load_demo
+from readerfit.errors import InputError, MissingPackageError
+from readerfit.integrations.documents import DocumentCompression, SourceDocument
+from readerfit.retrieve.base import read_passages
+from readerfit.types import Compression, Passage
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+class KeywordSentences(BaseCompressor):
+    """A toy extractive compressor with scores: keeps sentences sharing two words with the question."""
+
+    name = "keyword"
+
+    def _compress(self, question: str, passages: list[Passage]) -> Compression:
+        asked = {w.strip("?.,").lower() for w in question.split()}
+        units, owners = [], []
+        for i, p in enumerate(passages):
+            for sentence in p.text.split(". "):
+                units.append(sentence.strip().rstrip(".") + ".")
+                owners.append(i)
+        scores = [float(len(asked & {w.strip(".,").lower() for w in u.split()})) for u in units]
+        kept = [k for k, s in enumerate(scores) if s >= 3]
+        return Compression(text=" ".join(units[k] for k in kept), units=units, scores=scores, kept=kept,
+                           passage_of_unit=owners)
+
+
+DOCS = [SourceDocument(text="Halvik is a town. The Halvik Glassworks was founded in 1887.", title="Halvik", id="a"),
+        SourceDocument(text="  ", title="Empty", id="b"),
+        SourceDocument(text="Ossel makes bottles. It went bankrupt.", title="Ossel", id="c")]
+QUESTION = "In what year was the Halvik Glassworks founded?"
+
+
+def test_pieces_carry_the_ecosystem_names_in_tokens() -> None:
+    pieces = DocumentCompression(KeywordSentences(), count_tokens=words).run(QUESTION, DOCS)
+    assert [(p.source, p.text) for p in pieces] == [(0, "The Halvik Glassworks was founded in 1887.")]
+    piece = pieces[0]
+    assert (piece.origin_tokens, piece.compressed_tokens) == (11, 7)
+    assert piece.rate == pytest.approx(7 / 11) and piece.ratio == pytest.approx(11 / 7)
+    assert piece.scores == [1.0, 6.0] and piece.kept == [1] and piece.relevance_score == 6.0
+    meta = piece.metadata()
+    assert {"origin_tokens", "compressed_tokens", "rate", "ratio"} <= set(meta) and "kept_fraction" not in meta
+
+
+def test_a_non_extractive_compressor_gives_one_piece_and_nothing_gives_nothing() -> None:
+    from readerfit.compressors.none import RawPassages
+
+    engine = DocumentCompression(RawPassages(), count_tokens=words)
+    (piece,) = engine.run("Who?", DOCS)
+    assert piece.source is None and piece.text.startswith("Halvik\nHalvik is a town.") and piece.rate == 1.0
+    assert piece.relevance_score is None
+    assert engine.run("Who?", [SourceDocument(text=" ")]) == []
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(compressor=""), "compressor name"),
+    (dict(compressor="none", options=["rate"]), "options must be a mapping"),
+    (dict(compressor="none", count_tokens=3), "count_tokens must be a function"),
+    (dict(compressor=KeywordSentences(), options={"rate": 0.2}), "given by name"),
+])
+def test_bad_adapter_arguments_are_clear(bad: dict[str, Any], match: str) -> None:
+    compressor = bad.pop("compressor")
+    with pytest.raises(InputError, match=match):
+        DocumentCompression(compressor, **bad)
+
+
+def test_an_unknown_compressor_lists_the_registered_names() -> None:
+    engine = DocumentCompression("nope", count_tokens=words)
+    with pytest.raises(Exception, match="sentence-sim"):
+        engine.run(QUESTION, DOCS)
+
+
+def test_an_empty_question_is_refused() -> None:
+    with pytest.raises(InputError, match="non-empty question"):
+        DocumentCompression(KeywordSentences(), count_tokens=words).run("  ", DOCS)
+
+
+@pytest.mark.parametrize("module, package, extra", [
+    ("readerfit.integrations.llamaindex", "llama_index.core", r"llama-index-core.*readerfit\[llamaindex\]"),
+    ("readerfit.integrations.haystack", "haystack", r"haystack-ai.*readerfit\[haystack\]"),
+])
+def test_missing_framework_gives_install_hint(monkeypatch: pytest.MonkeyPatch, module: str, package: str,
+                                              extra: str) -> None:
+    monkeypatch.setitem(sys.modules, package, None)
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    with pytest.raises(MissingPackageError, match=extra):
+        importlib.import_module(module)
+
+
+def assert_dropped(question: str, retrieved: list[str], prompt: str) -> None:
+    """Sentences of the retrieved texts the compressor did not keep are not in the LLM's prompt."""
+    c = KeywordSentences().compress(question, [Passage(text=t) for t in retrieved])
+    dropped = [u for k, u in enumerate(c.units) if k not in c.kept and len(u) > 25]
+    assert dropped and not any(u in prompt for u in dropped)
+
+
+@pytest.fixture(scope="module")
+def demo() -> tuple[list[Passage], Any]:
+    return read_passages(demo_corpus_path()), load_demo(limit=1)[0]
+
+
+# ---- LlamaIndex ------------------------------------------------------------------------------------------------
+
+
+def test_llamaindex_query_engine_reads_the_compressed_nodes(demo: tuple[list[Passage], Any]) -> None:
+    pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (pip install 'readerfit[llamaindex]')")
+    pytest.importorskip("bm25s", reason="bm25s is not installed (pip install 'readerfit[retrieve]')")
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.query_engine import RetrieverQueryEngine
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+    from readerfit.integrations.llamaindex import ReaderfitPostprocessor
+    from readerfit.retrieve.bm25 import BM25Retriever
+
+    corpus, example = demo
+    bm25 = BM25Retriever(corpus)
+
+    class DemoBM25(BaseRetriever):
+        def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+            hits = bm25.search([query_bundle.query_str], k=5)
+            return [NodeWithScore(node=TextNode(text=corpus[i].text, id_=corpus[i].id,
+                                                metadata={"title": corpus[i].title}), score=s) for i, s in hits[0]]
+
+    post = ReaderfitPostprocessor(KeywordSentences(), count_tokens=words)
+    engine = RetrieverQueryEngine.from_args(DemoBM25(), llm=MockLLM(), node_postprocessors=[post])
+    response = engine.query(example.question)
+    prompt = str(response)  # MockLLM answers with its prompt
+    assert "The Halvik Glassworks was founded in 1887" in prompt
+    retrieved = DemoBM25().retrieve(example.question)
+    assert_dropped(example.question, [n.node.get_content() for n in retrieved], prompt)
+    assert "readerfit" not in prompt and "relevance_score" not in prompt  # metadata kept out of the LLM's view
+    nodes = response.source_nodes
+    assert nodes and all(n.node.metadata["readerfit"]["compressor"] == "keyword" for n in nodes)
+    by_id = {n.node.node_id: n for n in retrieved}
+    for n in nodes:  # the same node: id, title, retrieval score; the kept text
+        assert n.node.node_id in by_id and n.score == pytest.approx(by_id[n.node.node_id].score)
+        assert n.node.metadata["title"] == by_id[n.node.node_id].node.metadata["title"]
+        info = n.node.metadata["readerfit"]
+        assert info["compressed_tokens"] == words(n.node.get_content()) <= info["origin_tokens"]
+        assert n.node.metadata["relevance_score"] == max(info["scores"][k] for k in info["kept"])
+    again = asyncio.run(post.apostprocess_nodes(retrieved, query_str=example.question))
+    assert [n.node.get_content() for n in again] == [n.node.get_content() for n in nodes]
+
+
+def test_llamaindex_postprocessor_with_a_registered_compressor_and_budget(tiny_lm: Any) -> None:
+    pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (pip install 'readerfit[llamaindex]')")
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from readerfit.integrations.llamaindex import ReaderfitPostprocessor
+    from readerfit.models.pool import ModelPool
+
+    pool = ModelPool()
+    pool.put("embedder", "minilm", _WordOverlap())
+    post = ReaderfitPostprocessor("sentence-sim", options={"rate": 0.4, "splitter": "regex"}, reader=tiny_lm, pool=pool)
+    nodes = [NodeWithScore(node=TextNode(text=d.text, id_=d.id, metadata={"title": d.title}), score=1.0) for d in DOCS]
+    out = post.postprocess_nodes(nodes, query_str=QUESTION)
+    assert out and all(n.node.metadata["readerfit"]["compressor"] == "sentence-sim" for n in out)
+    kept = sum(n.node.metadata["readerfit"]["compressed_tokens"] for n in out)
+    total = sum(tiny_lm.count_tokens(d.text) for d in DOCS if d.text.strip())
+    assert kept <= total
+
+
+class _WordOverlap:
+    """An embedder stand-in: bag-of-words vectors over a fixed vocabulary (no model download)."""
+
+    def encode(self, texts: Any, normalize: bool = True, **_: Any) -> Any:
+        import numpy as np
+
+        vocab = sorted({w.strip("?.,").lower() for d in DOCS for w in d.text.split()} | set(QUESTION.lower().split()))
+        rows = np.array([[float(w in {t.strip("?.,").lower() for t in text.split()}) for w in vocab] for text in texts])
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        return rows / np.where(norms == 0, 1, norms) if normalize else rows
+
+
+# ---- Haystack --------------------------------------------------------------------------------------------------
+
+
+def test_haystack_pipeline_reads_the_compressed_documents(demo: tuple[list[Passage], Any]) -> None:
+    pytest.importorskip("haystack", reason="haystack-ai is not installed (pip install 'readerfit[haystack]')")
+    from haystack import Document, Pipeline, component
+    from haystack.components.builders import PromptBuilder
+    from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    from readerfit.integrations.haystack import ReaderfitCompressor
+
+    @component
+    class EchoLLM:
+        @component.output_types(replies=list[str])
+        def run(self, prompt: str) -> dict[str, list[str]]:
+            return {"replies": [prompt]}
+
+    corpus, example = demo
+    store = InMemoryDocumentStore()
+    store.write_documents([Document(id=p.id, content=p.text, meta={"title": p.title}) for p in corpus])
+    template = "{% for d in documents %}{{ d.meta.title }}: {{ d.content }}\n{% endfor %}Question: {{ query }}"
+    pipe = Pipeline()
+    pipe.add_component("retriever", InMemoryBM25Retriever(document_store=store, top_k=5))
+    pipe.add_component("compressor", ReaderfitCompressor(KeywordSentences()))
+    pipe.add_component("prompt", PromptBuilder(template=template, required_variables=["documents", "query"]))
+    pipe.add_component("llm", EchoLLM())
+    pipe.connect("retriever.documents", "compressor.documents")
+    pipe.connect("compressor.documents", "prompt.documents")
+    pipe.connect("prompt.prompt", "llm.prompt")
+    q = example.question
+    comp = pipe.get_component("compressor")
+    comp._engine._count = words  # the tiny word counter instead of loading the packaged reader's tokenizer
+    out = pipe.run({"retriever": {"query": q}, "compressor": {"query": q}, "prompt": {"query": q}},
+                   include_outputs_from={"compressor"})
+    prompt = out["llm"]["replies"][0]
+    assert "Halvik Glassworks: The Halvik Glassworks was founded in 1887" in prompt
+    docs = out["compressor"]["documents"]
+    assert_dropped(q, [d.content for d in store.bm25_retrieval(query=q, top_k=5)], prompt)
+    info = [d.meta["readerfit"] for d in docs]
+    assert docs and sum(i["compressed_tokens"] for i in info) < sum(i["origin_tokens"] for i in info)
+    stored = {d.id: d for d in store.filter_documents()}
+    for d in docs:  # the same document: id and title kept, content the kept sentences
+        assert d.id in stored and d.meta["title"] == stored[d.id].meta["title"]
+        assert all(s.rstrip(".") in stored[d.id].content for s in d.content.split(". "))
+        assert d.meta["relevance_score"] == max(d.meta["readerfit"]["scores"])
+    again = asyncio.run(comp.run_async(query=q, documents=list(stored.values())[:3]))
+    assert isinstance(again["documents"], list)
+
+
+def test_haystack_component_serialises_and_refuses_bad_documents() -> None:
+    pytest.importorskip("haystack", reason="haystack-ai is not installed (pip install 'readerfit[haystack]')")
+    from readerfit.integrations.haystack import ReaderfitCompressor
+
+    comp = ReaderfitCompressor("sentence-sim", options={"rate": 0.2}, reader="smollm2-135m")
+    data = comp.to_dict()
+    assert data["init_parameters"] == {"compressor": "sentence-sim", "options": {"rate": 0.2}, "preset": None,
+                                       "reader": "smollm2-135m", "title_key": "title"}
+    back = ReaderfitCompressor.from_dict(data)
+    assert (back.compressor, back.options, back.reader) == ("sentence-sim", {"rate": 0.2}, "smollm2-135m")
+    with pytest.raises(InputError, match="cannot be serialised"):
+        ReaderfitCompressor(KeywordSentences()).to_dict()
+    with pytest.raises(InputError, match=r"documents\[1\]: expected a Haystack Document"):
+        ReaderfitCompressor(KeywordSentences()).run(query=QUESTION, documents=[_doc("x"), "text"])
+
+
+def _doc(text: str) -> Any:
+    from haystack import Document
+
+    return Document(content=text)
