@@ -57,7 +57,8 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
                    help="run the examples that can run (default: refuse data with a blank question or answer, or "
                         "without passages and no retriever, listing them)")
     p.add_argument("--seper", action="store_true", help="add ΔSePer of each context (vs none) to the records and table")
-    p.add_argument("--judge", default="lexical", help="SePer judge: lexical | nli:<id or path> | lm:<model>")
+    p.add_argument("--judge", default=None, help="SePer judge: lexical | nli:<id or path> | lm:<model> (default "
+                   "lexical; with --preset the paper's nli:microsoft/deberta-v2-xlarge-mnli)")
     p.add_argument("--seper-n", type=positive_int, default=10, help="SePer samples per condition")
     p.add_argument("--rerank", default=None, metavar="RERANKER",
                    help="rerank the passages before compressing: cross-encoder:<id or path> | lm (the reader) | lm:<model>")
@@ -67,6 +68,9 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
                    help="the reader's prompt: default (the EXIT paper's, one user turn), exit-official (the released "
                         "EXIT reader: the context fenced in a system turn), sps-paper (the SPS paper's instruction), "
                         "or a template FILE with {context} and {question}; recorded in the run settings")
+    p.add_argument("--reader-shots", default=None, metavar="FILE",
+                   help="few-shot examples for the reader prompt: JSON lines (or a JSON list) of {\"question\", "
+                        "\"answers\": [...]}, shown as Question/Answer pairs where the prompt has its {examples} slot")
     add_model_args(p)
     add_server_args(p)
     add_threads_arg(p)
@@ -78,7 +82,8 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
                       index=args.index, top_k=args.top_k, reader=args.reader, dtype=args.dtype, device=args.device,
                       max_new_tokens=args.max_new_tokens, seper=args.seper, judge=args.judge, seper_n=args.seper_n,
                       rerank=args.rerank, rerank_top=args.rerank_top, base_url=args.base_url, api_key=args.api_key,
-                      context_length=args.context_length, preset=args.preset, reader_prompt=args.reader_prompt)
+                      context_length=args.context_length, preset=args.preset, reader_prompt=args.reader_prompt,
+                      reader_shots=args.reader_shots)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,6 +100,9 @@ def run_config(config: EvalConfig, args: argparse.Namespace) -> int:
 def eval_config(config: EvalConfig, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     """(result, the text to print) of the eval of ``config`` (see :func:`run_config`)."""
     config.check_options()
+    warning = config.judge_warning()
+    if warning:
+        print(f"readerfit: warning: {warning}", file=sys.stderr)
     set_threads(args.threads)
     if args.out is not None:
         check_out(Path(args.out))
@@ -116,6 +124,8 @@ def eval_config(config: EvalConfig, args: argparse.Namespace) -> tuple[dict[str,
                           out=args.out, run_config=config.settings(), progress=not args.no_progress, data_label=label)
     if invalid:
         result["n_skipped_invalid"] = len(invalid)
+    if warning:
+        result["judge_warning"] = warning
     out = result["out"]
     report = report_after_run(out, kind="eval", section=report_section)  # warns on stderr, never fails the run
     table = (Path(out) / "summary.md").read_text(encoding="utf-8").rstrip()

@@ -20,8 +20,9 @@ from readerfit.errors import InputError
 from readerfit.models.device import auto_device, fast_dtype
 from readerfit.models.openai.config import PREFIX, redact_url
 from readerfit.models.specs import DEFAULT_LM
-from readerfit.reader import resolve_reader_prompt
+from readerfit.reader import READER_PROMPTS, load_shots, resolve_reader_prompt
 from readerfit.registry import PRESET_NAMES, make_config
+from readerfit.retrieval_utility.config import judge_warning, seper_judge
 from readerfit.retrieval_utility.judge import JUDGES
 from readerfit.retrieve.index import RETRIEVERS
 from readerfit.retrieve.rerank import RERANKERS
@@ -47,7 +48,7 @@ class EvalConfig:
     device: str | None = None
     max_new_tokens: int = 32
     seper: bool = False
-    judge: str = "lexical"
+    judge: str | None = None  # SePer's judge; None: the preset's (the paper's NLI model), else lexical
     seper_n: int = 10
     rerank: str | None = None
     rerank_top: int | None = None
@@ -57,6 +58,7 @@ class EvalConfig:
     preset: str | None = None  # paper | official: every method as its paper defines it / its authors' code runs it
     data_label: str | None = None  # what run.json calls the data (the demo: "demo")
     reader_prompt: str = "default"  # default | exit-official | sps-paper | a template FILE ({context}, {question})
+    reader_shots: str | None = None  # few-shot examples for the reader prompt: a JSONL / JSON-list FILE
 
     def __post_init__(self) -> None:
         self.compressors = list(self.compressors)
@@ -99,12 +101,20 @@ class EvalConfig:
         if self.preset is not None and self.preset not in PRESET_NAMES:
             raise InputError(f"unknown preset {self.preset!r}; expected one of {', '.join(PRESET_NAMES)}")
         self.reader_templates()  # a bad name or file fails now, before any model loads
-        if self.seper and self.judge.partition(":")[0] not in JUDGES:
-            raise JUDGES.unknown(self.judge)
+        if self.seper and self.seper_judge().partition(":")[0] not in JUDGES:
+            raise JUDGES.unknown(self.seper_judge())
+
+    def seper_judge(self) -> str:
+        """The judge ΔSePer uses: ``judge``, else the preset's (the paper's NLI model), else lexical."""
+        return seper_judge(self.judge, preset=self.preset)
+
+    def judge_warning(self) -> str | None:
+        """Why ΔSePer under the preset is not the paper's (another judge), or None."""
+        return judge_warning(self.seper_judge(), preset=self.preset) if self.seper else None
 
     def reader_templates(self) -> tuple[str | None, str]:
         """(system, user) templates of the reader prompt."""
-        return resolve_reader_prompt(self.reader_prompt)
+        return resolve_reader_prompt(self.reader_prompt, load_shots(self.reader_shots) if self.reader_shots else ())
 
     def check_options(self) -> None:
         """Every compressor's options checked against its config dataclass (no model loads)."""
@@ -121,7 +131,9 @@ class EvalConfig:
         }
         # added after the first release: only when set, so folders written before them keep their settings
         if self.seper:
-            settings["seper"] = {"judge": self.judge, "n": self.seper_n}
+            settings["seper"] = {"judge": self.seper_judge(), "n": self.seper_n}
+            if self.judge_warning():
+                settings["seper"]["judge_warning"] = self.judge_warning()
         if self.rerank is not None:
             settings["rerank"] = {"reranker": self.rerank, "top": self.rerank_top}
         if self.base_url:
@@ -130,9 +142,10 @@ class EvalConfig:
             settings["preset"] = self.preset
         if self.context_length is not None:
             settings["context_length"] = self.context_length
-        if self.reader_prompt != "default":  # the templates themselves: a FILE may change between runs
+        if self.reader_prompt != "default" or self.reader_shots:  # the templates themselves: a FILE may change
             system, user = self.reader_templates()
-            settings["reader_prompt"] = {"name": self.reader_prompt, "system": system, "user": user}
+            settings["reader_prompt"] = {"name": self.reader_prompt, "system": system, "user": user,
+                                         **({"shots": self.reader_shots} if self.reader_shots else {})}
         return settings
 
     def with_absolute_paths(self) -> EvalConfig:
@@ -152,5 +165,7 @@ class EvalConfig:
             return f"{kind}:{absolute(name)}"
 
         return dataclasses.replace(self, corpus=absolute(self.corpus), index=absolute(self.index),
-                                   reader=absolute(self.reader) or self.reader, judge=absolute_spec(self.judge) or "",
-                                   rerank=absolute_spec(self.rerank))
+                                   reader=absolute(self.reader) or self.reader, judge=absolute_spec(self.judge),
+                                   rerank=absolute_spec(self.rerank), reader_shots=absolute(self.reader_shots),
+                                   reader_prompt=self.reader_prompt if self.reader_prompt in READER_PROMPTS
+                                   else absolute(self.reader_prompt) or self.reader_prompt)
