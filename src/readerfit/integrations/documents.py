@@ -78,8 +78,10 @@ class Piece:
 class DocumentCompression:
     """A readerfit compressor (by registered name, built on first use, or an instance) over framework documents.
 
-    ``count_tokens`` counts the reader's tokens; without it, ``reader``'s tokenizer does (default: the packaged
-    SmolLM2, loaded on first use). ``options`` go to the compressor's config (for example ``{"rate": 0.2}``).
+    ``reader`` (a name or an LM; default: the packaged SmolLM2, loaded on first use) is the reader the context is
+    for: budgets and the reported token counts are in its tokens. ``count_tokens`` instead counts with a function
+    (then, without ``reader``, a budget counts whitespace words). ``options`` go to the compressor's config (for
+    example ``{"rate": 0.2}``).
     """
 
     def __init__(self, compressor: str | BaseCompressor = "exit", *, pool: ModelPool | None = None,
@@ -117,14 +119,24 @@ class DocumentCompression:
         self.compressor()
         self.counter()
 
+    def reader_lm(self) -> LanguageModel | None:
+        """The reader whose tokens budgets and counts are in; None when only ``count_tokens`` was given."""
+        if isinstance(self.reader, LanguageModel):
+            return self.reader
+        if self.reader is None and self._count is not None:
+            return None
+        return self.pool.lm(self.reader or DEFAULT_LM)
+
     def compressor(self) -> BaseCompressor:
-        if self._built is None:
-            self._built = build_compressor(self.name, self.pool, preset=self.preset, **self.options)
+        if self._built is None:  # given the reader, a budget (rate, target_tokens) counts the reader's tokens
+            self._built = build_compressor(self.name, self.pool, preset=self.preset, reader=self.reader_lm(),
+                                           **self.options)
         return self._built
 
     def counter(self) -> Callable[[str], int]:
         if self._count is None:
-            lm = self.reader if isinstance(self.reader, LanguageModel) else self.pool.lm(self.reader or DEFAULT_LM)
+            lm = self.reader_lm()
+            assert lm is not None
             self._count = lm.count_tokens
         return self._count
 
