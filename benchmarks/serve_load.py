@@ -59,7 +59,7 @@ def bodies(endpoint: str, compressor: str) -> list[dict]:
 
 
 def expected_keys(endpoint: str) -> set[str]:
-    return {"compress": {"text", "kept", "tokens_in"}, "score": {"scorer", "scores"},
+    return {"compress": {"text", "kept", "origin_tokens"}, "score": {"scorer", "scores"},
             "seper": {"without", "with", "delta"}}[endpoint]
 
 

@@ -68,7 +68,7 @@ def test_budget_is_never_exceeded_and_spent_greedily(seed):
     limit = int(rate * total)
     assert word_count(c.text) <= limit
     b = c.details["budget"]
-    assert b["limit"] == limit and b["tokens_in"] == total and b["tokens_out"] == word_count(c.text)
+    assert b["limit"] == limit and b["origin_tokens"] == total and b["compressed_tokens"] == word_count(c.text)
     assert b["counted_in"] == "words" and c.details["threshold"] is None
     # the slow reference: by descending score, keep a sentence when the assembled text still fits
     units = [(pi, s) for pi, p in enumerate(passages) for s in p.sentences]
@@ -211,9 +211,9 @@ def test_the_default_budget_keeps_the_best_sentence_even_past_it_a_set_budget_ne
 
     default = ExitCompressor(Fixed(), str.split).compress(QUESTION, passages)
     assert default.kept == [0] and default.details["budget"]["hard"] is False
-    assert default.details["budget"]["tokens_out"] > default.details["budget"]["limit"]
+    assert default.details["budget"]["compressed_tokens"] > default.details["budget"]["limit"]
     set_by_user = ExitCompressor(Fixed(), str.split, ExitConfig(rate=0.3)).compress(QUESTION, passages)
-    assert set_by_user.kept == [1] and set_by_user.details["budget"]["tokens_out"] <= 3
+    assert set_by_user.kept == [1] and set_by_user.details["budget"]["compressed_tokens"] <= 3
 
 
 def test_the_achieved_rate_is_in_the_json_output():
@@ -224,8 +224,8 @@ def test_the_achieved_rate_is_in_the_json_output():
     c = exit_with(ExitConfig(rate=0.4), 2).compress(QUESTION, passages)
     out = compression_json(c, question=QUESTION, compressor="exit")
     budget = out["details"]["budget"]
-    assert budget["rate"] == 0.4 and budget["tokens_out"] <= budget["limit"]
-    assert budget["achieved_rate"] == pytest.approx(budget["tokens_out"] / budget["tokens_in"])
+    assert budget["rate"] == 0.4 and budget["compressed_tokens"] <= budget["limit"]
+    assert budget["achieved_rate"] == pytest.approx(budget["compressed_tokens"] / budget["origin_tokens"])
 
 
 class StubWriter:
@@ -261,8 +261,8 @@ def test_summary_length_budget_cuts_at_a_sentence_end(options, kept_sentences):
         assert c.text == StubWriter.SUMMARY and "budget" not in c.details
         return
     budget = c.details["budget"]
-    assert budget["tokens_out"] == word_count(c.text) <= budget["limit"]
-    assert budget["achieved_rate"] == pytest.approx(budget["tokens_out"] / budget["tokens_in"])
+    assert budget["compressed_tokens"] == word_count(c.text) <= budget["limit"]
+    assert budget["achieved_rate"] == pytest.approx(budget["compressed_tokens"] / budget["origin_tokens"])
     if kept_sentences is None:  # rate 0.5 of 22 words: 11, so two sentences (9 + ... words) at most
         assert budget["limit"] == int(0.5 * word_count(passages[0].render()))
         kept_sentences = 3 - budget["cut_sentences"]

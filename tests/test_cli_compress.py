@@ -16,7 +16,8 @@ from readerfit.models.pool import ModelPool
 
 QUESTION = "Who wrote the book?"
 PASSAGES = ["The book was written by Anna. It sold well.", {"title": "River", "text": "The river runs north."}]
-KEYS = ["question", "compressor", "text", "units", "kept", "scores", "tokens_in", "tokens_out", "seconds", "details"]
+KEYS = ["question", "compressor", "text", "units", "kept", "scores", "origin_tokens", "compressed_tokens", "rate", "ratio", "seconds",
+        "details"]
 
 
 def run_cli(args, capsys, monkeypatch, stdin=None):
@@ -50,7 +51,8 @@ def test_one_object_prints_the_text_then_the_json_object(tiny_lm, tiny_lm_dir, c
     assert out.startswith(expected_text + "\n")
     assert result["text"] == expected_text and result["kept"] == [0, 1] and result["scores"] is None
     # tokens are the reader's, counted as the eval pipeline counts them
-    assert result["tokens_in"] == tiny_lm.count_tokens(expected_text) == result["tokens_out"] > 0
+    assert result["origin_tokens"] == tiny_lm.count_tokens(expected_text) == result["compressed_tokens"] > 0
+    assert result["rate"] == result["ratio"] == 1.0
     code, out, _ = run_cli(["compress", "--compressor", "none", "--reader", str(tiny_lm_dir)], capsys, monkeypatch,
                            stdin=body)
     assert out == expected_text + "\n"  # without --json: the text alone
@@ -171,7 +173,7 @@ def test_control_token_strings_in_passages_are_counted_as_plain_text(tiny_lm, ti
     assert code == 0, err
     result = json.loads(out.splitlines()[-1])
     assert result["text"] == text
-    assert result["tokens_in"] == len(tiny_lm.encode_text(text)) > len(tiny_lm.encode(text))  # never control tokens
+    assert result["origin_tokens"] == len(tiny_lm.encode_text(text)) > len(tiny_lm.encode(text))  # never control tokens
 
 
 def test_the_installed_command_reads_stdin(tiny_lm_dir):
@@ -198,7 +200,7 @@ def test_exit_with_the_shipped_classifier_on_smollm2(capsys, monkeypatch):
     assert result["compressor"] == "exit" and len(result["scores"]) == len(result["units"]) >= 4
     assert all(0.0 <= s <= 1.0 for s in result["scores"])
     assert result["kept"] == [i for i, s in enumerate(result["scores"]) if s >= 0.5]
-    assert 0 <= result["tokens_out"] <= result["tokens_in"]
+    assert 0 <= result["compressed_tokens"] <= result["origin_tokens"]
 
 
 def _bytes_stdin(monkeypatch, raw: bytes) -> None:

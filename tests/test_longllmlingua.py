@@ -53,7 +53,7 @@ def test_adapter_maps_passages_and_settings() -> None:
     assert kwargs["context_budget"] == "+100" and kwargs["concate_question"] is False
     assert out.text == "Halvik Glassworks\nfounded 1887 Marta Velez"
     assert out.units == context and out.kept == [1] and out.scores == [9.0, 2.5]
-    assert (out.tokens_in, out.tokens_out) == (40, 9)  # no tokenizer on the fake: llmlingua's counts
+    assert (out.origin_tokens, out.compressed_tokens) == (40, 9)  # no tokenizer on the fake: llmlingua's counts
     assert out.details["target_rate"] == 0.4 and out.details["rate"] == pytest.approx(9 / 40)
     assert out.seconds >= 0
 
@@ -105,7 +105,7 @@ def test_real_llmlingua_on_a_tiny_model(tiny_lm_dir: Path) -> None:
     passages = [Passage(f"Passage {i} says the club was founded in {1880 + i} by someone in town. " * 3,
                         title=f"T{i}") for i in range(4)]
     out = c.compress("When was the club founded?", passages)
-    assert out.text and out.tokens_out < out.tokens_in
+    assert out.text and out.compressed_tokens < out.origin_tokens
     assert out.scores is not None and len(out.scores) == 4
     assert out.kept and len(set(out.kept)) == len(out.kept) and set(out.kept) <= set(range(4))
     # reorder_context="sort": kept passages in rank order (lowest question perplexity first)

@@ -147,7 +147,8 @@ def test_exit_with_options_and_preset_equals_the_facade(server, tiny_lm_dir, poo
                                 preset="official", classifier=str(tiny_lm_dir), splitter="regex", threshold=0.0)
     assert served["scores"] == pytest.approx(direct.scores, abs=1e-5)
     assert served["kept"] == direct.kept == list(range(len(direct.units)))
-    assert (served["tokens_in"], served["tokens_out"]) == (direct.tokens_in, direct.tokens_out)
+    assert (served["origin_tokens"], served["compressed_tokens"], served["rate"]) == \
+        (direct.origin_tokens, direct.compressed_tokens, direct.rate)
 
 
 def test_score_and_seper_equal_the_facade(server, tiny_lm_dir, pool):

@@ -41,7 +41,8 @@ class SlowWork:
         finally:
             self.finished.set()
         return {"question": question, "compressor": "none", "text": "", "units": [], "kept": [], "scores": None,
-                "tokens_in": 0, "tokens_out": 0, "seconds": seconds}
+                "origin_tokens": 0, "compressed_tokens": 0, "rate": None, "ratio": None,
+                "seconds": seconds}
 
 
 @pytest.fixture()

@@ -233,5 +233,5 @@ def test_four_threads_first_compress_calls_on_one_new_pool(tiny_lm_dir):
     pool = ModelPool(device="cpu")
     results, errors = in_four_threads(lambda: readerfit.compress(
         "Who wrote it?", ["Anna wrote it. It sold well."], method="none", pool=pool, reader=str(tiny_lm_dir)))
-    assert not errors and len(results) == 4 and len({r.tokens_in for r in results}) == 1
+    assert not errors and len(results) == 4 and len({r.origin_tokens for r in results}) == 1
     assert sum(1 for key in pool._cache if key[0] == "lm") == 1

@@ -82,7 +82,7 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
     in ``options=``).
 
     ``reader`` (a name or an LM) is the reader the context is for: reader-aware methods score with it, and
-    ``tokens_in`` / ``tokens_out`` count its tokens (0 without a reader). ``preset`` (``paper``, ``official``)
+    ``origin_tokens`` / ``compressed_tokens`` count its tokens (0 without a reader). ``preset`` (``paper``, ``official``)
     starts from that preset's settings; ``options`` override them.
 
     >>> import readerfit
@@ -101,8 +101,8 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
         lambda: COMPRESSORS.build(method, options, preset=preset, pool=pool, reader=reader_lm))
     compression = built.compress(question, given)
     if reader_lm is not None:  # counted as the eval pipeline counts them: the reader's tokens, blank passages left out
-        compression.tokens_in = reader_lm.count_tokens("\n\n".join(p.render() for p in given if p.text.strip()))
-        compression.tokens_out = reader_lm.count_tokens(compression.text) if compression.text else 0
+        compression.origin_tokens = reader_lm.count_tokens("\n\n".join(p.render() for p in given if p.text.strip()))
+        compression.compressed_tokens = reader_lm.count_tokens(compression.text) if compression.text else 0
     return compression
 
 
@@ -214,16 +214,20 @@ def compression_json(compression: Compression, *, question: str, compressor: str
     ``id`` (the input's, when it had one) comes first; non-finite scores are null; ``details`` is what the
     compressor decided (its budget and the achieved rate, its threshold, the W its scorer used, ...).
 
-    >>> c = Compression(text="Anna wrote it.", units=["Anna wrote it."], kept=[0], tokens_in=4, tokens_out=4)
+    The token counts are the reader's, in LLMLingua's names: ``origin_tokens``, ``compressed_tokens``, ``rate``
+    (compressed / origin) and ``ratio`` (origin / compressed); ``rate``/``ratio`` are null when not counted.
+
+    >>> c = Compression(text="Anna wrote it.", units=["Anna wrote it."], kept=[0], origin_tokens=8, compressed_tokens=4)
     >>> d = compression_json(c, question="Who?", compressor="none")
-    >>> list(d), d["kept"], d["scores"]
-    (['question', 'compressor', 'text', 'units', 'kept', 'scores', 'tokens_in', 'tokens_out', 'seconds', 'details'], [0], None)
+    >>> list(d)[6:11], d["rate"], d["ratio"]
+    (['origin_tokens', 'compressed_tokens', 'rate', 'ratio', 'seconds'], 0.5, 2.0)
     """
     head: dict[str, Any] = {} if id is None else {"id": id}
     return {**head, "question": question, "compressor": compressor, "text": compression.text,
             "units": list(compression.units), "kept": list(compression.kept),
             "scores": None if compression.scores is None else _finite([float(s) for s in compression.scores]),
-            "tokens_in": int(compression.tokens_in), "tokens_out": int(compression.tokens_out),
+            "origin_tokens": int(compression.origin_tokens), "compressed_tokens": int(compression.compressed_tokens),
+            "rate": compression.rate, "ratio": compression.ratio,
             "seconds": float(compression.seconds), "details": _finite(compression.details)}
 
 

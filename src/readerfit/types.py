@@ -160,7 +160,9 @@ class Compression:
 
     ``units`` are all candidate units (sentences, summaries...) and ``scores``
     their scores, aligned with ``units`` (None when the method does not score);
-    ``kept`` are the indices of units kept, in output order. ``passage_of_unit``
+    ``kept`` are the indices of units kept, in output order. ``origin_tokens`` / ``compressed_tokens`` are the
+    reader's tokens of the passages and of ``text`` (LLMLingua's names; 0 when no reader counted them), with
+    :attr:`rate` = compressed / origin and :attr:`ratio` = origin / compressed. ``passage_of_unit``
     (extractive methods) gives each unit's passage index among the non-empty input
     passages; ``metrics`` are numbers the eval averages per compressor (e.g.
     xcompress's ``sampled``); ``details`` is free-form provenance.
@@ -170,12 +172,22 @@ class Compression:
     units: list[str] = field(default_factory=list)
     scores: list[float] | None = None
     kept: list[int] = field(default_factory=list)
-    tokens_in: int = 0
-    tokens_out: int = 0
+    origin_tokens: int = 0
+    compressed_tokens: int = 0
     seconds: float = 0.0
     passage_of_unit: list[int] | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float | None:
+        """compressed / origin tokens (None when the tokens were not counted)."""
+        return self.compressed_tokens / self.origin_tokens if self.origin_tokens else None
+
+    @property
+    def ratio(self) -> float | None:
+        """origin / compressed tokens, the compression ratio (None when nothing was kept or counted)."""
+        return self.origin_tokens / self.compressed_tokens if self.compressed_tokens else None
 
 
 @dataclass

@@ -6,7 +6,7 @@
 
 One JSON object ``{"question": str, "passages": [str | {"title": str, "text": str}]}`` (other keys are
 ignored) prints the compressed text, and with ``--json`` then the result object on the last line:
-``{"question", "compressor", "text", "units", "kept", "scores", "tokens_in", "tokens_out", "seconds",
+``{"question", "compressor", "text", "units", "kept", "scores", "origin_tokens", "compressed_tokens", "rate", "ratio", "seconds",
 "details"}``
 (tokens are the reader's). JSONL — one such object per line, each with an optional ``"id"`` — prints one
 result object per line as it goes, each with its ``id`` (where the line has none, ``q-`` and a hash of its question

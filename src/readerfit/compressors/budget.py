@@ -141,7 +141,7 @@ def fit_units(scores: Sequence[float], *, passages: Sequence[Passage], units: Se
 def budget_details(budget: Budget, *, limit: int, tokens_in: int, tokens_out: int, counted_in: str) -> dict[str, Any]:
     """What ``details["budget"]`` records: the budget asked, its limit, tokens in and out, the achieved rate."""
     return {"rate": budget.rate, "target_tokens": budget.target_tokens, "limit": limit, "hard": budget.hard,
-            "counted_in": counted_in, "tokens_in": tokens_in, "tokens_out": tokens_out,
+            "counted_in": counted_in, "origin_tokens": tokens_in, "compressed_tokens": tokens_out,
             "achieved_rate": tokens_out / tokens_in if tokens_in else 0.0}
 
 

@@ -198,8 +198,8 @@ class LongLLMLingua(BaseCompressor):
             units=units,
             scores=scores,  # question perplexity given each passage: lower ranks higher
             kept=list(used) if used is not None else [],
-            tokens_in=origin,
-            tokens_out=kept_tokens,
+            origin_tokens=origin,
+            compressed_tokens=kept_tokens,
             details={"target_rate": self.config.rate, "target_tokens": self.config.target_tokens, "rate": kept_tokens / origin if origin else 1.0,
                      "token_counter": "small LM tokenizer"},
         )

@@ -202,8 +202,8 @@ class RAGPipeline:
             self._check_fits(retrieved.passages)
         passages, n_chunked = self.prepare(retrieved.passages)
         compression = self.compressor.compress(example.question, passages)
-        compression.tokens_in = self.lm.count_tokens("\n\n".join(p.render() for p in passages if p.text.strip()))
-        compression.tokens_out = self.lm.count_tokens(compression.text) if compression.text else 0
+        compression.origin_tokens = self.lm.count_tokens("\n\n".join(p.render() for p in passages if p.text.strip()))
+        compression.compressed_tokens = self.lm.count_tokens(compression.text) if compression.text else 0
         if n_chunked:
             compression.details["chunked_passages"] = n_chunked
         try:
@@ -229,8 +229,8 @@ class RAGPipeline:
             em=scores["em"],
             f1=scores["f1"],
             contains=scores["contains"],
-            context_tokens_in=compression.tokens_in,
-            context_tokens_out=compression.tokens_out,
+            context_tokens_in=compression.origin_tokens,
+            context_tokens_out=compression.compressed_tokens,
             compress_s=compression.seconds,
             read_s=reading.seconds,
             retrieve_s=retrieved.seconds,

@@ -135,8 +135,10 @@ class CompressResponse(BaseModel):
     units: list[str]
     kept: list[int]
     scores: list[float | None] | None
-    tokens_in: int
-    tokens_out: int
+    origin_tokens: int = Field(description="the reader's tokens of the passages")
+    compressed_tokens: int = Field(description="the reader's tokens of text")
+    rate: float | None = Field(description="compressed_tokens / origin_tokens (LLMLingua's rate)")
+    ratio: float | None = Field(description="origin_tokens / compressed_tokens; null when nothing is kept")
     seconds: float
     details: dict[str, Any] = Field(default_factory=dict,
                                     description="what the compressor decided: budget and achieved rate, threshold, ...")
