@@ -105,6 +105,21 @@ def test_batched_scores_equal_the_per_sentence_loop(bert, batch_size):
     assert results[0].scores[0] != pytest.approx(results[2].scores[2], abs=1e-6)
 
 
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_questions_scored_together_equal_each_alone(bert, batch_size):
+    model, tokenizer = tiny_model(bert)
+    clf = OnePassSentenceClassifier(model, tokenizer, batch_size=batch_size, max_tokens=40)
+    items = [(QUESTION, GROUPS), ("Who founded club 1?", GROUPS[1:]), ("What is long?", [("Other", ["The river is long.",
+             " ".join(["the club was in town"] * 6)])])]
+    together = clf.score_many(items)
+    alone = [clf.score(q, g) for q, g in items]
+    assert [len(r) for r in together] == [len(g) for _, g in items]
+    for got, want in zip(together, alone):
+        for a, b in zip(got, want):
+            assert a.scores == pytest.approx(b.scores, abs=1e-5)
+            assert (a.windows, a.pieces, a.own) == (b.windows, b.pieces, b.own)
+
+
 def test_long_passages_get_windows_never_truncation(bert):
     model, tokenizer = tiny_model(bert)
     clf = OnePassSentenceClassifier(model, tokenizer, max_tokens=24)

@@ -39,6 +39,8 @@ except PackageNotFoundError:  # a source tree that is not installed
 # name -> module: loaded on first access (they import torch and the model stack)
 _LAZY = {
     "compress": "readerfit.api",
+    "compress_batch": "readerfit.api",
+    "acompress": "readerfit.api",
     "score": "readerfit.api",
     "seper": "readerfit.api",
     "default_pool": "readerfit.api",

@@ -10,6 +10,7 @@ or the ``pool=`` you pass); a compressor built once for a set of options is reus
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import math
@@ -92,14 +93,67 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
     """
     options = _checked(question=question, method=method, pool=pool, reader=reader, options=options, keywords=kwargs)
     given = as_passages(passages)  # checked before any model loads
+    built, reader_lm = _compressor(method, options=options, preset=preset, pool=pool, reader=reader)
+    return _counted(built.compress(question, given), given, reader_lm)
+
+
+def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | dict[str, Any] | Passage]],
+                   method: str = "exit", *, pool: ModelPool | None = None, reader: str | LanguageModel | None = None,
+                   preset: str | None = None, options: Mapping[str, Any] | None = None,
+                   **kwargs: Any) -> list[Compression]:
+    """:func:`compress` of many questions at once, one :class:`Compression` per question in order:
+    ``passages[i]`` are question ``i``'s. Everything is checked before any model loads (an error names the
+    question's index); compressors that can batch model work across questions do (EXIT's one-pass classifier
+    scores the contexts of all questions in shared, length-sorted forward passes).
+
+    >>> import readerfit
+    >>> [c.text for c in readerfit.compress_batch(["Who?", "When?"], [["Anna wrote it."], ["In 1887."]], method="none")]
+    ['Anna wrote it.', 'In 1887.']
+    """
+    if isinstance(questions, str) or not isinstance(questions, Sequence):
+        raise InputError(f"questions must be a list of strings, got {type(questions).__name__}")
+    if isinstance(passages, str) or not isinstance(passages, Sequence) or len(passages) != len(questions):
+        raise InputError(f"passages must be a list with one list of passages per question: {len(questions)} "
+                         f"questions, got {len(passages) if isinstance(passages, Sequence) else type(passages).__name__}")
+    options = _checked(method=method, pool=pool, reader=reader, options=options, keywords=kwargs)
+    given = []
+    for i, (question, ps) in enumerate(zip(questions, passages)):
+        try:
+            _checked(question=question, keywords={})
+            given.append(as_passages(ps))
+        except InputError as err:
+            raise InputError(f"question {i}: {err}") from None
+    built, reader_lm = _compressor(method, options=options, preset=preset, pool=pool, reader=reader)
+    compressions = built.compress_many(list(zip(questions, given)))
+    return [_counted(c, ps, reader_lm) for c, ps in zip(compressions, given)]
+
+
+async def acompress(question: str, passages: Sequence[str | dict[str, Any] | Passage], method: str = "exit",
+                    **kwargs: Any) -> Compression:
+    """:func:`compress` in a worker thread, for asyncio applications (same arguments); the event loop stays free
+    while the models work.
+
+    >>> import asyncio, readerfit
+    >>> asyncio.run(readerfit.acompress("Who?", ["Anna wrote it."], method="none")).text
+    'Anna wrote it.'
+    """
+    return await asyncio.to_thread(compress, question, passages, method, **kwargs)
+
+
+def _compressor(method: str, *, options: dict[str, Any], preset: str | None, pool: ModelPool | None,
+                reader: str | LanguageModel | None) -> tuple[BaseCompressor, LanguageModel | None]:
+    """The compressor for these settings, built once per (method, options, preset, reader) and kept in the pool
+    with its models, and the reader LM."""
     pool = pool or default_pool()
     reader_lm = pool.lm(reader) if isinstance(reader, str) else reader
     key = _options_key(options, what="compressor options")
-    # built once per (method, options, preset, reader) and kept in the pool with its models
     built: BaseCompressor = pool.cached(
         ("compressor", method, key, preset, id(reader_lm)),
         lambda: COMPRESSORS.build(method, options, preset=preset, pool=pool, reader=reader_lm))
-    compression = built.compress(question, given)
+    return built, reader_lm
+
+
+def _counted(compression: Compression, given: Sequence[Passage], reader_lm: LanguageModel | None) -> Compression:
     if reader_lm is not None:  # counted as the eval pipeline counts them: the reader's tokens, blank passages left out
         compression.origin_tokens = reader_lm.count_tokens("\n\n".join(p.render() for p in given if p.text.strip()))
         compression.compressed_tokens = reader_lm.count_tokens(compression.text) if compression.text else 0

@@ -55,6 +55,31 @@ class BaseCompressor:
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
         raise NotImplementedError
 
+    def compress_many(self, items: Sequence[tuple[str, Sequence[Passage]]]) -> list[Compression]:
+        """:meth:`compress` of each (question, passages), in order. Every item is checked before any work (an
+        error names the item); a compressor that batches model work across questions overrides
+        :meth:`_compress_many`, and then each compression's ``seconds`` is its share of the batch's time."""
+        if isinstance(items, str) or not isinstance(items, Sequence):
+            raise InputError(f"expected a list of (question, passages) pairs, got {type(items).__name__}")
+        checked = []
+        for i, item in enumerate(items):
+            if not isinstance(item, tuple | list) or len(item) != 2:
+                raise InputError(f"question {i}: expected a (question, passages) pair, got {type(item).__name__}")
+            try:
+                checked.append((item[0], check_inputs(item[0], item[1])))
+            except InputError as err:
+                raise InputError(f"question {i}: {err}") from None
+        return self._compress_many(checked)
+
+    def _compress_many(self, items: list[tuple[str, list[Passage]]]) -> list[Compression]:
+        out = []
+        for question, passages in items:
+            start = time.perf_counter()
+            compression = self._compress(question, passages)
+            compression.seconds = time.perf_counter() - start
+            out.append(compression)
+        return out
+
 
 @runtime_checkable
 class ReadsCompressed(Protocol):

@@ -133,18 +133,29 @@ class OnePassSentenceClassifier:
         return len(self.tokenizer(question, context, split_special_tokens=True, verbose=False)["input_ids"])
 
     def score(self, question: str, groups: Sequence[tuple[str, Sequence[str]]]) -> list[GroupScores]:
-        question = question.strip()
-        counts: dict[str, int] = {}
+        return self.score_many([(question, groups)])[0]
 
-        def fits(context: str, sentence: str) -> bool:  # the sentence is inside the context: it adds no token
-            if context not in counts:
-                counts[context] = self.n_tokens(question, context)
-            return counts[context] <= self.limit
+    def score_many(self, items: Sequence[tuple[str, Sequence[tuple[str, Sequence[str]]]]]) -> list[list[GroupScores]]:
+        """:meth:`score` of several questions, their contexts batched together (sorted by length across all
+        questions, so a batch of short questions fills the passes that one question leaves half empty)."""
+        plans, jobs, lengths, bounds = [], [], [], [0]
+        for question, groups in items:
+            question = question.strip()
+            counts: dict[str, int] = {}
 
-        plan = plan_question(groups, fits, context=self.context)
-        jobs = [(question, context, sentence_spans(context, [text for _, _, text in items]))
-                 for context, items in plan.jobs.items()]
-        return collect_question(plan, self.score_jobs(jobs, lengths=[counts[c] for _, c, _ in jobs]))
+            def fits(context: str, sentence: str, question: str = question, counts: dict[str, int] = counts) -> bool:
+                if context not in counts:  # the sentence is inside the context: it adds no token
+                    counts[context] = self.n_tokens(question, context)
+                return counts[context] <= self.limit
+
+            plan = plan_question(groups, fits, context=self.context)
+            plans.append(plan)
+            for context, plan_items in plan.jobs.items():
+                jobs.append((question, context, sentence_spans(context, [text for _, _, text in plan_items])))
+                lengths.append(counts[context])
+            bounds.append(len(jobs))
+        scores = self.score_jobs(jobs, lengths=lengths)
+        return [collect_question(plan, scores[a:z]) for plan, a, z in zip(plans, bounds, bounds[1:])]
 
     @torch.inference_mode()
     def score_jobs(self, jobs: Sequence[tuple[str, str, Sequence[tuple[int, int]]]], *,
