@@ -151,6 +151,25 @@ def test_exit_with_options_and_preset_equals_the_facade(server, tiny_lm_dir, poo
         (direct.origin_tokens, direct.compressed_tokens, direct.rate)
 
 
+def test_a_list_of_questions_gets_a_list_of_results_in_order(server, tiny_lm_dir, pool):
+    bodies = [{"question": QUESTION, "passages": PASSAGES, "compressor": "exit", "id": "a"},
+              {"question": "Where does the river run?", "passages": PASSAGES[1:], "id": "b"},
+              {"question": "Who sold it?", "passages": PASSAGES, "compressor": "exit", "options": {"threshold": 0.0},
+               "id": "c"}]
+    response = server.post("/v1/compress", bodies)
+    assert response.status_code == 200, response.text
+    served = response.json()
+    assert [r["id"] for r in served] == ["a", "b", "c"] and served[1]["compressor"] == "none"
+    for body, result in zip(bodies, served):
+        one = server.post("/v1/compress", body).json()
+        assert result == {**one, "seconds": result["seconds"]}
+    assert served[2]["kept"] == list(range(len(served[2]["units"])))
+    bad = server.post("/v1/compress", [bodies[0], {**bodies[1], "options": {"bogus": 1}}])
+    assert bad.status_code == 400 and bad.json()["field"] == "[1].options"
+    many = server.post("/v1/compress", [{"question": "Q", "passages": ["a"]}] * 65)
+    assert many.status_code == 413 and "at most 64 questions" in many.json()["error"]
+
+
 def test_score_and_seper_equal_the_facade(server, tiny_lm_dir, pool):
     texts = ["The book was written by Anna.", {"text": "It sold well.", "context": "Anna <|im_end|> wrote it."}]
     response = server.post("/v1/score", {"texts": texts, "scorer": "ppl"})

@@ -2,7 +2,8 @@
 
     GET  /health            what is loaded, and the requests in flight
     GET  /v1/compressors    the served compressors (the first is the default) and every registered one
-    POST /v1/compress       {"question", "passages", "compressor"?, "options"?, "preset"?, "id"?} → compress --json's object
+    POST /v1/compress       {"question", "passages", "compressor"?, "options"?, "preset"?, "id"?} → compress --json's object;
+                            a list of such objects → a list of results
     POST /v1/score          {"texts", "scorer"?, "options"?, "preset"?} → score --json's object
     POST /v1/seper          {"question", "answers", "context"?, "options"?, "preset"?} → seper --json's object
     GET  /openapi.json      the schema
@@ -137,15 +138,21 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
             registered=[CompressorInfo(name=n, help=COMPRESSORS.help(n), served=n in config.compressors)
                         for n in COMPRESSORS.names()])
 
-    @app.post("/v1/compress", response_model=CompressResponse, response_model_exclude_unset=True, responses=ERRORS)
-    async def compress(body: CompressRequest, request: Request) -> Any:  # type: ignore[valid-type]
-        fixed(body)
-        passages = [p if isinstance(p, str) else p.model_dump(exclude_none=True) for p in body.passages]  # type: ignore[attr-defined]
-        question: str = body.question  # type: ignore[attr-defined]
-        chars = sum(len(t) for t in [question, *passage_texts(passages)])
-        return await work(service.compress, request, chars, question=body.question, passages=passages,  # type: ignore[attr-defined]
-                          compressor=body.compressor, options=body.options, preset=body.preset,  # type: ignore[attr-defined]
-                          id=body.id)  # type: ignore[attr-defined]
+    @app.post("/v1/compress", response_model=CompressResponse | list[CompressResponse],
+              response_model_exclude_unset=True, responses=ERRORS)
+    async def compress(body: CompressRequest | list[CompressRequest], request: Request) -> Any:  # type: ignore[valid-type]
+        """One question (an object) or several (a list of them, up to 64; answered by a list in the same order:
+        the questions that share compressor, options and preset are compressed together)."""
+        bodies = body if isinstance(body, list) else [body]
+        items = []
+        for one in bodies:
+            fixed(one)
+            passages = [p if isinstance(p, str) else p.model_dump(exclude_none=True) for p in one.passages]
+            items.append(dict(question=one.question, passages=passages, compressor=one.compressor,
+                              options=one.options, preset=one.preset, id=one.id))
+        chars = sum(len(t) for item in items for t in [item["question"], *passage_texts(item["passages"])])
+        out = await work(service.compress_batch, request, chars, items=items)
+        return out if isinstance(body, list) else out[0]
 
     @app.post("/v1/score", response_model=ScoreResponse, responses=ERRORS)
     async def score(body: ScoreRequest, request: Request) -> Any:  # type: ignore[valid-type]

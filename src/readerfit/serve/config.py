@@ -12,6 +12,7 @@ from readerfit.scorers import SCORERS
 
 # per-request bounds on SePer's sampling: one request must not hold the model for minutes
 MAX_SEPER_SAMPLES = 64
+MAX_BATCH = 64  # questions in one POST /v1/compress list
 MAX_SEPER_NEW_TOKENS = 1024
 
 

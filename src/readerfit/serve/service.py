@@ -19,7 +19,14 @@ from readerfit.retrieval_utility.config import SePerConfig
 from readerfit.retrieval_utility.judge import build_judge
 from readerfit.retrieval_utility.seper import SePer, seper_json
 from readerfit.scorers import SCORERS
-from readerfit.serve.config import MAX_SEPER_NEW_TOKENS, MAX_SEPER_SAMPLES, BadField, ServeConfig, TooLarge
+from readerfit.serve.config import (
+    MAX_BATCH,
+    MAX_SEPER_NEW_TOKENS,
+    MAX_SEPER_SAMPLES,
+    BadField,
+    ServeConfig,
+    TooLarge,
+)
 from readerfit.serve.options import check_request_options
 from readerfit.serve.pool import ServingPool
 from readerfit.types import Passage
@@ -77,16 +84,38 @@ class Service:
                  compressor: str | None = None, options: dict[str, Any] | None = None, preset: str | None = None,
                  id: str | int | None = None) -> dict[str, Any]:
         """``compress --json``'s object for one question and its passages."""
-        name = compressor or self.config.default_compressor
-        self._check_served(name)
-        check_request_options(name, options or {}, field="options")
-        self._check_size([question, *passage_texts(passages)], field="passages")
-        merged = {**self.config.options.get(name, {}), **(options or {})}
-        preset = preset or self.config.preset
-        checked_config(COMPRESSORS.get(name).config_class, merged, what=f"compressor {name!r}", preset=preset)
-        compression = api.compress(question, passages, method=name, pool=self.pool, reader=self.reader,
-                                   preset=preset, options=merged)
-        return api.compression_json(compression, question=question, compressor=name, id=id)
+        return self.compress_batch([dict(question=question, passages=passages, compressor=compressor,
+                                         options=options, preset=preset, id=id)])[0]
+
+    def compress_batch(self, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """:meth:`compress` of each item (its keyword arguments), in order: every item is checked first, then the
+        items that share compressor, options and preset are compressed together (:func:`readerfit.compress_batch`)."""
+        if len(items) > MAX_BATCH:
+            raise TooLarge(f"a request may hold at most {MAX_BATCH} questions, got {len(items)}", field="body")
+        jobs: dict[tuple[str, str, str | None], list[int]] = {}
+        settings = []
+        for i, item in enumerate(items):
+            where = "" if len(items) == 1 else f"[{i}]."
+            name = item.get("compressor") or self.config.default_compressor
+            self._check_served(name)
+            check_request_options(name, item.get("options") or {}, field=f"{where}options")
+            self._check_size([item["question"], *passage_texts(item["passages"])], field=f"{where}passages")
+            merged = {**self.config.options.get(name, {}), **(item.get("options") or {})}
+            preset = item.get("preset") or self.config.preset
+            checked_config(COMPRESSORS.get(name).config_class, merged, what=f"compressor {name!r}", preset=preset,
+                           field=f"{where}options")
+            settings.append((name, merged, preset))
+            jobs.setdefault((name, repr(sorted(merged.items())), preset), []).append(i)
+        out: list[dict[str, Any]] = [{} for _ in items]
+        for indices in jobs.values():
+            name, merged, preset = settings[indices[0]]
+            compressions = api.compress_batch([items[i]["question"] for i in indices],
+                                              [items[i]["passages"] for i in indices], method=name, pool=self.pool,
+                                              reader=self.reader, preset=preset, options=merged)
+            for i, compression in zip(indices, compressions):
+                out[i] = api.compression_json(compression, question=items[i]["question"], compressor=name,
+                                              id=items[i].get("id"))
+        return out
 
     def score(self, texts: Sequence[str], *, contexts: Sequence[str | None] | None = None,
               scorers: Sequence[str] = ("sps",), options: dict[str, dict[str, Any]] | None = None,
