@@ -303,7 +303,8 @@ def test_seper_cli_json_contract(capsys, tmp_path, tiny_lm_dir):
         assert result["delta"][key] == pytest.approx(result["with"][key] - result["without"][key])
     assert "ΔSePer" in out
     code = main(["seper", "--question", "who wrote the book?", "--answers", "Anna", "--generator", str(tiny_lm_dir),
-                 "-n", "2", "--max-new-tokens", "3", "--device", "cpu", "--preset", "official", "--json"])
+                 "-n", "2", "--max-new-tokens", "3", "--device", "cpu", "--preset", "official", "--judge", "lexical",
+                 "--json"])  # the preset's NLI judge cannot load offline
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0 and result["with"] is None and result["delta"] is None and result["preset"] == "official"
     assert 0.0 <= result["without"]["soft"] <= 1.0 and 0.0 <= result["without"]["hard"] <= 1.0

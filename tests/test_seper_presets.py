@@ -199,7 +199,7 @@ def test_cli_given_responses_json(tmp_path, capsys):
     assert out["with"] == {"soft": pytest.approx(1.0), "hard": pytest.approx(1.0)}
     assert out["delta"]["soft"] == pytest.approx(1.0 - w)
     code = main(["seper", "--question", "Capital of France?", "--answers", "Paris", "--responses", str(without),
-                 "--preset", "official", "--json"])
+                 "--preset", "official", "--judge", "lexical", "--json"])  # the preset's NLI judge is not offline
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0 and out["with"] is None and out["delta"] is None and out["preset"] == "official"
     bad = tmp_path / "bad.jsonl"

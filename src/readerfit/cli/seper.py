@@ -6,12 +6,14 @@
         [--preset P] --json        # responses generated elsewhere: no sampling, no generator loaded
 
 ``--json`` prints ``{"without": {"soft", "hard"}, "with": {...} or null, "delta": {...} or null, "preset"}``
-as the last line. Models load in :func:`run`.
+as the last line, with ``"judge_warning"`` when a preset runs with another judge than the paper's (also a
+warning line on stderr). Models load in :func:`run`, the judge first.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +24,7 @@ from readerfit.io import markdown_table
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.retrieval_utility.belief import SePerResult
-from readerfit.retrieval_utility.config import PRESET_CHOICES
+from readerfit.retrieval_utility.config import PRESET_CHOICES, judge_warning, seper_judge
 from readerfit.retrieval_utility.responses import read_responses
 from readerfit.retrieval_utility.seper import DeltaSePer, SePer, seper_json
 
@@ -45,7 +47,8 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
                    help="SePer as the paper defines it (paper) or as its authors' released code runs it (official); "
                         "flags given override it (default: readerfit's defaults)")
     p.add_argument("--generator", default=DEFAULT_LM, help="generator LM: registered name, local directory or HF id")
-    p.add_argument("--judge", default="lexical", help="lexical | nli:<id or path> | lm:<model> (default lexical)")
+    p.add_argument("--judge", default=None, help="lexical | nli:<id or path> | lm:<model> (default lexical; with "
+                   "--preset the paper's nli:microsoft/deberta-v2-xlarge-mnli)")
     p.add_argument("-n", "--samples", type=positive_int, default=None, help="sampled responses per condition (10)")
     p.add_argument("--max-new-tokens", type=positive_int, default=None, help="(32; paper 512, official 128)")
     p.add_argument("--temperature", type=finite_float, default=None, help="(1.0)")
@@ -95,6 +98,9 @@ def _score(args: argparse.Namespace) -> SePerResult | DeltaSePer:
 
 
 def run(args: argparse.Namespace) -> int:
+    warning = judge_warning(seper_judge(args.judge, preset=args.preset), preset=args.preset)
+    if warning:
+        print(f"readerfit seper: warning: {warning}", file=sys.stderr)
     result = _score(args)
     if isinstance(result, DeltaSePer):
         without, with_ctx = result.without, result.with_context
@@ -113,10 +119,12 @@ def run(args: argparse.Namespace) -> int:
     table = markdown_table(rows, columns)
     if args.preset:
         table += f"\n\npreset: {args.preset}"
+    if warning:
+        table += f"\nwarning: {warning}"
     if args.show_samples:
         for label, r in (("without", without), ("with", with_ctx)):
             if r is not None:
                 table += f"\n\nsamples {label} context (weight, cluster):\n" + "\n".join(
                     f"  {w:.3f} [{c}] {t!r}" for t, w, c in zip(r.responses, r.weights, r.clusters))
-    emit(seper_json(result, preset=args.preset), table, as_json=args.json)
+    emit(seper_json(result, preset=args.preset, judge_warning=warning), table, as_json=args.json)
     return 0

@@ -49,7 +49,7 @@ from readerfit.models.pool import ModelPool
 from readerfit.registry import param
 from readerfit.report import Doc, fmt, kv_table
 from readerfit.retrieval_utility.belief import entailed, loose_match
-from readerfit.retrieval_utility.config import PRESET_CHOICES
+from readerfit.retrieval_utility.config import PRESET_CHOICES, judge_warning, seper_judge
 from readerfit.retrieval_utility.judge import Judge, build_judge
 from readerfit.runs import Outcome, RunFolder, RunView
 from readerfit.types import QAExample
@@ -67,7 +67,8 @@ class Config:
     data: str = param(help="EVOUNA JSON (e.g. ../shared/data/evouna/TQ.json)")
     format: str = param("evouna", help="dataset format")
     limit: int | None = param(None, help="first N items")
-    judge: str = param("lexical", help="lexical | nli:<id or path> | lm:<model>")
+    judge: str | None = param(None, help="lexical | nli:<id or path> | lm:<model> (default lexical; with --preset "
+                              "the paper's nli:microsoft/deberta-v2-xlarge-mnli)")
     threshold: float = param(0.5, help="entailment threshold τ")
     preset: str | None = param(None, help="SePer's answer match as the paper defines it (both directions) or as "
                                "its authors' released code runs it (loose, argmax, '?'); default: forward",
@@ -89,11 +90,18 @@ class Config:
             rule["direction"] = self.direction
         return rule
 
+    def judge_spec(self) -> str:
+        """The judge given, else the preset's (the paper's NLI model), else ``lexical``."""
+        return seper_judge(self.judge, preset=self.preset)
+
     def settings(self) -> dict[str, Any]:
-        settings = {"data": str(self.data), "limit": self.limit, "judge": self.judge, "threshold": self.threshold,
-                    "direction": self.rule()["direction"]}
+        settings = {"data": str(self.data), "limit": self.limit, "judge": self.judge_spec(),
+                    "threshold": self.threshold, "direction": self.rule()["direction"]}
         if self.preset is not None:  # added after 0.1: only when set, so older folders resume
             settings["preset"] = self.preset
+        warning = judge_warning(self.judge_spec(), preset=self.preset)
+        if warning:
+            settings["judge_warning"] = warning
         return settings
 
 
@@ -247,13 +255,18 @@ def markdown(cells: dict[str, Cell], *, judge: str, paper: dict[str, tuple[float
 
 def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = True) -> Outcome:
     """The judge's decision on every human-judged answer, and its agreement with the humans per system."""
+    judge = build_judge(config.judge_spec(), pool=pool)  # first: a judge that cannot load stops before any work
+    warning = judge_warning(config.judge_spec(), preset=config.preset)
+    if warning:
+        print(f"readerfit: warning: {warning}", file=sys.stderr)
     examples = load_dataset(config.data, format=config.format, limit=config.limit)
-    judge = build_judge(config.judge, pool=pool)
     rule = config.rule()
     cells, n, predictions = evaluate_judge(examples, judge, threshold=config.threshold, progress=progress, **rule)
     skipped = skipped_counts(examples)
     result = {"n": n, "cells": {x: {"f1": c.f1, "accuracy": c.accuracy, "n": c.n} for x, c in cells.items()},
               "judge": judge.name, "skipped": skipped, **rule}
+    if warning:
+        result["judge_warning"] = warning
     write_atomic(run.path / "predictions.jsonl", "".join(json.dumps(p) + "\n" for p in predictions))
     return Outcome(result={**result, "settings": config.settings(), "counts": {x: asdict(c) for x, c in cells.items()}},
                    table=markdown(cells, judge=judge.name, paper=paper_row(config.settings())),

@@ -30,7 +30,9 @@ Protocol, per question of data with gold passages (NQ-open with its gold ctx):
 
 Not reproduced: the paper's multi-hop setting (1/n_steps per middle-step passage), its BLEU, BERTScore and
 LLM-judge baselines, and p-values. ``--preset paper|official`` runs SePer as the paper defines it or as its
-authors' released code runs it (:mod:`readerfit.retrieval_utility.config`).
+authors' released code runs it (:mod:`readerfit.retrieval_utility.config`), with the paper's NLI judge unless
+``--judge`` names another, and each passage written as the preset says (``--doc-format``: FlashRAG's
+"Doc 1(Title: t) text" for paper, the plain text for official, the title line then the text by default).
 
 One JSONL record per question under ``--out`` (resumable), summary.json + summary.md.
 
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -57,7 +60,8 @@ from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import make_config, param
 from readerfit.report import Doc, fmt
 from readerfit.retrieval_utility.belief import SePerResult
-from readerfit.retrieval_utility.config import PRESET_CHOICES, SePerConfig
+from readerfit.retrieval_utility.config import DOC_FORMATS, PRESET_CHOICES, SePerConfig, judge_warning
+from readerfit.retrieval_utility.judge import build_judge
 from readerfit.retrieval_utility.seper import SePer
 from readerfit.runs import Outcome, RunFolder, RunView
 from readerfit.types import Passage, QAExample
@@ -72,7 +76,8 @@ class Config:
     format: str | None = param(None, help="dataset format (default: detected)")
     limit: int | None = param(None, help="first N questions")
     generator: str = param(DEFAULT_LM, help="the generator LM")
-    judge: str = param("lexical", help="lexical | nli:<id or path> | lm:<model>")
+    judge: str | None = param(None, help="lexical | nli:<id or path> | lm:<model> (default lexical; with --preset the "
+                              "paper's nli:microsoft/deberta-v2-xlarge-mnli)")
     preset: str | None = param(None, help="SePer as the paper defines it or as its authors' released code runs it "
                                "(flags given override it; default: readerfit's defaults)", choices=PRESET_CHOICES)
     samples: int | None = param(None, help="sampled responses per condition (default 10)", flag="--samples",
@@ -84,6 +89,9 @@ class Config:
     reference_agg: str | None = param(None, help="over several references (default mean; official max)",
                                       choices=("mean", "max"))
     threshold: float | None = param(None, help="entailment threshold τ (default 0.5)")
+    doc_format: str | None = param(None, help="how a passage is written into the context: title-text (default: "
+                                   "title line, then text), flashrag (paper: 'Doc 1(Title: t) text'), text (official: "
+                                   "the plain text)", choices=DOC_FORMATS)
     negatives: str = param("annotated", help="label-0 passages: the example's annotated negative where it has one, "
                            "else another question's gold passage (annotated), or always the latter",
                            choices=NEGATIVE_SOURCES)
@@ -99,10 +107,12 @@ class Config:
 
     def seper_config(self) -> SePerConfig:
         """SePer's settings: the preset's (or readerfit's defaults), then the flags given."""
-        options: dict[str, Any] = {"judge": self.judge, "seed": self.seed}
+        options: dict[str, Any] = {"seed": self.seed}
+        if self.judge is not None:  # else the preset's judge (the paper's), or readerfit's default
+            options["judge"] = self.judge
         for flag, name in (("samples", "n"), ("max_new_tokens", "max_new_tokens"), ("temperature", "temperature"),
                            ("likelihood", "likelihood"), ("reference_agg", "reference_agg"),
-                           ("threshold", "threshold")):
+                           ("threshold", "threshold"), ("doc_format", "doc_format")):
             if getattr(self, flag) is not None:
                 options[name] = getattr(self, flag)
         return make_config(SePerConfig, options, what="seper-utility", preset=self.preset)
@@ -110,7 +120,7 @@ class Config:
     def settings(self) -> dict[str, Any]:
         cfg = self.seper_config()
         settings = {"data": str(self.data), "format": self.format, "limit": self.limit, "generator": self.generator,
-                    "judge": self.judge, "n": cfg.n, "max_new_tokens": cfg.max_new_tokens,
+                    "judge": cfg.judge, "n": cfg.n, "max_new_tokens": cfg.max_new_tokens,
                     "temperature": cfg.temperature, "likelihood": cfg.likelihood, "reference_agg": cfg.reference_agg,
                     "threshold": cfg.threshold, "seed": self.seed, "dtype": self.dtype}
         # keys added after 0.1 appear only when they differ from what older folders ran, so those resume
@@ -118,6 +128,11 @@ class Config:
             settings["preset"] = self.preset
         if self.negatives != "annotated":
             settings["negatives"] = self.negatives
+        if cfg.doc_format != "title-text":
+            settings["doc_format"] = cfg.doc_format
+        warning = judge_warning(cfg.judge, preset=self.preset)
+        if warning:
+            settings["judge_warning"] = warning
         return settings
 
 
@@ -197,7 +212,7 @@ def run_question(seper: SePer, example: QAExample, gold: Passage, other: tuple[s
                               "dropped": bool(contains(prediction=greedy, references=example.answers))}
     if not record["dropped"]:
         # one generate call for the three conditions; an empty passage shares the no-context samples (ΔSePer 0)
-        sets = seper.samples(example.question, [None, gold.render(), other[2].render()])
+        sets = seper.samples(example.question, [None, seper.context([gold]), seper.context([other[2]])])
         results = seper.score(example.question, example.answers, sets)
         record.update(gold_passage_id=gold.id, negative_source=other[0], random_passage_from=other[1],
                       random_passage_id=other[2].id,
@@ -254,13 +269,17 @@ def negatives_note(summary: dict[str, Any]) -> str:
 
 def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = True) -> Outcome:
     """No context, the gold passage and a random passage per question (one record each), then the Pearson r."""
+    cfg = config.seper_config()
+    judge = build_judge(cfg.judge, pool=pool)  # first: a judge that cannot load stops the run before any work
+    warning = judge_warning(cfg.judge, preset=config.preset)
+    if warning:
+        print(f"readerfit: warning: {warning}", file=sys.stderr)
     examples = load_dataset(config.data, format=config.format)
     pool_passages = [(e.id, p) for e in examples if (p := gold_passage(e)) is not None]
     if not pool_passages:
         raise InputError(f"{config.data}: no gold passages (expected data such as NQ-open with its gold ctx)")
     selected = examples[: config.limit] if config.limit else examples
-    cfg = config.seper_config()
-    seper = SePer(pool.lm(config.generator), config=cfg, pool=pool)
+    seper = SePer(pool.lm(config.generator), judge, cfg)
     done = sum(1 for e in selected if run.log.done((e.id,)))
     bar = run.progress(total=len(selected), done=done, desc="seper-utility", unit="question", enabled=progress)
     for e in selected:
@@ -282,6 +301,8 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
     summary = summarize([r for r in run.log if r["id"] in ids])
     result = {"n_questions": summary["n_questions"], "pearson": summary["pearson"],
               "n_dropped": summary["n_dropped"], "out": str(run.path)}
+    if warning:
+        result["judge_warning"] = warning
     return Outcome(result={**summary, **result, "settings": config.settings()}, table=summary_markdown(summary),
                    note=f"SePer preset: {config.preset or 'readerfit default'}")
 

@@ -8,18 +8,24 @@ Where each setting comes from is in ``docs/fidelity/seper.md``. In short:
   token log-likelihood (as the released code).
 * ``paper``: Algorithm 1 as written: forward entailment E(r ⊢ a*) for soft, clusters ≡ a* for hard,
   the mean over references (eq. 10); weights ℓ_i = P(r_i) (eq. 7, normalised over the N samples); the
-  D.5 prompts as system + user turns (FlashRAG's naive and RAG templates); 512 new tokens.
-* ``official``: ``seper/calculate.py``: soft = Σ_i ℓ_i · max(E(r ⊢ a), E(a ⊢ r)), max over references;
+  D.5 prompts as system + user turns (FlashRAG's naive and RAG templates), passages as FlashRAG writes them
+  ("Doc 1(Title: t) text"); 512 new tokens; the judge deberta-v2-xlarge-mnli (``PAPER_JUDGE``).
+* ``official``: the same judge; passages as plain text; ``seper/calculate.py``: soft =
+  Σ_i ℓ_i · max(E(r ⊢ a), E(a ⊢ r)), max over references;
   hard = the mass of the clusters whose first member "loosely" matches any reference (no contradiction
   either way, not both neutral), clusters by the NLI's argmax in both directions (the last matching
   cluster wins, as its loop overwrites); NLI pairs "question? response"; ``make_prompt``'s prompt
   without a chat template; generation stops at a newline, "Question:" or "Context:"; top-k 50
-  (transformers' default, which the code leaves on); 128 new tokens (``example.ipynb``).
+  (transformers' default, which the code leaves on); 128 new tokens (``example.ipynb``); an empty response keeps
+  its own (the stop token's) likelihood and the NLI model reads it as "question? " (``empty_responses="keep"``);
+  token log-likelihoods renormalised over the top 50 (``compute_transition_scores(normalize_logits=True)``,
+  ``token_logprobs="sampled"``).
 """
 
 from __future__ import annotations
 
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -27,11 +33,13 @@ from readerfit.errors import InputError
 from readerfit.retrieval_utility.belief import (
     ANSWER_MATCHES,
     DECISIONS,
+    EMPTY_RESPONSES,
     HARD_REFERENCES,
     LIKELIHOODS,
     REFERENCE_AGGS,
     SOFT_ENTAILMENTS,
 )
+from readerfit.types import Passage
 
 # The paper's Appendix D.5 instructions, in one user turn (readerfit's default). The context prompt's
 # "documents.{reference} Question:" is set on separate lines here (the PDF shows no whitespace there).
@@ -55,6 +63,11 @@ OFFICIAL_CONTEXT_PROMPT = ("Answer the following question as briefly as possible
                            "Question: {question}\nAnswer:")
 # seper/models/base_model.py STOP_SEQUENCES ("\n\n\n\n", "\n\n\n", "\n\n" all start with "\n")
 OFFICIAL_STOP = ("\n", "Question:", "Context:")
+# the NLI judge of the paper and of the released code (seper/uncertainty_measures/semantic_entropy.py)
+PAPER_JUDGE = "nli:microsoft/deberta-v2-xlarge-mnli"
+# title-text: readerfit's "title\ntext", passages between blank lines; flashrag: FlashRAG's format_reference
+# ("Doc i(Title: t) text\n"), which the paper's D.5 prompts fill; text: the plain text the released code is given
+DOC_FORMATS = ("title-text", "flashrag", "text")
 
 PRESET_CHOICES = ("paper", "official")
 
@@ -68,7 +81,10 @@ class SePerConfig:
     ``stop`` ends a sample at the first of these strings; ``top_k`` None samples from every token.
     ``decision``, ``answer_match``, ``hard_reference``, ``cluster_assign``: see
     :func:`~readerfit.retrieval_utility.belief.seper_from_judgments`. ``question_mark``: the judge reads the
-    question with "?" appended when it has none (the released code's NLI pairs).
+    question with "?" appended when it has none (the released code's NLI pairs). ``empty_responses``: an
+    empty sample's weight and judging (``impute`` or, as released, ``keep``; :mod:`~readerfit.retrieval_utility.belief`).
+    ``token_logprobs``: a sampled token's log-probability under the model (``model``) or under the distribution
+    it was drawn from (``sampled``: after top-k/top-p, renormalised; the transformers backend).
     """
 
     n: int = 10
@@ -83,6 +99,7 @@ class SePerConfig:
     context_system_prompt: str = ""
     chat: bool = True
     judge: str = "lexical"
+    doc_format: str = "title-text"
     threshold: float = 0.5
     decision: str = "threshold"
     likelihood: str = "mean"
@@ -92,23 +109,29 @@ class SePerConfig:
     hard_reference: str = "each"
     cluster_assign: str = "first"
     question_mark: bool = False
+    empty_responses: str = "impute"
+    token_logprobs: str = "model"
     seed: int | None = 0
 
     # paper: the method as the SePer paper defines it; official: as its authors' released code runs it
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "paper": {
+            "judge": PAPER_JUDGE, "doc_format": "flashrag",
             "n": 10, "temperature": 1.0, "top_p": 1.0, "top_k": None, "max_new_tokens": 512, "stop": (),
             "prompt": PAPER_USER_PROMPT, "context_prompt": PAPER_USER_PROMPT, "system_prompt": PAPER_SYSTEM_PROMPT,
             "context_system_prompt": PAPER_CONTEXT_SYSTEM_PROMPT, "chat": True, "threshold": 0.5,
             "decision": "threshold", "likelihood": "sum", "reference_agg": "mean", "soft_entailment": "forward",
             "answer_match": "equivalent", "hard_reference": "each", "cluster_assign": "first", "question_mark": False,
+            "empty_responses": "impute", "token_logprobs": "model",
         },
         "official": {
+            "judge": PAPER_JUDGE, "doc_format": "text",
             "n": 10, "temperature": 1.0, "top_p": 1.0, "top_k": 50, "max_new_tokens": 128, "stop": OFFICIAL_STOP,
             "prompt": OFFICIAL_PROMPT, "context_prompt": OFFICIAL_CONTEXT_PROMPT, "system_prompt": "",
             "context_system_prompt": "", "chat": False, "decision": "argmax", "likelihood": "mean",
             "reference_agg": "max", "soft_entailment": "max", "answer_match": "loose", "hard_reference": "any",
-            "cluster_assign": "last", "question_mark": True,
+            "cluster_assign": "last", "question_mark": True, "empty_responses": "keep",
+            "token_logprobs": "sampled",
         },
     }
 
@@ -137,13 +160,19 @@ class SePerConfig:
             raise InputError("context_prompt (or context_system_prompt) must contain {question} and {reference}")
         if not 0 <= self.threshold <= 1:
             raise InputError(f"threshold τ must be in [0, 1], got {self.threshold}")
+        if not isinstance(self.judge, str) or not self.judge.strip():
+            raise InputError(f"judge must be a judge spec (lexical, nli:<model>, lm:<model>), got {self.judge!r}")
+        if self.doc_format not in DOC_FORMATS:
+            raise InputError(f"doc_format must be one of {', '.join(DOC_FORMATS)}, got {self.doc_format!r}")
         for name, value, allowed in (("likelihood", self.likelihood, LIKELIHOODS),
                                      ("reference_agg", self.reference_agg, REFERENCE_AGGS),
                                      ("soft_entailment", self.soft_entailment, SOFT_ENTAILMENTS),
                                      ("decision", self.decision, DECISIONS),
                                      ("answer_match", self.answer_match, ANSWER_MATCHES),
                                      ("hard_reference", self.hard_reference, HARD_REFERENCES),
-                                     ("cluster_assign", self.cluster_assign, ("first", "last"))):
+                                     ("cluster_assign", self.cluster_assign, ("first", "last")),
+                                     ("empty_responses", self.empty_responses, EMPTY_RESPONSES),
+                                     ("token_logprobs", self.token_logprobs, ("model", "sampled"))):
             if value not in allowed:
                 raise InputError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
 
@@ -180,3 +209,55 @@ def check_template(name: str, text: Any, *, fields: tuple[str, ...]) -> None:
             shown = "{" + field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
             raise InputError(f"{name}: {shown!r} is not a field it can use; a template may hold only "
                              f"{', '.join('{' + f + '}' for f in fields)} (write literal braces as {{{{ and }}}})")
+
+
+def seper_judge(judge: str | None, *, preset: str | None) -> str:
+    """The judge a SePer run uses: the one given, else the preset's (the paper's NLI model), else ``lexical``.
+
+    >>> seper_judge(None, preset="paper"), seper_judge("lexical", preset="paper"), seper_judge(None, preset=None)
+    ('nli:microsoft/deberta-v2-xlarge-mnli', 'lexical', 'lexical')
+    """
+    if judge is not None:
+        return judge
+    return str(SePerConfig.PRESETS.get(preset or "", {}).get("judge", SePerConfig.judge))
+
+
+def judge_warning(judge: str, *, preset: str | None) -> str | None:
+    """Why a run under ``preset`` is not the paper's SePer because of its judge, or None.
+
+    A local directory named like the paper's model (``nli:/models/deberta-v2-xlarge-mnli``) counts as its copy.
+    """
+    if preset not in PRESET_CHOICES:
+        return None
+    kind, _, model = judge.partition(":")
+    folder = model.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lower()
+    if judge == PAPER_JUDGE or (kind == "nli" and folder == PAPER_JUDGE.rsplit("/", 1)[-1]):
+        return None
+    # the paper's hard SePer needs two-way equivalence, which a lexical judge almost never gives a sampled answer
+    why = " (hard SePer is then almost always 0)" if kind == "lexical" and preset == "paper" else ""
+    return (f"SePer preset {preset!r} with judge {judge!r}, not the paper's judge {PAPER_JUDGE}: the results are not "
+            f"the paper's SePer{why}")
+
+
+def render_documents(passages: Sequence[Passage], *, doc_format: str) -> str:
+    """The context string of ``passages`` in ``doc_format`` (see ``DOC_FORMATS``); blank passages are left out.
+
+    >>> docs = [Passage("Anna wrote it.", title="Book"), Passage("It sold well.", title="Sales")]
+    >>> render_documents(docs, doc_format="flashrag")
+    'Doc 1(Title: Book) Anna wrote it.\\nDoc 2(Title: Sales) It sold well.\\n'
+    >>> render_documents(docs, doc_format="text")
+    'Anna wrote it. It sold well.'
+    """
+    if doc_format not in DOC_FORMATS:
+        raise InputError(f"doc_format must be one of {', '.join(DOC_FORMATS)}, got {doc_format!r}")
+    if isinstance(passages, (str, bytes)) or not isinstance(passages, Sequence):
+        raise InputError(f"passages must be a list of Passages, got {type(passages).__name__}")
+    for i, p in enumerate(passages):
+        if not isinstance(p, Passage):
+            raise InputError(f"passage {i} must be a Passage, got {type(p).__name__}")
+    kept = [p for p in passages if p.text.strip()]
+    if doc_format == "flashrag":  # flashrag/prompt/base_prompt.py format_reference, numbered from 1
+        return "".join(f"Doc {i}(Title: {p.title}) {p.text}\n" for i, p in enumerate(kept, start=1))
+    if doc_format == "text":  # example.ipynb gives plain sentences; its two-fact context joins them with a space
+        return " ".join(p.text.strip() for p in kept)
+    return "\n\n".join(p.render() for p in kept)

@@ -12,9 +12,12 @@ from readerfit.retrieval_utility.seper import SampleSet, SePer, SePerConfig
 from readerfit.types import QAExample, Record
 
 
-def eval_record_hook(*, pool: Any, judge: str = "lexical", n: int = 10, preset: str | None = None,
+def eval_record_hook(*, pool: Any, judge: str | None = None, n: int = 10, preset: str | None = None,
                      config: SePerConfig | None = None) -> Callable[[QAExample, Record, Any], None]:
     """A ``run_eval`` record hook: ΔSePer of the context the reader received vs no context.
+
+    ``judge`` None: the preset's (the paper's NLI model), or ``lexical`` without a preset; it is built
+    here, so a judge that cannot load fails before any example runs.
 
     The reader of each pipeline is the generator. Adds ``delta_seper`` (soft),
     ``delta_seper_hard`` and ``seper`` (with the context) to ``record.extra``; a
@@ -23,7 +26,8 @@ def eval_record_hook(*, pool: Any, judge: str = "lexical", n: int = 10, preset: 
     example are drawn once and shared by all compressors; a compressor that
     kept nothing (an empty or whitespace context) is no retrieval: ΔSePer 0.
     """
-    cfg = config or make_config(SePerConfig, {"n": n, "judge": judge}, what="SePer", preset=preset)
+    options: dict[str, Any] = {"n": n} if judge is None else {"n": n, "judge": judge}
+    cfg = config or make_config(SePerConfig, options, what="SePer", preset=preset)
     judge_obj = build_judge(cfg.judge, pool=pool)
     cache: dict[tuple[int, str], SampleSet] = {}
 

@@ -6,12 +6,14 @@ E(x ⊢ y) is the softmax probability of the entailment label; :meth:`NLIJudge.r
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from readerfit.errors import ContextLengthError, InputError, UnknownModelError
+from readerfit.errors import ContextLengthError, InputError, MissingPackageError, UnknownModelError
 from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.specs import resolve
 from readerfit.retrieval_utility.judge import Judge, Relation, Triple
@@ -53,9 +55,9 @@ class NLIConfig:
 class NLIJudge(Judge):
     """An MNLI-style sequence classifier; E = P(entailment | premise, hypothesis).
 
-    With a question (SePer's use), the pair is ("question response",
-    "question answer"), as in the paper. Inputs longer than the model's
-    maximum length raise :class:`ContextLengthError` (never truncated).
+    With a question (SePer's use), the pair is ("question response", "question answer"), as in the
+    authors' released code (``seper/calculate.py``; the paper does not say). Inputs longer than the
+    model's maximum length raise :class:`ContextLengthError` (never truncated).
 
     >>> judge = NLIJudge("microsoft/deberta-v2-xlarge-mnli")          # doctest: +SKIP
     >>> judge.entails(["Paris"], ["The capital is Paris"], question="Capital of France?")  # doctest: +SKIP
@@ -86,11 +88,16 @@ class NLIJudge(Judge):
             self.tokenizer = AutoTokenizer.from_pretrained(source)
             self.model = AutoModelForSequenceClassification.from_pretrained(
                 source, dtype=resolve_dtype(dtype), use_safetensors=True)
-        except (OSError, ValueError) as err:  # transformers raises either for missing or unusable files
-            raise UnknownModelError(
-                f"could not load NLI model {name_or_path!r} (offline machines need a local directory with "
-                f"safetensors weights): {err}"
-            ) from err
+        except ValueError as err:
+            # a SentencePiece-only tokenizer (DeBERTa-v2's spm.model) without the package fails with a parse error
+            if importlib.util.find_spec("sentencepiece") is None and sentencepiece_only(source):
+                raise MissingPackageError(
+                    f"could not load the tokenizer of NLI model {name_or_path!r}: its spm.model needs the "
+                    "sentencepiece package: pip install sentencepiece"
+                ) from err
+            raise UnknownModelError(load_failure(name_or_path, err)) from err
+        except OSError as err:  # missing files, or the hub cannot be reached
+            raise UnknownModelError(load_failure(name_or_path, err)) from err
         self.name = f"nli:{name_or_path}"
         self.entail_index = entailment_index(self.model.config.id2label, model=name_or_path)
         self.device = auto_device(device)
@@ -152,6 +159,29 @@ class NLIJudge(Judge):
             n = p[neutral] if neutral is not None else max(0.0, 1.0 - e - c)
             out.append((e, n, c))
         return out
+
+
+SPM_FILES = ("spm.model", "spiece.model", "sentencepiece.bpe.model")  # DeBERTa-v2, T5, XLM-R
+
+
+def sentencepiece_only(source: str) -> bool:
+    """Whether the model's tokenizer is a SentencePiece file without a ``tokenizer.json`` (local or hub cache)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    def found(name: str) -> bool:
+        if Path(source).is_dir():
+            return (Path(source) / name).is_file()
+        return isinstance(try_to_load_from_cache(source, name), str)
+
+    return any(found(name) for name in SPM_FILES) and not found("tokenizer.json")
+
+
+def load_failure(name: str, err: Exception) -> str:
+    """Why an NLI model did not load, and how to run with another judge."""
+    cause = str(err).strip().splitlines()[0].rstrip(".") if str(err).strip() else type(err).__name__
+    return (f"could not load NLI model {name!r}: {cause}. Offline or without its weights, pass another judge: "
+            "--judge lexical (judge='lexical' in the API), or --judge nli:<local directory> holding a copy of an "
+            "MNLI model (config, tokenizer, safetensors weights)")
 
 
 def label_index(id2label: dict[Any, str], word: str) -> int | None:

@@ -74,9 +74,10 @@ from readerfit.retrieval_utility.config import (
     SEPER_CONTEXT_PROMPT,
     SEPER_PROMPT,
     SePerConfig,
+    render_documents,
 )
 from readerfit.retrieval_utility.judge import build_judge
-from readerfit.types import Generation
+from readerfit.types import Generation, Passage
 
 __all__ = ["OFFICIAL_CONTEXT_PROMPT", "OFFICIAL_PROMPT", "SEPER_CONTEXT_PROMPT", "SEPER_PROMPT", "DeltaSePer",
            "SampleSet", "SePer", "SePerConfig", "is_empty_context", "seper_json"]
@@ -123,8 +124,10 @@ class DeltaSePer:
         return self.with_context.hard - self.without.hard
 
 
-def seper_json(result: SePerResult | DeltaSePer, *, preset: str | None = None) -> dict[str, Any]:
-    """``{"without": {soft, hard}, "with": {soft, hard} or None, "delta": {soft, hard} or None, "preset"}``.
+def seper_json(result: SePerResult | DeltaSePer, *, preset: str | None = None,
+               judge_warning: str | None = None) -> dict[str, Any]:
+    """``{"without": {soft, hard}, "with": {soft, hard} or None, "delta": {soft, hard} or None, "preset"}``,
+    and ``"judge_warning"`` when one is given (a preset run with another judge than the paper's).
 
     >>> r = SePerResult(soft=0.5, hard=0.25, soft_per_reference=[0.5], hard_per_reference=[0.25], responses=["a"],
     ...                 weights=[1.0], clusters=[0])
@@ -132,10 +135,14 @@ def seper_json(result: SePerResult | DeltaSePer, *, preset: str | None = None) -
     {'without': {'soft': 0.5, 'hard': 0.25}, 'with': None, 'delta': None, 'preset': None}
     """
     if isinstance(result, DeltaSePer):
-        return {"without": {"soft": result.without.soft, "hard": result.without.hard},
-                "with": {"soft": result.with_context.soft, "hard": result.with_context.hard},
-                "delta": {"soft": result.soft, "hard": result.hard}, "preset": preset}
-    return {"without": {"soft": result.soft, "hard": result.hard}, "with": None, "delta": None, "preset": preset}
+        out = {"without": {"soft": result.without.soft, "hard": result.without.hard},
+               "with": {"soft": result.with_context.soft, "hard": result.with_context.hard},
+               "delta": {"soft": result.soft, "hard": result.hard}, "preset": preset}
+    else:
+        out = {"without": {"soft": result.soft, "hard": result.hard}, "with": None, "delta": None, "preset": preset}
+    if judge_warning:
+        out["judge_warning"] = judge_warning
+    return out
 
 
 # ----- with a generator and a judge -----------------------------------------------------------------
@@ -164,13 +171,18 @@ class SePer:
         if judge is not None:
             options["judge"] = judge
         config = make_config(SePerConfig, options, what="SePer", preset=preset)
+        judge_obj = build_judge(config.judge, pool=pool)  # first: a judge that cannot load stops before the generator
         lm = pool.lm(generator or DEFAULT_LM) if load_generator else None
-        return cls(lm, config=config, pool=pool)
+        return cls(lm, judge_obj, config)
 
     def _need_generator(self) -> Any:
         if self.generator is None:
             raise InputError("this SePer has no generator: it scores given responses only (score_responses)")
         return self.generator
+
+    def context(self, passages: Sequence[Passage]) -> str:
+        """The context string of ``passages`` as the config's ``doc_format`` writes them (per preset)."""
+        return render_documents(passages, doc_format=self.config.doc_format)
 
     def prompt_for(self, question: str, context: str | None) -> Any:
         """The generator's prompt; an empty or whitespace context is no context."""
