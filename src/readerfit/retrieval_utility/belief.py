@@ -2,6 +2,12 @@
 
 Every function here takes responses, their log-likelihoods and an entailment lookup, so it can be
 checked against hand-computed values and run on responses generated elsewhere.
+
+Empty responses (the generator stopped at once), ``empty``: ``"impute"`` (readerfit's default) says they state
+nothing: E = 0 both ways, they cluster only with each other, and their score is the mean of the non-empty ones
+(the stop token's probability is not part of their text); ``"keep"`` (the released code,
+``huggingface_models.py:349-351`` and ``calculate.py:56``): an empty response keeps its own token
+log-likelihoods (the stop token's, where they are given) and is judged like any text.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ SOFT_ENTAILMENTS = ("forward", "max", "min", "mean")
 DECISIONS = ("threshold", "argmax")
 ANSWER_MATCHES = ("equivalent", "loose")
 HARD_REFERENCES = ("each", "any")
+EMPTY_RESPONSES = ("impute", "keep")
 
 
 @dataclass
@@ -53,27 +60,35 @@ class SePerResult:
         return d
 
 
-def likelihood_scores(generations: Sequence[Generation], mode: str = "mean") -> list[float]:
+def likelihood_scores(generations: Sequence[Generation], mode: str = "mean", *, empty: str = "impute") -> list[float]:
     """Per-sample log-likelihood scores: mean token log-prob ("mean", "uniform") or the sum ("sum").
 
-    Empty responses get the mean score of the non-empty ones (module docstring).
+    Empty responses get the mean score of the non-empty ones, or under ``empty="keep"`` their own
+    where they have token log-probabilities (module docstring).
     """
     if mode not in LIKELIHOODS:
         raise InputError(f"likelihood must be one of {', '.join(LIKELIHOODS)}, got {mode!r}")
+    check_empty(empty)
     raw = [g.logprob if mode == "sum" else g.mean_logprob for g in generations]
-    empty = [not g.text.strip() for g in generations]
-    kept = [s for s, e in zip(raw, empty) if not e]
+    imputed = [not g.text.strip() and not (empty == "keep" and g.token_logprobs) for g in generations]
+    kept = [s for s, e in zip(raw, imputed) if not e]
     fill = sum(kept) / len(kept) if kept else 0.0
-    return [fill if e else s for s, e in zip(raw, empty)]
+    return [fill if e else s for s, e in zip(raw, imputed)]
 
 
-def sample_weights(generations: Sequence[Generation], mode: str = "mean") -> list[float]:
+def sample_weights(generations: Sequence[Generation], mode: str = "mean", *, empty: str = "impute") -> list[float]:
     """ℓ_i: the samples' likelihoods normalised over the samples (see the module docstring)."""
     if not generations:
         raise InputError("no samples: SePer needs at least one sampled response")
     if mode == "uniform":
+        check_empty(empty)
         return [1.0 / len(generations)] * len(generations)
-    return softmax_weights(likelihood_scores(generations, mode))
+    return softmax_weights(likelihood_scores(generations, mode, empty=empty))
+
+
+def check_empty(empty: str) -> None:
+    if empty not in EMPTY_RESPONSES:
+        raise InputError(f"empty_responses must be one of {', '.join(EMPTY_RESPONSES)}, got {empty!r}")
 
 
 def relation_label(rel: Relation) -> int:
@@ -114,11 +129,12 @@ def seper_from_judgments(
     answer_match: str = "equivalent",
     hard_reference: str = "each",
     cluster_assign: str = "first",
+    empty: str = "impute",
 ) -> SePerResult:
     """SePer soft and hard from responses, their weights and an entailment lookup ``entail(x, y)``.
 
-    ``entail`` is only asked about distinct, non-empty texts; identical texts
-    entail each other (1.0) and an empty text entails / is entailed by nothing (0.0).
+    ``entail`` is only asked about distinct texts, non-empty ones unless ``empty="keep"``; identical texts
+    entail each other (1.0) and an empty text entails / is entailed by nothing (0.0) under ``"impute"``.
     ``relation(x, y)`` gives (entailment, neutral, contradiction) for ``decision="argmax"``
     and ``answer_match="loose"`` (default: (E, 1 − E, 0), a judge with no contradiction class).
 
@@ -149,20 +165,22 @@ def seper_from_judgments(
     for name, value, allowed in (("reference_agg", reference_agg, REFERENCE_AGGS),
                                  ("soft_entailment", soft_entailment, SOFT_ENTAILMENTS),
                                  ("decision", decision, DECISIONS), ("answer_match", answer_match, ANSWER_MATCHES),
-                                 ("hard_reference", hard_reference, HARD_REFERENCES)):
+                                 ("hard_reference", hard_reference, HARD_REFERENCES),
+                                 ("empty_responses", empty, EMPTY_RESPONSES)):
         if value not in allowed:
             raise InputError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
     w = [float(x) / total for x in weights]
+    said = (lambda t: True) if empty == "keep" else bool  # whether a text is judged at all
 
     def E(x: str, y: str) -> float:
-        if not x or not y:
+        if not said(x) or not said(y):
             return 0.0
         if x == y:
             return 1.0
         return float(entail(x, y))
 
     def rel(x: str, y: str) -> Relation:
-        if not x or not y:
+        if not said(x) or not said(y):
             return NO_RELATION
         if x == y:
             return (1.0, 0.0, 0.0)
@@ -179,7 +197,7 @@ def seper_from_judgments(
         return x == y or (entails(x, y) and entails(y, x))
 
     def loose(x: str, y: str) -> bool:
-        return x == y or (bool(x) and bool(y) and loose_match(rel(x, y), rel(y, x), decision=decision,
+        return x == y or (said(x) and said(y) and loose_match(rel(x, y), rel(y, x), decision=decision,
                                                               threshold=threshold))
 
     matches = equivalent if answer_match == "equivalent" else loose
@@ -196,7 +214,7 @@ def seper_from_judgments(
         back = E(a, r)
         return {"max": max, "min": min}.get(soft_entailment, lambda u, v: (u + v) / 2)(fwd, back)
 
-    matched = {c: [bool(reps[c]) and matches(reps[c], a) for a in refs] for c in masses}
+    matched = {c: [said(reps[c]) and matches(reps[c], a) for a in refs] for c in masses}
     soft_per = [sum(wi * soft_score(r, a) for wi, r in zip(w, texts)) for a in refs]
     hard_per = [sum(m for c, m in masses.items() if matched[c][j]) for j in range(len(refs))]
     agg = max if reference_agg == "max" else (lambda v: sum(v) / len(v))
@@ -205,16 +223,18 @@ def seper_from_judgments(
                        hard_per_reference=hard_per, responses=texts, weights=w, clusters=clusters)
 
 
-def judge_pairs(sample_texts: Sequence[Sequence[str]], references: Sequence[str]) -> list[tuple[str, str]]:
+def judge_pairs(sample_texts: Sequence[Sequence[str]], references: Sequence[str], *,
+                empty: str = "impute") -> list[tuple[str, str]]:
     """Every (premise, hypothesis) pair SePer may ask about, naively listed (duplicates included).
 
     Per sample set: each response against each reference in both directions,
-    and every ordered pair of responses with different texts (clustering).
-    The judge deduplicates; listing naively keeps that its job (and measurable).
+    and every ordered pair of responses with different texts (clustering); empty responses
+    only under ``empty="keep"``. The judge deduplicates; listing naively keeps that its job (and measurable).
     """
+    check_empty(empty)
     pairs: list[tuple[str, str]] = []
     for texts in sample_texts:
-        texts = [t for t in (x.strip() for x in texts) if t]
+        texts = [t for t in (x.strip() for x in texts) if t or empty == "keep"]
         for r in texts:
             for a in references:
                 if r != a:
@@ -233,6 +253,7 @@ def sample_baselines(
     weights: Sequence[float],
     clusters: Sequence[int],
     likelihood: str = "mean",
+    empty: str = "impute",
 ) -> dict[str, float]:
     """EM, F1, ROUGE-L, containment (means over samples), token perplexity, entropy, semantic entropy."""
     refs = list(references)
@@ -246,7 +267,7 @@ def sample_baselines(
     }
     logps = [lp for g, t in zip(generations, texts) if t for lp in g.token_logprobs]
     out["ppl"] = math.exp(-sum(logps) / len(logps)) if logps else math.nan
-    scores = likelihood_scores(generations, "sum" if likelihood == "sum" else "mean")
+    scores = likelihood_scores(generations, "sum" if likelihood == "sum" else "mean", empty=empty)
     out["entropy"] = predictive_entropy(scores)
     out["semantic_entropy"] = semantic_entropy(clusters, weights)
     return out
