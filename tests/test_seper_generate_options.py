@@ -71,3 +71,38 @@ def test_openai_backend_sends_stop_and_top_k_only_when_given(monkeypatch, flavou
     with pytest.raises(InputError, match="top_k"):
         lm.generate(["x"], n=1, top_k=-2)
     lm.close()
+
+
+@pytest.mark.parametrize("n", [1, 4])  # one row: transformers' generate; several: the packed sampler
+def test_sampled_logprobs_are_renormalised_over_the_tokens_sampled_from(tiny_lm, n):
+    prompt = tiny_lm.chat("who wrote the book?")
+    args = dict(n=n, temperature=1.0, max_new_tokens=6, seed=3)
+    model = tiny_lm.generate([prompt], top_k=5, **args)[0]
+    sampled = tiny_lm.generate([prompt], top_k=5, logprobs="sampled", **args)[0]
+    assert [g.token_ids for g in sampled] == [g.token_ids for g in model]  # the same draws
+    pairs = [(m, s) for a, b in zip(model, sampled) for m, s in zip(a.token_logprobs, b.token_logprobs)]
+    assert pairs and all(s >= m - 1e-6 for m, s in pairs) and any(s > m + 1e-3 for m, s in pairs)
+    # sampling from every token at T = 1: the distribution sampled from is the model's
+    full = tiny_lm.generate([prompt], **args)[0]
+    same = tiny_lm.generate([prompt], logprobs="sampled", **args)[0]
+    assert [g.token_logprobs for g in same] == [pytest.approx(g.token_logprobs, abs=1e-5) for g in full]
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_keep_stop_token_gives_an_empty_answer_its_stop_tokens_logprob(tiny_lm, n):
+    prompt = tiny_lm.chat("who wrote the book?")
+    args = dict(n=n, temperature=1.0, max_new_tokens=6, seed=3)
+    full = tiny_lm.generate([prompt], **args)[0]
+    first = tiny_lm.tokenizer.decode(full[0].token_ids[:1], skip_special_tokens=True)
+    stop = first.strip()[:1] or first[:1]  # a stop string the first token reaches into
+    cut = tiny_lm.generate([prompt], stop=[stop], **args)[0]
+    kept = tiny_lm.generate([prompt], stop=[stop], keep_stop_token=True, **args)[0]
+    assert cut[0].text == kept[0].text == "" and cut[0].token_ids == []
+    assert kept[0].token_ids == full[0].token_ids[:1] and kept[0].token_logprobs == full[0].token_logprobs[:1]
+    for c, k in zip(cut[1:], kept[1:]):  # answers with text are untouched
+        if c.text:
+            assert (k.text, k.token_ids, k.token_logprobs) == (c.text, c.token_ids, c.token_logprobs)
+    with pytest.raises(InputError, match="logprobs"):
+        tiny_lm.generate([prompt], logprobs="processed", **args)
+    with pytest.raises(InputError, match="beams"):
+        tiny_lm.generate([prompt], n=2, num_beams=2, max_new_tokens=3, keep_stop_token=True)

@@ -16,6 +16,7 @@ import pytest
 
 from readerfit.models.lm import PromptText
 from readerfit.registry import make_config
+from readerfit.retrieval_utility.belief import sample_weights, seper_from_judgments
 from readerfit.retrieval_utility.judge import Judge
 from readerfit.retrieval_utility.nli import NLIJudge
 from readerfit.retrieval_utility.seper import SePer, SePerConfig
@@ -154,3 +155,79 @@ def test_the_default_passes_neither_stop_nor_top_k():
     lm.chat = lambda user, system=None: user
     SePer(lm, TableNLI([]), SePerConfig()).sample("What is the capital of France?")
     assert "stop" not in lm.calls[0][1] and "top_k" not in lm.calls[0][1]
+
+
+# ----- empty responses (the generator stopped at once) ------------------------------------------------------------
+EMPTY_CASES = DOC["empty_response_cases"]
+
+
+def released_relations(case):
+    """The fixture's NLI table as the released code reads it: premise and hypothesis "<question>? <text>"."""
+    q = case["question"] if case["question"].endswith("?") else case["question"] + "?"
+    table = {(a, b): p for a, b, p in case["nli"]}
+
+    def rel(x, y):
+        p = table[(f"{q} {x}", f"{q} {y}")]
+        return (p[2], p[1], p[0])
+
+    return rel
+
+
+def judged(case, cfg, empty):
+    rel = released_relations(case)
+    weights = sample_weights(gens(case), cfg.likelihood, empty=empty)
+    return seper_from_judgments(case["responses"], weights, case["references"], lambda x, y: rel(x, y)[0],
+                                relation=rel, threshold=cfg.threshold, reference_agg=cfg.reference_agg,
+                                soft_entailment=cfg.soft_entailment, decision=cfg.decision,
+                                answer_match=cfg.answer_match, hard_reference=cfg.hard_reference,
+                                cluster_assign=cfg.cluster_assign, empty=empty)
+
+
+def check_released(r, want):
+    assert r.weights == pytest.approx(want["weights"], abs=1e-12)
+    assert r.clusters == want["clusters"]
+    assert r.soft_per_reference == pytest.approx(want["soft_per_reference"], abs=1e-9)
+    assert r.hard_per_reference == pytest.approx(want["hard_per_reference"], abs=1e-9)
+    assert r.soft == pytest.approx(want["intended_soft"], abs=1e-9)
+    assert r.hard == pytest.approx(want["intended_hard"], abs=1e-9)
+
+
+@pytest.mark.parametrize("case", EMPTY_CASES, ids=[f"empty{i}-{c['responses'].count('')}of10-{len(c['references'])}refs"
+                                                  for i, c in enumerate(EMPTY_CASES)])
+def test_official_keeps_an_empty_responses_likelihood_and_judges_the_bare_question(case):
+    """As released: an empty response weighs by its stop token's log-likelihood and the NLI model reads "q? "."""
+    cfg = official()
+    assert cfg.empty_responses == "keep" and SePerConfig().empty_responses == "impute"
+    check_released(judged(case, cfg, cfg.empty_responses), case["expected"])
+
+
+def test_readerfits_empty_response_handling_differs_from_the_released_one():
+    """The default handling (imputed weight, no entailment) is not the released one on these cases."""
+    cfg = official()
+    gaps = [max(abs(r.soft - c["expected"]["intended_soft"]), abs(r.hard - c["expected"]["intended_hard"]))
+            for c in EMPTY_CASES for r in [judged(c, cfg, "impute")]]
+    assert max(gaps) > 0.1
+
+
+@pytest.mark.parametrize("case", EMPTY_CASES[:4], ids=[f"empty{i}" for i in range(4)])
+def test_official_preset_scores_empty_responses_as_released_end_to_end(case):
+    r = SePer(None, TableNLI(case["nli"]), official()).score_responses(case["question"], case["references"], gens(case))
+    check_released(r, case["expected"])
+
+
+def test_keep_without_token_logprobs_falls_back_to_the_mean_score():
+    from readerfit.errors import InputError
+    from readerfit.retrieval_utility.belief import judge_pairs, likelihood_scores
+
+    gs = [Generation("Paris", [1, 2], [-1.0, -1.0]), Generation("", [], []), Generation("", [5], [-0.1]),
+          Generation("Lyon", [3], [-3.0])]
+    assert likelihood_scores(gs, "mean", empty="keep") == pytest.approx([-1.0, -4.1 / 3, -0.1, -3.0])
+    assert likelihood_scores(gs, "mean") == pytest.approx([-1.0, -2.0, -2.0, -3.0])
+    assert ("", "Paris") in judge_pairs([["", "Lyon"]], ["Paris"], empty="keep")
+    assert all("" not in p for p in judge_pairs([["", "Lyon"]], ["Paris"]))
+    with pytest.raises(InputError, match="empty_responses must be one of impute, keep"):
+        sample_weights(gs, "mean", empty="drop")
+    with pytest.raises(InputError, match="empty_responses"):
+        official(empty_responses="drop")
+    with pytest.raises(InputError, match="token_logprobs"):
+        official(token_logprobs="processed")

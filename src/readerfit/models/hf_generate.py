@@ -46,8 +46,12 @@ class HFGeneration:
         num_beams: int = 1,
         stop: Sequence[str] | None = None,
         top_k: int | None = None,
+        logprobs: str = "model",
+        keep_stop_token: bool = False,
     ) -> list[list[Generation]]:
-        """``n`` continuations per prompt; token log-probs are the model's own (unprocessed) log-softmax.
+        """``n`` continuations per prompt; token log-probs are the model's own (unprocessed) log-softmax, or with
+        ``logprobs="sampled"`` those of the distribution each token was drawn from (after temperature, top-k,
+        top-p: ``compute_transition_scores(..., normalize_logits=True)``, as the released SePer generator).
 
         For n > 1 samples each prompt is prefilled once and its key/value cache shared by its n rows, the rows
         of up to 4 prompts decoded side by side (:mod:`readerfit.models.hf_sample`), greedy answers to several
@@ -55,7 +59,9 @@ class HFGeneration:
         prompt's draws start from it, so a prompt's samples do not depend on the other prompts of the call.
         EOS is not part of the returned tokens. ``stop``: strings that end a
         continuation (cut before the first one; the tokens kept are those that end
-        before it). ``top_k``: sample from the k likeliest tokens (default: all).
+        before it). ``top_k``: sample from the k likeliest tokens (default: all). ``keep_stop_token``: an empty
+        continuation (its first token was EOS or reached into a stop string) keeps that token and its
+        log-probability, its text still "" (the released SePer generator scores an empty answer by it).
         """
         if n < 1:
             raise InputError(f"n must be >= 1, got {n}")
@@ -64,6 +70,10 @@ class HFGeneration:
         sample = temperature > 0
         if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
             raise InputError(f"top_k must be a non-negative integer (0 = all tokens), got {top_k!r}")
+        if logprobs not in ("model", "sampled"):
+            raise InputError(f"logprobs must be 'model' or 'sampled', got {logprobs!r}")
+        if num_beams > 1 and (logprobs != "model" or keep_stop_token):
+            raise InputError("logprobs='sampled' and keep_stop_token apply to sampling and greedy decoding, not beams")
         stops = [s for s in (stop or ()) if s]
         if isinstance(stop, str) or not all(isinstance(s, str) for s in stops):
             raise InputError(f"stop must be a list of strings, got {stop!r}")
@@ -75,12 +85,13 @@ class HFGeneration:
             self._check_fits(len(ids[-1]), "the prompt" if len(prompts) == 1 else f"prompt {i + 1} of {len(prompts)}",
                              extra=max_new_tokens)
         if num_beams <= 1 and (n > 1 or len(ids) > 1) and all(ids):  # several rows: decoded side by side
-            return [self._generations(rows, stops) for batch in self._packed_groups(ids)
+            return [self._generations(rows, stops, keep_stop=keep_stop_token) for batch in self._packed_groups(ids)
                     for rows in sample_packed(self.model, self.tokenizer, batch, n=n,
                                               temperature=temperature if sample else 0.0,
                                               top_p=top_p, top_k=0 if top_k is None else top_k,
                                               repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens,
-                                              eos_ids=self._eos_ids, stop=stops, seed=seed)]
+                                              eos_ids=self._eos_ids, stop=stops, seed=seed, logprobs=logprobs,
+                                              keep_eos=keep_stop_token)]
         results: list[list[Generation]] = []
         rng = torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []) if seed is not None else contextlib.nullcontext()
         with rng:
@@ -90,7 +101,8 @@ class HFGeneration:
                 results.append(
                     self._generate_one(prompt_ids, n=n, sample=sample, temperature=temperature, top_p=top_p,
                                        repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens,
-                                       num_beams=num_beams, stop=stops, top_k=top_k)
+                                       num_beams=num_beams, stop=stops, top_k=top_k, logprobs=logprobs,
+                                       keep_stop=keep_stop_token)
                 )
         return results
 
@@ -109,7 +121,7 @@ class HFGeneration:
 
     def _generate_one(self, ids: list[int], *, n: int, sample: bool, temperature: float, top_p: float,
                       repetition_penalty: float, max_new_tokens: int, num_beams: int, stop: list[str],
-                      top_k: int | None) -> list[Generation]:
+                      top_k: int | None, logprobs: str = "model", keep_stop: bool = False) -> list[Generation]:
         if num_beams > 1:
             if not ids:
                 raise InputError("beam search needs a prompt of at least one token; the prompt encodes to none")
@@ -129,7 +141,8 @@ class HFGeneration:
             max_new_tokens=max_new_tokens,
             do_sample=sample,
             repetition_penalty=repetition_penalty,
-            output_logits=True,
+            output_logits=logprobs == "model",
+            output_scores=logprobs == "sampled",  # the processed scores each token was drawn from
             return_dict_in_generate=True,
             pad_token_id=self.tokenizer.pad_token_id,
         )
@@ -142,23 +155,37 @@ class HFGeneration:
         batch_ids = input_ids.repeat(n, 1)
         out = self.model.generate(input_ids=batch_ids, attention_mask=torch.ones_like(batch_ids), **kwargs)
         new = out.sequences[:, input_ids.shape[1] :].cpu()
-        logp = torch.stack([torch.log_softmax(step.float(), dim=-1) for step in out.logits], dim=1).cpu()
+        steps = out.logits if logprobs == "model" else out.scores
+        logp = torch.stack([torch.log_softmax(step.float(), dim=-1) for step in steps], dim=1).cpu()
         rows = []
         for row in range(new.shape[0]):
             toks, lps = [], []
             for t in range(new.shape[1]):
                 tok = int(new[row, t])
-                if tok in self._eos_ids:
+                if tok in self._eos_ids and not keep_stop:
                     break
                 toks.append(tok)
                 lps.append(float(logp[row, t, tok]))
+                if tok in self._eos_ids:
+                    break
             rows.append((toks, lps))
-        return self._generations(rows, stop)
+        return self._generations(rows, stop, keep_stop=keep_stop)
 
-    def _generations(self, rows: Sequence[tuple[list[int], list[float]]], stop: Sequence[str]) -> list[Generation]:
-        """(tokens, log-probs) rows as generations, each cut before its first stop string."""
-        return [self._cut_at_stop(Generation(text=self.tokenizer.decode(toks, skip_special_tokens=True).strip(),
-                                             token_ids=toks, token_logprobs=lps), stop) for toks, lps in rows]
+    def _generations(self, rows: Sequence[tuple[list[int], list[float]]], stop: Sequence[str], *,
+                     keep_stop: bool = False) -> list[Generation]:
+        """(tokens, log-probs) rows as generations, each cut before its first stop string; with ``keep_stop`` a
+        row may end with its EOS, and an empty one keeps its first token (EOS or the stop's)."""
+        out = []
+        for toks, lps in rows:
+            first = (toks[:1], lps[:1])
+            if keep_stop and toks and toks[-1] in self._eos_ids:
+                toks, lps = toks[:-1], lps[:-1]
+            gen = self._cut_at_stop(Generation(text=self.tokenizer.decode(toks, skip_special_tokens=True).strip(),
+                                               token_ids=toks, token_logprobs=lps), stop)
+            if keep_stop and not gen.token_ids and first[0]:
+                gen = Generation(text=gen.text, token_ids=first[0], token_logprobs=first[1])
+            out.append(gen)
+        return out
 
     def _cut_at_stop(self, gen: Generation, stop: Sequence[str]) -> Generation:
         """``gen`` cut before the first stop string; its tokens: those whose text ends before the cut."""

@@ -33,9 +33,14 @@ from readerfit.models.kv_cache import cache_kwarg, cache_layers, logits_kwarg, m
 
 def sample_packed(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], *, n: int, temperature: float,
                   top_p: float, top_k: int, repetition_penalty: float, max_new_tokens: int, eos_ids: Collection[int],
-                  stop: Sequence[str] = (), seed: int | None = None) -> list[list[tuple[list[int], list[float]]]]:
-    """Per prompt, (tokens, the model's own log-probabilities of them) of ``n`` samples continuing it; a row ends
-    at an EOS id (not returned) or once its decoded text holds a ``stop`` string (its tokens so far returned).
+                  stop: Sequence[str] = (), seed: int | None = None, logprobs: str = "model",
+                  keep_eos: bool = False) -> list[list[tuple[list[int], list[float]]]]:
+    """Per prompt, (tokens, their log-probabilities) of ``n`` samples continuing it; a row ends at an EOS id
+    (returned only with ``keep_eos``) or once its decoded text holds a ``stop`` string (its tokens so far returned).
+
+    ``logprobs``: ``"model"``, the model's own log-softmax; ``"sampled"``, the log-softmax of the processed
+    scores the token was drawn from (after the penalty, temperature, top-k and top-p: transformers'
+    ``compute_transition_scores(..., normalize_logits=True)``).
 
     ``seed``: each prompt's rows draw from their own generator seeded with it, so a prompt's samples are the same
     whichever prompts share the call (``None``: the global generator, prompts in order). ``temperature`` 0: greedy
@@ -77,19 +82,25 @@ def sample_packed(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], 
     owner = torch.empty(0, dtype=torch.long)  # the row of each generated position in the cache, in cache order
     for step in range(max_new_tokens):
         chosen = torch.empty(rows, dtype=torch.long, device=device)
+        processed = torch.empty_like(logits) if logprobs == "sampled" else logits
         for p in range(len(prompts)):  # as generate draws them: one multinomial over the prompt's n rows a step
             mine = slice(p * n, (p + 1) * n)
             scores = process(seqs[p], logits[mine].clone())
+            if logprobs == "sampled":
+                processed[mine] = scores
             chosen[mine] = scores.argmax(dim=-1) if greedy else torch.multinomial(
                 torch.softmax(scores, dim=-1), num_samples=1, generator=generators[p]).squeeze(1)
         chosen = torch.where(done.to(device), torch.full_like(chosen, pad), chosen)
-        logp = torch.log_softmax(logits, dim=-1).gather(1, chosen[:, None]).squeeze(1).cpu()
+        logp = torch.log_softmax(processed, dim=-1).gather(1, chosen[:, None]).squeeze(1).cpu()
         for row in range(rows):
             if done[row]:
                 continue
             tok = int(chosen[row])
             if tok in eos_ids:
                 done[row] = True
+                if keep_eos:
+                    tokens[row].append(tok)
+                    logps[row].append(float(logp[row]))
                 continue
             tokens[row].append(tok)
             logps[row].append(float(logp[row]))

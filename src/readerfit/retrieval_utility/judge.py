@@ -85,13 +85,15 @@ class Judge:
         hypotheses: Sequence[str],
         *,
         question: str | Sequence[str] | None = None,
+        ask_empty: bool = False,
     ) -> list[float]:
         """E(premise_i ⊢ hypothesis_i) for each pair, in input order.
 
-        ``question`` is one question for all pairs, one per pair, or None.
+        ``question`` is one question for all pairs, one per pair, or None. ``ask_empty``: pairs with an empty
+        text go to the model too (the released SePer code judges an empty response as "question? ").
         """
         return self._run(premises, hypotheses, question, score=self._score, empty=0.0, check=self._check,
-                         convert=float)
+                         convert=float, ask_empty=ask_empty)
 
     def relations(
         self,
@@ -99,6 +101,7 @@ class Judge:
         hypotheses: Sequence[str],
         *,
         question: str | Sequence[str] | None = None,
+        ask_empty: bool = False,
     ) -> list[Relation]:
         """(P(entailment), P(neutral), P(contradiction)) of premise_i → hypothesis_i, in input order.
 
@@ -106,10 +109,11 @@ class Judge:
         [(1.0, 0.0, 0.0), (0.0, 1.0, 0.0)]
         """
         return self._run(premises, hypotheses, question, score=self._relations, empty=NO_RELATION,
-                         check=self._check_relations, convert=lambda r: tuple(float(x) for x in r))
+                         check=self._check_relations, convert=lambda r: tuple(float(x) for x in r),
+                         ask_empty=ask_empty)
 
     def _run(self, premises: Sequence[str], hypotheses: Sequence[str], question: str | Sequence[str] | None, *,
-             score: Any, empty: Any, check: Any, convert: Any) -> list[Any]:
+             score: Any, empty: Any, check: Any, convert: Any, ask_empty: bool = False) -> list[Any]:
         if isinstance(premises, str) or isinstance(hypotheses, str):
             raise InputError("premises and hypotheses must be sequences of strings, not a single string")
         premises, hypotheses = list(premises), list(hypotheses)
@@ -128,8 +132,11 @@ class Judge:
         self.calls += 1
         self.pairs_requested += len(premises)
         triples = [(q.strip(), p.strip(), h.strip()) for q, p, h in zip(questions, premises, hypotheses)]
-        # An empty answer states nothing: it entails nothing and nothing entails it.
-        todo = [t for t in triples if t[1] and t[2]]
+        # An empty answer states nothing: it entails nothing and nothing entails it (unless ask_empty).
+        def asked(t: Triple) -> bool:
+            return ask_empty or bool(t[1] and t[2])
+
+        todo = [t for t in triples if asked(t)]
         if self.dedupe:
             todo = list(dict.fromkeys(todo))
         scores: dict[Triple, Any] = {}
@@ -142,8 +149,8 @@ class Judge:
                 scores = dict(zip(todo, got))
             else:
                 it = iter(got)
-                return [next(it) if (t[1] and t[2]) else empty for t in triples]
-        return [scores[t] if (t[1] and t[2]) else empty for t in triples]
+                return [next(it) if asked(t) else empty for t in triples]
+        return [scores[t] if asked(t) else empty for t in triples]
 
     def _check(self, got: Any, expected: int) -> None:
         try:

@@ -36,6 +36,8 @@ reference, they cluster only with each other, and since their likelihood is
 unknown (the stop token's probability is not part of a Generation) their
 log-likelihood score is imputed as the mean score of the non-empty samples
 (all empty: uniform weights) — neither favoured nor penalised.
+The ``official`` preset (``empty_responses="keep"``) does as the released code: an empty response keeps its own
+likelihood (its stop token's) and the judge reads it as "question? ".
 
 Baselines from the same samples (``SePerResult.baselines``): mean EM, F1,
 ROUGE-L and containment over the N samples (plain means), pooled token
@@ -57,7 +59,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from readerfit.errors import InputError, ReaderfitError
-from readerfit.models.lm import PromptText
+from readerfit.models.lm import LocalLanguageModel, PromptText
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import make_config
 from readerfit.retrieval_utility.belief import (
@@ -227,6 +229,11 @@ class SePer:
         kwargs: dict[str, Any] = {"n": cfg.n, "temperature": cfg.temperature, "top_p": cfg.top_p, "seed": cfg.seed}
         if cfg.top_k is not None:
             kwargs["top_k"] = cfg.top_k
+        if isinstance(self.generator, LocalLanguageModel):  # the transformers backend's options (official)
+            if cfg.token_logprobs != "model":
+                kwargs["logprobs"] = cfg.token_logprobs
+            if cfg.empty_responses == "keep":  # an empty sample keeps its stop token's likelihood
+                kwargs["keep_stop_token"] = True
         out = self._generate(prompts, **kwargs)
         if len(out) != len(prompts):
             raise ReaderfitError(f"generator {self.generator.name!r} answered {len(out)} prompts, expected {len(prompts)}")
@@ -250,16 +257,19 @@ class SePer:
         """SePer of each sample set; all their judge pairs go to the judge in one (deduplicated) call."""
         refs = check_references(references)
         cfg = self.config
-        pairs = judge_pairs([s.texts for s in sample_sets], refs)
+        pairs = judge_pairs([s.texts for s in sample_sets], refs, empty=cfg.empty_responses)
         entail: dict[tuple[str, str], float] = {}
         relation: dict[tuple[str, str], tuple[float, float, float]] = {}
         if pairs:
             args = ([p for p, _ in pairs], [h for _, h in pairs])
+            # the released code judges an empty response as "question? "; passed only then (any judge works otherwise)
+            ask: dict[str, Any] = {"ask_empty": True} if cfg.empty_responses == "keep" else {}
+            q = cfg.judge_question(question)
             if cfg.needs_relations:
-                relation = dict(zip(pairs, self.judge.relations(*args, question=cfg.judge_question(question))))
+                relation = dict(zip(pairs, self.judge.relations(*args, question=q, **ask)))
                 entail = {k: r[0] for k, r in relation.items()}
             else:
-                entail = dict(zip(pairs, self.judge.entails(*args, question=cfg.judge_question(question))))
+                entail = dict(zip(pairs, self.judge.entails(*args, question=q, **ask)))
         results = []
         for s in sample_sets:
             if not s.generations:
@@ -268,15 +278,17 @@ class SePer:
                 raise InputError("the mean likelihood (softmax of mean token log-probabilities) needs token counts; "
                                  "responses given with a summed logprob only allow likelihood 'sum' or 'uniform' "
                                  "(or give token_logprobs, or n_tokens beside logprob)")
-            weights = sample_weights(s.generations, cfg.likelihood)
+            weights = sample_weights(s.generations, cfg.likelihood, empty=cfg.empty_responses)
             r = seper_from_judgments(
                 s.texts, weights, refs, lambda x, y: entail[(x, y)],
                 relation=(lambda x, y: relation[(x, y)]) if relation else None, threshold=cfg.threshold,
                 reference_agg=cfg.reference_agg, soft_entailment=cfg.soft_entailment, decision=cfg.decision,
-                answer_match=cfg.answer_match, hard_reference=cfg.hard_reference, cluster_assign=cfg.cluster_assign)
+                answer_match=cfg.answer_match, hard_reference=cfg.hard_reference, cluster_assign=cfg.cluster_assign,
+                empty=cfg.empty_responses)
             r.context = s.context
             r.baselines = sample_baselines(s.generations, refs, weights=r.weights, clusters=r.clusters,
-                                           likelihood=cfg.likelihood if s.token_counts else "sum")
+                                           likelihood=cfg.likelihood if s.token_counts else "sum",
+                                           empty=cfg.empty_responses)
             if not s.token_counts:
                 r.baselines["ppl"] = math.nan  # token perplexity needs the token count
             results.append(r)
