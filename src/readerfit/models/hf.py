@@ -99,13 +99,29 @@ class HFLanguageModel(HFGeneration):
         self._eos_ids = frozenset(self._collect_eos_ids())
 
     def _with_adapter(self, adapter: str) -> Any:
-        """Merge a LoRA adapter directory (peft) into the weights: same outputs, no adapter overhead."""
-        if not Path(adapter).is_dir():
-            raise UnknownModelError(f"adapter directory {adapter!r} does not exist")
+        """Merge a LoRA adapter (a peft directory or a hub id, which peft resolves) into the weights: same
+        outputs, no adapter overhead."""
+        expected = ("expected a LoRA adapter directory as peft saves it (adapter_config.json + "
+                    "adapter_model.safetensors) or a Hugging Face id such as 'org/adapter'")
+        path = Path(adapter).expanduser()
+        local = path.is_dir()
+        if not local and (path.exists() or adapter.startswith((".", "/", "~")) or adapter.count("/") != 1):
+            raise UnknownModelError(f"adapter {adapter!r} is neither a directory nor a hub id: {expected}")
+        if local and not (path / "adapter_config.json").is_file():
+            raise UnknownModelError(f"adapter directory {adapter!r} has no adapter_config.json: {expected}")
         require("peft", extra="train", purpose="a LoRA adapter")
         from peft import PeftModel
 
-        return PeftModel.from_pretrained(self.model, adapter).merge_and_unload()
+        try:
+            return PeftModel.from_pretrained(self.model, str(path) if local else adapter).merge_and_unload()
+        # OSError/ValueError: not found (offline, no such repo, missing files); RuntimeError/KeyError: its
+        # weights do not fit this base model
+        except (OSError, ValueError, KeyError, RuntimeError) as err:
+            raise UnknownModelError(
+                f"could not load the LoRA adapter {adapter!r} onto {self.name!r}: {expected}, trained on this base "
+                f"model (offline machines need a local directory); {type(err).__name__}: "
+                f"{(str(err).splitlines() or [''])[0][:200]}"
+            ) from err
 
     def __repr__(self) -> str:
         return f"HFLanguageModel({self.name!r}, device={self.device}, dtype={self.dtype})"

@@ -14,6 +14,7 @@ from readerfit.compressors.exit.config import (
     OFFICIAL_PROMPT,
     POSITIVE,
     PROMPTS,
+    RELEASED_ADAPTER,
     ExitConfig,
     default_classifier_dir,
 )
@@ -29,7 +30,7 @@ from readerfit.compressors.exit.windows import (
     window_around,
 )
 
-__all__ = ["EXIT_PROMPT", "NEGATIVE", "OFFICIAL_PROMPT", "POSITIVE", "PROMPTS", "EncoderSentenceClassifier",
+__all__ = ["EXIT_PROMPT", "NEGATIVE", "OFFICIAL_PROMPT", "POSITIVE", "PROMPTS", "RELEASED_ADAPTER", "EncoderSentenceClassifier",
            "ExitCompressor", "ExitConfig", "GroupScores", "LMSentenceClassifier", "PromptPieces", "SentenceClassifier",
            "all_documents", "build_classifier", "default_classifier_dir", "encoder_features", "label_log_probs",
            "label_loss", "label_token_ids", "plan_passage", "plan_question", "read_classifier_manifest", "relevance",

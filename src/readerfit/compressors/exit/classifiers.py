@@ -14,6 +14,7 @@ from readerfit.compressors.exit.config import (
     SHIPPED,
     ExitConfig,
     classifier_dir,
+    released_classifier,
 )
 from readerfit.compressors.exit.encoder_classifier import EncoderSentenceClassifier, load_encoder_classifier
 from readerfit.compressors.exit.lm_classifier import LMSentenceClassifier
@@ -50,6 +51,20 @@ def trained_with(info: dict[str, Any] | None) -> tuple[str, str]:
     return str(prompt), str(labels)
 
 
+def load_lm(pool: Any, base: str, *, adapter: str | None, dtype: str) -> Any:
+    """The classifier LM (with its adapter merged); one that cannot be loaded is an error naming what was
+    asked for and how to pass another, raised when the compressor is built, before anything is scored."""
+    try:
+        return pool.local_lm(base, purpose=PURPOSE, dtype=dtype, adapter=adapter)
+    except UnknownModelError as err:
+        what = f"{base!r} with the LoRA adapter {adapter!r}" if adapter else repr(base)
+        raise UnknownModelError(
+            f"EXIT's classifier {what} could not be loaded ({err}). Download it to the Hugging Face cache, or pass "
+            f"another: --option exit.classifier=NAME_OR_DIR (an LM, or a `readerfit train exit` directory) and/or "
+            f"--option exit.adapter=DIR_OR_ID (classifier= / adapter= in the API)"
+        ) from err
+
+
 def build_classifier(config: ExitConfig, pool: Any) -> SentenceClassifier:
     """The sentence classifier ``config`` names, its models taken from ``pool``."""
     name = config.classifier
@@ -82,11 +97,12 @@ def build_classifier(config: ExitConfig, pool: Any) -> SentenceClassifier:
     if info is not None:  # a trained LoRA adapter over a base LM
         if config.adapter is not None:
             raise InputError(f"{name} already is a trained adapter; pass either classifier=DIR or adapter=DIR")
-        lm = pool.local_lm(info.get("base", DEFAULT_LM), purpose=PURPOSE, dtype=dtype, adapter=str(directory))
+        lm = load_lm(pool, info.get("base", DEFAULT_LM), adapter=str(directory), dtype=dtype)
         label = f"lm:{name}"
     else:
-        lm = pool.local_lm(name, purpose=PURPOSE, dtype=dtype, adapter=config.adapter)
-        label = f"lm:{name}" + (f"+{config.adapter}" if config.adapter else "")
+        base, adapter = released_classifier(name, config.adapter)
+        lm = load_lm(pool, base, adapter=adapter, dtype=dtype)
+        label = f"lm:{base}" + (f"+{adapter}" if adapter else "")
     prompt, labels = trained_with(info)
     return LMSentenceClassifier(lm, batch_size=config.batch_size, max_tokens=config.max_tokens,
                                 cache_prefix=config.cache_prefix, name=label, prompt=config.prompt or prompt,

@@ -12,9 +12,12 @@ Every sentence ``s`` of a retrieved passage ``d`` is classified with the query
 The relevance is ``r = P("Yes") / (P("Yes") + P("No"))`` from the classifier
 LM's next-token distribution (one token id per word, or all its single-token
 spellings summed: ``labels``); sentences with ``r >= τ`` (0.5) are kept, in
-original order, passage by passage under their titles. ``preset="official"``
-runs it as the released code does: a newline after each label of the prompt,
-and all the question's passages as every sentence's context (``context="all"``).
+original order, passage by passage under their titles. ``preset="paper"`` and
+``preset="official"`` both run the authors' released classifier (the LoRA
+``doubleyyh/exit-gemma-2b`` on ``google/gemma-2b-it``: both must be downloaded,
+else the build fails naming them); ``official`` as the released code does: a
+newline after each label of the prompt, and all the question's passages as
+every sentence's context (``context="all"``).
 
 Speed: all sentences of a passage share the prompt up to ``Sentence:`` (and all
 passages of a question share it up to ``Full context:``). The shared prefix is

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -42,6 +43,12 @@ DEFAULT_RATE = 0.3
 # the weight of the question-sentence cosine in the budgeted ranking (README: the frontier with and without it)
 DEFAULT_SIMILARITY = 0.0
 ARCHS = ("lm", "encoder", "onepass")
+# The authors' released classifier (ThisIsHwang/EXIT README, exit_rag.py): a LoRA adapter on Gemma-2B-it, both
+# by hub id. As ``classifier`` the adapter's id means "this adapter on its base"; ``adapter`` swaps the adapter.
+RELEASED_ADAPTER = "doubleyyh/exit-gemma-2b"
+RELEASED = {RELEASED_ADAPTER: "google/gemma-2b-it"}
+# a hub id: one "org/name" (a path that does not exist is not one)
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 WINDOW_RULE = ("sentence scored against a window of its passage: the title plus the largest run of neighbouring "
                "sentences (grown alternately before/after) that fits the classifier's limit")
 
@@ -51,6 +58,25 @@ def shipped_classifier_dir(name: str) -> Path:
     readerfit/assets/exit/default) or ``onepass``; ``default`` is :data:`DEFAULT_CLASSIFIER`."""
     folder = SHIPPED[DEFAULT_CLASSIFIER if name == "default" else name]
     return Path(str(resources.files("readerfit"))) / "assets" / "exit" / folder
+
+
+def released_classifier(name: str, adapter: str | None) -> tuple[str, str | None]:
+    """(base LM, adapter) a classifier name and ``adapter`` option mean: a released adapter's id stands for
+    that adapter on its base (``adapter`` given: that one on the same base); any other name is the LM itself."""
+    if name in RELEASED:
+        return RELEASED[name], adapter or name
+    return name, adapter
+
+
+def check_adapter(adapter: str) -> None:
+    """A LoRA adapter is an existing directory or a hub id ``org/name``; anything else is a clear error."""
+    path = Path(adapter).expanduser()
+    if path.is_dir():
+        return
+    if path.exists() or adapter.startswith((".", "/", "~")) or not HUB_ID.fullmatch(adapter):
+        raise InputError(f"adapter must be a LoRA adapter directory (adapter_config.json + adapter_model.safetensors, "
+                         f"as peft saves it) or a Hugging Face id such as {RELEASED_ADAPTER!r}; {adapter!r} is "
+                         f"{'not a directory' if path.exists() else 'neither an existing directory nor a hub id'}")
 
 
 def classifier_dir(name: str) -> Path:
@@ -68,9 +94,10 @@ class ExitConfig:
     """EXIT settings (the paper's defaults where it has them).
 
     ``classifier``: ``"default"`` (the shipped classifier EXIT uses), ``"encoder"`` or
-    ``"onepass"`` (the two shipped ones by name), a directory written by ``readerfit train exit``, or a causal LM (registered name, local
-    directory or HF id) used with the EXIT prompt, optionally with a LoRA
-    ``adapter`` directory. ``threshold`` is τ. ``max_tokens`` caps the
+    ``"onepass"`` (the two shipped ones by name), a directory written by ``readerfit train exit``, a causal LM
+    (registered name, local directory or HF id) used with the EXIT prompt, or ``doubleyyh/exit-gemma-2b``: the
+    authors' released LoRA on ``google/gemma-2b-it`` (the ``paper`` / ``official`` presets' classifier; needs
+    both downloaded). ``adapter``: a LoRA (a peft directory or a hub id) on the LM. ``threshold`` is τ. ``max_tokens`` caps the
     classifier input length (None: the classifier's context). ``dtype`` None
     takes the model pool's. ``batch_size`` is sentences per forward pass (the one-pass classifier takes ``batch_size // 4`` passages).
     ``cache_prefix`` False scores one sentence per forward pass (the slow
@@ -110,10 +137,11 @@ class ExitConfig:
         return Budget(rate=self.rate, target_tokens=self.target_tokens)
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "paper": {"prompt": "paper", "labels": "single", "context": "passage", "threshold": 0.5, "min_keep": 0,
-                  "similarity": 0.0},
-        "official": {"prompt": "official", "labels": "single", "context": "all", "threshold": 0.5, "min_keep": 0,
-                     "similarity": 0.0},
+        # both run the released checkpoint; they differ in the prompt (Table 4 / the released one) and context
+        "paper": {"classifier": RELEASED_ADAPTER, "prompt": "paper", "labels": "single", "context": "passage",
+                  "threshold": 0.5, "min_keep": 0, "similarity": 0.0},
+        "official": {"classifier": RELEASED_ADAPTER, "prompt": "official", "labels": "single", "context": "all",
+                     "threshold": 0.5, "min_keep": 0, "similarity": 0.0},
     }
 
     classifier: str = "default"
@@ -153,8 +181,10 @@ class ExitConfig:
             raise InputError(f"batch_size must be a positive integer, got {self.batch_size!r}")
         if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or self.max_tokens < 16):
             raise InputError(f"max_tokens must be an integer >= 16 or None, got {self.max_tokens!r}")
-        if self.adapter is not None and not Path(self.adapter).is_dir():
-            raise InputError(f"adapter directory {self.adapter!r} does not exist")
+        if self.adapter is not None:
+            if not isinstance(self.adapter, str) or not self.adapter.strip():
+                raise InputError(f"adapter must be a directory or a hub id, got {self.adapter!r}")
+            check_adapter(self.adapter)
         for name, allowed in (("prompt", tuple(PROMPTS)), ("labels", LABELS)):
             if getattr(self, name) is not None and getattr(self, name) not in allowed:
                 raise InputError(f"{name} must be one of {', '.join(allowed)} (or unset), got {getattr(self, name)!r}")
