@@ -57,8 +57,28 @@ COMPRESSOR_OPTIONS: dict[str, dict[str, Any]] = {
     "exit": {"classifier": "tiny", "splitter": "regex"},
     "selective-context": {"lm": "tiny", "splitter": "regex"},
     "longllmlingua": {"model": "TINY_DIR", "rate": 0.5},
+    "provence": {"model": "TINY_PROVENCE", "splitter": "regex"},
+    "llmlingua2": {"model": "TINY_LLMLINGUA2"},
 }
-NEEDS = {"longllmlingua": "llmlingua"}
+NEEDS = {"longllmlingua": "llmlingua", "llmlingua2": "llmlingua"}
+
+
+def _tiny_encoder(kind: str, folder: Path) -> Path:
+    from tiny_encoders import build_tiny_provence, build_tiny_xlmr_token_classifier
+
+    return (build_tiny_provence if kind == "TINY_PROVENCE" else build_tiny_xlmr_token_classifier)(folder)
+
+
+def option_value(value: Any, tiny_lm_dir: Path) -> Any:
+    """An option as given, or the tiny model a placeholder names (the encoders built beside the LM on first use)."""
+    if value == "TINY_DIR":
+        return str(tiny_lm_dir)
+    if value in ("TINY_PROVENCE", "TINY_LLMLINGUA2"):
+        folder = tiny_lm_dir.parent / value.lower()
+        if not (folder / "config.json").exists():
+            _tiny_encoder(value, folder)
+        return str(folder)
+    return value
 
 
 def compressor(name: str, pool: ModelPool, tiny_lm_dir: Path, **extra: Any):
@@ -66,7 +86,7 @@ def compressor(name: str, pool: ModelPool, tiny_lm_dir: Path, **extra: Any):
         pytest.fail(f"compressor {name!r} is registered: add its tiny-model options to COMPRESSOR_OPTIONS")
     if name in NEEDS:
         pytest.importorskip(NEEDS[name], reason=f"{NEEDS[name]} is not installed")
-    options = {k: (str(tiny_lm_dir) if v == "TINY_DIR" else v) for k, v in COMPRESSOR_OPTIONS[name].items()}
+    options = {k: option_value(v, tiny_lm_dir) for k, v in COMPRESSOR_OPTIONS[name].items()}
     return build_compressor(name, pool, reader=pool.lm("tiny"), **{**options, **extra})
 
 
@@ -123,8 +143,8 @@ def test_compressor_budget_is_validated_and_reported(name, pool, tiny_lm, tiny_l
     for bad in (0, 1.5):
         with pytest.raises(InputError, match="rate"):
             compressor(name, pool, tiny_lm_dir, rate=bad)
-    c = COMPRESSORS.build(name, {**{k: str(tiny_lm_dir) if v == "TINY_DIR" else v
-                                    for k, v in COMPRESSOR_OPTIONS[name].items()}, "rate": 0.5},
+    c = COMPRESSORS.build(name, {**{k: option_value(v, tiny_lm_dir) for k, v in COMPRESSOR_OPTIONS[name].items()},
+                                 "rate": 0.5},
                           pool=pool, reader=tiny_lm)
     out = c.compress(QUESTION, PASSAGES)
     assert "budget" in out.details or not isinstance(c, Budgeted)
@@ -156,7 +176,7 @@ def test_compressor_presets_build_and_options_override_them(name, preset, pool, 
     assert set(PRESET_NAMES) <= set(presets_of(cls.config_class))
     c = compressor(name, pool, tiny_lm_dir, preset=preset)
     for key, value in COMPRESSOR_OPTIONS[name].items():
-        if value != "TINY_DIR":
+        if option_value(value, tiny_lm_dir) == value:
             assert getattr(c.config, key) == value
 
 
@@ -217,7 +237,7 @@ def test_judge_contract(name, judge_specs, pool):
 # ----- rerankers -----------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def reranker_specs(request) -> dict[str, str]:
-    specs = {"lm": "lm"}
+    specs = {"lm": "lm", "provence": f"provence:{option_value('TINY_PROVENCE', request.getfixturevalue('tiny_lm_dir'))}"}
     try:
         specs["cross-encoder"] = f"cross-encoder:{request.getfixturevalue('tiny_ce_dir')}"
     except pytest.skip.Exception:

@@ -61,7 +61,8 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
                    "lexical; with --preset the paper's nli:microsoft/deberta-v2-xlarge-mnli)")
     p.add_argument("--seper-n", type=positive_int, default=10, help="SePer samples per condition")
     p.add_argument("--rerank", default=None, metavar="RERANKER",
-                   help="rerank the passages before compressing: cross-encoder:<id or path> | lm (the reader) | lm:<model>")
+                   help="rerank the passages before compressing: cross-encoder:<id or path> | lm (the reader) | lm:<model> "
+                        "| provence | provence:<id or path>")
     p.add_argument("--rerank-top", type=positive_int, default=None, metavar="K",
                    help="keep the reranker's best K passages (default: all, reordered)")
     p.add_argument("--reader-prompt", default="default", metavar="NAME|FILE",

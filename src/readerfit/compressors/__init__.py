@@ -32,6 +32,10 @@ COMPRESSORS.register("longllmlingua", "readerfit.compressors.longllmlingua:LongL
                      help="LongLLMLingua through llmlingua")
 COMPRESSORS.register("selective-context", "readerfit.compressors.selective_context:SelectiveContext",
                      help="drop low self-information units (Li et al.)")
+COMPRESSORS.register("provence", "readerfit.compressors.provence:ProvenceCompressor",
+                     help="Provence sentence pruning + reranking in one DeBERTa pass (Chirkova et al.)")
+COMPRESSORS.register("llmlingua2", "readerfit.compressors.llmlingua2:LLMLingua2",
+                     help="LLMLingua-2 token classification through llmlingua (Pan et al.)")
 
 
 def registered_compressors() -> list[str]:

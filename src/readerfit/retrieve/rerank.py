@@ -1,6 +1,6 @@
 """Rerankers: reorder retrieved passages by relevance to the question and keep the top K.
 
-Two rerankers, registered by name (``build_reranker(spec, pool)``):
+Three rerankers, registered by name (``build_reranker(spec, pool)``):
 
 - ``cross-encoder:<id or path>``: a sentence-transformers ``CrossEncoder`` scoring each
   (question, passage) pair; local files or the local Hugging Face cache only.
@@ -12,6 +12,7 @@ Two rerankers, registered by name (``build_reranker(spec, pool)``):
 
   scored ``P("Yes") / (P("Yes") + P("No"))`` from its next-token distribution (each word
   summed over its tokenizer variants) — EXIT's sentence prompt turned to whole passages.
+- ``provence`` or ``provence:<id or path>``: Provence's ranking score (:mod:`readerfit.retrieve.rerank_provence`).
 
 A passage too long for the reranker's input is scored in consecutive word runs that fit and
 gets its best run's score (relevant if any part is); never truncated. Ties keep retrieval order.
@@ -53,6 +54,8 @@ RERANKERS: Registry[Any] = Registry("reranker")
 RERANKERS.register("cross-encoder", "readerfit.retrieve.rerank:CrossEncoderReranker",
                    help="cross-encoder:<id or path>")
 RERANKERS.register("lm", "readerfit.retrieve.rerank:LMReranker", help="lm (the reader) or lm:<model>")
+RERANKERS.register("provence", "readerfit.retrieve.rerank_provence:ProvenceReranker",
+                   help="provence (naver/provence-reranker-debertav3-v1) or provence:<id or path>")
 
 
 @dataclass

@@ -28,6 +28,9 @@ REQUEST_OPTIONS: dict[str, frozenset[str]] = {
     # not context_budget: llmlingua eval()s it (the config checks its shape, but a request needs no such power)
     "longllmlingua": _BUDGET | {"condition_in_question", "reorder_context", "dynamic_context_compression_ratio",
                                 "condition_compare", "rank_method"},
+    # not model (a file or hub download); force_tokens stay the server's (llmlingua adds a placeholder per token)
+    "provence": _BUDGET | {"threshold", "always_select_title", "reorder", "top_k"},
+    "llmlingua2": _BUDGET,
     "summary": _SUMMARY,
     "xcompress": _SUMMARY | {"k", "decoding", "temperature", "top_p", "repetition_penalty", "num_beams", "seed",
                              "threshold", "include_greedy", "filter", "online_fraction", "scorer_preset"},

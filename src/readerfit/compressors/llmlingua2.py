@@ -1,0 +1,173 @@
+"""``llmlingua2``: LLMLingua-2 (Pan et al. 2024) through the ``llmlingua`` package.
+
+A token classifier (XLM-RoBERTa-large trained on MeetingBank compressions) gives each token P(keep); words
+(their tokens' mean) above the percentile that keeps a ``rate`` share of each ≤512-token chunk are kept, and
+``force_tokens`` always are. Each passage is compressed on its own; the question is not used (LLMLingua-2 is
+task-agnostic). Defaults are the llmlingua README's: ``rate=0.33``, ``force_tokens=['\\n', '?']``.
+
+Offline: llmlingua's ``PromptCompressor.__init__`` fetches tiktoken's GPT-3.5 encoding, which LLMLingua-2
+also uses to weight each word by its token count in the percentile and to turn ``target_tokens`` into a rate.
+We build it without that download and count with the reader's tokenizer (else the classifier's own), which the
+details name; and ``init_llmlingua2``'s global ``seed_everything(42)`` is replaced by the same seed inside a
+forked RNG, so the embeddings of the added force-token placeholders are the released ones and the caller's
+random state is left as it was.
+
+>>> LLMLingua2Config().rate, LLMLingua2Config().force_tokens
+(0.33, ['\\n', '?'])
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from readerfit.compressors.base import BaseCompressor
+from readerfit.compressors.budget import check_budget
+from readerfit.errors import InputError, UnknownModelError, require
+from readerfit.models.device import auto_device, resolve_dtype
+from readerfit.models.lm import LanguageModel
+from readerfit.retrieve.rerank_provence import model_dir
+from readerfit.types import Compression, Passage
+
+LLMLINGUA2_MODEL = "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"
+# llmlingua's word merging knows two tokenizer families, by a substring of the model name
+_FAMILIES = {"xlm-roberta": "xlm-roberta-large", "bert": "bert-base-multilingual-cased"}
+_MAX_FORCE_TOKENS = 100  # llmlingua's default max_force_token: the placeholders it adds
+
+
+@dataclass
+class LLMLingua2Config:
+    """LLMLingua-2's settings. ``rate``: the share of each chunk's words to keep (llmlingua's own target, not a
+    hard cap: the details give the achieved rate); ``target_tokens`` (llmlingua's ``target_token``) replaces it
+    with a count; ``force_tokens`` are always kept; ``batch_size`` is llmlingua's ``max_batch_size``."""
+
+    # llmlingua is the authors' code, its README the settings the paper reports
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
+    model: str = LLMLINGUA2_MODEL
+    rate: float = 0.33
+    target_tokens: int | None = None
+    force_tokens: list[str] = field(default_factory=lambda: ["\n", "?"])
+    batch_size: int = 50
+
+    def __post_init__(self) -> None:
+        check_budget(self.rate, self.target_tokens)
+        if self.rate is None:
+            raise InputError("rate must be a number in (0, 1], got None")
+        if not isinstance(self.force_tokens, (list, tuple)) or len(self.force_tokens) > _MAX_FORCE_TOKENS or not all(
+                isinstance(t, str) and t for t in self.force_tokens):
+            raise InputError(f"force_tokens must be a list of at most {_MAX_FORCE_TOKENS} non-empty strings, "
+                             f"got {self.force_tokens!r}")
+        self.force_tokens = list(self.force_tokens)
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise InputError(f"batch_size must be an integer >= 1, got {self.batch_size!r}")
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise InputError(f"model must be a local directory or a Hugging Face id, got {self.model!r}")
+
+
+class _Counter:
+    """Stands in for llmlingua's tiktoken encoder: only ``encode`` (for counts) is used."""
+
+    def __init__(self, count: Any) -> None:
+        self.count = count
+
+    def encode(self, text: str) -> list[int]:
+        return [0] * self.count(text)
+
+
+def load_llmlingua2(name: str, *, device: str = "cpu", dtype: Any = None, batch_size: int = 50) -> Any:
+    """An llmlingua ``PromptCompressor`` in LLMLingua-2 mode on a local directory or cached hub id, built
+    without network access or global seeding; its counter is the classifier's tokenizer until replaced."""
+    llmlingua = require("llmlingua", extra="llmlingua", purpose="the llmlingua2 compressor")
+    import torch
+
+    directory = model_dir(name, kind="llmlingua2", what="the LLMLingua-2",
+                          patterns=["*.json", "*.safetensors", "sentencepiece.bpe.model", "*.model"])
+    try:
+        model_type = json.loads((Path(directory) / "config.json").read_text()).get("model_type", "")
+    except (OSError, ValueError) as err:
+        raise UnknownModelError(f"{directory} has no readable config.json: {err}") from err
+    if model_type not in _FAMILIES:
+        raise UnknownModelError(f"LLMLingua-2 runs an XLM-RoBERTa or multilingual-BERT token classifier (llmlingua "
+                                f"merges only their tokens into words); {name!r} is a {model_type or 'unknown'} model")
+
+    class OfflineLLMLingua2(llmlingua.PromptCompressor):  # type: ignore[misc, name-defined]
+        def __init__(self) -> None:
+            # PromptCompressor.__init__ minus tiktoken.encoding_for_model (a download); attributes as in llmlingua 0.2
+            self.model_name = f"{directory} ({_FAMILIES[model_type]})"
+            self.use_llmlingua2 = True
+            self.retrieval_model = None
+            self.retrieval_model_name = None
+            self.open_api_config: dict[str, Any] = {}
+            self.cache_bos_num = 10
+            self.prefix_bos_num = 100
+            config: dict[str, Any] = {"trust_remote_code": False}
+            if dtype is not None:
+                config["torch_dtype"] = dtype
+            self.load_model(str(directory), device, config)
+            self.oai_tokenizer = _Counter(
+                lambda text: len(self.tokenizer(text, add_special_tokens=False)["input_ids"]))
+            # init_llmlingua2 without its global seed_everything(42): the same seed, in a forked RNG
+            self.max_batch_size = batch_size
+            self.max_seq_len = 512
+            self.max_force_token = _MAX_FORCE_TOKENS
+            self.special_tokens = {v for k, v in self.tokenizer.special_tokens_map.items()
+                                   if k != "additional_special_tokens"}
+            self.added_tokens = [f"[NEW{i}]" for i in range(_MAX_FORCE_TOKENS)]
+            self.tokenizer.add_special_tokens({"additional_special_tokens": self.added_tokens})
+            devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(42)
+                self.model.resize_token_embeddings(len(self.tokenizer))
+
+    try:
+        return OfflineLLMLingua2()
+    except (OSError, ValueError) as err:
+        raise UnknownModelError(f"llmlingua could not load {name!r} from {directory}: {err}") from err
+
+
+class LLMLingua2(BaseCompressor):
+    """``llmlingua2``: wraps an LLMLingua-2 ``PromptCompressor``; units are the rendered passages, ``kept`` those
+    with words left."""
+
+    name = "llmlingua2"
+    config_class = LLMLingua2Config
+
+    def __init__(self, compressor: Any, config: LLMLingua2Config | None = None, *,
+                 reader: LanguageModel | None = None) -> None:
+        self.compressor = compressor
+        self.config = config or LLMLingua2Config()
+        if reader is not None:
+            compressor.oai_tokenizer = _Counter(reader.count_tokens)
+        self.counted_in = "reader tokens" if reader is not None else "LLMLingua-2 tokenizer tokens"
+
+    @classmethod
+    def from_config(cls, config: LLMLingua2Config, *, pool: Any, reader: LanguageModel | None = None) -> LLMLingua2:
+        """Loads the classifier from its files (not shared through the pool: llmlingua resizes its embeddings)."""
+        dtype = None if pool.dtype == "float32" else resolve_dtype(pool.dtype)
+        compressor = load_llmlingua2(config.model, device=str(auto_device(pool.device)), dtype=dtype,
+                                     batch_size=config.batch_size)
+        return cls(compressor, config, reader=reader)
+
+    def _compress(self, question: str, passages: list[Passage]) -> Compression:
+        units = [p.render() for p in passages]
+        result = self.compressor.compress_prompt(
+            # each passage compressed on its own (llmlingua's list default would first drop whole passages)
+            units, rate=self.config.rate, force_tokens=list(self.config.force_tokens), use_context_level_filter=False,
+            target_token=-1 if self.config.target_tokens is None else self.config.target_tokens)
+        pieces = [str(t).strip() for t in result["compressed_prompt_list"]]
+        if len(pieces) != len(units):
+            raise InputError(f"llmlingua returned {len(pieces)} compressed passages for {len(units)}")
+        kept = [i for i, t in enumerate(pieces) if t]
+        text = "\n\n".join(pieces[i] for i in kept)
+        count = self.compressor.oai_tokenizer.encode
+        tokens_in = len(count("\n\n".join(units)))
+        tokens_out = len(count(text)) if text else 0
+        counted = self.counted_in == "reader tokens"  # the record's counts are the reader's only
+        return Compression(
+            text=text, units=units, kept=kept, passage_of_unit=list(range(len(units))),
+            origin_tokens=tokens_in if counted else 0, compressed_tokens=tokens_out if counted else 0,
+            details={"target_rate": self.config.rate, "target_tokens": self.config.target_tokens,
+                     "rate": tokens_out / tokens_in if tokens_in else 1.0, "token_counter": self.counted_in,
+                     "compressed_passages": pieces})

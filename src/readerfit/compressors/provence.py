@@ -1,0 +1,185 @@
+"""``provence``: Provence (Chirkova et al. 2025, ICLR), sentence pruning and reranking in one DeBERTa-v3 pass.
+
+Each passage is read as ``[CLS] question [SEP] title sentence sentence ... [SEP]``
+(:mod:`readerfit.retrieve.rerank_provence`); a unit (the title, a sentence) is kept when the mean of its
+tokens' P(keep) exceeds ``threshold`` ("sentence rounding"). With ``always_select_title`` a passage's title is
+kept whenever one of its sentences is. ``reorder`` puts the passages in ranking-score order and keeps the
+``top_k`` best (the paper's "Provence as reranker" setting). ``rate`` / ``target_tokens``: a hard token budget
+(:mod:`readerfit.compressors.budget`) over the units the threshold kept.
+
+>>> ProvenceConfig().threshold, ProvenceConfig().always_select_title
+(0.1, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from readerfit.compressors.base import BaseCompressor, join_passages
+from readerfit.compressors.budget import Budget, budget_details, check_budget, fit_units, reader_counter
+from readerfit.errors import InputError
+from readerfit.models.lm import LanguageModel
+from readerfit.retrieve.rerank_provence import PROVENCE_MODEL, Provence, pooled_provence
+from readerfit.text.split import get_splitter
+from readerfit.types import Compression, Passage, render_passage
+
+
+def _positive_int(value: Any, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{what} must be an integer >= 1, got {value!r}")
+
+
+@dataclass
+class ProvenceConfig:
+    """Provence's published settings (the authors' bergen configs ``provence_standalone_0.1`` /
+    ``provence_rerank_0.1``: threshold 0.1, titles always selected, top 5 when reordering).
+
+    ``model``: a local directory in the published layout or a hub id. ``splitter``: readerfit's sentence
+    splitter (the published code uses nltk's punkt). ``normalize_question``: the question lower-cased, without
+    punctuation (as the published ``process`` is reported to read it)."""
+
+    # the paper and the authors' released configs agree on these defaults
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
+    model: str = PROVENCE_MODEL
+    threshold: float = 0.1
+    always_select_title: bool = True
+    reorder: bool = False
+    top_k: int = 5
+    batch_size: int = 32
+    splitter: str = "spacy"
+    normalize_question: bool = True
+    rate: float | None = None
+    target_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
+                or not 0.0 <= self.threshold < 1.0:
+            raise InputError(f"threshold (the mean P(keep) a sentence must exceed) must be a number in [0, 1), "
+                             f"got {self.threshold!r}")
+        for name in ("always_select_title", "reorder", "normalize_question"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        _positive_int(self.top_k, "top_k")
+        _positive_int(self.batch_size, "batch_size")
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise InputError(f"model must be a local directory or a Hugging Face id, got {self.model!r}")
+        check_budget(self.rate, self.target_tokens)
+
+    def budget(self) -> Budget:
+        return Budget(rate=self.rate, target_tokens=self.target_tokens)
+
+
+class ProvenceCompressor(BaseCompressor):
+    """``provence``: units are each passage's title (when it has one) and sentences; ``scores`` their mean
+    P(keep); ``details["ranking_scores"]`` each passage's ranking score."""
+
+    name = "provence"
+    config_class = ProvenceConfig
+
+    def __init__(self, model: Provence, splitter: Callable[[str], list[str]], config: ProvenceConfig | None = None,
+                 *, reader: LanguageModel | None = None) -> None:
+        self.model = model
+        self.splitter = splitter
+        self.config = config or ProvenceConfig()
+        self.counter = reader_counter(reader)
+
+    @classmethod
+    def from_config(cls, config: ProvenceConfig, *, pool: Any, reader: LanguageModel | None = None) -> ProvenceCompressor:
+        return cls(pooled_provence(pool, config.model), get_splitter(config.splitter), config, reader=reader)
+
+    def _units(self, passages: Sequence[Passage]) -> tuple[list[tuple[int, str]], set[int]]:
+        """(passage index, unit) pairs, each passage's title first; and which units are titles."""
+        units: list[tuple[int, str]] = []
+        titles: set[int] = set()
+        for i, p in enumerate(passages):
+            if p.title.strip():
+                titles.add(len(units))
+                units.append((i, p.title.strip()))
+            sentences = [s.strip() for s in p.sentences] if p.sentences else self.splitter(p.text)
+            units.extend((i, s) for s in sentences if s.strip())
+        return units, titles
+
+    def _compress(self, question: str, passages: list[Passage]) -> Compression:
+        units, titles = self._units(passages)
+        grouped: list[list[str]] = [[] for _ in passages]
+        for pi, unit in units:
+            grouped[pi].append(unit)
+        out = self.model.score(question, grouped, batch_size=self.config.batch_size,
+                               normalize=self.config.normalize_question)
+        scores = [s for passage in out for s in passage.units]
+        details: dict[str, Any] = {"ranking_scores": [s.ranking for s in out], "threshold": self.config.threshold,
+                                   "title_units": sorted(titles)}
+        blocks = {str(i): s.blocks for i, s in enumerate(out) if s.blocks > 1}
+        if blocks:
+            details["read_in_blocks"] = blocks
+        return self._select(passages, units, scores, details, self.config.budget())
+
+    def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
+        """This compressor's selection of ``compression``'s scored units under ``budget``."""
+        assert compression.scores is not None and compression.passage_of_unit is not None
+        details: dict[str, Any] = {k: compression.details[k] for k in ("ranking_scores", "threshold", "title_units", "read_in_blocks")
+                   if k in compression.details}
+        return self._select(passages, list(zip(compression.passage_of_unit, compression.units)), compression.scores,
+                            details, budget)
+
+    def _select(self, passages: Sequence[Passage], units: list[tuple[int, str]], scores: list[float],
+                details: dict[str, Any], budget: Budget) -> Compression:
+        cfg = self.config
+        titles = set(details["title_units"])
+        ranking = details["ranking_scores"]
+        order = list(range(len(passages)))
+        if cfg.reorder:  # best ranking score first; ties keep the retrieval order
+            order = sorted(order, key=lambda i: (-ranking[i], i))[: cfg.top_k]
+            details["passage_order"] = order
+        shown = set(order)
+        kept = [k for k, (pi, _) in enumerate(units) if pi in shown and scores[k] > cfg.threshold]
+
+        def render(ks: Sequence[int]) -> str:
+            return self._render(passages, units, titles, ks, order)
+
+        if budget.active:
+            count, counted_in = self.counter
+            tokens_in = count(join_passages(passages))
+            limit = budget.limit(tokens_in=tokens_in)
+            assert limit is not None
+            if cfg.always_select_title:  # a title costs its line with its passage's first kept sentence
+                costed = passages
+            else:  # a title is a unit like the others, shown only when kept itself
+                costed = [Passage(p.text) for p in passages]
+            kept = fit_units(scores, passages=costed, units=units, limit=limit, count=count, candidates=kept,
+                             assemble=render)
+            details["budget"] = budget_details(budget, limit=limit, tokens_in=tokens_in,
+                                               tokens_out=count(render(kept)) if kept else 0, counted_in=counted_in)
+            if not kept:
+                details["budget"]["empty"] = "no kept unit fits the budget"
+        if cfg.always_select_title:
+            with_sentences = {units[k][0] for k in kept if k not in titles}
+            kept = sorted(set(kept) | {t for t in titles if units[t][0] in with_sentences})
+        by_passage: dict[int, list[int]] = {}
+        for k in sorted(kept):
+            by_passage.setdefault(units[k][0], []).append(k)
+        details["kept_sentences"] = [[units[k][1] for k in by_passage.get(i, []) if k not in titles]
+                                     for i in range(len(passages))]
+        rank = {pi: r for r, pi in enumerate(order)}
+        return Compression(text=render(kept), units=[u for _, u in units], scores=scores,
+                           kept=sorted(kept, key=lambda k: (rank[units[k][0]], k)),
+                           passage_of_unit=[pi for pi, _ in units], details=details)
+
+    def _render(self, passages: Sequence[Passage], units: Sequence[tuple[int, str]], titles: set[int],
+                kept: Sequence[int], order: Sequence[int]) -> str:
+        """Kept units under their passage, passages in ``order``; a title shows when kept, or (with
+        ``always_select_title``) when a sentence of its passage is."""
+        chosen = set(kept)
+        blocks = []
+        for pi in order:
+            own = [k for k, (p, _) in enumerate(units) if p == pi]
+            sentences = [units[k][1] for k in own if k in chosen and k not in titles]
+            title_unit = next((k for k in own if k in titles), None)
+            show_title = title_unit is not None and (
+                title_unit in chosen or (self.config.always_select_title and bool(sentences)))
+            if sentences or show_title:
+                blocks.append(render_passage(passages[pi].title.strip() if show_title else "",
+                                             " ".join(sentences)).strip())
+        return "\n\n".join(blocks)
