@@ -160,6 +160,16 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory):
     yield
 
 
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No hub access, failing at once rather than after retries (huggingface_hub reads HF_HUB_OFFLINE when
+    imported, so its constant is patched too): what a machine without the hub sees."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
 def make_exit_examples(n: int = 4) -> list:
     """n tiny QA examples, each with a two-sentence gold passage (its first sentence supporting) and a distractor."""
     from readerfit.types import Passage, QAExample, SupportingFact

@@ -157,15 +157,6 @@ def test_adapter_may_be_a_hub_id_but_not_a_missing_path(tmp_path):
             ExitConfig(adapter=bad)
 
 
-@pytest.fixture
-def offline(monkeypatch):
-    """No hub access, failing at once (huggingface_hub reads HF_HUB_OFFLINE when imported)."""
-    import huggingface_hub.constants
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-
-
 @pytest.mark.parametrize("preset", ["paper", "official"])
 def test_without_the_released_weights_the_build_fails_naming_them(offline, preset):
     with pytest.raises(UnknownModelError) as err:

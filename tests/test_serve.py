@@ -269,8 +269,10 @@ def test_at_most_max_concurrency_requests_do_model_work_at_once(server):
     (["--compressor", "none", "--max-concurrency", "0"], "max_concurrency must be a positive integer"),
     (["--compressor", "none", "--option", "exit.threshold=0.3"], "options for 'exit', which this server does not serve"),
     (["--compressor", "none", "--scorer", "bleu"], "unknown scorer 'bleu'"),
+    # under a preset SePer's judge is the paper's; here (offline) it cannot load, and the start says so
+    (["--compressor", "none", "--preset", "paper"], "microsoft/deberta-v2-xlarge-mnli"),
 ])
-def test_a_bad_start_is_one_line_and_exit_2(args, expected, tiny_lm_dir, capsys):
+def test_a_bad_start_is_one_line_and_exit_2(args, expected, tiny_lm_dir, capsys, offline):
     code = main(["serve", "--reader", str(tiny_lm_dir), *args])
     err = capsys.readouterr().err
     assert code == 2 and expected in err.strip().splitlines()[-1]

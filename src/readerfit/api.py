@@ -223,8 +223,9 @@ def score(texts: Sequence[str], scorer: str = "sps", *, reader: str | LanguageMo
 
 
 def seper(question: str, answers: Sequence[str], *, context: str | None = None, generator: str = DEFAULT_LM,
-          judge: str = "lexical", pool: ModelPool | None = None, **options: Any) -> SePerResult | DeltaSePer:
-    """SePer of the reference answers without a context, or ΔSePer with one (``options``: SePerConfig's fields).
+          judge: str | None = None, pool: ModelPool | None = None, **options: Any) -> SePerResult | DeltaSePer:
+    """SePer of the reference answers without a context, or ΔSePer with one (``options``: SePerConfig's fields,
+    ``preset=``). ``judge``: ``lexical`` by default; under ``preset="paper"|"official"`` the paper's NLI judge.
 
     >>> import readerfit
     >>> d = readerfit.seper("Who wrote Hamlet?", ["Shakespeare"], context="Hamlet is a play by Shakespeare.")  # doctest: +SKIP
@@ -237,7 +238,7 @@ def seper(question: str, answers: Sequence[str], *, context: str | None = None, 
     if context is not None and not isinstance(context, str):
         raise InputError(f"context must be a string or None, got {type(context).__name__}")
     for name, value in (("generator", generator), ("judge", judge)):
-        if not isinstance(value, str):
+        if value is not None and not isinstance(value, str):
             raise InputError(f"{name} must be a name (a string), got {type(value).__name__}")
     s = SePer.from_pool(pool or default_pool(), generator=generator, judge=judge, **options)
     return s.seper(question, answers) if context is None else s.delta(question, answers, context)

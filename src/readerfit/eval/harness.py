@@ -54,6 +54,9 @@ def build_eval(config: EvalConfig) -> EvalSetup:
                      openai_api_key=config.api_key,
                      openai_options=None if config.context_length is None else {"context_length": config.context_length})
     retriever = build_retriever_for(config, pool)  # a bad corpus fails before the reader loads
+    # SePer's judge next: one that cannot load (the paper's, offline) stops the run before the other models
+    hook = eval_record_hook(pool=pool, judge=config.judge, n=config.seper_n, preset=config.preset) \
+        if config.seper else None
     reader = pool.lm(config.reader)
     retrieval = Retrieval(retriever=retriever,
                           reranker=build_reranker(config.rerank, pool, reader=reader) if config.rerank else None,
@@ -65,8 +68,6 @@ def build_eval(config: EvalConfig) -> EvalSetup:
                                    compressor=COMPRESSORS.build(name, config.options.get(name, {}), pool=pool,
                                                                 reader=reader, preset=config.preset))
                  for name in config.compressors}
-    hook = eval_record_hook(pool=pool, judge=config.judge, n=config.seper_n, preset=config.preset) \
-        if config.seper else None
     return EvalSetup(retrieval=retrieval, pipelines=pipelines, record_hook=hook, pool=pool)
 
 

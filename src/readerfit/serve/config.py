@@ -42,7 +42,8 @@ class ServeConfig:
                                          "read for it, /v1/score scores under it, /v1/seper samples from it")
     scorers: tuple[str, ...] = param(("sps", "ppl", "longppl"), flag="--scorer",
                                      help="scorers /v1/score offers, built at start (the first is the default)")
-    judge: str = param("lexical", help="SePer's judge: lexical | nli:<id or path> | lm:<model>")
+    judge: str | None = param(None, help="SePer's judge: lexical | nli:<id or path> | lm:<model> (default lexical; "
+                                         "with --preset the paper's nli:microsoft/deberta-v2-xlarge-mnli)")
     preset: str | None = param(None, choices=PRESET_NAMES,
                                help="every method's preset at start (a request's preset overrides it)")
     max_concurrency: int = param(1, help="requests doing model work at once; the rest wait their turn (above 1, "

@@ -7,6 +7,7 @@ the JSON objects are the command line's (:func:`readerfit.api.compression_json`,
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -15,7 +16,7 @@ from readerfit import api
 from readerfit.compressors import COMPRESSORS
 from readerfit.errors import InputError
 from readerfit.registry import make_config
-from readerfit.retrieval_utility.config import SePerConfig
+from readerfit.retrieval_utility.config import SePerConfig, judge_warning, seper_judge
 from readerfit.retrieval_utility.judge import build_judge
 from readerfit.retrieval_utility.seper import SePer, seper_json
 from readerfit.scorers import SCORERS
@@ -30,6 +31,8 @@ from readerfit.serve.config import (
 from readerfit.serve.options import check_request_options
 from readerfit.serve.pool import ServingPool
 from readerfit.types import Passage
+
+log = logging.getLogger("readerfit.serve")
 
 
 def checked_config(config_class: type, options: dict[str, Any], *, what: str, preset: str | None,
@@ -58,6 +61,7 @@ class Service:
                                         openai_api_key=config.backend_api_key, max_built=config.max_built)
         self.reader: Any = None
         self.judge: Any = None
+        self.judge_name = seper_judge(config.judge, preset=config.preset)  # the paper's under a preset
         self._count_lock = threading.Lock()
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -75,7 +79,10 @@ class Service:
             self.compress(WARM_QUESTION, WARM_PASSAGES, compressor=name)
         for name in self.config.scorers:
             self.score([WARM_PASSAGES[0].text], scorers=[name])
-        self.judge = build_judge(self.config.judge, pool=self.pool)
+        self.judge = build_judge(self.judge_name, pool=self.pool)
+        warning = judge_warning(self.judge_name, preset=self.config.preset)
+        if warning:
+            log.warning(warning)
         self.pool.freeze()
         return self
 
@@ -145,11 +152,11 @@ class Service:
         options = dict(options or {})
         check_request_options("seper", options, field="options")
         self._check_size([question, *answers, context or ""], field="context" if context else "answers")
-        if options.get("judge", self.config.judge) != self.config.judge:
-            raise BadField(f"this server's SePer judge is {self.config.judge!r} (set at start with --judge); "
+        if options.get("judge", self.judge_name) != self.judge_name:
+            raise BadField(f"this server's SePer judge is {self.judge_name!r} (set at start with --judge); "
                            f"a request cannot change it, got {options['judge']!r}", field="options.judge")
         preset = preset or self.config.preset
-        config = checked_config(SePerConfig, {**options, "judge": self.config.judge}, what="SePer", preset=preset)
+        config = checked_config(SePerConfig, {**options, "judge": self.judge_name}, what="SePer", preset=preset)
         if config.n > MAX_SEPER_SAMPLES or config.max_new_tokens > MAX_SEPER_NEW_TOKENS:
             raise BadField(f"a request may sample at most n={MAX_SEPER_SAMPLES} responses of at most "
                              f"max_new_tokens={MAX_SEPER_NEW_TOKENS}; got n={config.n}, "
@@ -190,7 +197,7 @@ class Service:
     def health(self) -> dict[str, Any]:
         return {"status": "ok", "reader": self.config.reader, "compressors": list(self.config.compressors),
                 "default_compressor": self.config.default_compressor, "scorers": list(self.config.scorers),
-                "judge": self.config.judge, "preset": self.config.preset,
+                "judge": self.judge_name, "preset": self.config.preset,
                 "max_concurrency": self.config.max_concurrency, "in_flight": self.in_flight,
                 "peak_in_flight": self.peak_in_flight, "served": self.served_requests,
                 "built": self.pool.built_count()}
