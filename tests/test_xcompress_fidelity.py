@@ -1,6 +1,8 @@
 """xCompress as the paper and the released code define it, on scripted generations over the tiny model:
 only the summary (never its evaluation) is scored, filtered and read; a summary never hands the reader more
-tokens than the passages; CompAct's iterative compression; the released online filter pool; the presets."""
+tokens than the passages; CompAct's iterative compression; the released online filter pool; the presets.
+The official preset against the released loop's own numbers (ratios, pool, beams, choice):
+tests/test_xcompress_official.py."""
 
 from __future__ import annotations
 
@@ -244,6 +246,21 @@ def test_online_pool_matches_the_reference() -> None:
     assert decisions == reference_pool(ratios, 50, 0.3)
     assert all(decisions[:50]) and 0 < sum(decisions[50:]) < 250
     assert pool.decide(float("nan")) == (True, None) and len(pool.ratios) == 50
+
+
+def test_online_pool_threshold_is_fixed_after_the_warm_up() -> None:
+    """The released rule's consequence (also in the released run, tests/test_xcompress_official.py): whatever
+    comes after the first 50 ratios, ties included, the threshold stays their 15th smallest."""
+    import random
+
+    rng = random.Random(5)
+    first = [round(rng.random(), 2) for _ in range(50)]  # rounded: ties with the threshold
+    pool = OnlinePool(size=50, fraction=0.3)
+    for r in first:
+        pool.decide(r)
+    later = [round(rng.gauss(0.5, 0.4), 2) for _ in range(500)]
+    thresholds = {pool.decide(r)[1] for r in later}
+    assert thresholds == {sorted(first)[14]}
 
 
 def test_xcompress_online_filter_samples_the_first_questions(tiny_lm) -> None:

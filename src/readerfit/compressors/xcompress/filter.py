@@ -103,8 +103,10 @@ class OnlinePool:
     The first ``size`` (50) summaries are always sampled and their ratios fill the pool. After that the
     threshold is the pool's sorted value at index ``int(fraction · |pool|) − 1`` (the 15th smallest of 50
     for 30%); a ratio at or under it is sampled and replaces the pool's smallest ratio, any other is not
-    sampled and replaces the pool's largest. The pool lives in the compressor (one per run; a resumed run
-    starts a new pool), and decisions depend on the order questions come in.
+    sampled and replaces the pool's largest. So the threshold never moves after the warm-up: the k smallest
+    ratios keep the same largest member, and the rule is a fixed threshold, the 15th smallest of the first 50
+    ratios (the fixture run of the released loop shows the same). The pool lives in the compressor (one per
+    run; a resumed run starts a new pool), and decisions depend on the order questions come in.
 
     >>> pool = OnlinePool(size=4, fraction=0.5)
     >>> [pool.decide(r)[0] for r in (0.4, 0.1, 0.3, 0.2)], pool.ratios
