@@ -120,6 +120,23 @@ def test_questions_scored_together_equal_each_alone(bert, batch_size):
             assert (a.windows, a.pieces, a.own) == (b.windows, b.pieces, b.own)
 
 
+def test_exit_compresses_a_batch_of_questions_as_it_does_each(bert):
+    from readerfit.compressors.exit import ExitCompressor, ExitConfig
+    from readerfit.text.split import get_splitter
+
+    model, tokenizer = tiny_model(bert)
+    exit_ = ExitCompressor(OnePassSentenceClassifier(model, tokenizer, batch_size=2), get_splitter("regex"),
+                           ExitConfig(rate=0.5))
+    items = [(QUESTION, [Passage(" ".join(s), title=t) for t, s in GROUPS]),
+             ("Who founded club 1?", [Passage(" ".join(GROUPS[2][1]), title="Gold B1")]),
+             ("What is long?", [Passage("The river is long.", title="Other"), Passage(" ")])]
+    batch = exit_.compress_many(items)
+    for got, (q, ps) in zip(batch, items):
+        want = exit_.compress(q, ps)
+        assert got.scores == pytest.approx(want.scores, abs=1e-5)
+        assert (got.text, got.kept, got.details["budget"]) == (want.text, want.kept, want.details["budget"])
+
+
 def test_long_passages_get_windows_never_truncation(bert):
     model, tokenizer = tiny_model(bert)
     clf = OnePassSentenceClassifier(model, tokenizer, max_tokens=24)

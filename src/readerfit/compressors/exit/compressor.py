@@ -52,6 +52,7 @@ directory (``readerfit train exit``) holds ``exit_classifier.json`` saying which
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -59,7 +60,7 @@ from readerfit.compressors.base import BaseCompressor, assemble, passage_sentenc
 from readerfit.compressors.budget import Budget, reader_counter, select_units
 from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig
-from readerfit.compressors.exit.windows import SentenceClassifier
+from readerfit.compressors.exit.windows import BatchSentenceClassifier, SentenceClassifier
 from readerfit.compressors.sentence_sim import question_similarity
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
@@ -97,13 +98,38 @@ class ExitCompressor(BaseCompressor):
                    embedder=embedder)
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
+        units, by_passage, groups = self._groups(passages)
+        results = self.classifier.score(question, groups) if groups else []
+        return self._finish(question, passages, units, by_passage, results)
+
+    def _compress_many(self, items: list[tuple[str, list[Passage]]]) -> list[Compression]:
+        """Every question's sentences scored in one classifier call when the classifier batches across
+        questions (the one-pass classifier's ``score_many``); each compression's ``seconds`` is its share."""
+        if not isinstance(self.classifier, BatchSentenceClassifier) or len(items) < 2:
+            return super()._compress_many(items)
+        start = time.perf_counter()
+        prepared = [self._groups(passages) for _, passages in items]
+        batched = [(q, groups) for (q, _), (_, _, groups) in zip(items, prepared) if groups]
+        results = iter(self.classifier.score_many(batched))
+        out = [self._finish(q, passages, units, by_passage, next(results) if groups else [])
+               for (q, passages), (units, by_passage, groups) in zip(items, prepared)]
+        for c in out:
+            c.seconds = (time.perf_counter() - start) / len(out)
+        return out
+
+    def _groups(self, passages: list[Passage]) -> tuple[list[tuple[int, str]], dict[int, list[int]],
+                                                         list[tuple[str, list[str]]]]:
+        """(units, unit indices by passage, (title, sentences) per passage with sentences) of ``passages``."""
         units = passage_sentences(passages, self.splitter)
         by_passage: dict[int, list[int]] = {}
         for k, (pi, _) in enumerate(units):
             by_passage.setdefault(pi, []).append(k)
+        groups = [(passages[pi].title, [units[k][1] for k in by_passage[pi]]) for pi in sorted(by_passage)]
+        return units, by_passage, groups
+
+    def _finish(self, question: str, passages: list[Passage], units: list[tuple[int, str]],
+                by_passage: dict[int, list[int]], results: Sequence[Any]) -> Compression:
         order = sorted(by_passage)
-        groups = [(passages[pi].title, [units[k][1] for k in by_passage[pi]]) for pi in order]
-        results = self.classifier.score(question, groups) if groups else []
         scores = [0.0] * len(units)
         windowed: dict[int, list[int]] = {}
         pieces: dict[int, int] = {}

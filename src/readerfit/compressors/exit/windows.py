@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from readerfit.errors import ContextLengthError
 from readerfit.text.split import word_runs
@@ -35,6 +35,15 @@ class SentenceClassifier(Protocol):
 
     def score(self, question: str, groups: Sequence[tuple[str, Sequence[str]]]) -> list[GroupScores]:
         """``groups``: (passage title, sentences) pairs; the passage is its title plus its sentences."""
+        ...
+
+
+@runtime_checkable
+class BatchSentenceClassifier(SentenceClassifier, Protocol):
+    """A classifier that scores several questions' passages in shared forward passes."""
+
+    def score_many(self, items: Sequence[tuple[str, Sequence[tuple[str, Sequence[str]]]]]) -> list[list[GroupScores]]:
+        """:meth:`score` of each (question, groups), in order."""
         ...
 
 
