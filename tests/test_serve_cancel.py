@@ -30,8 +30,12 @@ class SlowWork:
         self.layer = torch.nn.Linear(4, 4)
         self.finished = threading.Event()
 
-    def __call__(self, *, question, seconds=None, **kwargs):
-        seconds = seconds if seconds is not None else float(question.split()[-1])
+    def __call__(self, items):
+        """``service.compress_batch``: each item's question ends with the seconds it takes."""
+        return [self.one(**item) for item in items]
+
+    def one(self, *, question, **kwargs):
+        seconds = float(question.split()[-1])
         end = time.perf_counter() + seconds
         try:
             while time.perf_counter() < end:
@@ -50,14 +54,15 @@ def slow_app(tiny_lm_dir):
     def make(**config):
         app = create_app(ServeConfig(compressors=("none",), reader=str(tiny_lm_dir), scorers=("ppl",), **config))
         work = SlowWork()
-        app.state.service.compress = work
+        app.state.service.compress_batch = work
         return app, work
 
     return make
 
 
-def test_a_request_over_its_time_gets_504_and_its_work_stops(slow_app):
-    app, work = slow_app(request_timeout=0.5)
+@pytest.mark.parametrize("batch_window", [0.005, 0.0])  # through the batcher, and without batching
+def test_a_request_over_its_time_gets_504_and_its_work_stops(slow_app, batch_window):
+    app, work = slow_app(request_timeout=0.5, batch_window=batch_window)
 
     async def go():
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app") as client:
@@ -74,9 +79,10 @@ def test_a_request_over_its_time_gets_504_and_its_work_stops(slow_app):
     assert work.passes == passes
 
 
-def test_a_disconnected_client_stops_its_work(slow_app):
+@pytest.mark.parametrize("batch_window", [0.005, 0.0])
+def test_a_disconnected_client_stops_its_work(slow_app, batch_window):
     """The ASGI app is called as a server calls it; the client goes away 0.4 s in."""
-    app, work = slow_app()
+    app, work = slow_app(batch_window=batch_window)
     body = json.dumps({"question": "slow 30", "passages": PASSAGES}).encode()
     sent: list[dict] = []
 

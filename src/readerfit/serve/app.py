@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from readerfit import __version__
 from readerfit.compressors import COMPRESSORS
 from readerfit.errors import BackendUnavailableError, MissingPackageError, ReaderfitError
+from readerfit.serve.batching import Batcher
 from readerfit.serve.cancel import RequestCancelled, cancellable
 from readerfit.serve.cancel import install as install_cancel_hook
 from readerfit.serve.config import BadField, ServeConfig
@@ -79,6 +80,57 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
     if config.api_key is not None:
         app.add_middleware(BearerAuth, key=config.api_key)  # added last: it runs first
     _add_error_handlers(app, service)
+
+    def run_batch(items: list[dict[str, Any]], stop: threading.Event) -> list[dict[str, Any]]:
+        service.enter()
+        try:
+            return cancellable(lambda: service.compress_batch(items), stop)
+        finally:
+            service.leave()
+
+    batcher = Batcher(run_batch, window=config.batch_window, size=config.max_batch, limiter=limiter) \
+        if config.batch_window > 0 else None
+    app.state.batcher = batcher
+
+    async def batched(item: dict[str, Any], request: Request) -> Any:
+        """One short compress request through the batcher, withdrawn when its client goes or its time is up."""
+        leave: list[Any] = []
+        gone: str | None = None
+        result: Any = None
+        error: Exception | None = None
+        async with anyio.create_task_group() as tasks:
+            async def watch() -> None:
+                nonlocal gone
+                with anyio.move_on_after(config.request_timeout):
+                    while not await request.is_disconnected():
+                        await anyio.sleep(0.2)
+                    gone = "client"
+                if gone is None:
+                    gone = "timeout"
+                tasks.cancel_scope.cancel()
+
+            async def wait() -> None:
+                nonlocal result, error
+                try:
+                    result = await batcher.submit(item, on_join=leave.append)  # type: ignore[union-attr]
+                except Exception as err:  # raised after the group, so the handlers see it
+                    error = err
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(watch)
+            tasks.start_soon(wait)
+        if gone is not None and result is None and error is None:
+            for withdraw in leave:
+                withdraw()
+            error = RequestCancelled("withdrawn")
+        if isinstance(error, RequestCancelled):
+            if gone == "timeout":
+                raise Refused(504, f"the request took longer than this server's {config.request_timeout:g} s "
+                                   "(--request-timeout); its work was stopped")
+            raise Refused(499, "the client disconnected; the work was stopped")
+        if error is not None:
+            raise error
+        return result
 
     async def work(fn: Any, /, request: Request, chars: int, **kwargs: Any) -> Any:
         """``fn(**kwargs)`` in a worker thread of its lane; stopped when the client disconnects or time is up."""
@@ -151,6 +203,8 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
             items.append(dict(question=one.question, passages=passages, compressor=one.compressor,
                               options=one.options, preset=one.preset, id=one.id))
         chars = sum(len(t) for item in items for t in [item["question"], *passage_texts(item["passages"])])
+        if batcher is not None and not isinstance(body, list) and chars <= config.long_request_chars:
+            return await batched(items[0], request)
         out = await work(service.compress_batch, request, chars, items=items)
         return out if isinstance(body, list) else out[0]
 

@@ -56,6 +56,9 @@ class ServeConfig:
                                                "(as it does when the client disconnects)")
     long_request_chars: int = param(8000, help="a request with more characters of text than this runs in its own "
                                                "lane, one at a time, so it never holds up shorter requests")
+    batch_window: float = param(0.005, help="seconds a /v1/compress request waits for others to share its model "
+                                             "work (a batch also grows while it waits for a worker); 0: no batching")
+    max_batch: int = param(16, help="most questions in one such batch")
     max_built: int = param(32, help="compressors/scorers built for requests' options kept at once (least "
                                     "recently used dropped first; the models they use stay loaded)")
     fixed_options: bool = param(False, help="refuse requests that set options or a preset: serve exactly the "
@@ -87,7 +90,13 @@ class ServeConfig:
         if isinstance(self.request_timeout, bool) or not isinstance(self.request_timeout, int | float) \
                 or not self.request_timeout > 0:
             raise InputError(f"request_timeout must be a positive number of seconds, got {self.request_timeout!r}")
-        for name in ("max_concurrency", "max_body_bytes", "max_built", "max_input_tokens", "long_request_chars"):
+        if isinstance(self.batch_window, bool) or not isinstance(self.batch_window, int | float) \
+                or not 0 <= self.batch_window <= 1:
+            raise InputError(f"batch_window must be a number of seconds in [0, 1], got {self.batch_window!r}")
+        if isinstance(self.max_batch, int) and not isinstance(self.max_batch, bool) and self.max_batch > MAX_BATCH:
+            raise InputError(f"max_batch must be at most {MAX_BATCH}, got {self.max_batch!r}")
+        for name in ("max_concurrency", "max_body_bytes", "max_built", "max_input_tokens", "long_request_chars",
+                     "max_batch"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"{name} must be a positive integer, got {value!r}")
