@@ -153,7 +153,7 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str, Path]
     command = [sys.executable, "-m", "readerfit.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
                "--compressor", args.compressor, "--reader", args.reader, "--max-concurrency", str(args.max_concurrency),
                "--log-level", "warning"] + (["--threads", str(args.threads)] if args.threads else []) \
-        + ["--long-request-chars", str(args.long_request_chars)]
+        + ["--long-request-chars", str(args.long_request_chars), "--batch-window", str(args.batch_window)]
     env = {**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})}
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -182,6 +182,8 @@ def main() -> None:
                    help="also time the short requests beside one client sending a request of CHARS characters of "
                         "text over and over (the mixed load), against the same short requests alone")
     p.add_argument("--long-request-chars", type=int, default=8000, help="the started server's --long-request-chars")
+    p.add_argument("--batch-window", type=float, default=0.005,
+                   help="the started server's --batch-window (0: no batching of concurrent compress requests)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "serve_load.json"))
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
@@ -213,7 +215,8 @@ def main() -> None:
             process.terminate()
             process.wait(timeout=60)
     result = {"endpoint": args.endpoint, "compressor": args.compressor if args.endpoint == "compress" else None,
-              "server": {k: health.get(k) for k in ("reader", "compressors", "scorers", "max_concurrency")},
+              "server": {k: health.get(k) for k in ("reader", "compressors", "scorers", "max_concurrency",
+                                                             "batch_window", "max_batch")},
               "threads": args.threads, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "levels": levels,
               "errors": sum(level["errors"] for level in levels + mixed)
               + sum(len(m.get("long_errors", [])) for m in mixed), "mixed": mixed}

@@ -137,6 +137,22 @@ def test_exit_compresses_a_batch_of_questions_as_it_does_each(bert):
         assert (got.text, got.kept, got.details["budget"]) == (want.text, want.kept, want.details["budget"])
 
 
+def test_all_passages_too_long_for_every_sentence_fall_back_to_their_own(bert):
+    """context="all" where all documents fit with no sentence: each passage is its own context, and the
+    all-documents context is never encoded (it used to be, as an empty job over 512 positions)."""
+    from readerfit.compressors.exit.windows import plan_question
+
+    jobs = plan_question([("A", ["x y.", "z."])], lambda c, s: len(c) < 8, context="all").jobs
+    assert "A\nx y. z." not in jobs and all(jobs.values())  # windows of its own passage, no empty job
+    model, tokenizer = tiny_model(bert)
+    clf = OnePassSentenceClassifier(model, tokenizer, max_tokens=40, context="all")
+    long_groups = GROUPS + [("Long", [" ".join(["the club was in town"] * 4) + "."])]
+    result = clf.score(QUESTION, long_groups)
+    assert [r.own for r in result] == [list(range(len(s))) for _, s in long_groups]
+    alone = OnePassSentenceClassifier(model, tokenizer, max_tokens=40).score(QUESTION, long_groups)
+    assert [r.scores for r in result] == [pytest.approx(r.scores, abs=1e-5) for r in alone]
+
+
 def test_long_passages_get_windows_never_truncation(bert):
     model, tokenizer = tiny_model(bert)
     clf = OnePassSentenceClassifier(model, tokenizer, max_tokens=24)

@@ -268,3 +268,123 @@ def test_within_question_auroc_ignores_between_question_differences():
     # would reward that; within-question there is nothing to compare in either.
     assert math.isnan(within_question_auroc(scores=[[0.1, 0.2], [5.0, 6.0]], outcomes=[[1, 1], [0, 0]]))
     assert within_question_auroc(scores=[[1, 2, 3], [5, 4]], outcomes=[[1, 0, 0], [1, 0]]) == 0.5
+
+
+# --- Yes/No report and confusion matrix (EXIT Table 8, Fig. 4) ---
+
+
+def _yes_no_slow(labels, scores, threshold):
+    """Counted one item at a time; the figures as their textbook definitions."""
+    tp = fp = fn = tn = 0
+    for y, s in zip(labels, scores):
+        said_yes = s >= threshold
+        if y == 1 and said_yes:
+            tp += 1
+        elif y == 1:
+            fn += 1
+        elif said_yes:
+            fp += 1
+        else:
+            tn += 1
+
+    def figures(hit, wrong_said, missed):
+        precision = hit / (hit + wrong_said) if hit + wrong_said else 0.0
+        recall = hit / (hit + missed) if hit + missed else float("nan")
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        return {"precision": precision, "recall": recall, "f1": f1, "support": hit + missed}
+
+    rows = [[tp, fn], [fp, tn]]
+    norm = [[c / sum(r) if sum(r) else float("nan") for c in r] for r in rows]
+    return figures(tp, fp, fn), figures(tn, fn, fp), (tp + tn) / len(labels), rows, norm
+
+
+def _same(a, b):
+    return (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_yes_no_report_against_slow_counting(seed):
+    from readerfit.metrics.classification import yes_no_report
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    labels = rng.integers(0, 2, size=n).tolist()
+    scores = rng.integers(0, 5, size=n) / 4  # ties at the threshold: score >= τ is Yes
+    threshold = float(rng.choice([0.0, 0.25, 0.5, 0.75, 1.0, 1.5]))
+    got = yes_no_report(labels=labels, scores=scores.tolist(), threshold=threshold)
+    yes, no, acc, rows, norm = _yes_no_slow(labels, scores.tolist(), threshold)
+    for key in ("precision", "recall", "f1", "support"):
+        assert _same(got["yes"][key], yes[key]), (key, got["yes"], yes)
+        assert _same(got["no"][key], no[key]), (key, got["no"], no)
+    assert got["accuracy"] == pytest.approx(acc) and got["n"] == n and got["threshold"] == threshold
+    assert got["confusion"] == rows
+    assert all(_same(a, b) for ra, rb in zip(got["confusion_normalised"], norm) for a, b in zip(ra, rb))
+    assert got["macro_f1"] == pytest.approx((yes["f1"] + no["f1"]) / 2) if yes["support"] and no["support"] else True
+
+
+def test_yes_no_report_matches_sklearn():
+    sklearn_metrics = pytest.importorskip("sklearn.metrics")
+    from readerfit.metrics.classification import yes_no_report
+
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        labels = rng.integers(0, 2, size=50)
+        labels[:2] = [0, 1]  # both classes present: sklearn's nan handling then cannot differ from ours
+        scores = rng.random(50)
+        got = yes_no_report(labels=labels.tolist(), scores=scores.tolist(), threshold=0.5)
+        pred = (scores >= 0.5).astype(int)
+        p, r, f, s = sklearn_metrics.precision_recall_fscore_support(labels, pred, labels=[1, 0], zero_division=0)
+        for i, name in enumerate(("yes", "no")):
+            assert got[name]["precision"] == pytest.approx(p[i]) and got[name]["recall"] == pytest.approx(r[i])
+            assert got[name]["f1"] == pytest.approx(f[i]) and got[name]["support"] == s[i]
+        assert got["confusion"] == sklearn_metrics.confusion_matrix(labels, pred, labels=[1, 0]).tolist()
+        expected = sklearn_metrics.confusion_matrix(labels, pred, labels=[1, 0], normalize="true")
+        assert np.allclose(got["confusion_normalised"], expected)
+        assert got["accuracy"] == pytest.approx(sklearn_metrics.accuracy_score(labels, pred))
+
+
+def test_yes_no_report_degenerate_cases_and_bad_input():
+    from readerfit.metrics.classification import yes_no_report
+
+    # no positives: the Yes row of the confusion matrix and Yes recall are undefined, not 0
+    got = yes_no_report(labels=[0, 0, 0], scores=[0.9, 0.1, 0.2], threshold=0.5)
+    assert math.isnan(got["yes"]["recall"]) and got["yes"]["support"] == 0 and got["yes"]["precision"] == 0.0
+    assert all(math.isnan(v) for v in got["confusion_normalised"][0])
+    assert got["confusion_normalised"][1] == pytest.approx([1 / 3, 2 / 3])
+    assert got["no"]["recall"] == pytest.approx(2 / 3) and got["no"]["precision"] == 1.0
+    # everything said No: Yes precision 0 (nothing predicted), Yes recall 0
+    got = yes_no_report(labels=[1, 0], scores=[0.1, 0.2], threshold=0.5)
+    assert got["yes"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}
+    assert got["confusion"] == [[0, 1], [0, 1]] and got["confusion_normalised"] == [[0.0, 1.0], [0.0, 1.0]]
+    with pytest.raises(InputError, match="same length"):
+        yes_no_report(labels=[1, 0], scores=[0.5], threshold=0.5)
+    with pytest.raises(InputError, match="0 or 1"):
+        yes_no_report(labels=[1, 2], scores=[0.5, 0.5], threshold=0.5)
+    with pytest.raises(InputError, match="no items"):
+        yes_no_report(labels=[], scores=[], threshold=0.5)
+    with pytest.raises(InputError, match="finite"):
+        yes_no_report(labels=[1], scores=[float("nan")], threshold=0.5)
+
+
+def test_yes_no_report_matches_the_released_evaluation_calls():
+    """ThisIsHwang/EXIT train/evalutate.py: 'Yes' if r >= τ, then classification_report and confusion_matrix with
+    labels=['Yes', 'No'] on the strings (the same sklearn calls, run here on random scores)."""
+    sklearn_metrics = pytest.importorskip("sklearn.metrics")
+    from readerfit.metrics.classification import yes_no_report
+
+    rng = np.random.default_rng(5)
+    labels = rng.integers(0, 2, size=80)
+    labels[:2] = [0, 1]
+    scores = rng.random(80)
+    y_true = ["Yes" if y else "No" for y in labels]
+    y_pred = ["Yes" if r >= 0.3 else "No" for r in scores]
+    released = sklearn_metrics.classification_report(y_true, y_pred, labels=["Yes", "No"], output_dict=True)
+    got = yes_no_report(labels=labels.tolist(), scores=scores.tolist(), threshold=0.3)
+    for ours, theirs in (("yes", "Yes"), ("no", "No")):
+        assert got[ours]["precision"] == pytest.approx(released[theirs]["precision"])
+        assert got[ours]["recall"] == pytest.approx(released[theirs]["recall"])
+        assert got[ours]["f1"] == pytest.approx(released[theirs]["f1-score"])
+        assert got[ours]["support"] == released[theirs]["support"]
+    assert got["macro_f1"] == pytest.approx(released["macro avg"]["f1-score"])
+    assert got["accuracy"] == pytest.approx(released["accuracy"])
+    assert got["confusion"] == sklearn_metrics.confusion_matrix(y_true, y_pred, labels=["Yes", "No"]).tolist()

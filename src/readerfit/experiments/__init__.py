@@ -16,7 +16,8 @@ from readerfit.registry import Registry
 # imported only when their command runs
 EXPERIMENTS: Registry[ModuleType] = Registry("experiment")
 EXPERIMENTS.register("exit-sentences", "readerfit.experiments.exit_sentences",
-                     help="EXIT: sentence-level P/R/F1/AUROC on HotpotQA supporting facts")
+                     help="EXIT: Yes/No P/R/F1 and confusion matrix on the balanced sample (Table 8, Fig. 4); "
+                          "sentence-level P/R/F1/AUROC by negative type")
 EXPERIMENTS.register("frontier", "readerfit.experiments.frontier",
                      help="compressors budget by budget: answer and support recall against the reader's tokens kept")
 EXPERIMENTS.register("sps-correlation", "readerfit.experiments.sps_correlation",

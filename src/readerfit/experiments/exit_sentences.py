@@ -19,6 +19,10 @@ type's negatives. Precision/recall/F1 are at τ; ``best_f1`` is the best F1
 over all thresholds (``best_threshold``). One JSONL record per question,
 resumable; the summary is recomputed from the records.
 
+Reported first, the paper's own view (Table 8, Fig. 4): the Yes and No classes' P/R/F1 and the row-normalised
+confusion matrix on a balanced sample of the same questions, drawn as the training data is
+(:mod:`readerfit.experiments.exit_balanced`; ``--sample``, ``--sample-seed``).
+
 >>> best_f1([1, 0, 1], [0.9, 0.8, 0.7])[0]
 0.8
 
@@ -32,7 +36,8 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import Any, ClassVar
 
 from sklearn.metrics import roc_curve
 
@@ -40,7 +45,8 @@ from readerfit.compressors.exit import PROMPTS, ExitConfig, SentenceClassifier, 
 from readerfit.compressors.exit.config import CONTEXTS, LABELS
 from readerfit.data import load_dataset
 from readerfit.errors import InputError
-from readerfit.io import markdown_table
+from readerfit.experiments import exit_balanced as balanced
+from readerfit.io import markdown_table, read_jsonl
 from readerfit.metrics.classification import best_f1, threshold_metrics
 from readerfit.metrics.correlation import auroc
 from readerfit.models.pool import ModelPool
@@ -54,11 +60,18 @@ KEY = ("id",)
 
 @dataclass
 class Config:
+    """``--preset`` sets the classifier's prompt, labels and context (:class:`ExitConfig`) and the balanced
+    sample's mix and seed (``PRESETS``: those of ``readerfit train exit-data --preset``)."""
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        name: {"sample": name, "sample_seed": balanced.SEEDS[name]} for name in ("paper", "official")}
+
     data: str = param(help="HotpotQA-style file with supporting facts")
     format: str | None = param(None, help="dataset format (default: detected)")
     limit: int | None = param(None, help="first N questions")
-    classifier: str = param("default", help="'default' (the shipped one EXIT uses), 'encoder' or 'onepass' (the "
-                                            "shipped ones by name), a trained classifier dir, or an LM")
+    classifier: str | None = param(None, help="'default' (the shipped one EXIT uses), 'encoder' or 'onepass' (the "
+                                              "shipped ones by name), a trained classifier dir, or an LM (default: "
+                                              "'default'; under --preset the released Gemma-2B LoRA)")
     adapter: str | None = param(None, help="LoRA adapter dir for an LM classifier")
     threshold: float = param(0.5, help="τ")
     batch_size: int = param(8, help="sentences per forward pass")
@@ -75,24 +88,43 @@ class Config:
                                           "(default: what the classifier was trained with)", choices=LABELS)
     context: str | None = param(None, help="each sentence judged with its own passage or with all the question's "
                                            "passages (default: passage)", choices=CONTEXTS)
+    sample: str | None = param(None, help="the balanced sample of Table 8 / Fig. 4, drawn as `train exit-data` "
+                                          "draws training data: the paper's 2:1:1 or the released mix; 'none' "
+                                          "leaves it out (default: the preset's; without one, paper)",
+                               choices=balanced.MIXES)
+    sample_seed: int | None = param(None, help="seed of the balanced sample (default: its mix's, as `train "
+                                               "exit-data --preset` draws it: paper 0, official 42)")
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
             raise InputError(f"--limit must be >= 1, got {self.limit}")
+        chosen = self.PRESETS.get(self.preset or "paper", self.PRESETS["paper"])
+        if self.sample is None:
+            self.sample = str(chosen["sample"])
+        if self.sample not in balanced.MIXES:
+            raise InputError(f"sample must be one of {', '.join(balanced.MIXES)}, got {self.sample!r}")
+        if self.sample_seed is None:
+            self.sample_seed = int(balanced.SEEDS.get(self.sample, chosen["sample_seed"]))
 
     def exit_config(self) -> ExitConfig:
-        options: dict[str, Any] = {"classifier": self.classifier, "adapter": self.adapter, "threshold": self.threshold,
-                                   "batch_size": self.batch_size, "max_tokens": self.max_tokens, "dtype": self.dtype}
-        options.update({k: getattr(self, k) for k in ("prompt", "labels", "context") if getattr(self, k) is not None})
+        options: dict[str, Any] = {"threshold": self.threshold, "batch_size": self.batch_size,
+                                   "max_tokens": self.max_tokens, "dtype": self.dtype}
+        # the classifier and adapter only when given: otherwise the preset's (the released one) or the default
+        options.update({k: getattr(self, k) for k in ("classifier", "adapter", "prompt", "labels", "context")
+                        if getattr(self, k) is not None})
         return make_config(ExitConfig, options, what="exit-sentences", preset=self.preset)
 
     def settings(self) -> dict[str, Any]:
         # τ is not a setting: the records hold scores, any τ can be summarised. The newer keys are written only
         # when set, so folders from before them still resume.
-        out: dict[str, Any] = {"data": str(self.data), "classifier": self.classifier, "adapter": self.adapter,
+        exit_config = self.exit_config()
+        out: dict[str, Any] = {"data": str(self.data), "classifier": exit_config.classifier, "adapter": exit_config.adapter,
                                "max_tokens": self.max_tokens, "baseline": self.baseline, "seed": self.seed,
                                "dtype": self.dtype}
         out.update({k: getattr(self, k) for k in ("preset", "prompt", "labels", "context") if getattr(self, k) is not None})
+        out["sample"] = self.sample
+        if self.sample != "none":
+            out["sample_seed"] = self.sample_seed
         return out
 
 
@@ -236,26 +268,34 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
     examples = pool_examples[: config.limit] if config.limit else pool_examples
     if not examples:
         raise InputError(f"{config.data}: no examples")
+    classifier = cache(lambda: build_classifier(exit_config, pool))  # built only when something is left to score
+    table8 = None
+    if config.sample != "none":
+        table8 = balanced.run_balanced(examples=examples, mix=str(config.sample), seed=int(config.sample_seed or 0),
+                                       threshold=config.threshold, run=run, classifier=classifier, progress=progress)
     todo = [e for e in examples if not run.log.done((e.id,))]
     if todo:
-        classifier = build_classifier(exit_config, pool)
         embedder = None if config.baseline == "none" else pool.embedder(config.baseline)
         bar = run.progress(total=len(examples), done=len(examples) - len(todo), desc="exit-sentences", unit="q",
                            enabled=progress)
         for example in todo:
-            run.log.append(question_record(example, classifier=classifier, embedder=embedder, pool=pool_examples,
+            run.log.append(question_record(example, classifier=classifier(), embedder=embedder, pool=pool_examples,
                                            seed=config.seed))
             bar.update(1)
         bar.close()
     ids = {e.id for e in examples}
     result = summarize([r for r in run.log if r["id"] in ids], threshold=config.threshold)
-    result["classifier"]["name"] = config.classifier + (f"+{config.adapter}" if config.adapter else "")
+    result["classifier"]["name"] = exit_config.classifier + (f"+{exit_config.adapter}" if exit_config.adapter else "")
     result["classifier"].update({"prompt": exit_config.prompt, "labels": exit_config.labels,
                                  "context": exit_config.context})
     if config.preset is not None:
         result["preset"] = config.preset
+    table = summary_table(result)
+    if table8 is not None:
+        result["balanced"] = table8
+        table = balanced.balanced_table(table8) + "\n\nAll sentences of each question's passages:\n\n" + table
     result["out"] = str(run.path)
-    return Outcome(result=result, table=summary_table(result))
+    return Outcome(result=result, table=table)
 
 
 # ----- report ---------------------------------------------------------------------------------------
@@ -272,7 +312,19 @@ def report_section(folder: RunView, doc: Doc) -> None:
     else:
         result = s
         doc.add("From `summary.json`.")
-    doc.add("## Results", summary_table(result))
+    table8 = s.get("balanced")
+    settings = folder.settings or {}
+    if table8 is None and (folder.path / balanced.LOG).is_file() and settings.get("sample", "none") != "none":
+        records = read_jsonl(folder.path / balanced.LOG)  # a run in progress: this folder's samples so far
+        if records:
+            table8 = balanced.balanced_result(records, threshold=result["threshold"], mix=settings["sample"],
+                                              seed=settings.get("sample_seed", 0), counts=_counts(records))
+    if table8 is not None:
+        doc.add("## The paper's view: Yes and No on the balanced sample (Table 8, Fig. 4)",
+                balanced.balanced_table(table8))
+        doc.figure("confusion", "row-normalised confusion matrix on the balanced sample (Fig. 4)",
+                   lambda fig: balanced.plot_confusion(fig, table8), size=(4.6, 3.8))
+    doc.add("## Results: all sentences of each question's passages", summary_table(result))
     doc.add(f"{result['n_sentences']} sentences; classifier {result['classifier'].get('name', '?')}: "
             f"{fmt(result['classifier'].get('sentences_per_s'), '.1f')} sentences/s; "
             f"{result.get('windowed_sentences', 0)} scored against a window, {result.get('split_sentences', 0)} in pieces"
@@ -284,6 +336,13 @@ def report_section(folder: RunView, doc: Doc) -> None:
                    size=(11, 3.6))
     doc.figure("auroc-by-negative", "AUROC by kind of negative sentence", lambda fig: _plot_exit_types(fig, result),
                size=(7, 3.4))
+
+
+def _counts(records: Sequence[dict[str, Any]]) -> dict[str, int]:
+    counts = {"questions": len({r["qid"] for r in records})}
+    for r in records:
+        counts[r["type"]] = counts.get(r["type"], 0) + 1
+    return counts
 
 
 def _plot_exit_roc(fig: Any, records: Sequence[dict[str, Any]], result: dict[str, Any]) -> None:

@@ -187,6 +187,8 @@ class HealthResponse(BaseModel):
     judge: str
     preset: str | None
     max_concurrency: int
+    batch_window: float
+    max_batch: int
     in_flight: int
     peak_in_flight: int
     served: int

@@ -198,7 +198,8 @@ class Service:
         return {"status": "ok", "reader": self.config.reader, "compressors": list(self.config.compressors),
                 "default_compressor": self.config.default_compressor, "scorers": list(self.config.scorers),
                 "judge": self.judge_name, "preset": self.config.preset,
-                "max_concurrency": self.config.max_concurrency, "in_flight": self.in_flight,
+                "max_concurrency": self.config.max_concurrency, "batch_window": self.config.batch_window,
+                "max_batch": self.config.max_batch, "in_flight": self.in_flight,
                 "peak_in_flight": self.peak_in_flight, "served": self.served_requests,
                 "built": self.pool.built_count()}
 

@@ -155,7 +155,7 @@ def plan_question(groups: Sequence[tuple[str, Sequence[str]]], fits: Callable[[s
     for g, (title, sentences) in enumerate(clean):
         with_all = [full is not None and fits(full, s) for s in sentences]
         own = [j for j, ok in enumerate(with_all) if not ok] if full is not None else []
-        if full is not None:
+        if full is not None and any(with_all):  # no empty job: a context nothing fits in is never encoded
             plan.jobs.setdefault(full, []).extend((g, j, s) for j, s in enumerate(sentences) if with_all[j])
         passage = plan_passage(title, sentences, fits) if not all(with_all) else PassagePlan(jobs={})
         for ctx, items in passage.jobs.items():
