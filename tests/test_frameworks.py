@@ -10,34 +10,23 @@ from typing import Any
 
 import pytest
 
-from readerfit.compressors.base import BaseCompressor
 from readerfit.data.loaders import demo_corpus_path, load_demo
 from readerfit.errors import InputError, MissingPackageError
 from readerfit.integrations.documents import DocumentCompression, SourceDocument
 from readerfit.retrieve.base import read_passages
-from readerfit.types import Compression, Passage
+from readerfit.types import Passage
+from toy_compressors import KeywordSentences as ToyKeywordSentences
 
 
 def words(text: str) -> int:
     return len(text.split())
 
 
-class KeywordSentences(BaseCompressor):
-    """A toy extractive compressor with scores: keeps sentences sharing two words with the question."""
+class KeywordSentences(ToyKeywordSentences):
+    """The toy extractive compressor, keeping sentences that share three words with the question."""
 
-    name = "keyword"
-
-    def _compress(self, question: str, passages: list[Passage]) -> Compression:
-        asked = {w.strip("?.,").lower() for w in question.split()}
-        units, owners = [], []
-        for i, p in enumerate(passages):
-            for sentence in p.text.split(". "):
-                units.append(sentence.strip().rstrip(".") + ".")
-                owners.append(i)
-        scores = [float(len(asked & {w.strip(".,").lower() for w in u.split()})) for u in units]
-        kept = [k for k, s in enumerate(scores) if s >= 3]
-        return Compression(text=" ".join(units[k] for k in kept), units=units, scores=scores, kept=kept,
-                           passage_of_unit=owners)
+    def __init__(self) -> None:
+        super().__init__(min_shared=3)
 
 
 DOCS = [SourceDocument(text="Halvik is a town. The Halvik Glassworks was founded in 1887.", title="Halvik", id="a"),

@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-from readerfit.compressors.base import BaseCompressor
 from readerfit.errors import InputError, MissingPackageError
-from readerfit.types import Compression, Passage
 
 
 def test_missing_langchain_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -30,6 +28,7 @@ from langchain_core.documents import BaseDocumentCompressor, Document  # noqa: E
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 
 from readerfit.integrations.langchain import ReaderfitCompressor  # noqa: E402
+from toy_compressors import KeywordSentences  # noqa: E402
 
 DOCS = [
     Document(page_content="Halvik is a town. The Halvik Glassworks was founded in 1887.",
@@ -43,24 +42,6 @@ DOCS = [
 
 def words(text: str) -> int:
     return len(text.split())
-
-
-class KeywordSentences(BaseCompressor):
-    """A toy extractive readerfit compressor: keeps sentences sharing a word with the question."""
-
-    name = "keyword"
-
-    def _compress(self, question: str, passages: list[Passage]) -> Compression:
-        words = {w.strip("?.").lower() for w in question.split()}
-        units, owners = [], []
-        for i, p in enumerate(passages):
-            for sentence in p.text.split(". "):
-                units.append(sentence.strip().rstrip(".") + ".")
-                owners.append(i)
-        scores = [float(len(words & {w.strip(".").lower() for w in u.split()})) for u in units]
-        kept = [k for k, s in enumerate(scores) if s >= 2]
-        return Compression(text=" ".join(units[k] for k in kept), units=units, scores=scores, kept=kept,
-                           passage_of_unit=owners)
 
 
 class ToyRetriever(BaseRetriever):

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget import check_budget
+from readerfit.compressors.longllmlingua import init_offline
 from readerfit.errors import InputError, UnknownModelError, require
 from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.lm import LanguageModel
@@ -94,18 +95,8 @@ def load_llmlingua2(name: str, *, device: str = "cpu", dtype: Any = None, batch_
 
     class OfflineLLMLingua2(llmlingua.PromptCompressor):  # type: ignore[misc, name-defined]
         def __init__(self) -> None:
-            # PromptCompressor.__init__ minus tiktoken.encoding_for_model (a download); attributes as in llmlingua 0.2
-            self.model_name = f"{directory} ({_FAMILIES[model_type]})"
-            self.use_llmlingua2 = True
-            self.retrieval_model = None
-            self.retrieval_model_name = None
-            self.open_api_config: dict[str, Any] = {}
-            self.cache_bos_num = 10
-            self.prefix_bos_num = 100
-            config: dict[str, Any] = {"trust_remote_code": False}
-            if dtype is not None:
-                config["torch_dtype"] = dtype
-            self.load_model(str(directory), device, config)
+            init_offline(self, model_name=f"{directory} ({_FAMILIES[model_type]})", model_dir=str(directory),
+                         device=device, dtype=dtype, llmlingua2=True)
             self.oai_tokenizer = _Counter(
                 lambda text: len(self.tokenizer(text, add_special_tokens=False)["input_ids"]))
             # init_llmlingua2 without its global seed_everything(42): the same seed, in a forked RNG

@@ -100,6 +100,23 @@ class _TokenCounter:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
+def init_offline(compressor: Any, *, model_name: str, model_dir: str, device: str, dtype: Any,
+                 llmlingua2: bool) -> None:
+    """llmlingua 0.2's ``PromptCompressor.__init__`` minus ``tiktoken.encoding_for_model`` (a download): its
+    attributes, and the model loaded from ``model_dir`` (shared by ``longllmlingua`` and ``llmlingua2``)."""
+    compressor.model_name = model_name
+    compressor.use_llmlingua2 = llmlingua2
+    compressor.retrieval_model = None
+    compressor.retrieval_model_name = None
+    compressor.open_api_config = {}
+    compressor.cache_bos_num = 10
+    compressor.prefix_bos_num = 100
+    config: dict[str, Any] = {"trust_remote_code": False}
+    if dtype is not None:
+        config["torch_dtype"] = dtype
+    compressor.load_model(model_dir, device, config)
+
+
 def load_prompt_compressor(model_dir: str, *, device: str = "cpu", dtype: Any = None) -> Any:
     """An llmlingua ``PromptCompressor`` on a local HF-format model, built without network access.
 
@@ -110,18 +127,7 @@ def load_prompt_compressor(model_dir: str, *, device: str = "cpu", dtype: Any = 
 
     class OfflinePromptCompressor(llmlingua.PromptCompressor):  # type: ignore[misc, name-defined]
         def __init__(self) -> None:
-            # PromptCompressor.__init__ minus tiktoken.encoding_for_model (a download); attributes as in llmlingua 0.2
-            self.model_name = model_dir
-            self.use_llmlingua2 = False
-            self.retrieval_model = None
-            self.retrieval_model_name = None
-            self.open_api_config: dict[str, Any] = {}
-            self.cache_bos_num = 10
-            self.prefix_bos_num = 100
-            config: dict[str, Any] = {"trust_remote_code": False}
-            if dtype is not None:
-                config["torch_dtype"] = dtype
-            self.load_model(model_dir, device, config)
+            init_offline(self, model_name=model_dir, model_dir=model_dir, device=device, dtype=dtype, llmlingua2=False)
             # llmlingua tokenizes the passages and question itself: a control-token string in that data
             # (<|im_start|>) must stay text, never become the model's control token
             self.tokenizer.split_special_tokens = True

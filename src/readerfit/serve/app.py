@@ -81,12 +81,27 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
         app.add_middleware(BearerAuth, key=config.api_key)  # added last: it runs first
     _add_error_handlers(app, service)
 
-    def run_batch(items: list[dict[str, Any]], stop: threading.Event) -> list[dict[str, Any]]:
+    def in_service(fn: Any, stop: threading.Event) -> Any:
+        """``fn()`` counted in the service's in-flight requests, stopped at its next forward pass once ``stop``."""
         service.enter()
         try:
-            return cancellable(lambda: service.compress_batch(items), stop)
+            return cancellable(fn, stop)
         finally:
             service.leave()
+
+    def answer(result: Any, error: Exception | None, *, timed_out: bool) -> Any:
+        """The request's result, or its error: cancelled work as 504 (time up) or 499 (client gone)."""
+        if isinstance(error, RequestCancelled):
+            if timed_out:
+                raise Refused(504, f"the request took longer than this server's {config.request_timeout:g} s "
+                                   "(--request-timeout); its work was stopped")
+            raise Refused(499, "the client disconnected; the work was stopped")
+        if error is not None:
+            raise error
+        return result
+
+    def run_batch(items: list[dict[str, Any]], stop: threading.Event) -> list[dict[str, Any]]:
+        return in_service(lambda: service.compress_batch(items), stop)  # type: ignore[no-any-return]
 
     batcher = Batcher(run_batch, window=config.batch_window, size=config.max_batch, limiter=limiter) \
         if config.batch_window > 0 else None
@@ -123,14 +138,7 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
             for withdraw in leave:
                 withdraw()
             error = RequestCancelled("withdrawn")
-        if isinstance(error, RequestCancelled):
-            if gone == "timeout":
-                raise Refused(504, f"the request took longer than this server's {config.request_timeout:g} s "
-                                   "(--request-timeout); its work was stopped")
-            raise Refused(499, "the client disconnected; the work was stopped")
-        if error is not None:
-            raise error
-        return result
+        return answer(result, error, timed_out=gone == "timeout")
 
     async def work(fn: Any, /, request: Request, chars: int, **kwargs: Any) -> Any:
         """``fn(**kwargs)`` in a worker thread of its lane; stopped when the client disconnects or time is up."""
@@ -138,11 +146,7 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
         timed_out = False
 
         def run() -> Any:
-            service.enter()
-            try:
-                return cancellable(lambda: fn(**kwargs), stop)
-            finally:
-                service.leave()
+            return in_service(lambda: fn(**kwargs), stop)
 
         async def watch() -> None:
             nonlocal timed_out
@@ -165,14 +169,7 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
                 error = err
             finally:
                 tasks.cancel_scope.cancel()
-        if isinstance(error, RequestCancelled):
-            if timed_out:
-                raise Refused(504, f"the request took longer than this server's {config.request_timeout:g} s "
-                                   "(--request-timeout); its work was stopped")
-            raise Refused(499, "the client disconnected; the work was stopped")
-        if error is not None:
-            raise error
-        return result
+        return answer(result, error, timed_out=timed_out)
 
     def fixed(body: Any) -> None:
         if config.fixed_options and (body.options or body.preset is not None):
