@@ -67,7 +67,8 @@ def test_eval_json_contract_with_tiny_reader(capsys, tmp_path, tiny_lm_dir):
     assert code == 0
     result = json.loads(stdout.strip().splitlines()[-1])
     assert result["n"] == 2 and result["out"] == str(out)
-    keys = {"n", "em", "f1", "contains", "context_tokens", "kept_token_fraction", "compress_s", "read_s", "total_s"}
+    keys = {"n", "em", "f1", "contains", "origin_tokens", "compressed_tokens", "rate", "ratio", "compress_s", "read_s",
+            "total_s"}
     assert keys <= set(result["methods"]["none"])
     assert "| none |" in stdout
 
@@ -121,7 +122,14 @@ def test_folder_written_by_the_first_release_resumes_unchanged(capsys, tmp_path,
     assert code == 0, err
     assert (tmp_path / "run" / "records.jsonl").read_text() == records_before
     result = json.loads(stdout.strip().splitlines()[-1])
-    assert result["methods"] == old_summary["methods"] and result["n"] == old_summary["n"]
+    # the same numbers, under LLMLingua's names since (origin_tokens, compressed_tokens, rate; ratio added)
+    from readerfit.eval.summary import OLD_SUMMARY_KEYS
+
+    renamed = {old: new for new, old in OLD_SUMMARY_KEYS.items()}
+    assert result["methods"].keys() == old_summary["methods"].keys() and result["n"] == old_summary["n"]
+    for method, old in old_summary["methods"].items():
+        assert {renamed.get(k, k): v for k, v in old.items()} == \
+            {k: v for k, v in result["methods"][method].items() if k != "ratio"}
     stored = json.loads((tmp_path / "run" / "run.json").read_text())
     assert stored["kind"] == "eval" and stored["settings"] == json.loads((FIXTURES / "eval-run" / "run.json").read_text())
 

@@ -22,15 +22,15 @@ def test_demo_runs_and_resumes(capsys, tmp_path):
     first = last_json(capsys.readouterr().out)
     assert first["n"] == 3 and set(first["methods"]) == {"none", "sentence-sim", "exit"}
     none, sim, exit_ = (first["methods"][m] for m in ("none", "sentence-sim", "exit"))
-    assert none["kept_token_fraction"] == pytest.approx(1.0)
-    assert sim["context_tokens"] < none["context_tokens"] and exit_["context_tokens"] < none["context_tokens"]
+    assert none["rate"] == pytest.approx(1.0) and none["ratio"] == pytest.approx(1.0)
+    assert sim["compressed_tokens"] < none["compressed_tokens"] and exit_["compressed_tokens"] < none["compressed_tokens"]
     for m in (none, sim, exit_):
         assert 0.0 <= m["contains"] <= 1.0 and m["read_s"] > 0
     # everything is recorded: a rerun does no work and reports the same summary
     assert main(["demo", "--limit", "3", "--out", str(out), "--no-progress", "--json"]) == 0
     again = last_json(capsys.readouterr().out)
     for method in first["methods"]:
-        for key in ("em", "f1", "contains", "context_tokens", "read_s"):
+        for key in ("em", "f1", "contains", "compressed_tokens", "read_s"):
             assert again["methods"][method][key] == pytest.approx(first["methods"][method][key])
 
 

@@ -149,8 +149,8 @@ def test_eval_records_resume_and_summary(pool, tmp_path):
     full = run_eval(examples=exs, pipelines=pipes, out=tmp_path / "a", progress=False)
     assert full["n"] == 3 and set(full["methods"]) == {"none", "sentence-sim"}
     for m in full["methods"].values():
-        assert m["n"] == 3 and 0 <= m["contains"] <= 1 and m["kept_token_fraction"] <= 1.0
-    assert full["methods"]["sentence-sim"]["kept_token_fraction"] < 1.0
+        assert m["n"] == 3 and 0 <= m["contains"] <= 1 and m["rate"] <= 1.0
+    assert full["methods"]["sentence-sim"]["rate"] < 1.0
     assert (tmp_path / "a" / "summary.md").read_text().startswith("| method |")
 
     # an interrupted run: 2 records written, then a partial line from a crash mid-write
@@ -164,7 +164,7 @@ def test_eval_records_resume_and_summary(pool, tmp_path):
     records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     assert len(records) == 6 and len({(r["id"], r["method"]) for r in records}) == 6
     for method in full["methods"]:
-        for key in ("em", "f1", "contains", "context_tokens", "kept_token_fraction"):
+        for key in ("em", "f1", "contains", "compressed_tokens", "rate"):
             assert resumed["methods"][method][key] == pytest.approx(full["methods"][method][key])
 
 
@@ -185,4 +185,4 @@ def test_summarize_means():
                  context_tokens_out=5, compress_s=0.1, read_s=0.2, total_s=0.3, extra={"delta_seper": 0.2 * i})
             for i in range(4)]
     s = summarize(rows, ["m"])["m"]
-    assert s.n == 4 and s.em == 0.5 and s.kept_token_fraction == 0.5 and s.extra["delta_seper"] == pytest.approx(0.3)
+    assert s.n == 4 and s.em == 0.5 and s.rate == 0.5 and s.ratio == 2.0 and s.extra["delta_seper"] == pytest.approx(0.3)

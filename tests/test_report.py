@@ -78,11 +78,14 @@ def test_eval_report_tables_and_plots(eval_folder):
 
 
 @needs_mpl
-def test_eval_report_from_summary_only(tmp_path):
+@pytest.mark.parametrize("names", ["now", "before"])  # LLMLingua's names, and a summary.json written before them
+def test_eval_report_from_summary_only(tmp_path, names):
     folder = tmp_path / "eval-s"
     folder.mkdir()
-    methods = {m: {"n": 3, "em": em, "f1": em, "contains": em, "context_tokens_in": 100.0, "context_tokens": kept * 100,
-                   "kept_token_fraction": kept, "compress_s": c, "read_s": 0.4, "total_s": c + 0.4, "n_errors": 0}
+    tokens = ("origin_tokens", "compressed_tokens", "rate") if names == "now" else \
+        ("context_tokens_in", "context_tokens", "kept_token_fraction")
+    methods = {m: {"n": 3, "em": em, "f1": em, "contains": em, tokens[0]: 100.0, tokens[1]: kept * 100,
+                   tokens[2]: kept, "compress_s": c, "read_s": 0.4, "total_s": c + 0.4, "n_errors": 0}
                for m, em, kept, c in (("none", 0.3, 1.0, 0.0), ("sentence-sim", 0.4, 0.3, 0.1))}
     (folder / "summary.json").write_text(json.dumps({"n": 3, "methods": methods, "out": str(folder)}))
     (folder / "summary.md").write_text("| method | n |\n|---|---|\n| none | 3 |\n")

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from readerfit.eval.summary import summarize, summary_markdown
+from readerfit.eval.summary import summarize, summary_markdown, summary_value
 from readerfit.report import OUTCOMES, Doc, colors, finite, fmt, mean
 from readerfit.runs import RunView
 
@@ -20,7 +20,7 @@ def report_section(folder: RunView, doc: Doc) -> None:
             methods.append(r["method"])
     if records:
         summary = summarize(records, methods)
-        rows = {m: {"n": s.n, "em": s.em, "f1": s.f1, "contains": s.contains, "kept": s.kept_token_fraction,
+        rows = {m: {"n": s.n, "em": s.em, "f1": s.f1, "contains": s.contains, "kept": s.rate,
                     "compress_s": s.compress_s, "read_s": s.read_s, "n_errors": s.n_errors} for m, s in summary.items()}
         n_questions = len({r["id"] for r in records})
         doc.add(f"{len(records)} records, {n_questions} questions, {len(methods)} compressors; means over questions "
@@ -33,7 +33,7 @@ def report_section(folder: RunView, doc: Doc) -> None:
     else:
         s_methods = folder.summary["methods"] if folder.summary else {}
         rows = {m: {"n": v.get("n"), "em": v.get("em"), "f1": v.get("f1"), "contains": v.get("contains"),
-                    "kept": v.get("kept_token_fraction"), "compress_s": v.get("compress_s"),
+                    "kept": summary_value(v, "rate"), "compress_s": v.get("compress_s"),
                     "read_s": v.get("read_s"), "retrieve_s": max(0.0, (v.get("total_s") or 0.0)
                                                                  - (v.get("compress_s") or 0.0) - (v.get("read_s") or 0.0)),
                     "n_errors": v.get("n_errors", 0)} for m, v in s_methods.items()}

@@ -11,8 +11,18 @@ from typing import Any
 
 from readerfit.io import markdown_table
 
-SUMMARY_KEYS = ("em", "f1", "contains", "context_tokens_in", "context_tokens", "kept_token_fraction",
+# the reader's tokens in LLMLingua's names: origin_tokens (the passages), compressed_tokens (the context read),
+# rate (compressed / origin, the per-question mean), ratio (origin / compressed, of the means); a summary.json
+# written before them has context_tokens_in, context_tokens and kept_token_fraction (OLD_SUMMARY_KEYS)
+SUMMARY_KEYS = ("em", "f1", "contains", "origin_tokens", "compressed_tokens", "rate", "ratio",
                 "compress_s", "read_s", "total_s")
+OLD_SUMMARY_KEYS = {"origin_tokens": "context_tokens_in", "compressed_tokens": "context_tokens",
+                    "rate": "kept_token_fraction"}
+
+
+def summary_value(method: dict[str, Any], key: str) -> Any:
+    """``key`` of one method of a summary.json, also from one written before the ecosystem's names."""
+    return method.get(key, method.get(OLD_SUMMARY_KEYS.get(key, key)))
 
 
 @dataclass
@@ -23,9 +33,10 @@ class MethodSummary:
     em: float
     f1: float
     contains: float
-    context_tokens_in: float
-    context_tokens: float
-    kept_token_fraction: float
+    origin_tokens: float
+    compressed_tokens: float
+    rate: float
+    ratio: float
     compress_s: float
     read_s: float
     total_s: float
@@ -37,6 +48,10 @@ class MethodSummary:
 
 def _mean(values: Sequence[float]) -> float:
     return float(sum(values) / len(values)) if values else math.nan
+
+
+def _divide(origin: Sequence[float], compressed: Sequence[float]) -> float:
+    return float(sum(origin) / sum(compressed)) if origin and sum(compressed) > 0 else math.nan
 
 
 def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict[str, MethodSummary]:
@@ -56,9 +71,10 @@ def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict
             em=_mean([r["em"] for r in ok]),
             f1=_mean([r["f1"] for r in ok]),
             contains=_mean([r["contains"] for r in ok]),
-            context_tokens_in=_mean([r["context_tokens_in"] for r in ok]),
-            context_tokens=_mean([r["context_tokens_out"] for r in ok]),
-            kept_token_fraction=_mean(fractions),
+            origin_tokens=_mean([r["context_tokens_in"] for r in ok]),
+            compressed_tokens=_mean([r["context_tokens_out"] for r in ok]),
+            rate=_mean(fractions),
+            ratio=_divide([r["context_tokens_in"] for r in ok], [r["context_tokens_out"] for r in ok]),
             compress_s=_mean([r["compress_s"] for r in ok]),
             read_s=_mean([r["read_s"] for r in ok]),
             total_s=_mean([r["total_s"] for r in ok]),
@@ -96,8 +112,8 @@ def versus_baseline(summary: dict[str, MethodSummary], baseline: str = BASELINE)
         lost = sum(s.contains_by_id[q] < base.contains_by_id[q] for q in shared)
         errors = f"; errors left out: {s.n_errors}" if s.n_errors else ""
         lines.append(
-            f"- {method}: {s.context_tokens:.0f} context tokens vs {base.context_tokens:.0f} "
-            f"({_ratio(s.context_tokens, base.context_tokens)}), "
+            f"- {method}: {s.compressed_tokens:.0f} context tokens vs {base.compressed_tokens:.0f} "
+            f"({_ratio(s.compressed_tokens, base.compressed_tokens)}), "
             f"{seconds:.2f} s vs {base_s:.2f} s per question ({_ratio(seconds, base_s)}: compress {s.compress_s:.2f} "
             f"+ read {s.read_s:.2f}), contains {s.contains:.3f} vs {base.contains:.3f} "
             f"({s.contains - base.contains:+.3f}: questions gained {gained}, lost {lost}){errors}"
@@ -116,8 +132,8 @@ def summary_markdown(summary: dict[str, MethodSummary]) -> str:
         row.update(s.extra)
         rows.append(row)
     columns = [("method", "method", ""), ("n", "n", "d"), ("em", "EM", ".3f"), ("f1", "F1", ".3f"),
-               ("contains", "contains", ".3f"), ("context_tokens", "ctx tokens", ".1f"),
-               ("kept_token_fraction", "% kept", ".1%"), ("compress_s", "compress s", ".3f"),
+               ("contains", "contains", ".3f"), ("compressed_tokens", "ctx tokens", ".1f"),
+               ("rate", "% kept", ".1%"), ("compress_s", "compress s", ".3f"),
                ("read_s", "read s", ".3f"), ("total_s", "total s", ".3f")]
     extra_keys = sorted({k for s in summary.values() for k in s.extra})
     columns += [(k, k, ".3f") for k in extra_keys]
