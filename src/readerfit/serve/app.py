@@ -4,6 +4,8 @@
     GET  /v1/compressors    the served compressors (the first is the default) and every registered one
     POST /v1/compress       {"question", "passages", "compressor"?, "options"?, "preset"?, "id"?} → compress --json's object;
                             a list of such objects → a list of results
+    POST /v1/rerank         {"query", "texts", "return_text"?, "compressor"?, ...} → text-embeddings-inference's
+                            rerank answer, best first, each with its pruned_text
     POST /v1/score          {"texts", "scorer"?, "options"?, "preset"?} → score --json's object
     POST /v1/seper          {"question", "answers", "context"?, "options"?, "preset"?} → seper --json's object
     GET  /openapi.json      the schema
@@ -44,6 +46,8 @@ from readerfit.serve.schemas import (
     CompressResponse,
     ErrorResponse,
     HealthResponse,
+    RerankRequest,
+    RerankResult,
     ScoreResponse,
     SePerRequest,
     SePerResponse,
@@ -204,6 +208,15 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
             return await batched(items[0], request)
         out = await work(service.compress_batch, request, chars, items=items)
         return out if isinstance(body, list) else out[0]
+
+    @app.post("/v1/rerank", response_model=list[RerankResult], response_model_exclude_none=True, responses=ERRORS)
+    async def rerank(body: RerankRequest, request: Request) -> Any:
+        """text-embeddings-inference's rerank: the texts best first, each with the compressor's ``pruned_text``."""
+        fixed(body)
+        chars = len(body.query) + sum(map(len, body.texts))
+        return await work(service.rerank, request, chars, query=body.query, texts=body.texts,
+                          compressor=body.compressor, options=body.options, preset=body.preset,
+                          return_text=body.return_text)
 
     @app.post("/v1/score", response_model=ScoreResponse, responses=ERRORS)
     async def score(body: ScoreRequest, request: Request) -> Any:  # type: ignore[valid-type]
