@@ -167,5 +167,5 @@ def test_demo_prints_what_each_compressor_bought(capsys, tmp_path):
     at = lines.index(next(line for line in lines if line.startswith("What each compressor bought against `none`")))
     assert lines[at - 2].startswith("| sentence-sim |") and lines[at + 2].startswith("- sentence-sim: ")
     sim = [r for r in records if r["method"] == "sentence-sim"]
-    tokens = sum(r["context_tokens_out"] for r in sim) / len(sim)
+    tokens = sum(r["compressed_tokens"] for r in sim) / len(sim)
     assert lines[at + 2].startswith(f"- sentence-sim: {tokens:.0f} context tokens vs ")

@@ -15,7 +15,7 @@ from readerfit.eval.summary import summarize, summary_markdown, versus_baseline
 def record(qid: str, method: str, *, contains: float, tokens: int, compress_s: float, read_s: float,
            tokens_in: int = 100, error: bool = False) -> dict:
     return {"id": qid, "method": method, "em": contains, "f1": contains, "contains": contains,
-            "context_tokens_in": tokens_in, "context_tokens_out": tokens, "compress_s": compress_s, "read_s": read_s,
+            "origin_tokens": tokens_in, "compressed_tokens": tokens, "compress_s": compress_s, "read_s": read_s,
             "total_s": compress_s + read_s, "extra": {"error": "InputError: x"} if error else {}}
 
 
@@ -41,7 +41,7 @@ def expected_line(method: str, records: list[dict]) -> str:
         return sum(r[key] for r in rows) / len(rows)
 
     mine, base = ok(method), ok("none")
-    tokens, base_tokens = mean(mine, "context_tokens_out"), mean(base, "context_tokens_out")
+    tokens, base_tokens = mean(mine, "compressed_tokens"), mean(base, "compressed_tokens")
     secs = mean(mine, "compress_s") + mean(mine, "read_s")
     base_secs = mean(base, "compress_s") + mean(base, "read_s")
     by_id = {r["id"]: r["contains"] for r in base}

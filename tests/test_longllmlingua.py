@@ -124,7 +124,7 @@ def test_real_llmlingua_with_smollm2_in_the_pipeline(smollm) -> None:
     pipe = RAGPipeline(reader=smollm, compressor=build_compressor("longllmlingua", pool))
     record = pipe.run(example)
     assert record.method == "longllmlingua" and record.prediction
-    assert 0 < record.context_tokens_out < record.context_tokens_in
+    assert 0 < record.compressed_tokens < record.origin_tokens
 
 
 def test_control_token_strings_in_data_stay_text(tiny_lm_dir: Path) -> None:

@@ -43,7 +43,7 @@ def test_eval_hook_gives_zero_for_a_compressor_that_kept_nothing():
     hook = eval_record_hook(pool=None, judge="lexical", n=4)
     example = QAExample(id="q1", question="What is the capital of France?", answers=["Paris"])
     kept, empty = (Record(id="q1", method=m, question=example.question, answers=example.answers, prediction="",
-                          em=0.0, f1=0.0, contains=0.0, context_tokens_in=9, context_tokens_out=0, compress_s=0.0,
+                          em=0.0, f1=0.0, contains=0.0, origin_tokens=9, compressed_tokens=0, compress_s=0.0,
                           read_s=0.0, compression={"text": text})
                    for m, text in (("none", "Paris is the capital of France."), ("exit", " \n ")))
     pipeline = _Pipeline(lm)

@@ -227,7 +227,7 @@ def test_eval_hook_runs_the_preset():
     hook = eval_record_hook(pool=None, judge="lexical", n=3, preset="official")
     example = QAExample(id="q", question="Capital of France", answers=["Paris"])
     record = Record(id="q", method="none", question=example.question, answers=example.answers, prediction="", em=0.0,
-                    f1=0.0, contains=0.0, context_tokens_in=1, context_tokens_out=1, compress_s=0.0, read_s=0.0,
+                    f1=0.0, contains=0.0, origin_tokens=1, compressed_tokens=1, compress_s=0.0, read_s=0.0,
                     compression={"text": "Paris is the capital."})
 
     class Pipeline:

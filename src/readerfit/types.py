@@ -240,8 +240,8 @@ class Record:
     em: float
     f1: float
     contains: float
-    context_tokens_in: int
-    context_tokens_out: int
+    origin_tokens: int  # the reader's tokens of the retrieved passages (``context_tokens_in`` before)
+    compressed_tokens: int  # the reader's tokens of the context it read (``context_tokens_out`` before)
     compress_s: float
     read_s: float
     retrieve_s: float = 0.0
@@ -259,5 +259,19 @@ class Record:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Record:
-        d = {k: v for k, v in d.items() if k != "total_s"}
+        """A record as written (also one written before LLMLingua's names: ``context_tokens_in``/``_out``)."""
+        d = {RECORD_RENAMED.get(k, k): v for k, v in d.items() if k != "total_s"}
         return cls(**d)
+
+
+# the record fields written under other names before (old run folders still resume and report)
+RECORD_RENAMED = {"context_tokens_in": "origin_tokens", "context_tokens_out": "compressed_tokens"}
+
+
+def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
+    """An eval record as a dict, its fields under today's names.
+
+    >>> upgrade_record({"id": "q", "context_tokens_in": 9, "context_tokens_out": 3})
+    {'id': 'q', 'origin_tokens': 9, 'compressed_tokens': 3}
+    """
+    return {RECORD_RENAMED.get(k, k): v for k, v in record.items()}

@@ -32,7 +32,7 @@ def detect_kind(folder: RunView) -> str:
     """Which run wrote the folder, from the shape of its records / summary files."""
     r = folder.records[0] if folder.records else {}
     s = folder.summary or {}
-    if ("method" in r and "context_tokens_in" in r) or (
+    if ("method" in r and ("origin_tokens" in r or "context_tokens_in" in r)) or (
             isinstance(s.get("methods"), dict) and all("rate" in m or "kept_token_fraction" in m for m in s["methods"].values())):
         return "eval"
     if ("summaries" in r and isinstance(r.get("scores"), dict)) or "bin_means" in s.get("details", {}):

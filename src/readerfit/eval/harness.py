@@ -24,7 +24,7 @@ from readerfit.retrieve import build_retriever, load_index
 from readerfit.retrieve.base import Retriever
 from readerfit.retrieve.rerank import build_reranker
 from readerfit.runs import RunFolder
-from readerfit.types import QAExample, Record
+from readerfit.types import QAExample, Record, upgrade_record
 
 RecordHook = Callable[[QAExample, Record, RAGPipeline], None]
 
@@ -143,8 +143,9 @@ def check_record(record: dict[str, Any]) -> str | None:
     for key in ("id", "method"):
         if not isinstance(record.get(key), str):
             return f"field {key!r} is {record.get(key)!r}, expected a string"
-    for key in ("em", "f1", "contains", "context_tokens_in", "context_tokens_out", "compress_s", "read_s"):
-        value = record.get(key)
+    upgraded = upgrade_record(record)  # a folder written before LLMLingua's names holds context_tokens_in/_out
+    for key in ("em", "f1", "contains", "origin_tokens", "compressed_tokens", "compress_s", "read_s"):
+        value = upgraded.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return f"field {key!r} is {value!r}, expected a number"
     if not isinstance(record.get("extra", {}), dict):
@@ -257,5 +258,5 @@ def write_summary(run: RunFolder, *, examples: Sequence[QAExample], methods: Seq
 
 def error_record(example: QAExample, method: str, err: Exception) -> Record:
     return Record(id=example.id, method=method, question=example.question, answers=list(example.answers),
-                  prediction="", em=0.0, f1=0.0, contains=0.0, context_tokens_in=0, context_tokens_out=0,
+                  prediction="", em=0.0, f1=0.0, contains=0.0, origin_tokens=0, compressed_tokens=0,
                   compress_s=0.0, read_s=0.0, extra={"error": f"{type(err).__name__}: {err}"})

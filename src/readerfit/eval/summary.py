@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from readerfit.io import markdown_table
+from readerfit.types import upgrade_record
 
 # the reader's tokens in LLMLingua's names: origin_tokens (the passages), compressed_tokens (the context read),
 # rate (compressed / origin, the per-question mean), ratio (origin / compressed, of the means); a summary.json
@@ -58,9 +59,9 @@ def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict
     """Summaries recomputed from the records alone, so a resumed run summarises like an uninterrupted one."""
     out: dict[str, MethodSummary] = {}
     for method in methods:
-        rows = [r for r in records if r["method"] == method]
+        rows = [upgrade_record(r) for r in records if r["method"] == method]
         ok = [r for r in rows if not r.get("extra", {}).get("error")]
-        fractions = [r["context_tokens_out"] / r["context_tokens_in"] if r["context_tokens_in"] else 1.0 for r in ok]
+        fractions = [r["compressed_tokens"] / r["origin_tokens"] if r["origin_tokens"] else 1.0 for r in ok]
         numeric_extra: dict[str, list[float]] = {}
         for r in ok:
             for k, v in r.get("extra", {}).items():
@@ -71,10 +72,10 @@ def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict
             em=_mean([r["em"] for r in ok]),
             f1=_mean([r["f1"] for r in ok]),
             contains=_mean([r["contains"] for r in ok]),
-            origin_tokens=_mean([r["context_tokens_in"] for r in ok]),
-            compressed_tokens=_mean([r["context_tokens_out"] for r in ok]),
+            origin_tokens=_mean([r["origin_tokens"] for r in ok]),
+            compressed_tokens=_mean([r["compressed_tokens"] for r in ok]),
             rate=_mean(fractions),
-            ratio=_divide([r["context_tokens_in"] for r in ok], [r["context_tokens_out"] for r in ok]),
+            ratio=_divide([r["origin_tokens"] for r in ok], [r["compressed_tokens"] for r in ok]),
             compress_s=_mean([r["compress_s"] for r in ok]),
             read_s=_mean([r["read_s"] for r in ok]),
             total_s=_mean([r["total_s"] for r in ok]),

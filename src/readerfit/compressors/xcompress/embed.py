@@ -78,7 +78,7 @@ class XCompressEmbedCompressor(Summary):
     """``xcompress-embed``: the reader answers from one summary vector (+ an SPS-chosen probe), not from text.
 
     The pipeline calls :meth:`read_compressed` with its reader instead of reading text, so the
-    answer is the pipeline's reader's. The record's ``context_tokens_out`` is the summary's token
+    answer is the pipeline's reader's. The record's ``compressed_tokens`` is the summary's token
     count (the information the vector stands for); ``details["reader_positions"]`` is what the
     reader actually sees in place of the context: one position.
 
