@@ -56,6 +56,7 @@ class Batcher:
     def __init__(self, run: RunBatch, *, window: float, size: int, limiter: anyio.CapacityLimiter | None = None) -> None:
         self.run, self.window, self.size, self.limiter = run, window, size, limiter
         self._open: _Batch | None = None
+        self._tasks: set[asyncio.Task[None]] = set()  # held so the event loop does not drop a running batch
         self.batches = 0
         self.largest = 0
 
@@ -65,7 +66,7 @@ class Batcher:
         loop = asyncio.get_running_loop()
         if self._open is None:
             self._open = batch = _Batch()
-            loop.call_later(self.window, lambda: loop.create_task(self._execute(batch)))
+            loop.call_later(self.window, self._start, batch)
         batch = self._open
         member = _Member(item, loop.create_future())
         batch.members.append(member)
@@ -74,6 +75,11 @@ class Batcher:
         if len(batch.members) >= self.size:
             self._open = None  # full: later items start the next batch; this one runs when its window ends
         return await member.future
+
+    def _start(self, batch: _Batch) -> None:
+        task = asyncio.get_running_loop().create_task(self._execute(batch))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _execute(self, batch: _Batch) -> None:
         if self.limiter is not None:
