@@ -1,7 +1,8 @@
 """The papers' protocols, one module each, registered by name for ``readerfit exp NAME``.
 
-Each module holds its ``Config`` (flags), ``KEY``, ``run(config, *, run, pool, progress)`` and
-``report_section(view, doc)`` (see :mod:`readerfit.experiments.base`); the command line does the rest.
+Each module holds its ``Config`` (a dataclass whose fields are its command-line flags, with ``settings()``: what
+``run.json`` stores), ``KEY`` (the fields that identify a record), ``run(config, *, run, pool, progress) -> Outcome``
+and ``report_section(view, doc)``; the command line does the rest.
 
 >>> EXPERIMENTS.names()
 ['calibrate-filter', 'evouna', 'exit-sentences', 'frontier', 'seper-utility', 'sps-correlation']

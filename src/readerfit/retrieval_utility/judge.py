@@ -278,11 +278,6 @@ class LMJudge(Judge):
         return [cp.ratio("Yes", "No") for cp in self.lm.next_token_probs(prompts, ["Yes", "No"])]
 
 
-def judge_names() -> list[str]:
-    """The registered judge forms, as shown in help and error messages."""
-    return [JUDGES.help(name) for name in JUDGES.names()]
-
-
 def build_judge(spec: str, pool: Any = None, *, dedupe: bool = True, **options: Any) -> Judge:
     """A judge from its spec: ``lexical``, ``lexical:word``, ``nli:<id or path>``, ``lm:<model>``.
 

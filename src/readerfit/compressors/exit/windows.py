@@ -116,17 +116,6 @@ def plan_passage(title: str, sentences: Sequence[str], fits: Callable[[str, str]
     return plan
 
 
-def collect_scores(n: int, plan: PassagePlan, job_scores: Sequence[Sequence[float]]) -> GroupScores:
-    """A passage's sentence scores from its jobs' scores (a sentence in pieces takes its best piece)."""
-    scores: dict[int, float] = {}
-    for (_, items), values in zip(plan.jobs.items(), job_scores):
-        for (j, _), r in zip(items, values):
-            scores[j] = max(scores.get(j, r), r)
-    if len(scores) != n:
-        raise AssertionError("a sentence was left unscored")  # a bug, not bad input
-    return GroupScores(scores=[float(scores[j]) for j in range(n)], windows=plan.windows, pieces=plan.pieces)
-
-
 def all_documents(groups: Sequence[tuple[str, Sequence[str]]]) -> str:
     """All passages as one context: each rendered as title line + its sentences, joined by spaces (the released
     code's ``" ".join(all_sentences)``, whose spaCy sentences keep each title on its passage's first sentence)."""
