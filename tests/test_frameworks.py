@@ -46,6 +46,14 @@ def test_pieces_carry_the_ecosystem_names_in_tokens() -> None:
     assert {"origin_tokens", "compressed_tokens", "rate", "ratio"} <= set(meta) and "kept_fraction" not in meta
 
 
+def test_sources_left_empty_are_dropped_unless_kept() -> None:
+    engine = DocumentCompression(KeywordSentences(), count_tokens=words)
+    kept = engine.run(QUESTION, DOCS, keep_empty=True)
+    assert [(p.source, p.text) for p in kept] == [(0, "The Halvik Glassworks was founded in 1887."), (2, "")]
+    assert kept[1].compressed_tokens == 0 and kept[1].ratio is None and kept[1].relevance_score is None
+    assert [p.source for p in engine.run(QUESTION, DOCS)] == [0]
+
+
 def test_a_non_extractive_compressor_gives_one_piece_and_nothing_gives_nothing() -> None:
     from readerfit.compressors.none import RawPassages
 
@@ -145,6 +153,9 @@ def test_llamaindex_query_engine_reads_the_compressed_nodes(demo: tuple[list[Pas
         assert n.node.metadata["relevance_score"] == max(info["scores"][k] for k in info["kept"])
     again = asyncio.run(post.apostprocess_nodes(retrieved, query_str=example.question))
     assert [n.node.get_content() for n in again] == [n.node.get_content() for n in nodes]
+    everything = ReaderfitPostprocessor(KeywordSentences(), count_tokens=words, keep_empty=True)
+    all_nodes = everything.postprocess_nodes(retrieved, query_str=example.question)
+    assert [n.node.node_id for n in all_nodes] == [n.node.node_id for n in retrieved]  # none dropped, order kept
 
 
 def test_llamaindex_postprocessor_with_a_registered_compressor_and_budget(tiny_lm: Any) -> None:

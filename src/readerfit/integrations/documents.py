@@ -140,8 +140,9 @@ class DocumentCompression:
             self._count = lm.count_tokens
         return self._count
 
-    def run(self, query: str, documents: Sequence[SourceDocument]) -> list[Piece]:
-        """The compressed pieces of ``documents`` for ``query``; no documents (or only empty ones) give []."""
+    def run(self, query: str, documents: Sequence[SourceDocument], *, keep_empty: bool = False) -> list[Piece]:
+        """The compressed pieces of ``documents`` for ``query``; no documents (or only empty ones) give [].
+        ``keep_empty``: an extractive compressor's sources that kept no sentence come back too, with empty text."""
         if not isinstance(query, str) or not query.strip():
             raise InputError(f"expected a non-empty question (the query string), got {query!r:.60}")
         # empty documents are dropped here, as the compressor would, so its passage indices are ours too
@@ -152,7 +153,7 @@ class DocumentCompression:
         compression = self.compressor().compress(query, passages)
         owners = compression.passage_of_unit
         if owners is not None and len(owners) == len(compression.units):
-            return self._per_document(indexed, compression, owners)
+            return self._per_document(indexed, compression, owners, keep_empty=keep_empty)
         if not compression.text.strip():
             return []
         count = self.counter()
@@ -163,13 +164,13 @@ class DocumentCompression:
                       sources=[p.id for p in passages])]
 
     def _per_document(self, indexed: list[tuple[int, SourceDocument]], c: Compression,
-                      owners: Sequence[int]) -> list[Piece]:
+                      owners: Sequence[int], *, keep_empty: bool = False) -> list[Piece]:
         kept, count = set(c.kept), self.counter()
         out = []
         for d_index, (source, doc) in enumerate(indexed):
             units = [k for k, owner in enumerate(owners) if owner == d_index]
             kept_units = [k for k in units if k in kept]
-            if not kept_units:
+            if not kept_units and not keep_empty:
                 continue
             text = " ".join(c.units[k].strip() for k in kept_units)
             out.append(Piece(text=text, source=source, compressor=self.name, origin_tokens=count(doc.text),

@@ -34,10 +34,12 @@ class ReaderfitPostprocessor(BaseNodePostprocessor):
     ``compressor``: a registered name (``exit``, ``sentence-sim``, ...) or a readerfit compressor;
     ``options``: its settings (a budget: ``{"rate": 0.2}`` or ``{"target_tokens": 300}``); ``reader``: the reader
     whose tokens are counted (default: the packaged SmolLM2), or ``count_tokens=`` a function; ``pool``: a
-    :class:`~readerfit.models.pool.ModelPool` to share models.
+    :class:`~readerfit.models.pool.ModelPool` to share models; ``keep_empty=True`` keeps the nodes an extractive
+    compressor kept nothing of (empty text, their scores in the metadata) instead of dropping them.
     """
 
     title_key: str = "title"
+    keep_empty: bool = False  # keep the nodes an extractive compressor left empty (with empty text)
     _engine: DocumentCompression = PrivateAttr()
 
     def __init__(self, compressor: Any = "exit", *, options: dict[str, Any] | None = None, preset: str | None = None,
@@ -57,7 +59,8 @@ class ReaderfitPostprocessor(BaseNodePostprocessor):
         sources = [SourceDocument(text=n.node.get_content(metadata_mode=MetadataMode.NONE),
                                   title=str(n.node.metadata.get(self.title_key) or ""), id=n.node.node_id)
                    for n in nodes]
-        return [self._node(piece, nodes) for piece in self._engine.run(query_bundle.query_str, sources)]
+        pieces = self._engine.run(query_bundle.query_str, sources, keep_empty=self.keep_empty)
+        return [self._node(piece, nodes) for piece in pieces]
 
     def _node(self, piece: Piece, nodes: list[NodeWithScore]) -> NodeWithScore:
         extra = {"readerfit": piece.metadata(), "relevance_score": piece.relevance_score}
