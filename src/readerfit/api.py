@@ -82,9 +82,17 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
     arguments: its config's fields; a field named like an argument here, such as xcompress's ``reader``, goes
     in ``options=``).
 
-    ``reader`` (a name or an LM) is the reader the context is for: reader-aware methods score with it, and
-    ``origin_tokens`` / ``compressed_tokens`` count its tokens (0 without a reader). ``preset`` (``paper``, ``official``)
-    starts from that preset's settings; ``options`` override them.
+    Parameters:
+        question: the question the passages are compressed for (non-empty).
+        passages: strings, ``{"title", "text"}`` objects or :class:`Passage`\\ s; blank ones are dropped.
+        method: a registered compressor (``readerfit.compressors.COMPRESSORS``); an unknown name lists them.
+        pool: the :class:`ModelPool` whose models are used (default: one per process).
+        reader: the reader the context is for (a name or an LM): reader-aware methods score with it, budgets
+            count its tokens, and ``origin_tokens`` / ``compressed_tokens`` are its (0 without a reader).
+        preset: ``paper`` or ``official``: the method as its paper defines it or its authors' code runs it.
+        options: the compressor's config fields (``{"rate": 0.2}``), over the preset's.
+
+    Returns: a :class:`Compression` (text, units, scores, kept, token counts, ``rate``, ``ratio``, details).
 
     >>> import readerfit
     >>> c = readerfit.compress("Who wrote it?", [{"title": "Book", "text": "Anna wrote it."}], method="none")
@@ -105,6 +113,8 @@ def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | d
     ``passages[i]`` are question ``i``'s. Everything is checked before any model loads (an error names the
     question's index); compressors that can batch model work across questions do (EXIT's one-pass classifier
     scores the contexts of all questions in shared, length-sorted forward passes).
+
+    Parameters: as :func:`compress`, with ``questions`` (one string each) and ``passages`` (one list each).
 
     >>> import readerfit
     >>> [c.text for c in readerfit.compress_batch(["Who?", "When?"], [["Anna wrote it."], ["In 1887."]], method="none")]
@@ -173,9 +183,17 @@ def score(texts: Sequence[str], scorer: str = "sps", *, reader: str | LanguageMo
           options: Mapping[str, Any] | None = None, **kwargs: Any) -> list[float]:
     """Each text's score under the reader (``sps``, ``ppl`` or ``longppl``; lower = the reader uses it better).
 
-    ``contexts``: plain text each text is scored after (None: the text alone); it is data, tokenized without
-    control tokens. ``prompts``: template text before each text (chat turns; control tokens allowed).
-    ``preset`` (``paper``, ``official``) starts from that preset's settings; ``options`` override them.
+    Parameters:
+        texts: the texts to score (summaries, passages).
+        scorer: a registered scorer: ``sps``, ``ppl`` or ``longppl``.
+        reader: the reader (a name or an LM) whose space or likelihood scores them.
+        pool: the :class:`ModelPool` whose models are used (default: one per process).
+        prompts: template text before each text (chat turns; control tokens allowed).
+        contexts: plain text each text is scored after (None: the text alone); data, tokenized without control
+            tokens.
+        preset: ``paper`` or ``official``; ``options``: the scorer's config fields, over the preset's.
+
+    Returns: one score per text, in order.
 
     >>> import readerfit
     >>> scores = readerfit.score(["Paris is the capital of France."], scorer="ppl")   # doctest: +SKIP
@@ -226,6 +244,15 @@ def seper(question: str, answers: Sequence[str], *, context: str | None = None, 
           judge: str | None = None, pool: ModelPool | None = None, **options: Any) -> SePerResult | DeltaSePer:
     """SePer of the reference answers without a context, or ΔSePer with one (``options``: SePerConfig's fields,
     ``preset=``). ``judge``: ``lexical`` by default; under ``preset="paper"|"official"`` the paper's NLI judge.
+
+    Parameters:
+        question: the question; ``answers``: its reference answers (the first is canonical).
+        context: the retrieved context (None: SePer without retrieval; given: ΔSePer = with − without).
+        generator: the LM whose belief is measured (a name, a local directory or a hub id).
+        judge: ``lexical``, ``nli:<model>`` or ``lm:<model>`` (default ``lexical``; under a preset the paper's).
+        pool: the :class:`ModelPool` whose models are used; ``options``: SePerConfig's fields and ``preset``.
+
+    Returns: a :class:`SePerResult` without a context, a :class:`DeltaSePer` with one.
 
     >>> import readerfit
     >>> d = readerfit.seper("Who wrote Hamlet?", ["Shakespeare"], context="Hamlet is a play by Shakespeare.")  # doctest: +SKIP
