@@ -144,7 +144,7 @@ def run_demo(capsys, tmp_path, *compressors):
                                  "--out", str(out), "--no-progress"], capsys)
     assert code == 0, err
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
-    assert records and not any(r["extra"].get("error") for r in records)
+    assert records and not any(r["error"] for r in records)
     return out, stdout, records
 
 
@@ -169,3 +169,30 @@ def test_demo_prints_what_each_compressor_bought(capsys, tmp_path):
     sim = [r for r in records if r["method"] == "sentence-sim"]
     tokens = sum(r["compressed_tokens"] for r in sim) / len(sim)
     assert lines[at + 2].startswith(f"- sentence-sim: {tokens:.0f} context tokens vs ")
+
+
+def test_folder_written_before_the_typed_record_resumes_and_reports_identically(capsys, tmp_path, monkeypatch):
+    """A complete folder of flat records (errors, ΔSePer numbers and reranker notes in `extra`): the same command
+    resumes it without a model and writes the same summary; `readerfit report` writes the same report."""
+    import shutil
+
+    from readerfit.models.pool import ModelPool
+
+    fixture = Path(__file__).parent / "fixtures" / "v0_3"
+    shutil.copy(fixture / "data.jsonl", tmp_path / "data.jsonl")
+    shutil.copytree(fixture / "eval-run", tmp_path / "run")
+    (tmp_path / "run" / "report.md").unlink()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(ModelPool, "lm", lambda *a, **k: pytest.fail("a complete folder must load no model"))
+    code, stdout, err = run_cli(["eval", "--data", "data.jsonl", "--compressor", "none", "sentence-sim", "exit",
+                                 "--seper", "--seper-n", "2", "--rerank", "lm", "--rerank-top", "4",
+                                 "--max-new-tokens", "8", "--out", "run", "--no-progress", "--json"], capsys)
+    assert code == 0, err
+    run = tmp_path / "run"
+    for name in ("records.jsonl", "summary.json", "summary.md", "run.json"):
+        assert (run / name).read_text() == (fixture / "eval-run" / name).read_text(), name
+    assert json.loads(stdout.strip().splitlines()[-1])["methods"]["none"]["n_errors"] == 1
+    assert "| none | 3 |" in stdout and "delta_seper" in stdout and (run / "report.md").is_file()
+    code, _, err = run_cli(["report", "run"], capsys)  # the fixture's report.md was the second (listing itself)
+    assert code == 0, err
+    assert (run / "report.md").read_text() == (fixture / "eval-run" / "report.md").read_text()

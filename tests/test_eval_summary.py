@@ -10,6 +10,7 @@ import pytest
 from conftest import build_tiny_lm
 from readerfit.cli import main
 from readerfit.eval.summary import summarize, summary_markdown, versus_baseline
+from readerfit.types import Record
 
 
 def record(qid: str, method: str, *, contains: float, tokens: int, compress_s: float, read_s: float,
@@ -32,10 +33,16 @@ RECORDS = [
 ]
 
 
-def expected_line(method: str, records: list[dict]) -> str:
+RECORDS_ = [Record.from_dict(r) for r in RECORDS]  # written as readerfit before 0.4 wrote them
+
+
+def expected_line(method: str, rows: list[dict]) -> str:
     """The slow obvious reference: means over the method's error-free records, pairs by question id."""
+    records = [Record.from_dict(r) for r in rows]
+
     def ok(m: str) -> list[dict]:
-        return [r for r in records if r["method"] == m and not r["extra"].get("error")]
+        return [{"id": r.id, **r.scores, "compressed_tokens": r.compressed_tokens, "compress_s": r.compress_s,
+                 "read_s": r.read_s} for r in records if r.method == m and not r.error]
 
     def mean(rows: list[dict], key: str) -> float:
         return sum(r[key] for r in rows) / len(rows)
@@ -47,7 +54,7 @@ def expected_line(method: str, records: list[dict]) -> str:
     by_id = {r["id"]: r["contains"] for r in base}
     gained = sum(1 for r in mine if r["contains"] > by_id[r["id"]])
     lost = sum(1 for r in mine if r["contains"] < by_id[r["id"]])
-    errors = len([r for r in records if r["method"] == method]) - len(mine)
+    errors = len([r for r in records if r.method == method]) - len(mine)
     return (f"- {method}: {round(tokens)} context tokens vs {round(base_tokens)} ({round(100 * tokens / base_tokens)}%), "
             f"{secs:.2f} s vs {base_secs:.2f} s per question ({round(100 * secs / base_secs)}%: "
             f"compress {mean(mine, 'compress_s'):.2f} + read {mean(mine, 'read_s'):.2f}), "
@@ -57,7 +64,7 @@ def expected_line(method: str, records: list[dict]) -> str:
 
 
 def test_one_line_per_compressor_against_none() -> None:
-    summary = summarize(RECORDS, ["none", "exit", "sim"])
+    summary = summarize(RECORDS_, ["none", "exit", "sim"])
     lines = versus_baseline(summary)
     assert lines[0].startswith("What each compressor bought against `none` (per-question means over 3 questions")
     assert lines[2:] == [expected_line("exit", RECORDS), expected_line("sim", RECORDS)]
@@ -68,12 +75,12 @@ def test_one_line_per_compressor_against_none() -> None:
 
 
 def test_lines_follow_the_table_and_need_the_baseline() -> None:
-    markdown = summary_markdown(summarize(RECORDS, ["none", "exit"]))
+    markdown = summary_markdown(summarize(RECORDS_, ["none", "exit"]))
     table, _, rest = markdown.partition("\n\n")
     assert table.startswith("| method |") and rest.startswith("What each compressor bought")
-    assert versus_baseline(summarize(RECORDS, ["exit", "sim"])) == []  # no `none`: nothing to compare with
-    assert versus_baseline(summarize(RECORDS, ["none"])) == []
-    assert "bought" not in summary_markdown(summarize(RECORDS, ["exit", "sim"]))
+    assert versus_baseline(summarize(RECORDS_, ["exit", "sim"])) == []  # no `none`: nothing to compare with
+    assert versus_baseline(summarize(RECORDS_, ["none"])) == []
+    assert "bought" not in summary_markdown(summarize(RECORDS_, ["exit", "sim"]))
 
 
 def test_eval_prints_the_lines_beside_its_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -86,6 +93,6 @@ def test_eval_prints_the_lines_beside_its_table(tmp_path: Path, capsys: pytest.C
                  "--no-progress", "--out", str(out)]) == 0
     stdout = capsys.readouterr().out
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
-    assert not any(r["extra"].get("error") for r in records)
+    assert not any(r["error"] for r in records)
     assert expected_line("selective-context", records) in stdout
     assert expected_line("selective-context", records) in (out / "summary.md").read_text()

@@ -244,7 +244,7 @@ def test_empty_context_goes_to_the_reader_without_crash(tiny_lm):
     comp = ExitCompressor(FixedScores({}), splitter=str.split, config=ExitConfig(threshold=0.9, min_keep=0))
     example = QAExample(id="q", question=QUESTION, answers=["Anna"], passages=PASSAGES)
     record = RAGPipeline(reader=tiny_lm, compressor=comp, config=None).run(example)
-    assert record.compressed_tokens == 0 and record.compression["kept"] == []
+    assert record.compressed_tokens == 0 and record.compression.kept == []
     assert isinstance(record.prediction, str)
 
 

@@ -402,7 +402,7 @@ def test_eval_with_remote_reader_survives_a_server_crash(start_stub, tmp_path, c
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     assert [(r["id"], r["method"]) for r in records] == [
         ("demo-01", "none"), ("demo-01", "sentence-sim"), ("demo-02", "none")]
-    assert not any(r["extra"].get("error") for r in records)  # the crash is not recorded as example errors
+    assert not any(r["error"] for r in records)  # the crash is not recorded as example errors
     assert json.loads((out / "run.json").read_text())["settings"]["base_url"] == url
 
     start_stub(port=port)  # back up: the rerun resumes

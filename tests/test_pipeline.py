@@ -16,7 +16,7 @@ from readerfit.eval.harness import run_eval
 from readerfit.eval.pipeline import PipelineConfig, RAGPipeline, chunk_long_passages
 from readerfit.eval.summary import summarize
 from readerfit.models.pool import ModelPool
-from readerfit.types import Passage, QAExample
+from readerfit.types import Passage, QAExample, Record
 
 
 def words_splitter(text):
@@ -90,8 +90,8 @@ def test_pipeline_record(pool):
     rec = make_pipe(pool).run(examples(1)[0])
     assert rec.method == "none" and rec.id == "q0"
     assert rec.origin_tokens == rec.compressed_tokens > 0
-    assert 0.0 <= rec.f1 <= 1.0 and rec.read_s > 0
-    assert rec.compression["kept"] == [0, 1]
+    assert 0.0 <= rec.scores["f1"] <= 1.0 and rec.read_s > 0
+    assert rec.compression.kept == [0, 1]
 
 
 def test_pipeline_input_errors(pool):
@@ -185,5 +185,6 @@ def test_summarize_means():
     rows = [dict(id=str(i), method="m", em=float(i % 2), f1=0.5, contains=1.0, context_tokens_in=10,
                  context_tokens_out=5, compress_s=0.1, read_s=0.2, total_s=0.3, extra={"delta_seper": 0.2 * i})
             for i in range(4)]
-    s = summarize(rows, ["m"])["m"]
-    assert s.n == 4 and s.em == 0.5 and s.rate == 0.5 and s.ratio == 2.0 and s.extra["delta_seper"] == pytest.approx(0.3)
+    s = summarize([Record.from_dict(r) for r in rows], ["m"])["m"]
+    assert s.n == 4 and s["em"] == 0.5 and s["rate"] == 0.5 and s["ratio"] == 2.0
+    assert s["delta_seper"] == pytest.approx(0.3) and s.numbers == ["delta_seper"]

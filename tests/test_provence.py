@@ -228,6 +228,6 @@ def test_eval_reranks_with_provence_and_compresses_with_the_same_loaded_model(ti
     example = QAExample(id="q0", question=QUESTION, answers=["Marta"], passages=PASSAGES)
     run_eval(examples=[example], pipelines=pipes, out=tmp_path / "run", progress=False)
     [record] = [json.loads(line) for line in (tmp_path / "run" / "records.jsonl").read_text().splitlines()]
-    note = record["extra"]["rerank"]
+    note = record["rerank"]
     scores = build_reranker(f"provence:{tiny_provence_dir}", pool).rerank(QUESTION, PASSAGES).scores
     assert note["order"] == sorted(range(3), key=lambda i: (-scores[i], i))[:2]

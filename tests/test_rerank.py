@@ -123,8 +123,8 @@ def test_pipeline_reranks_truncates_and_notes_it(tiny_lm):
     pipe = RAGPipeline(reader=tiny_lm, compressor=RawPassages(), reranker=reranker,
                        config=PipelineConfig(max_new_tokens=2, rerank_top=1), splitter=lambda t: [t])
     record = pipe.run(example)
-    assert record.compression["units"] == [PASSAGES[1].render()]  # only the best passage reaches the compressor
-    note = record.extra["rerank"]
+    assert record.compression.units == [PASSAGES[1].render()]  # only the best passage reaches the compressor
+    note = record.rerank
     assert note["reranker"] == "counting" and note["order"] == [1] and note["top_k"] == 1 and len(note["scores"]) == 4
     assert record.retrieve_s >= note["seconds"]
     with pytest.raises(InputError, match="needs --rerank"):
@@ -150,7 +150,7 @@ def test_eval_reranks_each_question_once_for_all_compressors(tiny_lm, tmp_path):
     run_eval(examples=examples, pipelines=pipelines, out=tmp_path / "run", progress=False)
     assert counting.calls == 2  # two questions, two compressors: one reranking per question
     records = [json.loads(line) for line in (tmp_path / "run" / "records.jsonl").read_text().splitlines()]
-    assert len(records) == 4 and all(r["extra"]["rerank"]["order"] == [1, 0] for r in records)
+    assert len(records) == 4 and all(r["rerank"]["order"] == [1, 0] for r in records)
 
 
 def write_dataset(path: Path) -> Path:
@@ -172,7 +172,7 @@ def test_cli_eval_with_lm_rerank_writes_records_settings_and_report(tmp_path, ti
     settings = json.loads((out / "run.json").read_text())["settings"]
     assert settings["rerank"] == {"reranker": "lm", "top": 2}
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
-    assert all(len(r["extra"]["rerank"]["order"]) == 2 and r["extra"]["rerank"]["n_in"] == 4 for r in records)
+    assert all(len(r["rerank"]["order"]) == 2 and r["rerank"]["n_in"] == 4 for r in records)
     md = (out / "report.md").read_text()
     assert "## Reranking" in md and "| lm:" in md
     assert f"report: {out / 'report.md'}" in captured.out

@@ -327,7 +327,7 @@ def test_eval_with_seper_adds_delta_to_records_and_table(capsys, tmp_path, tiny_
     assert code == 0
     records = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
     assert len(records) == 1
-    extra = records[0]["extra"]
+    extra = records[0]["metrics"]
     assert isinstance(extra["delta_seper"], float) and extra["seper"] - extra["delta_seper"] >= -1e-9
     result = json.loads(stdout.strip().splitlines()[-1])
     assert "delta_seper" in result["methods"]["none"] and "delta_seper" in stdout

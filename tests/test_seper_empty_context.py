@@ -7,7 +7,7 @@ import pytest
 from readerfit.retrieval_utility.hook import eval_record_hook
 from readerfit.retrieval_utility.judge import LexicalJudge
 from readerfit.retrieval_utility.seper import SePer, SePerConfig
-from readerfit.types import QAExample, Record
+from readerfit.types import Compression, QAExample, Record
 from test_seper import ScriptedLM
 
 
@@ -43,15 +43,14 @@ def test_eval_hook_gives_zero_for_a_compressor_that_kept_nothing():
     hook = eval_record_hook(pool=None, judge="lexical", n=4)
     example = QAExample(id="q1", question="What is the capital of France?", answers=["Paris"])
     kept, empty = (Record(id="q1", method=m, question=example.question, answers=example.answers, prediction="",
-                          em=0.0, f1=0.0, contains=0.0, origin_tokens=9, compressed_tokens=0, compress_s=0.0,
-                          read_s=0.0, compression={"text": text})
+                          scores={}, compression=Compression(text, origin_tokens=9))
                    for m, text in (("none", "Paris is the capital of France."), ("exit", " \n ")))
     pipeline = _Pipeline(lm)
     hook(example, kept, pipeline)
     hook(example, empty, pipeline)
-    assert kept.extra["delta_seper"] == pytest.approx(1.0)
-    assert empty.extra["delta_seper"] == 0.0 and empty.extra["delta_seper_hard"] == 0.0
-    assert empty.extra["seper"] == 0.0
+    assert kept.metrics["delta_seper"] == pytest.approx(1.0)
+    assert empty.metrics["delta_seper"] == 0.0 and empty.metrics["delta_seper_hard"] == 0.0
+    assert empty.metrics["seper"] == 0.0
     # one no-context sample set for the example, one for the kept context, none for the empty one
     assert len(lm.prompts) == 2
 

@@ -212,7 +212,7 @@ def test_cli_given_responses_json(tmp_path, capsys):
 
 def test_eval_hook_runs_the_preset():
     from readerfit.retrieval_utility.hook import eval_record_hook
-    from readerfit.types import QAExample, Record
+    from readerfit.types import Compression, QAExample, Record
 
     class Recording(ChatLM):
         def __init__(self):
@@ -226,9 +226,8 @@ def test_eval_hook_runs_the_preset():
     lm = Recording()
     hook = eval_record_hook(pool=None, judge="lexical", n=3, preset="official")
     example = QAExample(id="q", question="Capital of France", answers=["Paris"])
-    record = Record(id="q", method="none", question=example.question, answers=example.answers, prediction="", em=0.0,
-                    f1=0.0, contains=0.0, origin_tokens=1, compressed_tokens=1, compress_s=0.0, read_s=0.0,
-                    compression={"text": "Paris is the capital."})
+    record = Record(id="q", method="none", question=example.question, answers=example.answers, prediction="",
+                    scores={}, compression=Compression("Paris is the capital.", origin_tokens=1, compressed_tokens=1))
 
     class Pipeline:
         pass
@@ -236,7 +235,7 @@ def test_eval_hook_runs_the_preset():
     pipeline = Pipeline()
     pipeline.lm = lm
     hook(example, record, pipeline)
-    assert "seper_error" not in record.extra and record.extra["delta_seper"] == 0.0  # "Paris" either way
+    assert not record.warnings and record.metrics["delta_seper"] == 0.0  # "Paris" either way
     assert [k["n"] for _, k in lm.kwargs] == [3, 3] and all(k["top_k"] == 50 for _, k in lm.kwargs)
     assert lm.kwargs[1][0].startswith("Answer the following question as briefly as possible.\nContext: Paris")
     assert lm.turns == []  # no chat template under the official preset

@@ -253,4 +253,4 @@ def test_reader_aware_compressors_use_the_pipelines_reader(tiny_lm, tiny_lm_dir,
     embed = pipes["xcompress-embed"].compressor
     [answerer] = embed._answerers.values()
     assert answerer.reader is other and answerer.sps.reader is other
-    assert record.prediction == answerer.answer(QUESTION, record.compression["text"]).text
+    assert record.prediction == answerer.answer(QUESTION, record.compression.text).text

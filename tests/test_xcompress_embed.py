@@ -123,15 +123,15 @@ def test_presets_run_in_the_eval_pipeline(tiny_lm, preset) -> None:
         Passage("The book was written by Anna. It sold well.", title="Book"), Passage("Paris France.", title="Club")]))
         for i, q in enumerate([QUESTION, "when was the club founded?"])]
     if preset == "official":
-        assert records[0].compression["text"] == "Book The book was written by Anna. It sold well."  # the top passage
+        assert records[0].compression.text == "Book The book was written by Anna. It sold well."  # the top passage
     answerer = next(iter(c._answerers.values()))
     assert answerer.config.probe_score == ("official" if preset == "official" else "paper")
     for r in records:
-        expected = answerer.answer(r.question, r.compression["text"])
+        expected = answerer.answer(r.question, r.compression.text)
         assert r.prediction == expected.text
-        assert r.compression["details"]["candidate_sps"] == pytest.approx(expected.selection.candidate_sps)
-        assert r.compression["details"]["probe_seed"] == expected.selection.seed
-    assert records[0].compression["details"]["probe_seed"] != records[1].compression["details"]["probe_seed"]
+        assert r.compression.details["candidate_sps"] == pytest.approx(expected.selection.candidate_sps)
+        assert r.compression.details["probe_seed"] == expected.selection.seed
+    assert records[0].compression.details["probe_seed"] != records[1].compression.details["probe_seed"]
 
 
 def test_data_spelling_control_tokens_stays_text_in_the_probe_prompt(tiny_lm) -> None:

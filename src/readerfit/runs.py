@@ -55,6 +55,17 @@ def read_run_file(folder: str | os.PathLike) -> tuple[str | None, dict[str, Any]
     return None, data  # the flat settings of an older readerfit
 
 
+def with_added(settings: dict[str, Any], added: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
+    """``settings`` plus each setting added after a run format was first written, ``{name: (value, default)}``,
+    kept only when its value is not the default: a run written before the setting existed behaved as the
+    default, so its folder keeps its settings and resumes. The one back-compatibility rule of run settings.
+
+    >>> with_added({"data": "d"}, {"preset": (None, None), "seed": (3, 0)})
+    {'data': 'd', 'seed': 3}
+    """
+    return {**settings, **{name: value for name, (value, default) in added.items() if value != default}}
+
+
 def check_out(out: Path) -> None:
     """Fail before any model loads when ``out`` cannot be a run folder."""
     if out.exists() and not out.is_dir():

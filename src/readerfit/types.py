@@ -6,7 +6,8 @@ speaks these types and nothing else.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
 from readerfit.errors import InputError
@@ -179,6 +180,30 @@ class Compression:
     metrics: dict[str, float] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The compression as a JSON object (``passage_of_unit`` and ``metrics`` only when set)."""
+        d: dict[str, Any] = {"text": self.text, "units": list(self.units), "scores": self.scores, "kept": list(self.kept),
+                             "origin_tokens": self.origin_tokens, "compressed_tokens": self.compressed_tokens,
+                             "seconds": self.seconds, "details": self.details}
+        if self.passage_of_unit is not None:
+            d["passage_of_unit"] = list(self.passage_of_unit)
+        if self.metrics:
+            d["metrics"] = dict(self.metrics)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Compression:
+        """The compression of a :meth:`to_dict` object (missing fields take their defaults).
+
+        >>> Compression.from_dict(Compression("a", units=["a", "b"], kept=[0]).to_dict()).kept
+        [0]
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise InputError(f"a compression has no field {', '.join(map(repr, unknown))}; fields: {', '.join(sorted(names))}")
+        return cls(**{"text": "", **d})
+
     @property
     def rate(self) -> float | None:
         """compressed / origin tokens (None when the tokens were not counted)."""
@@ -230,48 +255,135 @@ class CandidateProbs:
 
 @dataclass
 class Record:
-    """One pipeline result: one example through one method."""
+    """One pipeline result: one example through one method.
+
+    ``scores`` are the QA metrics of the prediction by name (``readerfit.metrics.qa.QA_METRICS``);
+    ``compression`` is what the compressor made, with the reader's token counts, its seconds and its own
+    numbers (``compression.metrics``, e.g. xcompress's ``sampled``); ``metrics`` are numbers added after
+    reading (ΔSePer); ``error`` is why the example failed (then the record is left out of the means);
+    ``rerank`` is the reranker's note; ``warnings`` say what went wrong without failing the record.
+    :meth:`to_dict` / :meth:`from_dict` are the one serialisation (``records.jsonl``, Ray).
+
+    >>> r = Record(id="q", method="none", question="Who?", answers=["Anna"], prediction="Anna",
+    ...            scores={"em": 1.0}, compression=Compression("Anna wrote it.", origin_tokens=8, compressed_tokens=4))
+    >>> Record.from_dict(r.to_dict()) == r, r.rate
+    (True, 0.5)
+    """
 
     id: str
     method: str
     question: str
     answers: list[str]
     prediction: str
-    em: float
-    f1: float
-    contains: float
-    origin_tokens: int  # the reader's tokens of the retrieved passages (``context_tokens_in`` before)
-    compressed_tokens: int  # the reader's tokens of the context it read (``context_tokens_out`` before)
-    compress_s: float
-    read_s: float
+    scores: dict[str, float]
+    compression: Compression = field(default_factory=lambda: Compression(""))
+    read_s: float = 0.0
     retrieve_s: float = 0.0
-    compression: dict[str, Any] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+    rerank: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def origin_tokens(self) -> int:
+        """The reader's tokens of the retrieved passages (``compression.origin_tokens``)."""
+        return self.compression.origin_tokens
+
+    @property
+    def compressed_tokens(self) -> int:
+        """The reader's tokens of the context it read (``compression.compressed_tokens``)."""
+        return self.compression.compressed_tokens
+
+    @property
+    def rate(self) -> float:
+        """The kept fraction of the reader's tokens (1.0 when none were counted, as for no context at all)."""
+        return self.compressed_tokens / self.origin_tokens if self.origin_tokens else 1.0
+
+    @property
+    def compress_s(self) -> float:
+        return self.compression.seconds
 
     @property
     def total_s(self) -> float:
         return self.retrieve_s + self.compress_s + self.read_s
 
+    def numbers(self) -> dict[str, float]:
+        """Every number a summary averages besides the scores and timings: the compressor's, then ``metrics``."""
+        return {**self.compression.metrics, **self.metrics}
+
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["total_s"] = self.total_s
+        # the compression's token counts and seconds are written once, beside the other costs of the record
+        compression = {k: v for k, v in self.compression.to_dict().items() if k not in _COSTS}
+        d: dict[str, Any] = {"id": self.id, "method": self.method, "question": self.question,
+                             "answers": list(self.answers), "prediction": self.prediction, "scores": dict(self.scores),
+                             **{key: getattr(self, key) for key in _COSTS.values()}, "read_s": self.read_s,
+                             "retrieve_s": self.retrieve_s, "total_s": self.total_s, "metrics": dict(self.metrics),
+                             "error": self.error, "compression": compression}
+        if self.rerank is not None:
+            d["rerank"] = self.rerank
+        if self.warnings:
+            d["warnings"] = list(self.warnings)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Record:
-        """A record as written (also one written before LLMLingua's names: ``context_tokens_in``/``_out``)."""
-        d = {RECORD_RENAMED.get(k, k): v for k, v in d.items() if k != "total_s"}
-        return cls(**d)
+        """A record as :meth:`to_dict` writes it, or as readerfit before 0.4 wrote it (flat scores; ``extra``
+        holding the error, the reranker's note and every number; the token counts once named
+        ``context_tokens_in``/``_out``), so older run folders resume and report. A malformed record is an
+        :class:`InputError` naming the field."""
+        if not isinstance(d, dict):
+            raise InputError(f"a record must be a JSON object, got {_kind(d)}")
+        if "scores" not in d:
+            d = _flat_record(d)
+        for key in ("id", "method"):
+            _expect(d.get(key), str, f"record field {key!r}")
+        compression = d.get("compression") or {}
+        if not isinstance(compression, dict):
+            raise InputError(f"record field 'compression' is {_kind(compression)}, expected an object")
+        costs = {field_: _number(d.get(key), key) for field_, key in _COSTS.items()}
+        return cls(id=d["id"], method=d["method"], question=d.get("question", ""), answers=list(d.get("answers", [])),
+                   prediction=d.get("prediction", ""), scores=_numbers(d.get("scores"), "scores"),
+                   compression=Compression.from_dict({**compression, **costs}),
+                   read_s=_number(d.get("read_s"), "read_s"), retrieve_s=_number(d.get("retrieve_s", 0.0), "retrieve_s"),
+                   metrics=_numbers(d.get("metrics", {}), "metrics"), error=d.get("error") or None,
+                   rerank=d.get("rerank"), warnings=list(d.get("warnings", [])))
 
 
-# the record fields written under other names before (old run folders still resume and report)
-RECORD_RENAMED = {"context_tokens_in": "origin_tokens", "context_tokens_out": "compressed_tokens"}
+# the compression's costs (field → the record's key for it)
+_COSTS = {"origin_tokens": "origin_tokens", "compressed_tokens": "compressed_tokens", "seconds": "compress_s"}
+# The fields of a record before 0.4 besides its scores (every other number at its top level was a score); the
+# token counts were named context_tokens_in/_out before LLMLingua's names.
+_FLAT_FIELDS = {"id", "method", "question", "answers", "prediction", "compress_s", "read_s", "retrieve_s", "total_s",
+                "origin_tokens", "compressed_tokens", "context_tokens_in", "context_tokens_out", "compression", "extra"}
 
 
-def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
-    """An eval record as a dict, its fields under today's names.
+def _flat_record(d: dict[str, Any]) -> dict[str, Any]:
+    """A record as readerfit before 0.4 wrote it, in today's layout."""
+    extra = d.get("extra") or {}
+    if not isinstance(extra, dict):
+        raise InputError(f"record field 'extra' is {_kind(extra)}, expected an object")
+    compression = d.get("compression") or {}
+    # the compressor's numbers were written twice, in extra and in compression["metrics"]; the rest were SePer's
+    own = compression.get("metrics") or {} if isinstance(compression, dict) else {}
+    out = {k: v for k, v in d.items() if k in _FLAT_FIELDS and k != "extra"}
+    out.update(origin_tokens=d.get("origin_tokens", d.get("context_tokens_in")),
+               compressed_tokens=d.get("compressed_tokens", d.get("context_tokens_out")),
+               scores={k: v for k, v in d.items() if k not in _FLAT_FIELDS}, error=extra.get("error"),
+               rerank=extra.get("rerank"), warnings=[f"{k}: {v}" for k, v in extra.items() if k.endswith("_error")],
+               metrics={k: v for k, v in extra.items()
+                        if k not in own and isinstance(v, (int, float)) and not isinstance(v, bool)})
+    return out
 
-    >>> upgrade_record({"id": "q", "context_tokens_in": 9, "context_tokens_out": 3})
-    {'id': 'q', 'origin_tokens': 9, 'compressed_tokens': 3}
-    """
-    return {RECORD_RENAMED.get(k, k): v for k, v in record.items()}
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"record field {what!r} is {value!r}, expected a number")
+    return value
+
+
+def _numbers(value: Any, what: str) -> dict[str, float]:
+    if not isinstance(value, dict):
+        raise InputError(f"record field {what!r} is {_kind(value)}, expected an object of numbers")
+    for k, v in value.items():
+        _number(v, f"{what}.{k}")
+    return dict(value)

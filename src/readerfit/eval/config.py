@@ -2,7 +2,7 @@
 
 ``settings()`` is what ``run.json`` stores and what a rerun must match to resume; it is the same
 dictionary readerfit 0.1 wrote, so folders of that version resume unchanged (keys that were added
-later appear only when set; the API key never does).
+later appear only when set: :func:`readerfit.runs.with_added`; the API key never does).
 
 >>> EvalConfig(data="dev.jsonl", compressors=["none"]).settings()["top_k"]
 5
@@ -21,11 +21,12 @@ from readerfit.models.device import auto_device, fast_dtype
 from readerfit.models.openai.config import PREFIX, redact_url
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.reader import READER_PROMPTS, load_shots, resolve_reader_prompt
-from readerfit.registry import PRESET_NAMES, make_config
+from readerfit.registry import PRESET_NAMES, make_config, param
 from readerfit.retrieval_utility.config import judge_warning, seper_judge
 from readerfit.retrieval_utility.judge import JUDGES
 from readerfit.retrieve.index import RETRIEVERS
 from readerfit.retrieve.rerank import RERANKERS
+from readerfit.runs import with_added
 
 RETRIEVER_CHOICES = ("none", *RETRIEVERS.names())
 
@@ -34,31 +35,45 @@ RETRIEVER_CHOICES = ("none", *RETRIEVERS.names())
 class EvalConfig:
     """One eval: data → (retrieve → rerank) → each compressor → the reader → EM/F1/containment."""
 
-    data: str
-    compressors: list[str] = field(default_factory=lambda: ["none"])
-    options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    format: str | None = None
-    limit: int | None = None
-    retriever: str = "none"
-    corpus: str | None = None
-    index: str | None = None
-    top_k: int = 5
-    reader: str = DEFAULT_LM
+    # the flags of ``readerfit eval`` (cli/eval.py); device, dtype and the server's are the shared model flags
+    data: str = param(help="dataset file (any supported format, optionally .gz) or hf:NAME[:CONFIG][:SPLIT]")
+    compressors: list[str] = param(default_factory=lambda: ["none"], flag="--compressor",
+                                   help="one or more registered compressors")
+    options: dict[str, dict[str, Any]] = param(default_factory=dict, flag="--option",
+                                               help="a compressor option, e.g. sentence-sim.top_n=3 (repeatable)")
+    format: str | None = param(None, help="dataset format (default: detected)")
+    limit: int | None = param(None, help="first N examples")
+    retriever: str = param("none", choices=RETRIEVER_CHOICES, help="none: use each example's own passages")
+    corpus: str | None = param(None, help="passage corpus file to index (with --retriever)")
+    index: str | None = param(None, help="a saved index folder (instead of --corpus)")
+    top_k: int = param(5, help="")
+    reader: str = param(DEFAULT_LM, help="reader LM: registered name, local directory or HF id")
     dtype: str = "float32"
     device: str | None = None
-    max_new_tokens: int = 32
-    seper: bool = False
-    judge: str | None = None  # SePer's judge; None: the preset's (the paper's NLI model), else lexical
-    seper_n: int = 10
-    rerank: str | None = None
-    rerank_top: int | None = None
+    max_new_tokens: int = param(32, help="")
+    seper: bool = param(False, help="add ΔSePer of each context (vs none) to the records and table")
+    # None: the preset's judge (the paper's NLI model), else lexical
+    judge: str | None = param(None, help="SePer judge: lexical | nli:<id or path> | lm:<model> (default lexical; with "
+                                         "--preset the paper's nli:microsoft/deberta-v2-xlarge-mnli)")
+    seper_n: int = param(10, help="SePer samples per condition")
+    rerank: str | None = param(None, help="rerank the passages before compressing: cross-encoder:<id or path> | lm "
+                                          "(the reader) | lm:<model> | provence | provence:<id or path>")
+    rerank_top: int | None = param(None, help="keep the reranker's best K passages (default: all, reordered)")
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
     context_length: int | None = None  # of served (openai:<model>) models, when their server does not report it
-    preset: str | None = None  # paper | official: every method as its paper defines it / its authors' code runs it
-    data_label: str | None = None  # what run.json calls the data (the demo: "demo")
-    reader_prompt: str = "default"  # default | exit-official | sps-paper | a template FILE ({context}, {question})
-    reader_shots: str | None = None  # few-shot examples for the reader prompt: a JSONL / JSON-list FILE
+    preset: str | None = param(None, choices=PRESET_NAMES,
+                               help="every method as its paper defines it (paper) or as its authors' released code "
+                                    "runs it (official); --option values override the preset (default: readerfit's "
+                                    "defaults)")
+    data_label: str | None = None  # what run.json calls the data (the demo: "demo"); no flag
+    reader_prompt: str = param("default", help="the reader's prompt: default (the EXIT paper's, one user turn), "
+                               "exit-official (the released EXIT reader: the context fenced in a system turn), "
+                               "sps-paper (the SPS paper's instruction), or a template FILE with {context} and "
+                               "{question}; recorded in the run settings")
+    reader_shots: str | None = param(None, help="few-shot examples for the reader prompt: JSON lines (or a JSON list) "
+                                     "of {\"question\", \"answers\": [...]}, shown as Question/Answer pairs where the "
+                                     "prompt has its {examples} slot")
 
     def __post_init__(self) -> None:
         self.compressors = list(self.compressors)
@@ -129,24 +144,22 @@ class EvalConfig:
             "retriever": self.retriever, "corpus": self.corpus, "index": self.index, "top_k": self.top_k,
             "reader": self.reader, "dtype": self.dtype, "max_new_tokens": self.max_new_tokens, "options": self.options,
         }
-        # added after the first release: only when set, so folders written before them keep their settings
+        seper: dict[str, Any] | None = None
+        prompt: dict[str, Any] | None = None
         if self.seper:
-            settings["seper"] = {"judge": self.seper_judge(), "n": self.seper_n}
-            if self.judge_warning():
-                settings["seper"]["judge_warning"] = self.judge_warning()
-        if self.rerank is not None:
-            settings["rerank"] = {"reranker": self.rerank, "top": self.rerank_top}
-        if self.base_url:
-            settings["base_url"] = redact_url(self.base_url)  # never a credential on disk
-        if self.preset is not None:
-            settings["preset"] = self.preset
-        if self.context_length is not None:
-            settings["context_length"] = self.context_length
+            warning = self.judge_warning()
+            seper = {"judge": self.seper_judge(), "n": self.seper_n, **({"judge_warning": warning} if warning else {})}
+        rerank = None if self.rerank is None else {"reranker": self.rerank, "top": self.rerank_top}
         if self.reader_prompt != "default" or self.reader_shots:  # the templates themselves: a FILE may change
             system, user = self.reader_templates()
-            settings["reader_prompt"] = {"name": self.reader_prompt, "system": system, "user": user,
-                                         **({"shots": self.reader_shots} if self.reader_shots else {})}
-        return settings
+            prompt = {"name": self.reader_prompt, "system": system, "user": user,
+                      **({"shots": self.reader_shots} if self.reader_shots else {})}
+        # added after the first release (None: off), so folders written before them keep their settings
+        return with_added(settings, {
+            "seper": (seper, None), "rerank": (rerank, None),
+            "base_url": (redact_url(self.base_url) if self.base_url else None, None),  # never a credential on disk
+            "preset": (self.preset, None), "context_length": (self.context_length, None), "reader_prompt": (prompt, None),
+        })
 
     def with_absolute_paths(self) -> EvalConfig:
         """A copy whose local files (corpus, index, reader, judge and reranker models) are absolute paths.

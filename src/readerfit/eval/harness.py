@@ -24,7 +24,7 @@ from readerfit.retrieve import build_retriever, load_index
 from readerfit.retrieve.base import Retriever
 from readerfit.retrieve.rerank import build_reranker
 from readerfit.runs import RunFolder
-from readerfit.types import QAExample, Record, upgrade_record
+from readerfit.types import QAExample, Record
 
 RecordHook = Callable[[QAExample, Record, RAGPipeline], None]
 
@@ -140,16 +140,10 @@ def open_eval_run(*, examples: Sequence[QAExample], methods: Sequence[str], out:
 
 def check_record(record: dict[str, Any]) -> str | None:
     """What is wrong with an eval record read back from disk (None when it can be summarised)."""
-    for key in ("id", "method"):
-        if not isinstance(record.get(key), str):
-            return f"field {key!r} is {record.get(key)!r}, expected a string"
-    upgraded = upgrade_record(record)  # a folder written before LLMLingua's names holds context_tokens_in/_out
-    for key in ("em", "f1", "contains", "origin_tokens", "compressed_tokens", "compress_s", "read_s"):
-        value = upgraded.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return f"field {key!r} is {value!r}, expected a number"
-    if not isinstance(record.get("extra", {}), dict):
-        return f"field 'extra' is {record.get('extra')!r}, expected an object"
+    try:
+        Record.from_dict(record)
+    except InputError as err:
+        return str(err)
     return None
 
 
@@ -248,8 +242,8 @@ def write_summary(run: RunFolder, *, examples: Sequence[QAExample], methods: Seq
     """
     position = {e.id: i for i, e in enumerate(examples)}
     method_pos = {m: i for i, m in enumerate(methods)}
-    records = sorted((r for r in run.log if r["id"] in position and r["method"] in method_pos),
-                     key=lambda r: (position[r["id"]], method_pos[r["method"]]))
+    records = sorted((Record.from_dict(r) for r in run.log if r["id"] in position and r["method"] in method_pos),
+                     key=lambda r: (position[r.id], method_pos[r.method]))
     summary = summarize(records, methods)
     result = summary_json(summary, n=len(examples), out=run.path)
     run.write_summary(result, summary_markdown(summary))
@@ -258,5 +252,4 @@ def write_summary(run: RunFolder, *, examples: Sequence[QAExample], methods: Seq
 
 def error_record(example: QAExample, method: str, err: Exception) -> Record:
     return Record(id=example.id, method=method, question=example.question, answers=list(example.answers),
-                  prediction="", em=0.0, f1=0.0, contains=0.0, origin_tokens=0, compressed_tokens=0,
-                  compress_s=0.0, read_s=0.0, extra={"error": f"{type(err).__name__}: {err}"})
+                  prediction="", scores={}, error=f"{type(err).__name__}: {err}")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from readerfit.compressors.base import BaseCompressor, ReadsCompressed, check_size
 from readerfit.errors import ContextLengthError, InputError
@@ -22,7 +21,7 @@ from readerfit.reader import READER_PROMPT, Reader, check_reader_prompt
 from readerfit.retrieve.base import Retriever
 from readerfit.retrieve.rerank import Reranker, Reranking
 from readerfit.text.split import get_splitter
-from readerfit.types import Compression, Passage, QAExample, Record
+from readerfit.types import Passage, QAExample, Record
 
 
 @dataclass
@@ -215,35 +214,8 @@ class RAGPipeline:
                 reading = self.reader.read(example.question, compression.text)
         except ContextLengthError as err:
             raise ContextLengthError(f"example {example.id!r}, compressor {self.compressor.name!r}: {err}") from err
-        scores = qa_scores(reading.answer, example.answers)
-        # the compressor's own numbers (e.g. xcompress "sampled"), averaged in the eval table
-        extra: dict[str, Any] = dict(compression.metrics)
-        if retrieved.reranking is not None:
-            extra["rerank"] = retrieved.reranking.note()
-        return Record(
-            id=example.id,
-            method=self.compressor.name,
-            question=example.question,
-            answers=list(example.answers),
-            prediction=reading.answer,
-            em=scores["em"],
-            f1=scores["f1"],
-            contains=scores["contains"],
-            origin_tokens=compression.origin_tokens,
-            compressed_tokens=compression.compressed_tokens,
-            compress_s=compression.seconds,
-            read_s=reading.seconds,
-            retrieve_s=retrieved.seconds,
-            compression=compression_summary(compression),
-            extra=extra,
-        )
-
-
-def compression_summary(c: Compression) -> dict[str, Any]:
-    """What a record keeps of a compression: the context, the units, scores, kept indices and details."""
-    out: dict[str, Any] = {"text": c.text, "units": c.units, "scores": c.scores, "kept": c.kept, "details": c.details}
-    if c.passage_of_unit is not None:
-        out["passage_of_unit"] = c.passage_of_unit
-    if c.metrics:
-        out["metrics"] = c.metrics
-    return out
+        return Record(id=example.id, method=self.compressor.name, question=example.question,
+                      answers=list(example.answers), prediction=reading.answer,
+                      scores=qa_scores(reading.answer, example.answers), compression=compression,
+                      read_s=reading.seconds, retrieve_s=retrieved.seconds,
+                      rerank=retrieved.reranking.note() if retrieved.reranking is not None else None)

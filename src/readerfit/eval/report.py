@@ -6,34 +6,34 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from readerfit.eval.summary import summarize, summary_markdown, summary_value
-from readerfit.report import OUTCOMES, Doc, colors, finite, fmt, mean
+from readerfit.eval.summary import label, summarize, summary_markdown, summary_value
+from readerfit.metrics.qa import QA_METRICS
+from readerfit.report import Doc, colors, finite, fmt, mean
 from readerfit.runs import RunView
+from readerfit.types import Record
 
 
 def report_section(folder: RunView, doc: Doc) -> None:
     """The eval's report: the results table, reranking, errors, accuracy vs kept tokens, latency."""
-    records = folder.records
+    records = [Record.from_dict(r) for r in folder.records]
     methods = list((folder.summary or {}).get("methods", {}))
     for r in records:
-        if r["method"] not in methods:
-            methods.append(r["method"])
+        if r.method not in methods:
+            methods.append(r.method)
     if records:
         summary = summarize(records, methods)
-        rows = {m: {"n": s.n, "em": s.em, "f1": s.f1, "contains": s.contains, "kept": s.rate,
-                    "compress_s": s.compress_s, "read_s": s.read_s, "n_errors": s.n_errors} for m, s in summary.items()}
-        n_questions = len({r["id"] for r in records})
+        rows = {m: {"n": s.n, **{k: s[k] for k in QA_METRICS}, "kept": s["rate"], "compress_s": s["compress_s"],
+                    "read_s": s["read_s"], "n_errors": s.n_errors} for m, s in summary.items()}
+        n_questions = len({r.id for r in records})
         doc.add(f"{len(records)} records, {n_questions} questions, {len(methods)} compressors; means over questions "
                 "recomputed from `records.jsonl` (errors left out of the means and counted)."
                 + ("" if folder.summary else " No `summary.json` yet: the run is in progress or was interrupted."))
         doc.add("## Results", summary_markdown(summary))
         for m in methods:
-            ok = [r for r in records if r["method"] == m and not r.get("extra", {}).get("error")]
-            rows[m]["retrieve_s"] = mean([r.get("retrieve_s", 0.0) for r in ok])
+            rows[m]["retrieve_s"] = mean([r.retrieve_s for r in records if r.method == m and not r.error])
     else:
         s_methods = folder.summary["methods"] if folder.summary else {}
-        rows = {m: {"n": v.get("n"), "em": v.get("em"), "f1": v.get("f1"), "contains": v.get("contains"),
-                    "kept": summary_value(v, "rate"), "compress_s": v.get("compress_s"),
+        rows = {m: {"n": v.get("n"), **{k: v.get(k) for k in QA_METRICS}, "kept": summary_value(v, "rate"), "compress_s": v.get("compress_s"),
                     "read_s": v.get("read_s"), "retrieve_s": max(0.0, (v.get("total_s") or 0.0)
                                                                  - (v.get("compress_s") or 0.0) - (v.get("read_s") or 0.0)),
                     "n_errors": v.get("n_errors", 0)} for m, v in s_methods.items()}
@@ -53,11 +53,11 @@ def report_section(folder: RunView, doc: Doc) -> None:
                lambda fig: _plot_latency(fig, plotted), size=(7.5, 1.2 + 0.45 * len(plotted)))
 
 
-def _rerank(records: Sequence[dict[str, Any]], doc: Doc) -> None:
-    notes = [r["extra"]["rerank"] for r in records if isinstance(r.get("extra", {}).get("rerank"), dict)]
+def _rerank(records: Sequence[Record], doc: Doc) -> None:
+    notes = [r.rerank for r in records if isinstance(r.rerank, dict)]
     if not notes:
         return
-    by: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+    by: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
     for n in notes:
         by.setdefault((n.get("reranker"), n.get("top_k")), []).append(n)
     rows = ["| reranker | top K | records | passages in (mean) | kept (mean) | seconds (mean) |", "|---|---|---|---|---|---|"]
@@ -67,8 +67,8 @@ def _rerank(records: Sequence[dict[str, Any]], doc: Doc) -> None:
     doc.add("## Reranking", "\n".join(rows), "Reranking seconds are part of the retrieval time (`retrieve_s`).")
 
 
-def _errors(records: Sequence[dict[str, Any]], doc: Doc) -> None:
-    errors = [(r["method"], r["extra"]["error"]) for r in records if r.get("extra", {}).get("error")]
+def _errors(records: Sequence[Record], doc: Doc) -> None:
+    errors = [(r.method, r.error) for r in records if r.error]
     if not errors:
         return
     counts: dict[tuple[str, str], int] = {}
@@ -80,12 +80,12 @@ def _errors(records: Sequence[dict[str, Any]], doc: Doc) -> None:
 
 
 def _plot_accuracy_vs_kept(fig: Any, rows: dict[str, dict[str, Any]]) -> None:
-    axes = fig.subplots(1, 3, sharex=True)
+    axes = fig.subplots(1, len(QA_METRICS), sharex=True)
     color_of = dict(zip(rows, colors(len(rows))))
     # hollow markers of different shapes: compressors on the same spot stay visible, named in the legend
     markers = dict(zip(rows, ["o", "s", "^", "D", "v", "P", "X", "*", "h", "<"] * (1 + len(rows) // 10)))
     xs_all = finite([r["kept"] for r in rows.values()])
-    for ax, key in zip(axes, OUTCOMES):
+    for ax, key in zip(axes, QA_METRICS):
         pts = [(m, r["kept"], r[key]) for m, r in rows.items() if finite([r["kept"]]) and finite([r[key]])]
         for method, x, y in pts:
             ax.scatter([x], [y], s=90, marker=markers[method], facecolors="none", edgecolors=[color_of[method]],
@@ -96,7 +96,7 @@ def _plot_accuracy_vs_kept(fig: Any, rows: dict[str, dict[str, Any]]) -> None:
         ax.set_xlim(-0.05, max([1.1] + [x + 0.1 for x in xs_all]))
         ax.set_xlabel("kept-token fraction (context tokens out / in)")
         ax.set_ylabel(f"mean {key}")
-        ax.set_title({"em": "EM", "f1": "F1"}.get(key, key))
+        ax.set_title(label(key))
         ax.grid(alpha=0.3)
     fig.legend(loc="outside lower center", ncols=min(len(rows), 6), fontsize=8, frameon=False)
     fig.suptitle("reader accuracy vs how much of the context each compressor keeps", fontsize=10)
@@ -110,9 +110,9 @@ def _plot_latency(fig: Any, rows: dict[str, dict[str, Any]]) -> None:
     if not any((rows[m].get("retrieve_s") or 0) >= 0.001 for m in names):
         parts = parts[1:]  # no retriever: its microseconds would only clutter the legend
     left = [0.0] * len(names)
-    for key, label, color in parts:
+    for key, name, color in parts:
         widths = [r if isinstance(r, (int, float)) and math.isfinite(r) else 0.0 for r in (rows[m].get(key) for m in names)]
-        ax.barh(names, widths, left=left, color=color, label=label)
+        ax.barh(names, widths, left=left, color=color, label=name)
         left = [a + b for a, b in zip(left, widths)]
     for i, total in enumerate(left):
         ax.annotate(f"{total:.2f} s", (total, i), textcoords="offset points", xytext=(4, -3), fontsize=8)

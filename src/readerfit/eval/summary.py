@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from readerfit.io import markdown_table
-from readerfit.types import upgrade_record
+from readerfit.metrics.qa import QA_METRICS
+from readerfit.types import Record
 
-# the reader's tokens in LLMLingua's names: origin_tokens (the passages), compressed_tokens (the context read),
-# rate (compressed / origin, the per-question mean), ratio (origin / compressed, of the means); a summary.json
-# written before them has context_tokens_in, context_tokens and kept_token_fraction (OLD_SUMMARY_KEYS)
-SUMMARY_KEYS = ("em", "f1", "contains", "origin_tokens", "compressed_tokens", "rate", "ratio",
-                "compress_s", "read_s", "total_s")
+# the means after the QA scores, in the order summary.json has always written them: the reader's tokens in
+# LLMLingua's names (origin_tokens: the passages, compressed_tokens: the context read), rate (compressed /
+# origin, the per-question mean), ratio (origin / compressed, of the means), then the seconds. A summary.json
+# written before these names has context_tokens_in, context_tokens and kept_token_fraction (OLD_SUMMARY_KEYS).
+COST_KEYS = ("origin_tokens", "compressed_tokens", "rate", "ratio", "compress_s", "read_s", "total_s")
 OLD_SUMMARY_KEYS = {"origin_tokens": "context_tokens_in", "compressed_tokens": "context_tokens",
                     "rate": "kept_token_fraction"}
 
@@ -28,23 +29,25 @@ def summary_value(method: dict[str, Any], key: str) -> Any:
 
 @dataclass
 class MethodSummary:
-    """Per-question means of one compressor's records (errors excluded and counted)."""
+    """Per-question means of one compressor's records (errors excluded and counted): ``means`` holds the
+    records' scores (:attr:`score_names`: the QA metrics first), the token counts, rate and seconds
+    (:data:`COST_KEYS`), then whatever numbers the records carry (the compressor's, ΔSePer's), by name."""
 
     n: int
-    em: float
-    f1: float
-    contains: float
-    origin_tokens: float
-    compressed_tokens: float
-    rate: float
-    ratio: float
-    compress_s: float
-    read_s: float
-    total_s: float
     n_errors: int = 0
-    extra: dict[str, float] = field(default_factory=dict)
+    means: dict[str, float] = field(default_factory=dict)
+    score_names: tuple[str, ...] = ()
     # contains per question id: which questions a compressor gained or lost against the baseline
     contains_by_id: dict[str, float] = field(default_factory=dict, repr=False)
+
+    def __getitem__(self, key: str) -> float:
+        """A mean by name (NaN when no record carried it)."""
+        return self.means.get(key, math.nan)
+
+    @property
+    def numbers(self) -> list[str]:
+        """The names of the means that are neither scores nor costs (the records' own numbers)."""
+        return [k for k in self.means if k not in self.score_names and k not in COST_KEYS]
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -55,34 +58,26 @@ def _divide(origin: Sequence[float], compressed: Sequence[float]) -> float:
     return float(sum(origin) / sum(compressed)) if origin and sum(compressed) > 0 else math.nan
 
 
-def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str]) -> dict[str, MethodSummary]:
+def summarize(records: Sequence[Record], methods: Sequence[str]) -> dict[str, MethodSummary]:
     """Summaries recomputed from the records alone, so a resumed run summarises like an uninterrupted one."""
     out: dict[str, MethodSummary] = {}
     for method in methods:
-        rows = [upgrade_record(r) for r in records if r["method"] == method]
-        ok = [r for r in rows if not r.get("extra", {}).get("error")]
-        fractions = [r["compressed_tokens"] / r["origin_tokens"] if r["origin_tokens"] else 1.0 for r in ok]
-        numeric_extra: dict[str, list[float]] = {}
+        rows = [r for r in records if r.method == method]
+        ok = [r for r in rows if not r.error]
+        names = tuple(dict.fromkeys([*QA_METRICS, *(k for r in ok for k in r.scores)]))
+        means = {k: _mean([r.scores[k] for r in ok if k in r.scores]) for k in names}
+        means.update(origin_tokens=_mean([r.origin_tokens for r in ok]),
+                     compressed_tokens=_mean([r.compressed_tokens for r in ok]), rate=_mean([r.rate for r in ok]),
+                     ratio=_divide([r.origin_tokens for r in ok], [r.compressed_tokens for r in ok]),
+                     compress_s=_mean([r.compress_s for r in ok]), read_s=_mean([r.read_s for r in ok]),
+                     total_s=_mean([r.total_s for r in ok]))
+        numbers: dict[str, list[float]] = {}
         for r in ok:
-            for k, v in r.get("extra", {}).items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    numeric_extra.setdefault(k, []).append(float(v))
-        out[method] = MethodSummary(
-            n=len(ok),
-            em=_mean([r["em"] for r in ok]),
-            f1=_mean([r["f1"] for r in ok]),
-            contains=_mean([r["contains"] for r in ok]),
-            origin_tokens=_mean([r["origin_tokens"] for r in ok]),
-            compressed_tokens=_mean([r["compressed_tokens"] for r in ok]),
-            rate=_mean(fractions),
-            ratio=_divide([r["origin_tokens"] for r in ok], [r["compressed_tokens"] for r in ok]),
-            compress_s=_mean([r["compress_s"] for r in ok]),
-            read_s=_mean([r["read_s"] for r in ok]),
-            total_s=_mean([r["total_s"] for r in ok]),
-            n_errors=len(rows) - len(ok),
-            extra={k: _mean(v) for k, v in numeric_extra.items()},
-            contains_by_id={str(r["id"]): float(r["contains"]) for r in ok},
-        )
+            for k, v in r.numbers().items():
+                numbers.setdefault(k, []).append(float(v))
+        means.update({k: _mean(v) for k, v in numbers.items()})
+        out[method] = MethodSummary(n=len(ok), n_errors=len(rows) - len(ok), means=means, score_names=names,
+                                    contains_by_id={r.id: float(r.scores.get("contains", math.nan)) for r in ok})
     return out
 
 
@@ -98,7 +93,7 @@ def versus_baseline(summary: dict[str, MethodSummary], baseline: str = BASELINE)
     base = summary.get(baseline)
     if base is None or not base.n or len(summary) < 2:
         return []
-    base_s = base.compress_s + base.read_s
+    base_s = base["compress_s"] + base["read_s"]
     lines = [f"What each compressor bought against `{baseline}` (per-question means over {base.n} questions; "
              f"percentages are of `{baseline}`'s):", ""]
     for method, s in summary.items():
@@ -107,17 +102,17 @@ def versus_baseline(summary: dict[str, MethodSummary], baseline: str = BASELINE)
         if not s.n:
             lines.append(f"- {method}: no result ({s.n_errors} errors)")
             continue
-        seconds = s.compress_s + s.read_s
+        seconds = s["compress_s"] + s["read_s"]
         shared = s.contains_by_id.keys() & base.contains_by_id.keys()
         gained = sum(s.contains_by_id[q] > base.contains_by_id[q] for q in shared)
         lost = sum(s.contains_by_id[q] < base.contains_by_id[q] for q in shared)
         errors = f"; errors left out: {s.n_errors}" if s.n_errors else ""
         lines.append(
-            f"- {method}: {s.compressed_tokens:.0f} context tokens vs {base.compressed_tokens:.0f} "
-            f"({_ratio(s.compressed_tokens, base.compressed_tokens)}), "
-            f"{seconds:.2f} s vs {base_s:.2f} s per question ({_ratio(seconds, base_s)}: compress {s.compress_s:.2f} "
-            f"+ read {s.read_s:.2f}), contains {s.contains:.3f} vs {base.contains:.3f} "
-            f"({s.contains - base.contains:+.3f}: questions gained {gained}, lost {lost}){errors}"
+            f"- {method}: {s['compressed_tokens']:.0f} context tokens vs {base['compressed_tokens']:.0f} "
+            f"({_ratio(s['compressed_tokens'], base['compressed_tokens'])}), "
+            f"{seconds:.2f} s vs {base_s:.2f} s per question ({_ratio(seconds, base_s)}: compress "
+            f"{s['compress_s']:.2f} + read {s['read_s']:.2f}), contains {s['contains']:.3f} vs {base['contains']:.3f} "
+            f"({s['contains'] - base['contains']:+.3f}: questions gained {gained}, lost {lost}){errors}"
         )
     return lines
 
@@ -126,18 +121,18 @@ def _ratio(value: float, base: float) -> str:
     return f"{value / base:.0%}" if base > 0 else "n/a"
 
 
+def label(key: str) -> str:
+    """A mean's column heading: short metric names in capitals (EM, F1), the others as named."""
+    return key.upper() if len(key) <= 2 else key
+
+
 def summary_markdown(summary: dict[str, MethodSummary]) -> str:
-    rows = []
-    for method, s in summary.items():
-        row = {"method": method, **{k: getattr(s, k) for k in SUMMARY_KEYS}, "n": s.n, "n_errors": s.n_errors}
-        row.update(s.extra)
-        rows.append(row)
-    columns = [("method", "method", ""), ("n", "n", "d"), ("em", "EM", ".3f"), ("f1", "F1", ".3f"),
-               ("contains", "contains", ".3f"), ("compressed_tokens", "ctx tokens", ".1f"),
-               ("rate", "% kept", ".1%"), ("compress_s", "compress s", ".3f"),
-               ("read_s", "read s", ".3f"), ("total_s", "total s", ".3f")]
-    extra_keys = sorted({k for s in summary.values() for k in s.extra})
-    columns += [(k, k, ".3f") for k in extra_keys]
+    rows = [{"method": method, "n": s.n, "n_errors": s.n_errors, **s.means} for method, s in summary.items()]
+    scores = dict.fromkeys(k for s in summary.values() for k in s.score_names) or dict.fromkeys(QA_METRICS)
+    columns = [("method", "method", ""), ("n", "n", "d"), *((k, label(k), ".3f") for k in scores),
+               ("compressed_tokens", "ctx tokens", ".1f"), ("rate", "% kept", ".1%"),
+               *((k, k.replace("_s", " s"), ".3f") for k in ("compress_s", "read_s", "total_s"))]
+    columns += [(k, k, ".3f") for k in sorted({k for s in summary.values() for k in s.numbers})]
     if any(s.n_errors for s in summary.values()):
         columns.append(("n_errors", "errors", "d"))
     table = markdown_table(rows, columns)
@@ -148,5 +143,7 @@ def summary_markdown(summary: dict[str, MethodSummary]) -> str:
 def summary_json(summary: dict[str, MethodSummary], *, n: int, out: Path | None) -> dict[str, Any]:
     methods = {}
     for method, s in summary.items():
-        methods[method] = {"n": s.n, **{k: getattr(s, k) for k in SUMMARY_KEYS}, "n_errors": s.n_errors, **s.extra}
+        # the layout summary.json has always had: n, the scores, the costs, n_errors, the other numbers
+        methods[method] = {"n": s.n, **{k: s[k] for k in (*s.score_names, *COST_KEYS)}, "n_errors": s.n_errors,
+                           **{k: s[k] for k in s.numbers}}
     return {"n": n, "methods": methods, "out": str(out) if out else None}

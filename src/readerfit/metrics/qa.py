@@ -8,7 +8,7 @@ as the official SQuAD v1.1 script does.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from readerfit.errors import InputError
 from readerfit.text.normalize import normalize_answer
@@ -114,14 +114,15 @@ def rouge_l(*, prediction: str, references: Sequence[str]) -> float:
     return max(_rouge_l_single(prediction, r) for r in refs)
 
 
+# The QA metrics by name: every record scores its prediction with each, and every summary and report column
+# derives from this one table (a new metric is one line here).
+QA_METRICS: dict[str, Callable[..., float]] = {"em": exact_match, "f1": f1, "contains": contains}
+
+
 def qa_scores(prediction: str, references: Sequence[str]) -> dict[str, float]:
-    """``{"em", "f1", "contains"}`` for one prediction.
+    """Every :data:`QA_METRICS` score of one prediction, by name.
 
     >>> qa_scores("Paris", ["Paris", "City of Light"])
     {'em': 1.0, 'f1': 1.0, 'contains': 1.0}
     """
-    return {
-        "em": exact_match(prediction=prediction, references=references),
-        "f1": f1(prediction=prediction, references=references),
-        "contains": contains(prediction=prediction, references=references),
-    }
+    return {name: metric(prediction=prediction, references=references) for name, metric in QA_METRICS.items()}

@@ -20,9 +20,9 @@ def eval_record_hook(*, pool: Any, judge: str | None = None, n: int = 10, preset
     here, so a judge that cannot load fails before any example runs.
 
     The reader of each pipeline is the generator. Adds ``delta_seper`` (soft),
-    ``delta_seper_hard`` and ``seper`` (with the context) to ``record.extra``; a
-    SePer failure (e.g. a context too long for the prompt) is noted as
-    ``seper_error`` without failing the record. The no-context samples of an
+    ``delta_seper_hard`` and ``seper`` (with the context) to ``record.metrics``; a
+    SePer failure (e.g. a context too long for the prompt) is a warning of the
+    record (``seper_error: ...``) without failing it. The no-context samples of an
     example are drawn once and shared by all compressors; a compressor that
     kept nothing (an empty or whitespace context) is no retrieval: ΔSePer 0.
     """
@@ -38,13 +38,10 @@ def eval_record_hook(*, pool: Any, judge: str | None = None, n: int = 10, preset
             if key not in cache:
                 cache.clear()  # examples come one at a time; keep only the current one
                 cache[key] = seper.sample(example.question, None)
-            context = (record.compression or {}).get("text", "")
-            d = seper.delta(example.question, example.answers, context, baseline=cache[key])
+            d = seper.delta(example.question, example.answers, record.compression.text, baseline=cache[key])
         except ReaderfitError as err:
-            record.extra["seper_error"] = f"{type(err).__name__}: {err}"
+            record.warnings.append(f"seper_error: {type(err).__name__}: {err}")
             return
-        record.extra["delta_seper"] = d.soft
-        record.extra["delta_seper_hard"] = d.hard
-        record.extra["seper"] = d.with_context.soft
+        record.metrics.update(delta_seper=d.soft, delta_seper_hard=d.hard, seper=d.with_context.soft)
 
     return hook

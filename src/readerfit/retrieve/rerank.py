@@ -75,7 +75,7 @@ class Reranking:
     pieces: dict[int, int] = field(default_factory=dict)
 
     def note(self) -> dict[str, Any]:
-        """What ``Record.extra["rerank"]`` holds."""
+        """What ``Record.rerank`` holds."""
         out: dict[str, Any] = {"reranker": self.reranker, "top_k": self.top_k, "n_in": len(self.scores),
                                "order": self.order, "scores": self.scores, "seconds": self.seconds}
         if self.pieces:
