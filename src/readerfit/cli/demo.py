@@ -6,13 +6,19 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from readerfit.cli.eval import eval_config
-from readerfit.cli.options import add_model_args, add_server_args, add_threads_arg, emit, positive_int
+from readerfit.cli.eval import FLAGS, EvalRun, eval_config, run_from
+from readerfit.cli.options import (
+    add_dataclass_args,
+    add_model_args,
+    add_server_args,
+    add_threads_arg,
+    config_from_args,
+    emit,
+)
 from readerfit.data import demo_corpus_path, demo_path
 from readerfit.eval.config import EvalConfig
 from readerfit.experiments import frontier
 from readerfit.models.pool import ModelPool
-from readerfit.models.specs import DEFAULT_LM
 from readerfit.report import finish_run
 from readerfit.runs import Outcome, RunFolder
 
@@ -23,27 +29,33 @@ DEMO_TOP_K = 10
 FRONTIER_COMPRESSORS = ("exit", "sentence-sim")
 
 
+# the eval flags the demo takes (the rest are fixed: its data, BM25 over its corpus, DEMO_TOP_K)
+DEMO_FLAGS = ("compressors", "limit", "reader", "out")
+
+
 def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
-    p.add_argument("--limit", type=positive_int, default=None)
-    p.add_argument("--compressor", nargs="+", default=["none", "sentence-sim", "exit"])
-    p.add_argument("--reader", default=DEFAULT_LM)
-    p.add_argument("--out", default=None)
+    flags = {**FLAGS, "compressors": {**FLAGS["compressors"], "default": ["none", "sentence-sim", "exit"]}}
+    add_dataclass_args(p, EvalConfig, only=DEMO_FLAGS, extra=flags)
+    add_dataclass_args(p, EvalRun, only=DEMO_FLAGS, extra=flags)
     add_model_args(p)
     add_server_args(p)
     add_threads_arg(p)
-    p.set_defaults(ray=None, ray_workers=None, skip_invalid=False)
+
+
+def config_from(args: argparse.Namespace) -> EvalConfig:
+    return config_from_args(EvalConfig, args, data=str(demo_path()), data_label="demo", retriever="bm25",
+                            corpus=str(demo_corpus_path()), top_k=DEMO_TOP_K)
 
 
 def run(args: argparse.Namespace) -> int:
-    config = EvalConfig(data=str(demo_path()), data_label="demo", compressors=args.compressor, limit=args.limit,
-                        retriever="bm25", corpus=str(demo_corpus_path()), top_k=DEMO_TOP_K, reader=args.reader,
-                        dtype=args.dtype, device=args.device, base_url=args.base_url, api_key=args.api_key,
-                        context_length=args.context_length)
-    result, text = eval_config(config, args)
-    selecting = [c for c in args.compressor if c in FRONTIER_COMPRESSORS]
+    config = config_from(args)
+    result, text = eval_config(config, run_options=run_from(args))
+    selecting = [c for c in config.compressors if c in FRONTIER_COMPRESSORS]
     if selecting:
-        frontier = run_frontier(frontier_config(limit=args.limit, compressors=selecting, reader=args.reader,
-                                                dtype=args.dtype), out=Path(result["out"]) / "frontier", args=args)
+        # the dtype as given (auto, not what it resolved to here): the frontier folder's settings as before
+        frontier = run_frontier(frontier_config(limit=config.limit, compressors=selecting, reader=config.reader,
+                                                dtype=args.dtype), out=Path(result["out"]) / "frontier",
+                                device=config.device, progress=not args.no_progress)
         result["frontier"] = frontier.result
         text += ("\n\nWhat the compressors keep of each demo question's own passages (gold and distractors), budget "
                  "by budget: answer recall = the share of questions whose passages hold a gold answer that still do "
@@ -56,11 +68,11 @@ def frontier_config(*, limit: int | None, compressors: list[str], reader: str, d
     return frontier.Config(data=str(demo_path()), limit=limit, compressors=compressors, reader=reader, dtype=dtype)
 
 
-def run_frontier(config: frontier.Config, *, out: Path, args: argparse.Namespace) -> Outcome:
+def run_frontier(config: frontier.Config, *, out: Path, device: str | None, progress: bool) -> Outcome:
     """``readerfit exp frontier`` on the demo set, in the demo run's folder (resumed like it)."""
-    pool = ModelPool(device=args.device, dtype=config.dtype)
+    pool = ModelPool(device=device, dtype=config.dtype)
     with RunFolder.open(out, kind="frontier", settings=config.settings(), key=frontier.KEY,
                         data_label="demo") as run:
-        outcome = frontier.run(config, run=run, pool=pool, progress=not args.no_progress)
+        outcome = frontier.run(config, run=run, pool=pool, progress=progress)
         finish_run(run, outcome.result, outcome.table, section=frontier.report_section)
     return outcome

@@ -8,10 +8,11 @@ import json
 import math
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from readerfit.errors import InputError
+from readerfit.registry import parse_options
 
 
 def positive_int(text: str) -> int:
@@ -43,20 +44,32 @@ def _base_type(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-def add_dataclass_args(parser: argparse.ArgumentParser, config_class: type, *, exclude: Sequence[str] = ()) -> None:
+def _flag(f: dataclasses.Field) -> str:
+    return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
+
+
+def add_dataclass_args(parser: argparse.ArgumentParser, config_class: type, *, exclude: Sequence[str] = (),
+                       only: Sequence[str] | None = None, extra: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """One flag per field of ``config_class`` (``--field-name``), typed, defaulted and documented from the field.
 
     A field's metadata (see :func:`readerfit.registry.param`) gives its help, and optionally its flag,
-    aliases, choices and an argparse type; a field without a default is a required flag.
+    aliases, choices and an argparse type; a field without a default is a required flag. A list field
+    takes one or more values; a ``{NAME: {KEY: value}}`` dict field is a repeated ``NAME.KEY=VALUE`` flag
+    (read by :func:`config_from_args`). ``only`` keeps those fields; ``extra`` adds argparse keywords by
+    field name for what the metadata cannot say (a metavar, ``nargs``/``const``, a CLI-only type, another
+    default), e.g. ``{"ray": {"nargs": "?", "const": "local"}}``.
     """
     hints = typing.get_type_hints(config_class)
     for f in dataclasses.fields(config_class):
-        if not f.init or f.name in exclude:
+        if not f.init or f.name in exclude or (only is not None and f.name not in only):
             continue
         meta = f.metadata
-        flags = [meta.get("flag") or "--" + f.name.replace("_", "-"), *meta.get("aliases", ())]
+        more = dict((extra or {}).get(f.name, {}))
+        flags = [_flag(f), *meta.get("aliases", ())]
         kwargs: dict[str, Any] = {"dest": f.name, "help": meta.get("help", "")}
-        if f.default is not dataclasses.MISSING:
+        if "default" in more:
+            default = more.pop("default")
+        elif f.default is not dataclasses.MISSING:
             default = f.default
         elif f.default_factory is not dataclasses.MISSING:
             default = f.default_factory()
@@ -66,6 +79,9 @@ def add_dataclass_args(parser: argparse.ArgumentParser, config_class: type, *, e
         origin = typing.get_origin(tp)
         if tp is bool:
             kwargs["action"] = argparse.BooleanOptionalAction if default is True else "store_true"
+        elif origin is dict:
+            kwargs["action"] = "append"
+            default = []  # the NAME.KEY=VALUE items, parsed by config_from_args
         else:
             if origin in (list, tuple):
                 kwargs["nargs"] = "+"
@@ -77,17 +93,24 @@ def add_dataclass_args(parser: argparse.ArgumentParser, config_class: type, *, e
             kwargs["required"] = True
         else:
             kwargs["default"] = list(default) if isinstance(default, tuple) else default
-            if kwargs["help"] and default not in (None, False) and tp is not bool:
+            if kwargs["help"] and default not in (None, False) and default != [] and tp is not bool:
                 shown = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else default
                 kwargs["help"] += f" (default: {shown})"
-        parser.add_argument(*flags, **kwargs)
+        parser.add_argument(*flags, **{**kwargs, **more})
 
 
-def config_from_args(config_class: type, args: argparse.Namespace) -> Any:
-    """``config_class`` built from the parsed flags of :func:`add_dataclass_args` (its checks run)."""
+def config_from_args(config_class: type, args: argparse.Namespace, **fixed: Any) -> Any:
+    """``config_class`` built from the parsed flags of :func:`add_dataclass_args` (its checks run).
+
+    Fields without a flag in ``args`` keep their defaults, or take the values in ``fixed``.
+    """
+    hints = typing.get_type_hints(config_class)
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(config_class) if f.init and hasattr(args, f.name)}
+    for f in dataclasses.fields(config_class):
+        if typing.get_origin(_base_type(hints[f.name])[0]) is dict and isinstance(values.get(f.name), list):
+            values[f.name] = parse_options(values[f.name], what=_flag(f))
     try:
-        return config_class(**values)
+        return config_class(**{**values, **fixed})
     except TypeError as err:
         raise InputError(str(err)) from err
 
