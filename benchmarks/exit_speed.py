@@ -81,7 +81,7 @@ def time_encoders(questions: list, labels: list[int], names: list[str], variants
 
     pool = ModelPool(device="cpu")
     paths = {(name, v): c for name in names
-             for v, c in encoder_variants(build_classifier(ExitConfig(classifier=name), pool), variants).items()}
+             for v, c in encoder_variants(build_classifier(ExitConfig(model=name), pool), variants).items()}
     q0, groups0 = questions[0]
     for clf in paths.values():  # warm-up
         clf.score(q0, groups0[:1])

@@ -55,7 +55,7 @@ def random_passages(rng: random.Random) -> list[Passage]:
 
 
 def exit_with(config: ExitConfig, seed: int = 0, reader=None) -> ExitCompressor:
-    return ExitCompressor(RandomScores(seed), splitter=str.split, config=config, reader=reader)
+    return ExitCompressor(RandomScores(seed), splitter=str.split, config=config, reader_lm=reader)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -188,7 +188,7 @@ def test_selective_context_budget_is_a_hard_cap_in_the_readers_tokens(tiny_lm, u
     for seed in range(4):
         passages = random_passages(random.Random(seed))
         for rate in (0.2, 0.5):
-            sc = SelectiveContext(tiny_lm, splitter=get_splitter("regex"), reader=tiny_lm,
+            sc = SelectiveContext(tiny_lm, splitter=get_splitter("regex"), reader_lm=tiny_lm,
                                   config=SelectiveContextConfig(unit=unit, rate=rate))
             c = sc.compress(QUESTION, passages)
             limit = int(rate * tiny_lm.count_tokens(join_passages(passages)))

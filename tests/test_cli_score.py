@@ -66,7 +66,7 @@ def test_several_scorers_one_key_each(tiny_lm, tiny_lm_dir, pool, capsys, monkey
     result = json.loads(out.splitlines()[-1])
     assert result["scorer"] == ["sps", "ppl", "longppl"] and list(result["scores"]) == ["sps", "ppl", "longppl"]
     for name in result["scorer"]:
-        direct = SCORERS.build(name, {}, reader=tiny_lm, pool=pool).score(TEXTS)
+        direct = SCORERS.build(name, {}, reader_lm=tiny_lm, pool=pool).score(TEXTS)
         assert result["scores"][name] == pytest.approx(direct, rel=1e-5)
 
 
@@ -91,7 +91,7 @@ def test_sps_refuses_a_context_and_longppl_reads_control_token_strings_as_text(t
     code, out, err = run_cli(score_args(tiny_lm_dir, "--scorer", "longppl", "--json"), capsys, monkeypatch,
                              f"{TEXTS[0]}\n{dirty}\n")
     assert code == 0, err
-    scorer = SCORERS.build("longppl", {}, reader=tiny_lm, pool=pool)
+    scorer = SCORERS.build("longppl", {}, reader_lm=tiny_lm, pool=pool)
     controls = set(tiny_lm.tokenizer.all_special_ids) | set(tiny_lm.tokenizer.added_tokens_decoder)
     for bos in (True, False):
         scorer.config.bos = bos

@@ -47,15 +47,16 @@ def pool(tiny_lm, tiny_lm_dir) -> ModelPool:
 
 
 # ----- compressors ---------------------------------------------------------------------------------------------
-# what each compressor needs to run quickly on the tiny models (every other option keeps the paper's default)
+# what each compressor needs to run quickly on the tiny models (every other option keeps the paper's default);
+# every compressor's own model is its ``model`` option (tests/test_option_names.py)
 COMPRESSOR_OPTIONS: dict[str, dict[str, Any]] = {
     "none": {},
     "sentence-sim": {"top_n": 2, "splitter": "regex"},
-    "summary": {"compressor": "tiny", "max_new_tokens": 6},
-    "xcompress": {"compressor": "tiny", "k": 2, "max_new_tokens": 6, "scorer_options": {"cache": False}},
-    "xcompress-embed": {"compressor": "tiny", "max_new_tokens": 6, "n_probes": 3, "keep": 1, "top_p": 4},
-    "exit": {"classifier": "tiny", "splitter": "regex"},
-    "selective-context": {"lm": "tiny", "splitter": "regex"},
+    "summary": {"model": "tiny", "max_new_tokens": 6},
+    "xcompress": {"model": "tiny", "k": 2, "max_new_tokens": 6, "scorer_options": {"cache": False}},
+    "xcompress-embed": {"model": "tiny", "max_new_tokens": 6, "n_probes": 3, "keep": 1, "top_p": 4},
+    "exit": {"model": "tiny", "splitter": "regex"},
+    "selective-context": {"model": "tiny", "splitter": "regex"},
     "longllmlingua": {"model": "TINY_DIR", "rate": 0.5},
     "provence": {"model": "TINY_PROVENCE", "splitter": "regex"},
     "llmlingua2": {"model": "TINY_LLMLINGUA2"},
@@ -145,7 +146,7 @@ def test_compressor_budget_is_validated_and_reported(name, pool, tiny_lm, tiny_l
             compressor(name, pool, tiny_lm_dir, rate=bad)
     c = COMPRESSORS.build(name, {**{k: option_value(v, tiny_lm_dir) for k, v in COMPRESSOR_OPTIONS[name].items()},
                                  "rate": 0.5},
-                          pool=pool, reader=tiny_lm)
+                          pool=pool, reader_lm=tiny_lm)
     out = c.compress(QUESTION, PASSAGES)
     assert "budget" in out.details or not isinstance(c, Budgeted)
     if "budget" in out.details:  # a hard cap (longllmlingua's rate is llmlingua's own target instead)
@@ -187,7 +188,7 @@ def test_reader_aware_compressors_are_handed_the_readers(name, pool, tiny_lm_dir
 
     other = HFLanguageModel(str(build_tiny_lm(tmp_path / "other", seed=2)), device="cpu")
     c = build_compressor(name, pool, reader=other, **COMPRESSOR_OPTIONS[name])
-    assert c.reader is other
+    assert c.reader_lm is other
 
 
 # ----- scorers -------------------------------------------------------------------------------------------------

@@ -261,7 +261,7 @@ def test_bad_inputs_and_options():
     with pytest.raises(InputError):
         comp.compress(QUESTION, [])
     for bad in ({"threshold": 1.5}, {"threshold": -0.1}, {"threshold": "high"}, {"batch_size": 0},
-                {"max_tokens": 3}, {"classifier": ""}, {"adapter": "/no/such/dir"}):
+                {"max_tokens": 3}, {"model": ""}, {"adapter": "/no/such/dir"}):
         with pytest.raises(InputError):
             ExitConfig(**bad)
     with pytest.raises(InputError, match="no_such_option"):
@@ -291,16 +291,16 @@ def _lora_dir(tiny_lm_dir: Path, out: Path) -> Path:
 def test_trained_lm_directory_and_adapter_option(tiny_lm_dir, tmp_path):
     adapter = _lora_dir(tiny_lm_dir, tmp_path / "clf")
     pool = ModelPool(device="cpu")
-    via_dir = build_classifier(ExitConfig(classifier=str(adapter)), pool)
-    via_adapter = build_classifier(ExitConfig(classifier=str(tiny_lm_dir), adapter=str(adapter)), pool)
-    base = build_classifier(ExitConfig(classifier=str(tiny_lm_dir)), pool)
+    via_dir = build_classifier(ExitConfig(model=str(adapter)), pool)
+    via_adapter = build_classifier(ExitConfig(model=str(tiny_lm_dir), adapter=str(adapter)), pool)
+    base = build_classifier(ExitConfig(model=str(tiny_lm_dir)), pool)
     a = via_dir.score(QUESTION, GROUPS[:1])[0].scores
     b = via_adapter.score(QUESTION, GROUPS[:1])[0].scores
     c = base.score(QUESTION, GROUPS[:1])[0].scores
     assert a == pytest.approx(b, abs=1e-6)
     assert max(abs(x - y) for x, y in zip(a, c)) > 1e-4  # the adapter changes the scores
     with pytest.raises(InputError):
-        build_classifier(ExitConfig(classifier=str(adapter), adapter=str(adapter)), pool)
+        build_classifier(ExitConfig(model=str(adapter), adapter=str(adapter)), pool)
 
 
 def test_shipped_default_classifier_is_present_and_small():

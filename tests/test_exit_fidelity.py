@@ -256,9 +256,9 @@ def test_compressor_scores_a_trained_directory_as_it_was_trained(tiny_lm_dir, da
     out = tmp_path / "clf"
     train(data=data_file, out=out, config=lm_config(tiny_lm_dir, prompt="official", labels="variants"), device="cpu",
           progress=False)
-    clf = build_classifier(ExitConfig(classifier=str(out)), ModelPool(device="cpu"))
+    clf = build_classifier(ExitConfig(model=str(out)), ModelPool(device="cpu"))
     assert isinstance(clf, LMSentenceClassifier) and (clf.prompt, clf.labels) == ("official", "variants")
-    forced = build_classifier(ExitConfig(classifier=str(out), prompt="paper", labels="single"), ModelPool(device="cpu"))
+    forced = build_classifier(ExitConfig(model=str(out), prompt="paper", labels="single"), ModelPool(device="cpu"))
     assert (forced.prompt, forced.labels) == ("paper", "single")
 
 

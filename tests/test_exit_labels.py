@@ -30,7 +30,7 @@ def test_training_scores_are_the_compressors_r(tiny_lm_dir, data_file):
     with torch.no_grad():
         trained_r = task.positive_prob(task.logits(samples)).tolist()
     # the compressor's classifier for the same base model, as `exit` builds it by default
-    clf = build_classifier(ExitConfig(classifier=str(tiny_lm_dir)), ModelPool(device="cpu"))
+    clf = build_classifier(ExitConfig(model=str(tiny_lm_dir)), ModelPool(device="cpu"))
     assert isinstance(clf, LMSentenceClassifier)
     for s, r in zip(samples, trained_r):
         ids = clf.prompt_ids(s.question, s.context, s.sentence)

@@ -119,11 +119,12 @@ def test_presets_run_the_released_lora_classifier(tiny_gemma, tiny_adapter, pres
 def test_presets_name_the_released_checkpoint_and_options_override_it():
     for preset in ("paper", "official"):
         config = make_config(ExitConfig, {}, what="exit", preset=preset)
-        assert (config.classifier, config.adapter) == (RELEASED_ADAPTER, None)
-        # exit.adapter=... swaps the adapter on the released base; exit.classifier=... replaces both
+        assert (config.model, config.adapter) == (RELEASED_ADAPTER, None)
+        # exit.adapter=... swaps the adapter on the released base; exit.model=... (or exit.classifier=) replaces both
         assert make_config(ExitConfig, {"adapter": "me/my-lora"}, what="exit", preset=preset).adapter == "me/my-lora"
-        assert make_config(ExitConfig, {"classifier": "onepass"}, what="exit", preset=preset).classifier == "onepass"
-    assert ExitConfig().classifier == "default"  # no preset: the shipped classifier
+        assert make_config(ExitConfig, {"model": "onepass"}, what="exit", preset=preset).model == "onepass"
+        assert make_config(ExitConfig, {"classifier": "onepass"}, what="exit", preset=preset).model == "onepass"
+    assert ExitConfig().model == "default"  # no preset: the shipped classifier
 
 
 class HubStandIn(ModelPool):
@@ -162,7 +163,7 @@ def test_without_the_released_weights_the_build_fails_naming_them(offline, prese
     with pytest.raises(UnknownModelError) as err:
         build_compressor("exit", ModelPool(device="cpu"), preset=preset, splitter="regex")
     text = str(err.value)
-    for needed in (RELEASED_BASE, RELEASED_ADAPTER, "exit.classifier=", "exit.adapter=", "classifier=", "adapter="):
+    for needed in (RELEASED_BASE, RELEASED_ADAPTER, "exit.model=", "exit.adapter=", "model=", "adapter="):
         assert needed in text
 
 

@@ -54,7 +54,7 @@ def test_the_same_compression_as_llmlingua_own_prompt_compressor(tiny_xlmr_dir, 
     reference = released.PromptCompressor(model_name=str(tiny_xlmr_dir), device_map="cpu", use_llmlingua2=True)
     c = lingua(pool, tiny_xlmr_dir, **options)
     # the force-token placeholders' embeddings are drawn from the released seed (42), bit for bit
-    assert torch.equal(c.compressor.model.get_input_embeddings().weight,
+    assert torch.equal(c.engine.model.get_input_embeddings().weight,
                        reference.model.get_input_embeddings().weight)
     out = c.compress(QUESTION, PASSAGES)
     kwargs = {"rate": options.get("rate", 0.33), "force_tokens": options.get("force_tokens", ["\n", "?"]),
@@ -95,8 +95,8 @@ def test_loading_leaves_the_callers_random_state_as_it_was(tiny_xlmr_dir, pool):
     assert torch.equal(before[0], after[0]) and before[1] == after[1] and (before[2] == after[2]).all()
     # and the force-token placeholders get the released seed's embeddings every time
     second = lingua(pool, tiny_xlmr_dir)
-    assert torch.equal(first.compressor.model.get_input_embeddings().weight,
-                       second.compressor.model.get_input_embeddings().weight)
+    assert torch.equal(first.engine.model.get_input_embeddings().weight,
+                       second.engine.model.get_input_embeddings().weight)
 
 
 def test_with_a_reader_the_tokens_are_the_readers(tiny_xlmr_dir, pool, tiny_lm):

@@ -153,7 +153,7 @@ def test_helpers():
 def test_config_errors_and_registry(tiny_lm):
     assert "selective-context" in registered_compressors()
     for bad in ({"reduce_ratio": 1.0}, {"reduce_ratio": -0.1}, {"reduce_ratio": True}, {"unit": "para"},
-                {"aggregate": "max"}, {"max_tokens": 2}, {"lm": ""}):
+                {"aggregate": "max"}, {"max_tokens": 2}, {"model": ""}):
         with pytest.raises(InputError):
             SelectiveContextConfig(**bad)
     pool = ModelPool(device="cpu")

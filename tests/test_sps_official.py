@@ -24,7 +24,7 @@ def fixture(name: str) -> dict:
 
 
 def official(lm, **options) -> SPSScorer:
-    return SCORERS.build("sps", options, preset="official", reader=lm, pool=None)
+    return SCORERS.build("sps", options, preset="official", reader_lm=lm, pool=None)
 
 
 def sklearn_exact_sps(w: np.ndarray, x: np.ndarray) -> np.ndarray:

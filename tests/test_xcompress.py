@@ -47,7 +47,7 @@ def make(pool, **options):
 
 def test_registered(pool) -> None:
     assert {"summary", "xcompress"} <= set(registered_compressors())
-    with pytest.raises(InputError, match="unknown option 'nope'; valid options: .*compressor"):
+    with pytest.raises(InputError, match="unknown option 'nope'; valid options: .*model"):
         build_compressor("xcompress", pool, compressor="tiny", reader="tiny", nope=1)
     with pytest.raises(InputError, match="unknown scorer"):
         XCompressConfig(scorer="bleu")
@@ -145,7 +145,7 @@ def test_calibration_threshold_and_file(pool, tiny_lm, tmp_path) -> None:
     with pytest.raises(InputError, match="layer"):
         make(pool, filter_file=str(path), filter_layer=1)
     FilterCalibration(threshold=t, percentile=30, n=10, reader=tiny_lm.name, layer=-2, max_new_tokens=64,
-                      compressor="tiny").save(tmp_path / "len.json")
+                      model="tiny").save(tmp_path / "len.json")
     assert make(pool, filter_file=str(tmp_path / "len.json"), max_new_tokens=64).threshold == t
     with pytest.raises(InputError, match="max_new_tokens"):
         make(pool, filter_file=str(tmp_path / "len.json"), max_new_tokens=12)
@@ -232,7 +232,7 @@ def test_reader_aware_compressors_use_the_pipelines_reader(tiny_lm, tiny_lm_dir,
                                 "xcompress-embed": {"compressor": "other", "max_new_tokens": 8, "n_probes": 3,
                                                     "keep": 1, "top_p": 5}})
     xc = pipes["xcompress"].compressor
-    assert xc.reader is other and xc.scorer.reader is other
+    assert xc.reader_lm is other and xc.scorer.reader_lm is other
     c = xc.compress(QUESTION, PASSAGES)
     assert c.scores == pytest.approx([xc.scorer.score([u])[0] for u in c.units], rel=1e-6)
 
@@ -252,5 +252,5 @@ def test_reader_aware_compressors_use_the_pipelines_reader(tiny_lm, tiny_lm_dir,
     assert any(calls)  # the probes and the answer went through the pipeline's reader's embeddings
     embed = pipes["xcompress-embed"].compressor
     [answerer] = embed._answerers.values()
-    assert answerer.reader is other and answerer.sps.reader is other
+    assert answerer.reader_lm is other and answerer.sps.reader_lm is other
     assert record.prediction == answerer.answer(QUESTION, record.compression.text).text

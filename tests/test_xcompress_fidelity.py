@@ -14,7 +14,7 @@ import pytest
 from readerfit.compressors import build_compressor
 from readerfit.compressors.base import join_passages
 from readerfit.compressors.xcompress import (
-    OnlinePool,
+    OnlineBuffer,
     Summary,
     SummaryConfig,
     XCompress,
@@ -103,7 +103,7 @@ def test_xcompress_scores_filters_and_reads_the_summary_only(tiny_lm) -> None:
 
 
 def test_summary_compressor_reads_the_summary_only(tiny_lm) -> None:
-    s = Summary(Scripted(tiny_lm, lambda p, kw: ["Anna wrote the book." + EVAL]), SummaryConfig(compressor="tiny"))
+    s = Summary(Scripted(tiny_lm, lambda p, kw: ["Anna wrote the book." + EVAL]), SummaryConfig(model="tiny"))
     c = s.compress(QUESTION, PASSAGES)
     assert c.text == "Anna wrote the book." and c.details["evaluations"] == ["[COMPLETE] The summary names the author."]
 
@@ -157,7 +157,7 @@ def test_xcompress_never_chooses_a_candidate_longer_than_the_passages(tiny_lm) -
 
 
 def test_summary_falls_back_to_the_passages(tiny_lm) -> None:
-    s = Summary(Scripted(tiny_lm, lambda p, kw: [LONG]), SummaryConfig(compressor="tiny"))
+    s = Summary(Scripted(tiny_lm, lambda p, kw: [LONG]), SummaryConfig(model="tiny"))
     c = s.compress(QUESTION, PASSAGES)
     assert c.text == join_passages(PASSAGES) and c.details["fallback"] == "passages" and c.metrics["fallback"] == 1.0
     assert s.compress(QUESTION, PASSAGES).units == [LONG]
@@ -207,7 +207,7 @@ def test_official_preset_runs_the_released_selection(tiny_lm) -> None:
         calls.append((prompts, kw))
         return real(prompts, **kw)
 
-    xc.compressor = Scripted(tiny_lm, lambda p, kw: [g.text for g in spy([p], **kw)[0]])
+    xc.lm = Scripted(tiny_lm, lambda p, kw: [g.text for g in spy([p], **kw)[0]])
     c = xc.compress(QUESTION, PASSAGES)
     greedy, beams = calls[0][1], calls[1][1]
     assert greedy.get("n", 1) == 1 and "repetition_penalty" not in greedy  # the filter's greedy summary
@@ -236,39 +236,39 @@ def reference_pool(ratios: list[float], size: int, fraction: float) -> list[bool
     return decisions
 
 
-def test_online_pool_matches_the_reference() -> None:
+def test_online_buffer_matches_the_reference() -> None:
     import random
 
     rng = random.Random(3)
     ratios = [rng.random() for _ in range(300)]
-    pool = OnlinePool(size=50, fraction=0.3)
-    decisions = [pool.decide(r)[0] for r in ratios]
+    buffer = OnlineBuffer(size=50, fraction=0.3)
+    decisions = [buffer.decide(r)[0] for r in ratios]
     assert decisions == reference_pool(ratios, 50, 0.3)
     assert all(decisions[:50]) and 0 < sum(decisions[50:]) < 250
-    assert pool.decide(float("nan")) == (True, None) and len(pool.ratios) == 50
+    assert buffer.decide(float("nan")) == (True, None) and len(buffer.ratios) == 50
 
 
-def test_online_pool_threshold_is_fixed_after_the_warm_up() -> None:
+def test_online_buffer_threshold_is_fixed_after_the_warm_up() -> None:
     """The released rule's consequence (also in the released run, tests/test_xcompress_official.py): whatever
     comes after the first 50 ratios, ties included, the threshold stays their 15th smallest."""
     import random
 
     rng = random.Random(5)
     first = [round(rng.random(), 2) for _ in range(50)]  # rounded: ties with the threshold
-    pool = OnlinePool(size=50, fraction=0.3)
+    buffer = OnlineBuffer(size=50, fraction=0.3)
     for r in first:
-        pool.decide(r)
+        buffer.decide(r)
     later = [round(rng.gauss(0.5, 0.4), 2) for _ in range(500)]
-    thresholds = {pool.decide(r)[1] for r in later}
+    thresholds = {buffer.decide(r)[1] for r in later}
     assert thresholds == {sorted(first)[14]}
 
 
 def test_xcompress_online_filter_samples_the_first_questions(tiny_lm) -> None:
     xc = xcompress(tiny_lm, lambda p, kw: ["Anna wrote the book."] * kw.get("n", 1), k=2, filter="online",
-                   online_pool_size=2)
+                   online_buffer_size=2)
     first = [xc.compress(f"{QUESTION} {i}", PASSAGES) for i in range(2)]
-    assert [c.metrics["sampled"] for c in first] == [1.0, 1.0] and len(xc.pool.ratios) == 2
+    assert [c.metrics["sampled"] for c in first] == [1.0, 1.0] and len(xc.buffer.ratios) == 2
     third = xc.compress(QUESTION, PASSAGES)
-    assert third.details["threshold"] is not None  # decided by the pool from here on
+    assert third.details["threshold"] is not None  # decided by the buffer from here on
     with pytest.raises(Exception, match="online"):
         XCompressConfig(filter="online", threshold=0.1)

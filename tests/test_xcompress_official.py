@@ -56,7 +56,7 @@ def ours(tmp_path_factory, released) -> list[dict]:
     pool.put("lm", "tiny", lm)
     xc = build_compressor("xcompress", pool, reader=lm, preset="official", compressor="tiny",
                           max_new_tokens=released["source"]["max_new_tokens_cap"], scorer_options={"cache": False})
-    xc.compressor = recording = Recording(lm)
+    xc.lm = recording = Recording(lm)
     steps = []
     for q in released["questions"]:
         passages = [Passage(text, title=title) for title, text in q["passages"]]
@@ -64,7 +64,7 @@ def ours(tmp_path_factory, released) -> list[dict]:
         start = len(recording.calls)
         c = xc.compress(q["question"], passages)
         steps.append({"compression": c, "calls": recording.calls[start:], "prompt_ids": prompt_ids,
-                      "pool": list(xc.pool.ratios)})
+                      "pool": list(xc.buffer.ratios)})
     return steps
 
 

@@ -159,7 +159,7 @@ def _compressor(method: str, *, options: dict[str, Any], preset: str | None, poo
     key = _options_key(options, what="compressor options")
     built: BaseCompressor = pool.cached(
         ("compressor", method, key, preset, id(reader_lm)),
-        lambda: COMPRESSORS.build(method, options, preset=preset, pool=pool, reader=reader_lm))
+        lambda: COMPRESSORS.build(method, options, preset=preset, pool=pool, reader_lm=reader_lm))
     return built, reader_lm
 
 
@@ -212,7 +212,7 @@ def score(texts: Sequence[str], scorer: str = "sps", *, reader: str | LanguageMo
     lm = pool.lm(reader) if isinstance(reader, str) else reader
     key = _options_key(options, what="scorer options")
     built = pool.cached(("scorer", scorer, key, preset, id(lm)),
-                        lambda: SCORERS.build(scorer, options, preset=preset, reader=lm, pool=pool))
+                        lambda: SCORERS.build(scorer, options, preset=preset, reader_lm=lm, pool=pool))
     if contexts is None:
         return list(built.score(texts, prompts=prompts))
     if prompts is not None:

@@ -155,6 +155,50 @@ def presets_of(config_class: type) -> dict[str, dict[str, Any]]:
     return dict(getattr(config_class, "PRESETS", {}))
 
 
+def apply_preset(config: Any, *, unset: collections.abc.Mapping[str, Any] | None = None) -> None:
+    """Give a config built from every flag its ``preset`` field's preset (:func:`presets_of`); for ``__post_init__``.
+
+    A field the preset names takes the preset's value when it is None or still at its declared default (argparse
+    cannot tell a flag given its default from one not given); a field still None then takes ``unset``'s value,
+    the defaults without a preset. :func:`make_config` with ``preset=`` is the way in for options given by name.
+
+    >>> @dataclasses.dataclass
+    ... class C:
+    ...     PRESETS: typing.ClassVar = {"paper": {"lr": 0.1, "batch": 64}}
+    ...     lr: float = 0.5
+    ...     batch: int | None = None
+    ...     preset: str | None = None
+    ...     def __post_init__(self):
+    ...         apply_preset(self, unset={"batch": 8})
+    >>> C(), C(preset="paper"), C(preset="paper", lr=0.2)
+    (C(lr=0.5, batch=8, preset=None), C(lr=0.1, batch=64, preset='paper'), C(lr=0.2, batch=64, preset='paper'))
+    """
+    presets = presets_of(type(config))
+    preset = getattr(config, "preset", None)
+    if preset is not None and preset not in presets:
+        raise InputError(f"unknown preset {preset!r}; expected one of {', '.join(presets)}")
+    declared = {f.name: f.default for f in dataclasses.fields(config)}
+    for name, value in presets.get(preset, {}).items() if preset is not None else ():
+        if getattr(config, name) is None or getattr(config, name) == declared[name]:
+            setattr(config, name, value)
+    for name, value in (unset or {}).items():
+        if getattr(config, name) is None:
+            setattr(config, name, value)
+
+
+def renamed_options(config_class: type, options: dict[str, Any], *, what: str) -> dict[str, Any]:
+    """``options`` with each old option name the config class lists in ``RENAMED`` (old → new) given its new
+    name, so options written before a rename keep working; the old and the new name together is an error."""
+    out = dict(options)
+    for old, new in getattr(config_class, "RENAMED", {}).items():
+        if old in out:
+            if new in out:
+                raise InputError(f"{what}: options {old!r} and {new!r} are one option ({old!r} is its old name); "
+                                 f"give {new!r} only")
+            out[new] = out.pop(old)
+    return out
+
+
 def make_config(config_class: type[T], options: dict[str, Any] | None, *, what: str, preset: str | None = None) -> T:
     """``config_class(**options)`` with unknown keys named and values checked against the field types.
 
@@ -173,12 +217,12 @@ def make_config(config_class: type[T], options: dict[str, Any] | None, *, what: 
     Traceback (most recent call last):
     readerfit.errors.InputError: demo: option 'top_n' expects an integer, got 2.5
     """
-    options = dict(options or {})
+    options = renamed_options(config_class, options or {}, what=what)
     if preset is not None:
         presets = presets_of(config_class)
         if preset not in presets:
             raise InputError(f"{what}: no preset {preset!r}; presets: {', '.join(presets) or 'none'}")
-        options = {**presets[preset], **options}
+        options = {**renamed_options(config_class, presets[preset], what=f"{what} preset {preset!r}"), **options}
     fields = {f.name: f for f in dataclasses.fields(config_class) if f.init}  # type: ignore[arg-type]
     unknown = sorted(set(options) - set(fields))
     if unknown:

@@ -46,16 +46,18 @@ def build_compressor(name: str, pool: Any, *, reader: LanguageModel | str | None
                      **options: Any) -> BaseCompressor:
     """A compressor by registered name, its models from ``pool``; ``options`` go to its config dataclass.
 
-    ``reader`` is the reader LM of the pipeline the compressor serves (or its name): reader-aware
-    compressors (xcompress, xcompress-embed) score and read with it. ``preset``: ``paper`` or ``official``
-    (the method as its paper defines it, or as its authors' released code runs it); ``options`` override it.
+    ``reader`` is the reader LM of the pipeline the compressor serves (or its name; handed to the compressor
+    as ``reader_lm``): budgets count its tokens, reader-aware compressors (xcompress, xcompress-embed) score
+    and read with it. ``preset``: ``paper`` or ``official`` (the method as its paper defines it, or as its
+    authors' released code runs it); ``options`` override it (renamed options are read under their old
+    names too: ``classifier``, ``compressor``, ``lm`` → ``model``).
 
     >>> from readerfit.models.pool import ModelPool
     >>> build_compressor("none", ModelPool()).name
     'none'
     """
     return COMPRESSORS.build(name, options, preset=preset, pool=pool,
-                             reader=pool.lm(reader) if isinstance(reader, str) else reader)
+                             reader_lm=pool.lm(reader) if isinstance(reader, str) else reader)
 
 
 __all__ = ["COMPRESSORS", "BaseCompressor", "ReadsCompressed", "build_compressor", "check_inputs", "join_passages",

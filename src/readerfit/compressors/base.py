@@ -1,7 +1,7 @@
 """The compressor contract: a base class that checks inputs and times the work, and what compressors share.
 
 A compressor is a :class:`BaseCompressor` subclass with a ``name``, a ``config_class`` (a dataclass;
-defaults = the paper's) and ``from_config(config, *, pool, reader)``; it implements
+defaults = the paper's) and ``from_config(config, *, pool, reader_lm)``; it implements
 :meth:`BaseCompressor._compress` on checked, non-empty passages. A compressor that is
 ``reader_aware`` scores or reads in the reader's space and is handed the pipeline's reader.
 A compressor whose context is not text implements :class:`ReadsCompressed`.
@@ -41,8 +41,9 @@ class BaseCompressor:
     passthrough: ClassVar[bool] = False  # hands the passages on whole (``none``): they must fit the reader as they are
 
     @classmethod
-    def from_config(cls, config: Any, *, pool: Any, reader: LanguageModel | None = None) -> BaseCompressor:
-        """The compressor for ``config``, its models from ``pool`` (a ModelPool); ``reader``: the pipeline's."""
+    def from_config(cls, config: Any, *, pool: Any, reader_lm: LanguageModel | None = None) -> BaseCompressor:
+        """The compressor for ``config``, its models from ``pool`` (a ModelPool); ``reader_lm``: the pipeline's
+        reader LM (tokens are counted in it; reader-aware compressors score with it)."""
         raise NotImplementedError
 
     def compress(self, question: str, passages: Sequence[Passage]) -> Compression:

@@ -95,11 +95,11 @@ class Budgeted(Protocol):
         ...
 
 
-def reader_counter(reader: LanguageModel | None) -> tuple[TokenCounter, str]:
-    """(counter, unit name): the reader's tokenizer, or whitespace words without a reader."""
-    if reader is None:
+def reader_counter(reader_lm: LanguageModel | None) -> tuple[TokenCounter, str]:
+    """(counter, unit name): the reader LM's tokenizer, or whitespace words without one."""
+    if reader_lm is None:
         return word_count, "words"
-    return reader.count_tokens, "reader tokens"
+    return reader_lm.count_tokens, "reader tokens"
 
 
 def fit_units(scores: Sequence[float], *, passages: Sequence[Passage], units: Sequence[tuple[int, str]],

@@ -125,25 +125,25 @@ class LLMLingua2(BaseCompressor):
     name = "llmlingua2"
     config_class = LLMLingua2Config
 
-    def __init__(self, compressor: Any, config: LLMLingua2Config | None = None, *,
-                 reader: LanguageModel | None = None) -> None:
-        self.compressor = compressor
+    def __init__(self, engine: Any, config: LLMLingua2Config | None = None, *,
+                 reader_lm: LanguageModel | None = None) -> None:
+        self.engine = engine  # llmlingua's PromptCompressor
         self.config = config or LLMLingua2Config()
-        if reader is not None:
-            compressor.oai_tokenizer = _Counter(reader.count_tokens)
-        self.counted_in = "reader tokens" if reader is not None else "LLMLingua-2 tokenizer tokens"
+        if reader_lm is not None:
+            engine.oai_tokenizer = _Counter(reader_lm.count_tokens)
+        self.counted_in = "reader tokens" if reader_lm is not None else "LLMLingua-2 tokenizer tokens"
 
     @classmethod
-    def from_config(cls, config: LLMLingua2Config, *, pool: Any, reader: LanguageModel | None = None) -> LLMLingua2:
+    def from_config(cls, config: LLMLingua2Config, *, pool: Any, reader_lm: LanguageModel | None = None) -> LLMLingua2:
         """Loads the classifier from its files (not shared through the pool: llmlingua resizes its embeddings)."""
         dtype = None if pool.dtype == "float32" else resolve_dtype(pool.dtype)
-        compressor = load_llmlingua2(config.model, device=str(auto_device(pool.device)), dtype=dtype,
-                                     batch_size=config.batch_size)
-        return cls(compressor, config, reader=reader)
+        engine = load_llmlingua2(config.model, device=str(auto_device(pool.device)), dtype=dtype,
+                                 batch_size=config.batch_size)
+        return cls(engine, config, reader_lm=reader_lm)
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
         units = [p.render() for p in passages]
-        result = self.compressor.compress_prompt(
+        result = self.engine.compress_prompt(
             # each passage compressed on its own (llmlingua's list default would first drop whole passages)
             units, rate=self.config.rate, force_tokens=list(self.config.force_tokens), use_context_level_filter=False,
             target_token=-1 if self.config.target_tokens is None else self.config.target_tokens)
@@ -152,7 +152,7 @@ class LLMLingua2(BaseCompressor):
             raise InputError(f"llmlingua returned {len(pieces)} compressed passages for {len(units)}")
         kept = [i for i, t in enumerate(pieces) if t]
         text = "\n\n".join(pieces[i] for i in kept)
-        count = self.compressor.oai_tokenizer.encode
+        count = self.engine.oai_tokenizer.encode
         tokens_in = len(count("\n\n".join(units)))
         tokens_out = len(count(text)) if text else 0
         counted = self.counted_in == "reader tokens"  # the record's counts are the reader's only

@@ -100,21 +100,21 @@ class _TokenCounter:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def init_offline(compressor: Any, *, model_name: str, model_dir: str, device: str, dtype: Any,
+def init_offline(engine: Any, *, model_name: str, model_dir: str, device: str, dtype: Any,
                  llmlingua2: bool) -> None:
     """llmlingua 0.2's ``PromptCompressor.__init__`` minus ``tiktoken.encoding_for_model`` (a download): its
     attributes, and the model loaded from ``model_dir`` (shared by ``longllmlingua`` and ``llmlingua2``)."""
-    compressor.model_name = model_name
-    compressor.use_llmlingua2 = llmlingua2
-    compressor.retrieval_model = None
-    compressor.retrieval_model_name = None
-    compressor.open_api_config = {}
-    compressor.cache_bos_num = 10
-    compressor.prefix_bos_num = 100
+    engine.model_name = model_name
+    engine.use_llmlingua2 = llmlingua2
+    engine.retrieval_model = None
+    engine.retrieval_model_name = None
+    engine.open_api_config = {}
+    engine.cache_bos_num = 10
+    engine.prefix_bos_num = 100
     config: dict[str, Any] = {"trust_remote_code": False}
     if dtype is not None:
         config["torch_dtype"] = dtype
-    compressor.load_model(model_dir, device, config)
+    engine.load_model(model_dir, device, config)
 
 
 def load_prompt_compressor(model_dir: str, *, device: str = "cpu", dtype: Any = None) -> Any:
@@ -164,13 +164,13 @@ class LongLLMLingua(BaseCompressor):
     name = "longllmlingua"
     config_class = LongLLMLinguaConfig
 
-    def __init__(self, compressor: Any, config: LongLLMLinguaConfig | None = None) -> None:
-        self.compressor = compressor
+    def __init__(self, engine: Any, config: LongLLMLinguaConfig | None = None) -> None:
+        self.engine = engine  # llmlingua's PromptCompressor
         self.config = config or LongLLMLinguaConfig()
 
     @classmethod
     def from_config(cls, config: LongLLMLinguaConfig, *, pool: Any,
-                    reader: LanguageModel | None = None) -> LongLLMLingua:
+                    reader_lm: LanguageModel | None = None) -> LongLLMLingua:
         """Loads the small LM from its files (llmlingua loads its own copy; the pool's models are not shared)."""
         spec = resolve(config.model, "lm")
         # the packaged GGUF: its safetensors cache
@@ -181,12 +181,12 @@ class LongLLMLingua(BaseCompressor):
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
         units = [p.render() for p in passages]
         for attr in ("last_ranking", "last_used"):
-            if hasattr(self.compressor, attr):
-                setattr(self.compressor, attr, None)
-        result = self.compressor.compress_prompt(units, question=question, instruction="",
+            if hasattr(self.engine, attr):
+                setattr(self.engine, attr, None)
+        result = self.engine.compress_prompt(units, question=question, instruction="",
                                                  **self.config.compress_kwargs())
-        ranking = getattr(self.compressor, "last_ranking", None)
-        used = getattr(self.compressor, "last_used", None)
+        ranking = getattr(self.engine, "last_ranking", None)
+        used = getattr(self.engine, "last_used", None)
         if used is None and len(units) == 1:
             used = [0]  # llmlingua skips the passage-level step for one passage
         scores = None
@@ -194,7 +194,7 @@ class LongLLMLingua(BaseCompressor):
             by_index = dict(ranking)
             scores = [by_index[i] for i in range(len(units))]
         text = str(result["compressed_prompt"]).strip()
-        counter = getattr(self.compressor, "oai_tokenizer", None)
+        counter = getattr(self.engine, "oai_tokenizer", None)
         if counter is not None:  # context tokens only (llmlingua's origin_tokens include the question)
             origin, kept_tokens = len(counter.encode("\n\n".join(units))), len(counter.encode(text)) if text else 0
         else:

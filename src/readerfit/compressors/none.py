@@ -20,7 +20,7 @@ class RawPassages(BaseCompressor):
     passthrough = True
 
     @classmethod
-    def from_config(cls, config: NoOptions, *, pool: Any, reader: LanguageModel | None = None) -> RawPassages:
+    def from_config(cls, config: NoOptions, *, pool: Any, reader_lm: LanguageModel | None = None) -> RawPassages:
         return cls()
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:

@@ -79,15 +79,15 @@ class ProvenceCompressor(BaseCompressor):
     config_class = ProvenceConfig
 
     def __init__(self, model: Provence, splitter: Callable[[str], list[str]], config: ProvenceConfig | None = None,
-                 *, reader: LanguageModel | None = None) -> None:
+                 *, reader_lm: LanguageModel | None = None) -> None:
         self.model = model
         self.splitter = splitter
         self.config = config or ProvenceConfig()
-        self.counter = reader_counter(reader)
+        self.counter = reader_counter(reader_lm)
 
     @classmethod
-    def from_config(cls, config: ProvenceConfig, *, pool: Any, reader: LanguageModel | None = None) -> ProvenceCompressor:
-        return cls(pooled_provence(pool, config.model), get_splitter(config.splitter), config, reader=reader)
+    def from_config(cls, config: ProvenceConfig, *, pool: Any, reader_lm: LanguageModel | None = None) -> ProvenceCompressor:
+        return cls(pooled_provence(pool, config.model), get_splitter(config.splitter), config, reader_lm=reader_lm)
 
     def _units(self, passages: Sequence[Passage]) -> tuple[list[tuple[int, str]], set[int]]:
         """(passage index, unit) pairs, each passage's title first; and which units are titles."""

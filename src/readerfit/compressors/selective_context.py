@@ -66,7 +66,7 @@ class SelectiveContextConfig:
 
     ``reduce_ratio``: fraction of units (by the percentile rule) to drop, in [0, 1).
     ``unit``: sentence | phrase | token. ``aggregate``: sum (paper) | mean (authors' code).
-    ``lm``: the self-information LM (registered name, directory or HF id); ``dtype`` None takes
+    ``model``: the self-information LM (registered name, directory or HF id); ``dtype`` None takes
     the pool's. ``splitter`` splits sentences of passages that ship without a split.
     ``max_tokens`` caps the scored window (None: the LM's context). ``rate`` / ``target_tokens``: a token
     budget (beyond the paper; :mod:`readerfit.compressors.budget`) replaces the percentile rule: the most
@@ -78,12 +78,13 @@ class SelectiveContextConfig:
 
     # the paper sums the tokens' self-information over a unit (Eq. 3); the authors' code averages it
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {"aggregate": "sum"}, "official": {"aggregate": "mean"}}
-
+    # options renamed since (issue 28): the old names are still read as the new ones
+    RENAMED: ClassVar[dict[str, str]] = {"lm": "model"}
 
     reduce_ratio: float = 0.5
     unit: str = "sentence"
     aggregate: str = "sum"
-    lm: str = DEFAULT_LM
+    model: str = DEFAULT_LM
     dtype: str | None = None
     splitter: str = "spacy"
     max_tokens: int | None = None
@@ -100,8 +101,8 @@ class SelectiveContextConfig:
             raise InputError(f"unit must be one of {', '.join(UNITS)}, got {self.unit!r}")
         if self.aggregate not in AGGREGATES:
             raise InputError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
-        if not isinstance(self.lm, str) or not self.lm.strip():
-            raise InputError(f"lm must be a model name or directory, got {self.lm!r}")
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise InputError(f"model must be a model name or directory, got {self.model!r}")
         if self.max_tokens is not None and (isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int)
                                             or self.max_tokens < 8):
             raise InputError(f"max_tokens must be an integer >= 8 or None, got {self.max_tokens!r}")
@@ -291,10 +292,10 @@ class SelectiveContext(BaseCompressor):
 
     def __init__(self, lm: Any, *, splitter: Callable[[str], list[str]] | None = None,
                  config: SelectiveContextConfig | None = None, nlp: Any | None = None,
-                 reader: LanguageModel | None = None) -> None:
+                 reader_lm: LanguageModel | None = None) -> None:
         self.lm = lm
         self.config = config or SelectiveContextConfig()
-        self.counter = reader_counter(reader)
+        self.counter = reader_counter(reader_lm)
         if self.config.unit == "sentence" and splitter is None:
             raise InputError("selective-context unit='sentence' needs a sentence splitter")
         self.splitter = splitter
@@ -302,9 +303,9 @@ class SelectiveContext(BaseCompressor):
 
     @classmethod
     def from_config(cls, config: SelectiveContextConfig, *, pool: Any,
-                    reader: LanguageModel | None = None) -> SelectiveContext:
+                    reader_lm: LanguageModel | None = None) -> SelectiveContext:
         splitter = get_splitter(config.splitter) if config.unit == "sentence" else None
-        return cls(pool.lm(config.lm, dtype=config.dtype), splitter=splitter, config=config, reader=reader)
+        return cls(pool.lm(config.model, dtype=config.dtype), splitter=splitter, config=config, reader_lm=reader_lm)
 
     def nlp(self) -> Any:
         if self._nlp is None:

@@ -57,16 +57,16 @@ class SentenceSimilarity(BaseCompressor):
     config_class = SentenceSimConfig
 
     def __init__(self, embedder: Any, splitter: Callable[[str], list[str]], config: SentenceSimConfig | None = None,
-                 *, reader: LanguageModel | None = None) -> None:
+                 *, reader_lm: LanguageModel | None = None) -> None:
         self.embedder = embedder
         self.splitter = splitter
         self.config = config or SentenceSimConfig()
-        self.counter = reader_counter(reader)
+        self.counter = reader_counter(reader_lm)
 
     @classmethod
     def from_config(cls, config: SentenceSimConfig, *, pool: Any,
-                    reader: LanguageModel | None = None) -> SentenceSimilarity:
-        return cls(pool.embedder(config.embedder), get_splitter(config.splitter), config, reader=reader)
+                    reader_lm: LanguageModel | None = None) -> SentenceSimilarity:
+        return cls(pool.embedder(config.embedder), get_splitter(config.splitter), config, reader_lm=reader_lm)
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
         units = passage_sentences(passages, self.splitter)

@@ -66,7 +66,7 @@ def build_eval(config: EvalConfig) -> EvalSetup:
                                      reader_system=system)
     pipelines = {name: RAGPipeline(reader=reader, retrieval=retrieval, config=pipeline_config,
                                    compressor=COMPRESSORS.build(name, config.options.get(name, {}), pool=pool,
-                                                                reader=reader, preset=config.preset))
+                                                                reader_lm=reader, preset=config.preset))
                  for name in config.compressors}
     return EvalSetup(retrieval=retrieval, pipelines=pipelines, record_hook=hook, pool=pool)
 
@@ -95,7 +95,7 @@ def build_pipelines(
                           reranker=build_reranker(reranker, pool, reader=reader_lm) if reranker else None)
     options = compressor_options or {}
     return {name: RAGPipeline(reader=reader_lm, retrieval=retrieval, config=config,
-                              compressor=COMPRESSORS.build(name, options.get(name, {}), pool=pool, reader=reader_lm))
+                              compressor=COMPRESSORS.build(name, options.get(name, {}), pool=pool, reader_lm=reader_lm))
             for name in compressors}
 
 

@@ -18,9 +18,9 @@ import torch
 
 from readerfit.errors import ContextLengthError, InputError, UnknownModelError, require
 from readerfit.io import atomic_dir
+from readerfit.models import hf_generate
 from readerfit.models.attention import use_grouped_attention
 from readerfit.models.device import auto_device, cache_root, resolve_dtype
-from readerfit.models.hf_generate import HFGeneration
 from readerfit.models.lm import Prompt, PromptText
 from readerfit.models.specs import DEFAULT_LM, ModelSpec, resolve
 from readerfit.types import CandidateProbs
@@ -50,7 +50,7 @@ def converted_gguf_dir(spec: ModelSpec) -> Path:
     return target
 
 
-class HFLanguageModel(HFGeneration):
+class HFLanguageModel:
     """A causal LM from transformers behind the :class:`~readerfit.models.lm.LanguageModel` protocol.
 
     >>> lm = HFLanguageModel("smollm2-135m")                      # doctest: +SKIP
@@ -125,6 +125,9 @@ class HFLanguageModel(HFGeneration):
 
     def __repr__(self) -> str:
         return f"HFLanguageModel({self.name!r}, device={self.device}, dtype={self.dtype})"
+
+    # samples, beams and stop strings (:func:`readerfit.models.hf_generate.generate`, a function of this model)
+    generate = hf_generate.generate
 
     # ----- tokens and prompts -------------------------------------------------
     @property

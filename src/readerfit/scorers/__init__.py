@@ -5,7 +5,7 @@ perplexities) and ``score(texts, *, prompts=None) -> list[float]``; build one by
 
 >>> registered_scorers()
 ['longppl', 'ppl', 'sps']
->>> scorer = build_scorer("sps", reader, variance_ratio=0.9)   # doctest: +SKIP
+>>> scorer = build_scorer("sps", reader_lm, variance_ratio=0.9)   # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ def registered_scorers() -> list[str]:
     return SCORERS.names()
 
 
-def build_scorer(name: str, reader: LanguageModel, *, pool: Any = None, **options: Any) -> Scorer:
-    """A scorer by registered name over the ``reader`` LM; ``options`` go to its config dataclass.
+def build_scorer(name: str, reader_lm: LanguageModel, *, pool: Any = None, **options: Any) -> Scorer:
+    """A scorer by registered name over the reader LM ``reader_lm``; ``options`` go to its config dataclass.
 
     ``pool`` resolves the model names an option may give (LongPPL's ``evaluator``).
     """
-    return SCORERS.build(name, options, reader=reader, pool=pool)
+    return SCORERS.build(name, options, reader_lm=reader_lm, pool=pool)
 
 
 __all__ = ["SCORERS", "Scorer", "build_scorer", "registered_scorers"]

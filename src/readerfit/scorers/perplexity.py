@@ -35,8 +35,8 @@ When no token qualifies, LongPPL falls back to the PPL of all the text's tokens
 which would leave the candidate unranked.
 
 >>> from readerfit.models.hf import HFLanguageModel           # doctest: +SKIP
->>> reader = HFLanguageModel("smollm2-135m")                  # doctest: +SKIP
->>> PPLScorer(reader).score(["Paris is the capital of France."])  # doctest: +SKIP
+>>> reader_lm = HFLanguageModel("smollm2-135m")               # doctest: +SKIP
+>>> PPLScorer(reader_lm).score(["Paris is the capital of France."])  # doctest: +SKIP
 [23.1]
 """
 
@@ -84,7 +84,7 @@ class PPLConfig:
 class PPLScorer:
     """Perplexity of each text under ``lm`` (optionally after a prompt); lower = better.
 
-    >>> PPLScorer(reader).score(["a summary"], prompts=[reader.chat("Summarise:")])  # doctest: +SKIP
+    >>> PPLScorer(reader_lm).score(["a summary"], prompts=[reader_lm.chat("Summarise:")])  # doctest: +SKIP
     """
 
     name = "ppl"
@@ -96,8 +96,8 @@ class PPLScorer:
         self.lm = lm
 
     @classmethod
-    def from_config(cls, config: PPLConfig, *, reader: LanguageModel, pool: Any = None) -> PPLScorer:
-        return cls(reader)
+    def from_config(cls, config: PPLConfig, *, reader_lm: LanguageModel, pool: Any = None) -> PPLScorer:
+        return cls(reader_lm)
 
     def score(self, texts: Sequence[str], *, prompts: Sequence[str] | None = None) -> list[float]:
         _check_texts(texts, prompts)
@@ -188,7 +188,7 @@ class LongPPLResult:
 class LongPPLScorer:
     """LongPPL of each text; ``evaluator`` finds key tokens, ``lm`` scores them (default: the same model).
 
-    >>> LongPPLScorer(reader).score(["a long summary ..."])                    # doctest: +SKIP
+    >>> LongPPLScorer(reader_lm).score(["a long summary ..."])                    # doctest: +SKIP
     """
 
     name = "longppl"
@@ -204,11 +204,11 @@ class LongPPLScorer:
         self.config = config or LongPPLConfig()
 
     @classmethod
-    def from_config(cls, config: LongPPLConfig, *, reader: LanguageModel, pool: Any = None) -> LongPPLScorer:
+    def from_config(cls, config: LongPPLConfig, *, reader_lm: LanguageModel, pool: Any = None) -> LongPPLScorer:
         if config.evaluator is not None and pool is None:
             raise InputError("LongPPL's evaluator option names a model; build the scorer with pool= to load it")
         evaluator = pool.local_lm(config.evaluator, purpose="LongPPL's evaluator") if config.evaluator else None
-        return cls(reader, config, evaluator=evaluator)
+        return cls(reader_lm, config, evaluator=evaluator)
 
     def score(self, texts: Sequence[str], *, prompts: Sequence[str] | None = None) -> list[float]:
         return [r.longppl for r in self.score_details(texts, prompts=prompts)]

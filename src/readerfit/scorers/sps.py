@@ -196,7 +196,7 @@ class SPSScorer:
     """Scores texts by SPS under a reader LM (lower = better aligned). ``prompts`` are accepted and ignored:
     SPS represents the text alone, as the paper does.
 
-    >>> scorer = SPSScorer(reader, SPSConfig(variance_ratio=0.9))       # doctest: +SKIP
+    >>> scorer = SPSScorer(reader_lm, SPSConfig(variance_ratio=0.9))    # doctest: +SKIP
     >>> scorer.score(["a summary", "another summary"])                  # doctest: +SKIP
     """
 
@@ -204,9 +204,9 @@ class SPSScorer:
     lower_is_better = True
     config_class = SPSConfig
 
-    def __init__(self, reader: LanguageModel, config: SPSConfig | None = None, *, cache_dir: Path | None = None,
+    def __init__(self, reader_lm: LanguageModel, config: SPSConfig | None = None, *, cache_dir: Path | None = None,
                  write_cache: bool = True) -> None:
-        self.reader: LocalLanguageModel = require_local(reader, purpose="SPS")
+        self.reader_lm: LocalLanguageModel = require_local(reader_lm, purpose="SPS")
         self.config = config or SPSConfig()
         self.layer: int | None = self.config.layer
         self.cache_dir = cache_dir
@@ -216,19 +216,19 @@ class SPSScorer:
         self.subspace_cached = False
 
     @classmethod
-    def from_config(cls, config: SPSConfig, *, reader: LanguageModel, pool: Any = None) -> SPSScorer:
-        return cls(reader, config, write_cache=pool is None or pool.cache_writes)
+    def from_config(cls, config: SPSConfig, *, reader_lm: LanguageModel, pool: Any = None) -> SPSScorer:
+        return cls(reader_lm, config, write_cache=pool is None or pool.cache_writes)
 
     # W and its subspace
     def reader_matrix(self) -> torch.Tensor:
         """W as M×D rows for the configured source."""
         kind, _, arg = self.config.source.partition(":")
         if kind == "embeddings":
-            return self.reader.input_embeddings()
+            return self.reader_lm.input_embeddings()
         if kind == "param":
-            return parameter_matrix(self.reader.model, arg, self.reader.hidden_size, num_layers=self.reader.num_layers)
+            return parameter_matrix(self.reader_lm.model, arg, self.reader_lm.hidden_size, num_layers=self.reader_lm.num_layers)
         texts = self._hidden_texts()
-        return torch.cat(self.reader.hidden_states(texts, layer=self.config.layer), dim=0)
+        return torch.cat(self.reader_lm.hidden_states(texts, layer=self.config.layer), dim=0)
 
     def _hidden_texts(self) -> list[str]:
         _, _, arg = self.config.source.partition(":")
@@ -239,7 +239,7 @@ class SPSScorer:
 
     def cache_key(self) -> dict[str, Any]:
         kind, _, arg = self.config.source.partition(":")
-        key: dict[str, Any] = {"model": self.reader.name,
+        key: dict[str, Any] = {"model": self.reader_lm.name,
                                "source": self.config.source, "ratio": self.config.variance_ratio,
                                "centered": self.config.centered, "version": 1}
         if kind == "hidden":
@@ -248,7 +248,7 @@ class SPSScorer:
             key["texts"] = hashlib.sha1("\x1e".join(texts).encode()).hexdigest()[:16]
             key["n_texts"] = len(texts)
             key["layer"] = self.config.layer
-            key["w"] = fingerprint(self.reader.input_embeddings())
+            key["w"] = fingerprint(self.reader_lm.input_embeddings())
         else:
             key["w"] = fingerprint(self.reader_matrix())
         return key
@@ -268,8 +268,8 @@ class SPSScorer:
                                                                        write=self.write_cache)
             else:
                 self._subspace, self.subspace_cached = compute(), False
-            if self._subspace.dim != self.reader.hidden_size:
-                raise InputError(f"subspace dimension {self._subspace.dim} != reader hidden size {self.reader.hidden_size}")
+            if self._subspace.dim != self.reader_lm.hidden_size:
+                raise InputError(f"subspace dimension {self._subspace.dim} != reader hidden size {self.reader_lm.hidden_size}")
             self.subspace_seconds = time.perf_counter() - start
         return self._subspace
 
@@ -277,8 +277,8 @@ class SPSScorer:
     def vectors(self, texts: Sequence[str]) -> torch.Tensor:
         """Pooled reader states x, one row per text (N×D float32)."""
         if not texts:
-            return torch.zeros((0, self.reader.hidden_size))
-        states = self.reader.hidden_states(list(texts), layer=self.config.layer)
+            return torch.zeros((0, self.reader_lm.hidden_size))
+        states = self.reader_lm.hidden_states(list(texts), layer=self.config.layer)
         return torch.stack([self._pool(s) for s in states])
 
     def _pool(self, states: torch.Tensor) -> torch.Tensor:
@@ -315,7 +315,7 @@ class SPSScorer:
             top, rtop = int(sq.argmax()), int(rsq.argmax())
             out.append(SPSDetail(sps=float(rsq.sum().sqrt()), top_dim=top, top_share=_share(sq, top),
                                  residual_top_dim=rtop, residual_top_share=_share(rsq, rtop),
-                                 n_tokens=self.reader.count_tokens(text)))
+                                 n_tokens=self.reader_lm.count_tokens(text)))
         return out
 
 

@@ -1,9 +1,10 @@
 """EXIT: context-aware extractive compression (Hwang et al.), one module per job.
 
-``config`` (prompts, settings, presets), ``labels`` (r from next-token logits: the one definition inference
-and training share), ``windows`` (which context each sentence gets), ``lm_classifier`` (the paper's, with
-prefix caching), ``encoder_classifier`` (a cross-encoder, beyond the paper), ``classifiers``
-(trained directories), ``compressor`` (the ``exit`` compressor).
+``config`` (prompts, settings, presets), ``sentence_classifier`` (the classifiers' contract), ``labels`` (r
+from next-token logits: the one definition inference and training share), ``windows`` (which context each
+sentence gets), ``lm_classifier`` (the paper's, with prefix caching), ``encoder_classifier`` (a cross-encoder,
+beyond the paper), ``onepass`` (one pass per passage), ``classifiers`` (trained directories, building the one
+``model`` names), ``compressor`` (the ``exit`` compressor).
 """
 
 from readerfit.compressors.exit.classifiers import build_classifier, read_classifier_manifest
@@ -21,14 +22,8 @@ from readerfit.compressors.exit.config import (
 from readerfit.compressors.exit.encoder_classifier import EncoderSentenceClassifier, encoder_features
 from readerfit.compressors.exit.labels import label_log_probs, label_loss, label_token_ids, relevance
 from readerfit.compressors.exit.lm_classifier import LMSentenceClassifier, PromptPieces
-from readerfit.compressors.exit.windows import (
-    GroupScores,
-    SentenceClassifier,
-    all_documents,
-    plan_passage,
-    plan_question,
-    window_around,
-)
+from readerfit.compressors.exit.sentence_classifier import GroupScores, SentenceClassifier
+from readerfit.compressors.exit.windows import all_documents, plan_passage, plan_question, window_around
 
 __all__ = ["EXIT_PROMPT", "NEGATIVE", "OFFICIAL_PROMPT", "POSITIVE", "PROMPTS", "RELEASED_ADAPTER", "EncoderSentenceClassifier",
            "ExitCompressor", "ExitConfig", "GroupScores", "LMSentenceClassifier", "PromptPieces", "SentenceClassifier",

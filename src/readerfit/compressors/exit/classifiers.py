@@ -19,7 +19,7 @@ from readerfit.compressors.exit.config import (
 from readerfit.compressors.exit.encoder_classifier import EncoderSentenceClassifier, load_encoder_classifier
 from readerfit.compressors.exit.lm_classifier import LMSentenceClassifier
 from readerfit.compressors.exit.onepass import OnePassSentenceClassifier, load_onepass_classifier
-from readerfit.compressors.exit.windows import SentenceClassifier
+from readerfit.compressors.exit.sentence_classifier import SentenceClassifier
 from readerfit.errors import InputError, MissingPackageError, UnknownModelError
 from readerfit.models.device import resolve_dtype
 from readerfit.models.specs import DEFAULT_EMBEDDER, DEFAULT_LM
@@ -60,14 +60,14 @@ def load_lm(pool: Any, base: str, *, adapter: str | None, dtype: str) -> Any:
         what = f"{base!r} with the LoRA adapter {adapter!r}" if adapter else repr(base)
         raise UnknownModelError(
             f"EXIT's classifier {what} could not be loaded ({err}). Download it to the Hugging Face cache, or pass "
-            f"another: --option exit.classifier=NAME_OR_DIR (an LM, or a `readerfit train exit` directory) and/or "
-            f"--option exit.adapter=DIR_OR_ID (classifier= / adapter= in the API)"
+            f"another: --option exit.model=NAME_OR_DIR (an LM, or a `readerfit train exit` directory) and/or "
+            f"--option exit.adapter=DIR_OR_ID (model= / adapter= in the API)"
         ) from err
 
 
 def build_classifier(config: ExitConfig, pool: Any) -> SentenceClassifier:
     """The sentence classifier ``config`` names, its models taken from ``pool``."""
-    name = config.classifier
+    name = config.model
     shipped = name == "default" or name in SHIPPED
     directory = classifier_dir(name)
     info = read_classifier_manifest(directory) if directory.is_dir() else None
@@ -96,7 +96,7 @@ def build_classifier(config: ExitConfig, pool: Any) -> SentenceClassifier:
                                          max_tokens=config.max_tokens, name=f"encoder:{name}", context=config.context)
     if info is not None:  # a trained LoRA adapter over a base LM
         if config.adapter is not None:
-            raise InputError(f"{name} already is a trained adapter; pass either classifier=DIR or adapter=DIR")
+            raise InputError(f"{name} already is a trained adapter; pass either model=DIR or adapter=DIR")
         lm = load_lm(pool, info.get("base", DEFAULT_LM), adapter=str(directory), dtype=dtype)
         label = f"lm:{name}"
     else:

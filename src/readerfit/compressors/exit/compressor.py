@@ -60,7 +60,7 @@ from readerfit.compressors.base import BaseCompressor, assemble, passage_sentenc
 from readerfit.compressors.budget import Budget, reader_counter, select_units
 from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig
-from readerfit.compressors.exit.windows import BatchSentenceClassifier, SentenceClassifier
+from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
 from readerfit.compressors.sentence_sim import question_similarity
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
@@ -81,20 +81,20 @@ class ExitCompressor(BaseCompressor):
     config_class = ExitConfig
 
     def __init__(self, classifier: SentenceClassifier, splitter: Callable[[str], list[str]],
-                 config: ExitConfig | None = None, *, reader: LanguageModel | None = None,
+                 config: ExitConfig | None = None, *, reader_lm: LanguageModel | None = None,
                  embedder: Any = None) -> None:
         self.classifier = classifier
         self.splitter = splitter
         self.config = config or ExitConfig()
-        self.counter = reader_counter(reader)  # a budget counts the reader's tokens (words without a reader)
+        self.counter = reader_counter(reader_lm)  # a budget counts the reader's tokens (words without a reader)
         if self.config.similarity > 0 and embedder is None:
             raise InputError(f"exit with similarity={self.config.similarity} needs an embedder")
         self.embedder = embedder
 
     @classmethod
-    def from_config(cls, config: ExitConfig, *, pool: Any, reader: LanguageModel | None = None) -> ExitCompressor:
+    def from_config(cls, config: ExitConfig, *, pool: Any, reader_lm: LanguageModel | None = None) -> ExitCompressor:
         embedder = pool.embedder(config.embedder) if config.similarity > 0 else None
-        return cls(build_classifier(config, pool), get_splitter(config.splitter), config, reader=reader,
+        return cls(build_classifier(config, pool), get_splitter(config.splitter), config, reader_lm=reader_lm,
                    embedder=embedder)
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:

@@ -44,7 +44,7 @@ DEFAULT_RATE = 0.3
 DEFAULT_SIMILARITY = 0.0
 ARCHS = ("lm", "encoder", "onepass")
 # The authors' released classifier (ThisIsHwang/EXIT README, exit_rag.py): a LoRA adapter on Gemma-2B-it, both
-# by hub id. As ``classifier`` the adapter's id means "this adapter on its base"; ``adapter`` swaps the adapter.
+# by hub id. As ``model`` the adapter's id means "this adapter on its base"; ``adapter`` swaps the adapter.
 RELEASED_ADAPTER = "doubleyyh/exit-gemma-2b"
 RELEASED = {RELEASED_ADAPTER: "google/gemma-2b-it"}
 # a hub id: one "org/name" (a path that does not exist is not one)
@@ -93,7 +93,7 @@ def default_classifier_dir() -> Path:
 class ExitConfig:
     """EXIT settings (the paper's defaults where it has them).
 
-    ``classifier``: ``"default"`` (the shipped classifier EXIT uses), ``"encoder"`` or
+    ``model``: the sentence classifier: ``"default"`` (the shipped classifier EXIT uses), ``"encoder"`` or
     ``"onepass"`` (the two shipped ones by name), a directory written by ``readerfit train exit``, a causal LM
     (registered name, local directory or HF id) used with the EXIT prompt, or ``doubleyyh/exit-gemma-2b``: the
     authors' released LoRA on ``google/gemma-2b-it`` (the ``paper`` / ``official`` presets' classifier; needs
@@ -136,15 +136,17 @@ class ExitConfig:
             return Budget(rate=DEFAULT_RATE, hard=False)
         return Budget(rate=self.rate, target_tokens=self.target_tokens)
 
+    # options renamed since (issue 28): the old names are still read as the new ones
+    RENAMED: ClassVar[dict[str, str]] = {"classifier": "model"}
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         # both run the released checkpoint; they differ in the prompt (Table 4 / the released one) and context
-        "paper": {"classifier": RELEASED_ADAPTER, "prompt": "paper", "labels": "single", "context": "passage",
+        "paper": {"model": RELEASED_ADAPTER, "prompt": "paper", "labels": "single", "context": "passage",
                   "threshold": 0.5, "min_keep": 0, "similarity": 0.0},
-        "official": {"classifier": RELEASED_ADAPTER, "prompt": "official", "labels": "single", "context": "all",
+        "official": {"model": RELEASED_ADAPTER, "prompt": "official", "labels": "single", "context": "all",
                      "threshold": 0.5, "min_keep": 0, "similarity": 0.0},
     }
 
-    classifier: str = "default"
+    model: str = "default"
     adapter: str | None = None
     threshold: float | None = None
     splitter: str = "spacy"
@@ -162,8 +164,8 @@ class ExitConfig:
     embedder: str = "minilm"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.classifier, str) or not self.classifier.strip():
-            raise InputError(f"classifier must be a name or directory, got {self.classifier!r}")
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise InputError(f"model (the sentence classifier) must be a name or directory, got {self.model!r}")
         if self.threshold is not None:
             if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
                     or not 0.0 <= self.threshold <= 1.0:

@@ -9,7 +9,8 @@ from typing import Any
 import torch
 
 from readerfit.compressors.exit.config import ENCODER_WEIGHTS
-from readerfit.compressors.exit.windows import GroupScores, collect_question, plan_question
+from readerfit.compressors.exit.sentence_classifier import GroupScores
+from readerfit.compressors.exit.windows import collect_question, plan_question
 from readerfit.errors import UnknownModelError
 from readerfit.models.device import auto_device
 from readerfit.models.specs import DEFAULT_EMBEDDER, resolve

@@ -18,7 +18,8 @@ import torch
 
 from readerfit.compressors.exit.config import CONTEXTS, PROMPTS
 from readerfit.compressors.exit.labels import label_token_ids, relevance
-from readerfit.compressors.exit.windows import GroupScores, collect_question, plan_question
+from readerfit.compressors.exit.sentence_classifier import GroupScores
+from readerfit.compressors.exit.windows import collect_question, plan_question
 from readerfit.errors import InputError
 from readerfit.models.kv_cache import cache_kwarg, cache_layers, logits_kwarg, make_cache
 

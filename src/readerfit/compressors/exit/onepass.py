@@ -23,7 +23,8 @@ import torch
 from torch import nn
 
 from readerfit.compressors.exit.config import CLASSIFIER_FILE, ENCODER_WEIGHTS, ONEPASS_WEIGHTS, shipped_classifier_dir
-from readerfit.compressors.exit.windows import GroupScores, collect_question, plan_question
+from readerfit.compressors.exit.sentence_classifier import GroupScores
+from readerfit.compressors.exit.windows import collect_question, plan_question
 from readerfit.errors import InputError, UnknownModelError
 from readerfit.models.device import auto_device
 from readerfit.models.specs import DEFAULT_EMBEDDER, resolve

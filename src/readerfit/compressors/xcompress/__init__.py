@@ -6,7 +6,7 @@ text-to-embedding variant).
 """
 
 from readerfit.compressors.xcompress.embed import XCompressEmbedCompressor, XCompressEmbedConfig
-from readerfit.compressors.xcompress.filter import FilterCalibration, OnlinePool, calibrate_threshold, norm_ratio
+from readerfit.compressors.xcompress.filter import FilterCalibration, OnlineBuffer, calibrate_threshold, norm_ratio
 from readerfit.compressors.xcompress.probes import ProbeConfig, XCompressEmbed, probe_score
 from readerfit.compressors.xcompress.prompts import (
     COMPACT_NEXT_PROMPT,
@@ -29,7 +29,7 @@ from readerfit.compressors.xcompress.summary import (
 from readerfit.compressors.xcompress.xcompress import XCompress, XCompressConfig
 
 __all__ = ["COMPACT_NEXT_PROMPT", "COMPACT_PROMPT", "PAPER_PROMPT", "SPS_READER_PROMPT", "TABLE1_PROMPT",
-           "XCOMPRESS_PROMPT", "FilterCalibration", "OnlinePool", "ProbeConfig", "Summary", "SummaryConfig",
+           "XCOMPRESS_PROMPT", "FilterCalibration", "OnlineBuffer", "ProbeConfig", "Summary", "SummaryConfig",
            "XCompress", "XCompressConfig", "XCompressEmbed", "XCompressEmbedCompressor", "XCompressEmbedConfig",
            "calibrate_threshold", "document_input", "norm_ratio", "parse_compact", "probe_score", "question_seed",
            "split_evaluation", "strip_done", "summary_prompt"]

@@ -24,7 +24,8 @@ SUMMARY_SOURCES = ("compressor", "first-passage")
 class XCompressEmbedConfig(SummaryConfig):
     """``xcompress-embed``: the greedy summary (as ``summary``), then probes and SPS over the reader's
     embedding space. Probe settings as :class:`ProbeConfig`; ``max_new_tokens`` is the summary's.
-    ``summary_from="first-passage"``: the top passage itself is the "summary" (the released xRAG script).
+    ``summary_from``: ``compressor`` (``model`` writes the summary) or ``first-passage`` (the top passage itself
+    is the "summary": the released xRAG script).
     ``budget`` is off: the reader sees one vector, never the summary's tokens."""
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -89,18 +90,17 @@ class XCompressEmbedCompressor(Summary):
     config_class = XCompressEmbedConfig
     reader_aware = True
 
-    def __init__(self, compressor: Any, reader: Any, config: XCompressEmbedConfig | None = None) -> None:
-        self.reader = require_local(reader, purpose=PURPOSE)
-        super().__init__(compressor, config or XCompressEmbedConfig(), counter=self.reader)
+    def __init__(self, lm: Any, reader_lm: Any, config: XCompressEmbedConfig | None = None) -> None:
+        self.reader_lm = require_local(reader_lm, purpose=PURPOSE)
+        super().__init__(lm, config or XCompressEmbedConfig(), counter=self.reader_lm)
         self.config: XCompressEmbedConfig
         self._answerers: dict[tuple[int, int, str], XCompressEmbed] = {}
 
     @classmethod
     def from_config(cls, config: XCompressEmbedConfig, *, pool: Any,  # type: ignore[override]
-                    reader: LanguageModel | None = None) -> XCompressEmbedCompressor:
-        compressor = pool.lm(config.compressor, dtype=config.compressor_dtype) \
-            if config.summary_from == "compressor" else None
-        return cls(compressor, reader if reader is not None else pool.local_lm(DEFAULT_LM, purpose=PURPOSE), config)
+                    reader_lm: LanguageModel | None = None) -> XCompressEmbedCompressor:
+        lm = pool.lm(config.model, dtype=config.dtype) if config.summary_from == "compressor" else None
+        return cls(lm, reader_lm if reader_lm is not None else pool.local_lm(DEFAULT_LM, purpose=PURPOSE), config)
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
         sps = self.config.sps_config()

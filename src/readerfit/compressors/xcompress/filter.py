@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -40,14 +41,17 @@ def norm_ratio(states: torch.Tensor) -> float:
 
 @dataclass
 class FilterCalibration:
-    """A calibrated filter threshold and the settings it was computed under (saved as JSON)."""
+    """A calibrated filter threshold and the settings it was computed under (saved as JSON). ``model``: the LM
+    that wrote the greedy summaries (files written before issue 28 call it ``compressor``)."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"compressor": "model"}
 
     threshold: float
     percentile: float
     n: int
     reader: str
     layer: int
-    compressor: str = ""
+    model: str = ""
     max_new_tokens: int = 0
     data: str = ""
     ratio_min: float = math.nan
@@ -73,6 +77,9 @@ class FilterCalibration:
         data = read_json(path, what="filter file")
         if not isinstance(data, dict):
             raise InputError(f"filter file {str(path)!r} holds {type(data).__name__}, expected a JSON object")
+        for old, new in cls.RENAMED.items():
+            if old in data and new not in data:
+                data[new] = data.pop(old)
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:
@@ -97,35 +104,37 @@ def calibrate_threshold(ratios: Sequence[float], *, percentile: float = 30.0) ->
     return float(np.percentile(values, percentile))
 
 
-class OnlinePool:
-    """The released code's online filter (``CompAct/run_prompt_norm_filtering.py``): a pool of recent ratios.
+class OnlineBuffer:
+    """The released code's online filter (``CompAct/run_prompt_norm_filtering.py``, its "pool"): a buffer of
+    recent ratios.
 
-    The first ``size`` (50) summaries are always sampled and their ratios fill the pool. After that the
-    threshold is the pool's sorted value at index ``int(fraction · |pool|) − 1`` (the 15th smallest of 50
-    for 30%); a ratio at or under it is sampled and replaces the pool's smallest ratio, any other is not
-    sampled and replaces the pool's largest. So the threshold never moves after the warm-up: the k smallest
+    The first ``size`` (50) summaries are always sampled and their ratios fill the buffer. After that the
+    threshold is the buffer's sorted value at index ``int(fraction · |buffer|) − 1`` (the 15th smallest of 50
+    for 30%); a ratio at or under it is sampled and replaces the buffer's smallest ratio, any other is not
+    sampled and replaces the buffer's largest. So the threshold never moves after the warm-up: the k smallest
     ratios keep the same largest member, and the rule is a fixed threshold, the 15th smallest of the first 50
-    ratios (the fixture run of the released loop shows the same). The pool lives in the compressor (one per
-    run; a resumed run starts a new pool), and decisions depend on the order questions come in.
+    ratios (the fixture run of the released loop shows the same). The buffer lives in the compressor (one per
+    run; a resumed run starts a new one), and decisions depend on the order questions come in.
 
-    >>> pool = OnlinePool(size=4, fraction=0.5)
-    >>> [pool.decide(r)[0] for r in (0.4, 0.1, 0.3, 0.2)], pool.ratios
+    >>> buffer = OnlineBuffer(size=4, fraction=0.5)
+    >>> [buffer.decide(r)[0] for r in (0.4, 0.1, 0.3, 0.2)], buffer.ratios
     ([True, True, True, True], [0.4, 0.1, 0.3, 0.2])
-    >>> pool.decide(0.15), pool.ratios       # threshold = sorted pool[int(0.5 * 4) - 1] = 0.2; 0.15 replaces 0.1
+    >>> buffer.decide(0.15), buffer.ratios   # threshold = sorted buffer[int(0.5 * 4) - 1] = 0.2; 0.15 replaces 0.1
     ((True, 0.2), [0.4, 0.15, 0.3, 0.2])
-    >>> pool.decide(0.9), pool.ratios        # above 0.2: not sampled, replaces the largest (0.4)
+    >>> buffer.decide(0.9), buffer.ratios    # above 0.2: not sampled, replaces the largest (0.4)
     ((False, 0.2), [0.9, 0.15, 0.3, 0.2])
     """
 
     def __init__(self, *, size: int = 50, fraction: float = 0.3) -> None:
         if size < 1 or not 0.0 < fraction <= 1.0:
-            raise InputError(f"online pool needs size >= 1 and 0 < fraction <= 1, got {size}, {fraction}")
+            raise InputError(f"the online filter needs online_buffer_size >= 1 and 0 < online_fraction <= 1, "
+                             f"got {size}, {fraction}")
         self.size = size
         self.fraction = fraction
         self.ratios: list[float] = []
 
     def decide(self, ratio: float) -> tuple[bool, float | None]:
-        """(sample?, the threshold used: None while the pool fills); a non-finite ratio is sampled, not pooled."""
+        """(sample?, the threshold used: None while the buffer fills); a non-finite ratio is sampled, not kept."""
         if not math.isfinite(ratio):
             return True, None
         if len(self.ratios) < self.size:

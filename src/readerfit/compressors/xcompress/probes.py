@@ -34,7 +34,7 @@ untrained (the mean of the reader's own token embeddings of the summary),
 which keeps only a bag-of-words gist of the summary, and the probes are
 isotropic random vectors chosen by a score, not learned.
 
->>> xe = XCompressEmbed(reader)                                   # doctest: +SKIP
+>>> xe = XCompressEmbed(reader_lm)                                # doctest: +SKIP
 >>> xe.answer("Who wrote it?", "Anna wrote the book.").text       # doctest: +SKIP
 """
 
@@ -141,29 +141,29 @@ class ProbeAnswer:
 class XCompressEmbed:
     """Text-to-embedding xCompress over a local HF reader (see the module docstring)."""
 
-    def __init__(self, reader: LanguageModel, config: ProbeConfig | None = None, *, sps: SPSScorer | None = None,
+    def __init__(self, reader_lm: LanguageModel, config: ProbeConfig | None = None, *, sps: SPSScorer | None = None,
                  projector: Callable[[str], torch.Tensor] | None = None) -> None:
-        self.reader = require_local(reader, purpose="the text-to-embedding variant (inputs_embeds)")
+        self.reader_lm = require_local(reader_lm, purpose="the text-to-embedding variant (inputs_embeds)")
         self.config = config or ProbeConfig()
-        self.sps = sps or SPSScorer(self.reader, SPSConfig(layer=self.config.layer))
+        self.sps = sps or SPSScorer(self.reader_lm, SPSConfig(layer=self.config.layer))
         self.projector = projector
-        if self.config.top_p >= self.reader.hidden_size:
-            raise InputError(f"top_p must be < hidden size {self.reader.hidden_size}")
+        if self.config.top_p >= self.reader_lm.hidden_size:
+            raise InputError(f"top_p must be < hidden size {self.reader_lm.hidden_size}")
 
     # embeddings
     def _embed_ids(self, ids: Sequence[int]) -> torch.Tensor:
-        table = self.reader.model.get_input_embeddings()
+        table = self.reader_lm.model.get_input_embeddings()
         with torch.inference_mode():
-            return table(torch.tensor(list(ids), device=self.reader.device)).float().cpu()
+            return table(torch.tensor(list(ids), device=self.reader_lm.device)).float().cpu()
 
     def summary_embedding(self, summary: str) -> torch.Tensor:
         """One D-vector for the summary: the projector's, or the mean of its token embeddings."""
         if self.projector is not None:
             e = torch.as_tensor(self.projector(summary), dtype=torch.float32).flatten().cpu()
-            if e.numel() != self.reader.hidden_size:
-                raise InputError(f"projector returned {e.numel()} values, the reader's hidden size is {self.reader.hidden_size}")
+            if e.numel() != self.reader_lm.hidden_size:
+                raise InputError(f"projector returned {e.numel()} values, the reader's hidden size is {self.reader_lm.hidden_size}")
             return e
-        ids = self.reader.encode_text(summary)  # generated from data: a control-token string in it stays text
+        ids = self.reader_lm.encode_text(summary)  # generated from data: a control-token string in it stays text
         if not ids:
             raise InputError("empty summary: nothing to embed")
         return self._embed_ids(ids).mean(0)
@@ -171,7 +171,7 @@ class XCompressEmbed:
     def slot_ids(self, question: str) -> tuple[list[int], list[int]]:
         """The reader prompt's ids before and after the context slot: the chat template's parts with their
         control tokens, the prompt's text and the question as plain text."""
-        rendered = self.reader.chat(self.config.reader_prompt.format(context=_SLOT, query=question))
+        rendered = self.reader_lm.chat(self.config.reader_prompt.format(context=_SLOT, query=question))
         segments = rendered.segments if isinstance(rendered, PromptText) else ((str(rendered), True),)
         before: list[int] = []
         after: list[int] = []
@@ -181,7 +181,7 @@ class XCompressEmbed:
             for k, piece in enumerate(pieces):
                 if k:
                     out = after
-                out.extend(self.reader.encode(piece) if template else self.reader.encode_text(piece))
+                out.extend(self.reader_lm.encode(piece) if template else self.reader_lm.encode_text(piece))
         if out is before:
             raise InputError("the reader prompt has no {context} slot for the summary embedding")
         return before, after
@@ -196,8 +196,8 @@ class XCompressEmbed:
         if suffix:
             parts.append(self._embed_ids(suffix))
         seq = torch.cat(parts, 0)
-        if seq.shape[0] + 1 + self.config.max_new_tokens > self.reader.context_length:
-            raise ContextLengthError(f"prompt of {seq.shape[0]} positions does not fit {self.reader.name!r}")
+        if seq.shape[0] + 1 + self.config.max_new_tokens > self.reader_lm.context_length:
+            raise ContextLengthError(f"prompt of {seq.shape[0]} positions does not fit {self.reader_lm.name!r}")
         return seq
 
     def probe_context(self, question: str, e: torch.Tensor) -> torch.Tensor:
@@ -207,7 +207,7 @@ class XCompressEmbed:
                 raise InputError("expected a non-empty question")
             text = f"Question: {question}\nAnswer:"
             # as the released code encodes it (with BOS where the tokenizer adds one), the question as plain text
-            ids = self.reader.tokenizer(text, add_special_tokens=True, split_special_tokens=True)["input_ids"]
+            ids = self.reader_lm.tokenizer(text, add_special_tokens=True, split_special_tokens=True)["input_ids"]
             return self._embed_ids(list(ids))
         return self.base_sequence(question, e)
 
@@ -215,18 +215,18 @@ class XCompressEmbed:
         """N×D Gaussian probes drawn for ``question`` (own generator seeded per question: the global RNG is untouched)."""
         cfg = self.config
         gen = torch.Generator().manual_seed(question_seed(cfg.seed, question))
-        sigma = 1.0 if cfg.scale_unit == "absolute" else float(self.reader.input_embeddings().std())
-        return torch.randn(cfg.n_probes, self.reader.hidden_size, generator=gen) * (cfg.scale * sigma)
+        sigma = 1.0 if cfg.scale_unit == "absolute" else float(self.reader_lm.input_embeddings().std())
+        return torch.randn(cfg.n_probes, self.reader_lm.hidden_size, generator=gen) * (cfg.scale * sigma)
 
     @torch.inference_mode()
     def last_states(self, sequences: torch.Tensor) -> torch.Tensor:
         """The configured layer's state at the last position of each B×L×D sequence."""
-        model = self.reader.model
+        model = self.reader_lm.model
         dtype = next(model.parameters()).dtype
         out = []
-        for start in range(0, sequences.shape[0], max(1, self.reader.batch_size)):
-            batch = sequences[start : start + self.reader.batch_size].to(self.reader.device, dtype)
-            mask = torch.ones(batch.shape[:2], dtype=torch.long, device=self.reader.device)
+        for start in range(0, sequences.shape[0], max(1, self.reader_lm.batch_size)):
+            batch = sequences[start : start + self.reader_lm.batch_size].to(self.reader_lm.device, dtype)
+            mask = torch.ones(batch.shape[:2], dtype=torch.long, device=self.reader_lm.device)
             hs = model(inputs_embeds=batch, attention_mask=mask, output_hidden_states=True).hidden_states
             out.append(hs[self.config.layer][:, -1].float().cpu())
         return torch.cat(out, 0)
@@ -257,20 +257,20 @@ class XCompressEmbed:
     @torch.inference_mode()
     def generate_from_embeddings(self, sequence: torch.Tensor) -> str:
         """Greedy continuation of an L×D embedding sequence (EOS excluded)."""
-        model = self.reader.model
+        model = self.reader_lm.model
         dtype = next(model.parameters()).dtype
-        embeds = sequence[None].to(self.reader.device, dtype)
+        embeds = sequence[None].to(self.reader_lm.device, dtype)
         out = model.generate(inputs_embeds=embeds, attention_mask=torch.ones(embeds.shape[:2], dtype=torch.long,
-                                                                                device=self.reader.device),
+                                                                                device=self.reader_lm.device),
                              max_new_tokens=self.config.max_new_tokens, do_sample=False, temperature=None, top_p=None,
-                             top_k=None, pad_token_id=self.reader.tokenizer.pad_token_id)
+                             top_k=None, pad_token_id=self.reader_lm.tokenizer.pad_token_id)
         toks = []
-        eos = set(self.reader.eos_ids) or {self.reader.tokenizer.eos_token_id}
+        eos = set(self.reader_lm.eos_ids) or {self.reader_lm.tokenizer.eos_token_id}
         for t in out[0].tolist():
             if t in eos:
                 break
             toks.append(t)
-        return self.reader.tokenizer.decode(toks, skip_special_tokens=True).strip()
+        return self.reader_lm.tokenizer.decode(toks, skip_special_tokens=True).strip()
 
     def answer(self, question: str, summary: str) -> ProbeAnswer:
         """The reader's answer with the SPS-chosen candidate vector in the context slot of its prompt."""

@@ -61,7 +61,8 @@ def question_seed(seed: int, question: str) -> int:
 
 @dataclass
 class SummaryConfig:
-    """``summary``: greedy summaries. ``max_new_tokens`` bounds a summary: 256 tokens ≈ the prompt's 200 words.
+    """``summary``: greedy summaries. ``model``: the LM that writes them (registered name, directory or HF id;
+    ``dtype`` None takes the pool's). ``max_new_tokens`` bounds a summary: 256 tokens ≈ the prompt's 200 words.
 
     ``split``: how the evaluation is cut off (``readerfit``: at a line labelled "Evaluation", a "Summary:"
     label removed; ``official``: the released code's split and parse). ``budget``: never more tokens than the
@@ -71,6 +72,8 @@ class SummaryConfig:
     replaced by the passages.
     """
 
+    # options renamed since (issue 28): the old names are still read as the new ones
+    RENAMED: ClassVar[dict[str, str]] = {"compressor": "model", "compressor_dtype": "dtype"}
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "paper": {"prompt": PAPER_PROMPT, "document_format": "blocks", "segment_size": None, "split": "readerfit",
                   "budget": False},
@@ -80,10 +83,10 @@ class SummaryConfig:
                      "budget": False},
     }
 
-    compressor: str = DEFAULT_LM
+    model: str = DEFAULT_LM
     max_new_tokens: int = 256
     prompt: str = PAPER_PROMPT
-    compressor_dtype: str | None = None
+    dtype: str | None = None
     next_prompt: str = COMPACT_NEXT_PROMPT
     document_format: str = "blocks"
     segment_size: int | None = None
@@ -140,29 +143,29 @@ class Step:
 
 
 class Summary(BaseCompressor):
-    """``summary``: the compressor LM's greedy summary of the passages (the single-summary baseline)."""
+    """``summary``: the greedy summary of the passages by the LM ``lm`` (the single-summary baseline)."""
 
     name = "summary"
     config_class = SummaryConfig
 
-    def __init__(self, compressor: Any, config: SummaryConfig | None = None, *, counter: Any = None) -> None:
-        self.compressor = compressor
+    def __init__(self, lm: Any, config: SummaryConfig | None = None, *, counter: Any = None) -> None:
+        self.lm = lm
         self.config = config or SummaryConfig()
-        self.counter = counter if counter is not None else compressor  # whose tokens the budget counts
+        self.counter = counter if counter is not None else lm  # whose tokens the budget counts
         self.counted_in = "reader tokens" if counter is not None else "compressor tokens"
 
     @classmethod
-    def from_config(cls, config: SummaryConfig, *, pool: Any, reader: LanguageModel | None = None) -> Summary:
-        return cls(pool.lm(config.compressor, dtype=config.compressor_dtype), config, counter=reader)
+    def from_config(cls, config: SummaryConfig, *, pool: Any, reader_lm: LanguageModel | None = None) -> Summary:
+        return cls(pool.lm(config.model, dtype=config.dtype), config, counter=reader_lm)
 
     # prompts and parsing
     def prompt_for(self, question: str, passages: Sequence[Passage], *, iteration: int = 0,
                    prev_summary: str = "", prev_eval: str = "") -> str:
         cfg = self.config
         if iteration == 0:
-            return summary_prompt(self.compressor, cfg.prompt, question, passages, document_format=cfg.document_format)
+            return summary_prompt(self.lm, cfg.prompt, question, passages, document_format=cfg.document_format)
         # the released code drops the previous verdict's "[INCOMPLETE]" mark before showing it again
-        return summary_prompt(self.compressor, cfg.next_prompt, question, passages, document_format=cfg.document_format,
+        return summary_prompt(self.lm, cfg.next_prompt, question, passages, document_format=cfg.document_format,
                               prev_summary=prev_summary, prev_eval=prev_eval.replace("[INCOMPLETE]", "").strip())
 
     def parse(self, text: str) -> Parsed:
@@ -186,11 +189,11 @@ class Summary(BaseCompressor):
         the first segment with ``segment_size``."""
         size = self.config.segment_size
         prompt = self.prompt_for(question, passages if size is None else passages[:size])
-        return self.compressor.generate([prompt], max_new_tokens=self.config.max_new_tokens)[0][0]
+        return self.lm.generate([prompt], max_new_tokens=self.config.max_new_tokens)[0][0]
 
     def step(self, question: str, prompt: str, *, seed: int, budget: int | None) -> Step:
         """One greedy summary."""
-        g = self.compressor.generate([prompt], max_new_tokens=self.config.max_new_tokens)[0][0]
+        g = self.lm.generate([prompt], max_new_tokens=self.config.max_new_tokens)[0][0]
         parsed = self.parse(g.text)
         return Step(units=[parsed.context], kept=[0], evaluations=[parsed.evaluation],
                     details={"summary_tokens": len(g.token_ids),

@@ -1,6 +1,6 @@
 """xCompress (Hu et al., AAAI 2026): reader-aware abstractive compression.
 
-``xcompress``: a compressor LM writes K (5) candidate summaries of the passages
+``xcompress``: the compressor's LM (``model``) writes K (5) candidate summaries of the passages
 for the question with the paper's prompt (Appendix A), by stochastic decoding
 (temperature 1.0, repetition penalty 1.2) in one batched call that prefills the
 prompt once; a scorer in the reader's space (``sps`` by default, or ``ppl``,
@@ -19,8 +19,8 @@ is the context. The threshold comes from ``readerfit exp calibrate-filter``
 (a percentile of the ratio over a validation set, default the 30th, so about
 30% of questions are sampled), saved as JSON and loaded with
 ``filter_file=PATH`` (or given directly as ``threshold=``); ``filter="online"``
-is the released code's pool instead (:class:`~readerfit.compressors.xcompress.filter.OnlinePool`:
-the first 50 summaries sampled, then the pool's 30th percentile). When the
+is the released code's online filter instead (:class:`~readerfit.compressors.xcompress.filter.OnlineBuffer`:
+the first 50 summaries sampled, then the buffer's 30th percentile). When the
 filter sends a question to sampling, the greedy summary competes with the K
 samples (``include_greedy``). ``Compression.metrics["sampled"]`` is 1 when
 candidates were sampled and 0 otherwise; the eval table reports its mean.
@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from readerfit.compressors.xcompress.filter import FilterCalibration, OnlinePool, norm_ratio
+from readerfit.compressors.xcompress.filter import FilterCalibration, OnlineBuffer, norm_ratio
 from readerfit.compressors.xcompress.summary import Step, Summary, SummaryConfig
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, require_local
@@ -57,11 +57,11 @@ from readerfit.types import Generation
 FILTERS = ("threshold", "online")
 
 
-def reader_for(name: str | None, *, pool: Any, reader: LanguageModel | None) -> LanguageModel:
-    """The reader a reader-aware compressor scores with: a named one, else the pipeline's, else the default."""
+def reader_for(name: str | None, *, pool: Any, reader_lm: LanguageModel | None) -> LanguageModel:
+    """The reader LM a reader-aware compressor scores with: a named one, else the pipeline's, else the default."""
     if name is not None:
         return pool.lm(name)
-    return reader if reader is not None else pool.lm(DEFAULT_LM)
+    return reader_lm if reader_lm is not None else pool.lm(DEFAULT_LM)
 
 
 @dataclass
@@ -70,17 +70,20 @@ class XCompressConfig(SummaryConfig):
 
     ``reader`` None scores in the pipeline's reader's space (a name picks another model). ``scorer_preset``
     builds the scorer from its own preset (``scorer_options`` override it). ``filter``: ``threshold``
-    (a calibrated ``filter_file`` or ``threshold``; neither = always sample) or ``online`` (the released pool).
+    (a calibrated ``filter_file`` or ``threshold``; neither = always sample) or ``online`` (the released code's
+    buffer of recent ratios, ``online_buffer_size`` and ``online_fraction``).
     """
+
+    RENAMED: ClassVar[dict[str, str]] = {**SummaryConfig.RENAMED, "online_pool_size": "online_buffer_size"}
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         "paper": {**SummaryConfig.PRESETS["paper"], "k": 5, "decoding": "sample", "temperature": 1.0, "top_p": 1.0,
                   "repetition_penalty": 1.2, "scorer": "sps", "scorer_preset": "paper", "include_greedy": False,
                   "filter": "threshold"},
-        # CompAct/run_prompt_norm_filtering.py: per segment a greedy summary, the online pool, 5 beams, SPS
+        # CompAct/run_prompt_norm_filtering.py: per segment a greedy summary, the online buffer, 5 beams, SPS
         "official": {**SummaryConfig.PRESETS["official"], "k": 5, "decoding": "beam", "num_beams": 5,
                      "repetition_penalty": 1.2, "scorer": "sps", "scorer_preset": "official",
-                     "include_greedy": False, "filter": "online", "online_pool_size": 50, "online_fraction": 0.3},
+                     "include_greedy": False, "filter": "online", "online_buffer_size": 50, "online_fraction": 0.3},
     }
 
     reader: str | None = None
@@ -100,7 +103,7 @@ class XCompressConfig(SummaryConfig):
     include_greedy: bool = True
     scorer_preset: str | None = None
     filter: str = "threshold"
-    online_pool_size: int = 50
+    online_buffer_size: int = 50
     online_fraction: float = 0.3
 
     def __post_init__(self) -> None:
@@ -126,8 +129,8 @@ class XCompressConfig(SummaryConfig):
         if self.filter not in FILTERS:
             raise InputError(f"filter must be one of {', '.join(FILTERS)}, got {self.filter!r}")
         if self.filter == "online" and (self.filter_file is not None or self.threshold is not None):
-            raise InputError("filter='online' keeps its own pool; give no filter_file or threshold")
-        OnlinePool(size=self.online_pool_size, fraction=self.online_fraction)  # validates them now
+            raise InputError("filter='online' keeps its own buffer of ratios; give no filter_file or threshold")
+        OnlineBuffer(size=self.online_buffer_size, fraction=self.online_fraction)  # validates them now
 
 
 class XCompress(Summary):
@@ -137,29 +140,29 @@ class XCompress(Summary):
     config_class = XCompressConfig
     reader_aware = True
 
-    def __init__(self, compressor: LanguageModel, reader: LanguageModel, scorer: Scorer,
+    def __init__(self, lm: LanguageModel, reader_lm: LanguageModel, scorer: Scorer,
                  config: XCompressConfig | None = None) -> None:
-        super().__init__(compressor, config or XCompressConfig(), counter=reader)
+        super().__init__(lm, config or XCompressConfig(), counter=reader_lm)
         self.config: XCompressConfig
-        self.reader = reader
+        self.reader_lm = reader_lm
         self.scorer = scorer
         self.calibration: FilterCalibration | None = None
         self.threshold = self.config.threshold
-        self.pool = OnlinePool(size=self.config.online_pool_size, fraction=self.config.online_fraction) \
+        self.buffer = OnlineBuffer(size=self.config.online_buffer_size, fraction=self.config.online_fraction) \
             if self.config.filter == "online" else None
         if self.config.filter_file is not None:
             self.calibration = FilterCalibration.load(self.config.filter_file)
-            if self.calibration.reader not in {self.config.reader, reader.name}:
+            if self.calibration.reader not in {self.config.reader, reader_lm.name}:
                 raise InputError(f"filter file was calibrated with reader {self.calibration.reader!r}, "
-                                 f"this xcompress scores with {reader.name!r}; recalibrate")
+                                 f"this xcompress scores with {reader_lm.name!r}; recalibrate")
             cal = self.calibration
             # The ratio's scale depends on how the greedy summary was written: refuse a mismatched calibration.
             if cal.max_new_tokens and cal.max_new_tokens != self.config.max_new_tokens:
                 raise InputError(f"filter file was calibrated with max_new_tokens={cal.max_new_tokens}, "
                                  f"this xcompress uses {self.config.max_new_tokens}; recalibrate or match them")
-            if cal.compressor and cal.compressor not in {self.config.compressor, compressor.name}:
-                raise InputError(f"filter file was calibrated with compressor {cal.compressor!r}, "
-                                 f"this xcompress uses {self.config.compressor!r}; recalibrate")
+            if cal.model and cal.model not in {self.config.model, lm.name}:
+                raise InputError(f"filter file was calibrated with the summary model {cal.model!r}, "
+                                 f"this xcompress uses {self.config.model!r}; recalibrate")
             self.threshold = cal.threshold
         # The filter reads the same layer as the scorer (SPS: penultimate) unless told otherwise.
         scorer_layer = scorer.layer if scorer.layer is not None else -2
@@ -171,15 +174,15 @@ class XCompress(Summary):
 
     @classmethod
     def from_config(  # type: ignore[override]
-        cls, config: XCompressConfig, *, pool: Any, reader: LanguageModel | None = None
+        cls, config: XCompressConfig, *, pool: Any, reader_lm: LanguageModel | None = None
     ) -> XCompress:
-        compressor = pool.lm(config.compressor, dtype=config.compressor_dtype)
-        reader_lm = reader_for(config.reader, pool=pool, reader=reader)
+        lm = pool.lm(config.model, dtype=config.dtype)
+        scoring_lm = reader_for(config.reader, pool=pool, reader_lm=reader_lm)
         options = dict(config.scorer_options)
         if config.evaluator:
             options["evaluator"] = config.evaluator
-        scorer = SCORERS.build(config.scorer, options, preset=config.scorer_preset, reader=reader_lm, pool=pool)
-        return cls(compressor, reader_lm, scorer, config)
+        scorer = SCORERS.build(config.scorer, options, preset=config.scorer_preset, reader_lm=scoring_lm, pool=pool)
+        return cls(lm, scoring_lm, scorer, config)
 
     def _samples(self) -> bool:
         return True
@@ -188,16 +191,16 @@ class XCompress(Summary):
         """The norm ratio of a summary under the reader (nan for an empty summary, which is always sampled)."""
         if not text.strip():
             return math.nan
-        reader = require_local(self.reader, purpose="xcompress's norm-guided filter")
-        return norm_ratio(reader.hidden_states([text], layer=self.filter_layer)[0])
+        reader_lm = require_local(self.reader_lm, purpose="xcompress's norm-guided filter")
+        return norm_ratio(reader_lm.hidden_states([text], layer=self.filter_layer)[0])
 
     def candidates(self, prompt: str, *, seed: int) -> list[Generation]:
         cfg = self.config
         if cfg.decoding == "beam":
-            return self.compressor.generate([prompt], n=cfg.k, temperature=0.0, num_beams=cfg.num_beams or cfg.k,
+            return self.lm.generate([prompt], n=cfg.k, temperature=0.0, num_beams=cfg.num_beams or cfg.k,
                                             repetition_penalty=cfg.repetition_penalty,
                                             max_new_tokens=cfg.max_new_tokens)[0]
-        return self.compressor.generate([prompt], n=cfg.k, temperature=cfg.temperature, top_p=cfg.top_p,
+        return self.lm.generate([prompt], n=cfg.k, temperature=cfg.temperature, top_p=cfg.top_p,
                                         repetition_penalty=cfg.repetition_penalty,
                                         max_new_tokens=cfg.max_new_tokens, seed=seed)[0]
 
@@ -213,9 +216,10 @@ class XCompress(Summary):
     def _filter(self, scored: str) -> tuple[bool, dict[str, Any]]:
         """(sample?, what the filter saw) for a greedy summary's scored text."""
         ratio = self.filter_ratio(scored)
-        if self.pool is not None:
-            sample, threshold = self.pool.decide(ratio)
-            return sample, {"filter_ratio": ratio, "threshold": threshold, "pool_size": len(self.pool.ratios)}
+        if self.buffer is not None:
+            sample, threshold = self.buffer.decide(ratio)
+            # "pool_size": the released code's word, kept so records read as before
+            return sample, {"filter_ratio": ratio, "threshold": threshold, "pool_size": len(self.buffer.ratios)}
         # An empty greedy summary is always sent to sampling (nothing to keep).
         assert self.threshold is not None
         return not (math.isfinite(ratio) and ratio > self.threshold), {"filter_ratio": ratio}
@@ -228,8 +232,8 @@ class XCompress(Summary):
         units: list[str] = []
         evaluations: list[str | None] = []
         scored: list[str] = []
-        if self.threshold is not None or self.pool is not None:
-            greedy = self.parse(self.compressor.generate([prompt], max_new_tokens=cfg.max_new_tokens)[0][0].text)
+        if self.threshold is not None or self.buffer is not None:
+            greedy = self.parse(self.lm.generate([prompt], max_new_tokens=cfg.max_new_tokens)[0][0].text)
             sample, seen = self._filter(greedy.scored)
             details.update(seen)
             if not sample:
