@@ -59,7 +59,7 @@ class Service:
         self.config = config
         self.pool = pool or ServingPool(device=config.device, dtype=config.dtype, openai_base_url=config.base_url,
                                         openai_api_key=config.backend_api_key, max_built=config.max_built)
-        self.reader: Any = None
+        self.reader_lm: Any = None  # the reader LanguageModel (config.reader is its name)
         self.judge: Any = None
         self.judge_name = seper_judge(config.judge, preset=config.preset)  # the paper's under a preset
         self._count_lock = threading.Lock()
@@ -74,7 +74,7 @@ class Service:
         for name in self.config.compressors:
             if name not in COMPRESSORS:
                 raise COMPRESSORS.unknown(name)
-        self.reader = self.pool.lm(self.config.reader)
+        self.reader_lm = self.pool.lm(self.config.reader)
         for name in self.config.compressors:
             self.compress(WARM_QUESTION, WARM_PASSAGES, compressor=name)
         for name in self.config.scorers:
@@ -110,7 +110,7 @@ class Service:
             name, merged, preset = settings[indices[0]]
             compressions = api.compress_batch([items[i]["question"] for i in indices],
                                               [items[i]["passages"] for i in indices], method=name, pool=self.pool,
-                                              reader=self.reader, preset=preset, options=merged)
+                                              reader=self.reader_lm, preset=preset, options=merged)
             for i, compression in zip(indices, compressions):
                 out[i] = api.compression_json(compression, question=items[i]["question"], compressor=name,
                                               id=items[i].get("id"))
@@ -137,7 +137,7 @@ class Service:
         ``score`` is the text's best sentence's score (``relevance_score`` in the framework adapters)."""
         item = dict(question=query, passages=list(texts), compressor=compressor, options=options, preset=preset)
         name, merged, preset = self._compress_settings(item, passages_field="texts")
-        c = api.compress(query, list(texts), method=name, pool=self.pool, reader=self.reader, preset=preset,
+        c = api.compress(query, list(texts), method=name, pool=self.pool, reader=self.reader_lm, preset=preset,
                          options=merged)
         if c.scores is None or c.passage_of_unit is None:
             raise BadField(f"compressor {name!r} does not score the sentences of each text; rerank with one that "
@@ -170,7 +170,7 @@ class Service:
             merged = {**self.config.options.get(name, {}), **options.get(name, {})}
             checked_config(SCORERS.get(name).config_class, merged, what=f"scorer {name!r}",
                            preset=preset or self.config.preset, field=f"options.{name}")
-            out[name] = api.score(list(texts), scorer=name, reader=self.reader, pool=self.pool, contexts=contexts,
+            out[name] = api.score(list(texts), scorer=name, reader=self.reader_lm, pool=self.pool, contexts=contexts,
                                   preset=preset or self.config.preset, options=merged)
         return api.score_json(out)
 
@@ -189,7 +189,7 @@ class Service:
             raise BadField(f"a request may sample at most n={MAX_SEPER_SAMPLES} responses of at most "
                              f"max_new_tokens={MAX_SEPER_NEW_TOKENS}; got n={config.n}, "
                            f"max_new_tokens={config.max_new_tokens}", field="options")
-        seper = SePer(self.reader, judge=self.judge, config=config, pool=self.pool)
+        seper = SePer(self.reader_lm, judge=self.judge, config=config, pool=self.pool)
         result = seper.seper(question, list(answers)) if context is None else seper.delta(question, list(answers),
                                                                                            context)
         return seper_json(result, preset=preset)
@@ -199,7 +199,7 @@ class Service:
         length alone, before any tokenizing."""
         limit = self.config.max_input_tokens
         chars = sum(len(t) for t in texts)
-        tokens = chars if chars > limit * MAX_CHARS_PER_TOKEN else sum(self.reader.count_tokens(t) for t in texts if t)
+        tokens = chars if chars > limit * MAX_CHARS_PER_TOKEN else sum(self.reader_lm.count_tokens(t) for t in texts if t)
         if tokens > limit:
             measured = f"{chars} characters" if chars > limit * MAX_CHARS_PER_TOKEN else f"{tokens} tokens"
             raise TooLarge(f"the request holds {measured} of text, over this server's limit of {limit} reader "
