@@ -179,7 +179,7 @@ def test_presets_reach_the_classifier_and_are_recorded_only_when_set(tiny_lm_dir
     from readerfit.compressors.exit import RELEASED_ADAPTER
 
     assert Config(data="x").settings()["classifier"] == "default"
-    assert Config(data="x", preset="paper").exit_config().classifier == RELEASED_ADAPTER
+    assert Config(data="x", preset="paper").exit_config().model == RELEASED_ADAPTER
     assert Config(data="x", preset="official").settings()["classifier"] == RELEASED_ADAPTER
 
     data = write_examples(tmp_path / "hp.jsonl", make_examples(2))

@@ -29,11 +29,9 @@ from typing import Any
 
 from readerfit.errors import InputError, MissingPackageError, require
 from readerfit.io import atomic_file, write_atomic
-from readerfit.metrics.qa import QA_METRICS
 from readerfit.runs import RunFolder, RunView
 
 REPORT_NAME = "report.md"
-OUTCOMES = tuple(QA_METRICS)  # the QA scores an experiment reports
 
 
 def figure_class() -> Any:

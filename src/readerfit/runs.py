@@ -3,13 +3,16 @@
 ``RunFolder.open`` creates (or resumes) the folder: ``run.json`` holds the run's kind and settings
 (a rerun with other settings is refused), ``records.jsonl`` the records written so far (one per
 example, appended as they finish), and an exclusive lock makes the run its folder's one writer.
+:meth:`RunFolder.each` is the run loop: the items not yet in the records, with a progress bar.
 :meth:`RunFolder.write_summary` writes ``summary.json`` and ``summary.md``; :class:`RunView` reads a
-folder back (the report engine's input).
+folder back (the report engine's input). ``RunFolder.open_file`` is the same for a run whose records
+are one file of the user's (``compress --out FILE``).
 
 >>> import tempfile, pathlib
 >>> out = pathlib.Path(tempfile.mkdtemp()) / "run"
 >>> with RunFolder.open(out, kind="demo", settings={"n": 1}, key=("id",)) as run:
-...     run.log.append({"id": "q1"})
+...     for item in run.each([{"id": "q1"}], key=lambda item: (item["id"],), desc="demo", unit="q", progress=False):
+...         run.log.append({"id": item["id"], "answer": "Paris"})
 >>> RunFolder.open(out, kind="demo", settings={"n": 2}, key=("id",))   # doctest: +ELLIPSIS, +IGNORE_EXCEPTION_DETAIL
 Traceback (most recent call last):
 readerfit.errors.InputError: ... holds a run with other settings (n differ); ...
@@ -22,17 +25,20 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from readerfit.errors import InputError
-from readerfit.io import RecordLog, read_json, read_jsonl, write_atomic, write_json
+from readerfit.io import RecordLog, read_json, read_jsonl, writable_file, write_atomic, write_json
 
 RUN_FORMAT = "readerfit-run/1"
 RUN_FILE = "run.json"
 LOCK_FILE = ".lock"
+
+T = TypeVar("T")
+Key = tuple[Any, ...]
 
 
 def default_out(kind: str, data_label: str, settings: dict[str, Any]) -> Path:
@@ -75,25 +81,68 @@ def check_out(out: Path) -> None:
         raise InputError(f"--out {str(out)!r}: cannot write in {str(probe)!r} (permission denied)")
 
 
+def by_id(item: Any) -> Key:
+    """The record key of an example: ``(item.id,)``."""
+    return (item.id,)
+
+
+class Pending(Generic[T]):
+    """The items a run has still to do; iterating them shows a progress bar that starts at the done count.
+
+    ``len()`` (and truth) is how many are left, so a run loads its models only when something is.
+    """
+
+    def __init__(self, items: Sequence[T], *, total: int, desc: str, unit: str, progress: bool = True,
+                 postfix: Callable[[], dict[str, Any]] | None = None) -> None:
+        self.items = list(items)
+        self.total, self.desc, self.unit, self.progress, self.postfix = total, desc, unit, progress, postfix
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[T]:
+        bar = progress_bar(total=self.total, done=self.total - len(self.items), desc=self.desc, unit=self.unit,
+                           enabled=self.progress)
+        try:
+            for item in self.items:
+                yield item
+                bar.update(1)  # after the caller's body: the item is done
+                if self.postfix is not None:
+                    bar.set_postfix(**self.postfix())
+        finally:
+            bar.close()
+
+
+def progress_bar(*, total: int, done: int, desc: str, unit: str, enabled: bool = True) -> Any:
+    """A progress bar on stderr (tqdm), starting at ``done``."""
+    import tqdm  # the module, not the class: read at the call (tests replace it)
+
+    return tqdm.tqdm(total=total, initial=done, disable=not enabled, file=sys.stderr, desc=desc, unit=unit,
+                     dynamic_ncols=True)
+
+
 class RunFolder:
     """An open run folder: its settings checked, its lock held, its records loaded (``log``)."""
 
-    def __init__(self, path: Path, *, kind: str, settings: dict[str, Any], key: tuple[str, ...],
-                 check: Callable[[dict[str, Any]], str | None] | None = None) -> None:
+    def __init__(self, path: Path, *, kind: str, settings: dict[str, Any] | None, key: tuple[str, ...] | None,
+                 check: Callable[[dict[str, Any]], str | None] | None = None, records: Path | None = None) -> None:
+        """``records`` given: a one-file run, that file its records, its lock beside it, no settings."""
         self.path = path
         self.kind = kind
         self.settings = settings
+        self._records = records
         self._lock: Any = None
         self._take_lock()
         try:
-            self._check_settings()
-            self.log = RecordLog(path / "records.jsonl", key=key, check=check)
+            if settings is not None:
+                self._check_settings(settings)
+            self._log = None if key is None else RecordLog(records or path / "records.jsonl", key=key, check=check)
         except BaseException:
             self.close()
             raise
 
     @classmethod
-    def open(cls, out: str | os.PathLike | None, *, kind: str, settings: dict[str, Any], key: tuple[str, ...],
+    def open(cls, out: str | os.PathLike | None, *, kind: str, settings: dict[str, Any], key: tuple[str, ...] | None,
              data_label: str = "data", check: Callable[[dict[str, Any]], str | None] | None = None) -> RunFolder:
         """Create or resume ``out`` (default :func:`default_out`) for a run of ``kind`` with ``settings``."""
         path = Path(out) if out is not None else default_out(kind, data_label, settings)
@@ -104,20 +153,65 @@ class RunFolder:
             raise InputError(f"--out {str(path)!r}: cannot create the folder ({err.strerror})") from err
         return cls(path, kind=kind, settings=settings, key=key, check=check)
 
+    @classmethod
+    def open_file(cls, out: str | os.PathLike, *, kind: str, key: tuple[str, ...],
+                  check: Callable[[dict[str, Any]], str | None] | None = None) -> RunFolder:
+        """Create or resume a run whose records are the one JSONL file ``out`` (``compress --out FILE``): no
+        ``run.json`` beside it, and the lock is ``FILE.lock``, as ``compress`` has always written them."""
+        path = Path(out)
+        writable_file(path, what="JSONL file (new or of an earlier run)")
+        return cls(path, kind=kind, settings=None, key=key, check=check, records=path)
+
+    @property
+    def log(self) -> RecordLog:
+        """The records written so far; a run opened with ``key=None`` keeps none (training keeps its step logs)."""
+        if self._log is None:
+            raise AttributeError(f"{self.path}: this {self.kind} run keeps no records log (opened with key=None)")
+        return self._log
+
+    # ----- the run loop -----------------------------------------------------------------------
+    def each(self, items: Sequence[T], *, desc: str, unit: str, key: Callable[[T], Key | list[Key]] = by_id,
+             log: RecordLog | None = None, progress: bool = True,
+             postfix: Callable[[], dict[str, Any]] | None = None) -> Pending[T]:
+        """The ``items`` not yet done, in order, with a progress bar over all of them (from the done count).
+
+        ``key`` gives an item's record key in ``log`` (default: :attr:`log`, the folder's records; default key
+        ``(item.id,)``), or a list of keys when an item writes several records (done when all are). ``postfix``
+        adds its figures to the bar after each item. The caller appends each item's record(s) to the log::
+
+            for example in run.each(examples, desc="exp", unit="question"):
+                run.log.append(record(example))
+        """
+        records = self.log if log is None else log
+
+        def done(item: T) -> bool:
+            keys = key(item)
+            return all(records.done(k) for k in (keys if isinstance(keys, list) else [keys]))
+
+        return Pending([item for item in items if not done(item)], total=len(items), desc=desc, unit=unit,
+                       progress=progress, postfix=postfix)
+
     # ----- one writer ------------------------------------------------------------------------
     def _take_lock(self) -> None:
         import filelock  # a dependency of transformers' hub client; imported here to keep this module light
 
-        lock = filelock.FileLock(str(self.path / LOCK_FILE), timeout=0)
+        one_file = self._records is not None
+        lock = filelock.FileLock(f"{self._records}.lock" if one_file else str(self.path / LOCK_FILE), timeout=0)
         try:
             lock.acquire()
         except filelock.Timeout:
+            if one_file:
+                raise InputError(f"--out {str(self.path)!r} is being written by another readerfit {self.kind}; "
+                                 "wait for it to finish, or give another --out") from None
             holder = self._lock_holder()
             raise InputError(
                 f"{self.path} is in use by another readerfit run" + (f" (pid {holder})" if holder else "")
                 + "; wait for it to finish, or give this run another --out") from None
+        except OSError as err:
+            raise InputError(f"--out {str(self.path)!r}: its lock file cannot be made ({err.strerror})") from None
         self._lock = lock
-        write_atomic(self.path / f"{LOCK_FILE}.pid", f"{os.getpid()}\n")
+        if not one_file:  # a one-file run leaves no file of its own beside the user's
+            write_atomic(self.path / f"{LOCK_FILE}.pid", f"{os.getpid()}\n")
 
     def _lock_holder(self, wait: float = 2.0) -> int | None:
         """The pid of the live process holding the lock (it writes its pid just after taking the lock)."""
@@ -147,15 +241,15 @@ class RunFolder:
         self.close()
 
     # ----- settings ---------------------------------------------------------------------------
-    def _check_settings(self) -> None:
+    def _check_settings(self, settings: dict[str, Any]) -> None:
         old_kind, old = read_run_file(self.path)
-        record = {"format": RUN_FORMAT, "kind": self.kind, "settings": self.settings}
+        record = {"format": RUN_FORMAT, "kind": self.kind, "settings": settings}
         if old is None:
             write_json(self.path / RUN_FILE, record)
             return
         if old_kind is not None and old_kind != self.kind:
             raise InputError(f"{self.path} holds a {old_kind!r} run, not {self.kind!r}; use a new --out folder")
-        diff = sorted(k for k in set(old) | set(self.settings) if old.get(k) != self.settings.get(k))
+        diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
         if diff:
             raise InputError(f"{self.path} holds a run with other settings ({', '.join(diff)} differ); "
                              "use a new --out folder or delete it")
@@ -164,11 +258,8 @@ class RunFolder:
 
     # ----- progress and results --------------------------------------------------------------
     def progress(self, *, total: int, done: int, desc: str, unit: str, enabled: bool = True) -> Any:
-        """A progress bar on stderr (tqdm), starting at ``done``."""
-        from tqdm import tqdm
-
-        return tqdm(total=total, initial=done, disable=not enabled, file=sys.stderr, desc=desc, unit=unit,
-                    dynamic_ncols=True)
+        """A progress bar on stderr (tqdm), starting at ``done`` (for loops :meth:`each` does not fit: eval's)."""
+        return progress_bar(total=total, done=done, desc=desc, unit=unit, enabled=enabled)
 
     def write_summary(self, result: dict[str, Any], table: str) -> None:
         """``summary.json`` (the result) and ``summary.md`` (the table), recomputed from the records."""

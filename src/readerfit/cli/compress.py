@@ -26,17 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import filelock
-from tqdm import tqdm
-
 from readerfit import api
 from readerfit.cli.options import add_model_args, add_server_args, add_threads_arg, emit, set_threads
 from readerfit.compressors import COMPRESSORS
 from readerfit.errors import InputError
-from readerfit.io import RecordLog, writable_file
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import PRESET_NAMES, parse_options
+from readerfit.runs import Pending, RunFolder
 
 
 def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
@@ -213,35 +210,17 @@ def named_options(items: Sequence[str], names: Sequence[str], *, flag: str = "--
 
 
 # ----- output ------------------------------------------------------------------------------------------------
-class _OneWriter:
-    """The --out file's records, with its lock held (one writer; a crashed run's lock dies with it)."""
+def open_out(path: str, compressor: str) -> RunFolder:
+    """The --out file as a one-file run: its results loaded, its lock held (one writer)."""
 
-    def __init__(self, path: Path, compressor: str) -> None:
-        writable_file(path, what="JSONL file (new or of an earlier run)")
-        self.lock = filelock.FileLock(f"{path}.lock", timeout=0)
-        try:
-            self.lock.acquire()
-        except filelock.Timeout:
-            raise InputError(f"--out {str(path)!r} is being written by another readerfit compress; wait for it to "
-                             "finish, or give another --out") from None
-        except OSError as err:
-            raise InputError(f"--out {str(path)!r}: its lock file cannot be made ({err.strerror})") from None
+    def check(record: dict[str, Any]) -> str | None:
+        if "text" not in record or "question" not in record:
+            return "not a compress result"
+        if record.get("compressor") != compressor:
+            return f"a result of compressor {record.get('compressor')!r}, not {compressor!r}"
+        return None
 
-        def check(record: dict[str, Any]) -> str | None:
-            if "text" not in record or "question" not in record:
-                return "not a compress result"
-            if record.get("compressor") != compressor:
-                return f"a result of compressor {record.get('compressor')!r}, not {compressor!r}"
-            return None
-
-        try:
-            self.log = RecordLog(path, key=("id",), check=check)
-        except BaseException:
-            self.lock.release()
-            raise
-
-    def close(self) -> None:
-        self.lock.release()
+    return RunFolder.open_file(path, kind="compress", key=("id",), check=check)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -250,42 +229,40 @@ def run(args: argparse.Namespace) -> int:
         raise COMPRESSORS.unknown(name)
     options = named_options(args.option, [name]).get(name, {})
     items, many = read_items(*read_source(args.input))
-    writer = _OneWriter(Path(args.out), name) if args.out else None
+    out = open_out(args.out, name) if args.out else None
     try:
-        return _compress_all(args, items, many=many or writer is not None, options=options, writer=writer)
+        return _compress_all(args, items, many=many or out is not None, options=options, out=out)
     finally:
-        if writer is not None:
-            writer.close()
+        if out is not None:
+            out.close()
 
 
 def _compress_all(args: argparse.Namespace, items: list[Item], *, many: bool, options: dict[str, Any],
-                  writer: _OneWriter | None) -> int:
+                  out: RunFolder | None) -> int:
     set_threads(args.threads)
-    todo = [it for it in items if writer is None or not writer.log.done((it.key,))]
+    desc, shown = f"compress ({args.compressor})", not args.no_progress and many
+    todo = (out.each(items, key=lambda it: (it.key,), desc=desc, unit="question", progress=shown) if out is not None
+            else Pending(items, total=len(items), desc=desc, unit="question", progress=shown))
     pool = ModelPool(device=args.device, dtype=args.dtype, openai_base_url=args.base_url, openai_api_key=args.api_key)
     reader = pool.lm(args.reader) if todo else None
-    bar = tqdm(total=len(items), initial=len(items) - len(todo), disable=args.no_progress or not many,
-               file=sys.stderr, desc=f"compress ({args.compressor})", unit="question", dynamic_ncols=True)
     result: dict[str, Any] = {}
-    with bar:
-        for it in todo:
-            try:
-                compression = api.compress(it.question, it.passages, method=args.compressor, pool=pool,
-                                           reader=reader, preset=args.preset, options=options)
-            except InputError as err:
-                raise InputError(f"{it.where}: {err}") from None
-            result = api.compression_json(compression, question=it.question, compressor=args.compressor,
-                                          id=it.key if many or it.given_id else None)
-            if writer is not None:
-                writer.log.append(result)
-            elif many:
-                print(json.dumps(result, ensure_ascii=False, allow_nan=False), flush=True)
-            bar.update()
-    if writer is not None:
-        summary = {"out": str(writer.log.path), "n": len(items), "written": len(todo),
-                   "skipped": len(items) - len(todo)}
-        emit(summary, f"compressed {len(todo)} of {len(items)} ({len(items) - len(todo)} already in "
-                      f"{writer.log.path}); results: {writer.log.path}", as_json=args.json)
+    for it in todo:
+        try:
+            compression = api.compress(it.question, it.passages, method=args.compressor, pool=pool,
+                                       reader=reader, preset=args.preset, options=options)
+        except InputError as err:
+            raise InputError(f"{it.where}: {err}") from None
+        result = api.compression_json(compression, question=it.question, compressor=args.compressor,
+                                      id=it.key if many or it.given_id else None)
+        if out is not None:
+            out.log.append(result)
+        elif many:
+            print(json.dumps(result, ensure_ascii=False, allow_nan=False), flush=True)
+    if out is not None:
+        written = len(todo)
+        summary = {"out": str(out.log.path), "n": len(items), "written": written, "skipped": len(items) - written}
+        emit(summary, f"compressed {written} of {len(items)} ({len(items) - written} already in "
+                      f"{out.log.path}); results: {out.log.path}", as_json=args.json)
     elif not many:
         emit(result, result["text"], as_json=args.json)
     return 0

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from readerfit.io import markdown_table
-from readerfit.metrics.qa import QA_METRICS
+from readerfit.metrics.qa import QA_METRICS, label
 from readerfit.types import Record
 
 # the means after the QA scores, in the order summary.json has always written them: the reader's tokens in
@@ -119,11 +119,6 @@ def versus_baseline(summary: dict[str, MethodSummary], baseline: str = BASELINE)
 
 def _ratio(value: float, base: float) -> str:
     return f"{value / base:.0%}" if base > 0 else "n/a"
-
-
-def label(key: str) -> str:
-    """A mean's column heading: short metric names in capitals (EM, F1), the others as named."""
-    return key.upper() if len(key) <= 2 else key
 
 
 def summary_markdown(summary: dict[str, MethodSummary]) -> str:

@@ -2,7 +2,8 @@
 
 Each module holds its ``Config`` (a dataclass whose fields are its command-line flags, with ``settings()``: what
 ``run.json`` stores), ``KEY`` (the fields that identify a record), ``run(config, *, run, pool, progress) -> Outcome``
-and ``report_section(view, doc)``; the command line does the rest.
+(its loop: ``run.each(examples, ...)``, the examples not yet in the records, with a progress bar) and
+``report_section(view, doc)``; the command line does the rest.
 
 >>> EXPERIMENTS.names()
 ['calibrate-filter', 'evouna', 'exit-sentences', 'frontier', 'seper-utility', 'sps-correlation']

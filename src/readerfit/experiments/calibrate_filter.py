@@ -34,14 +34,14 @@ from readerfit.compressors.xcompress import FilterCalibration, Summary, SummaryC
 from readerfit.data import load_dataset
 from readerfit.errors import InputError, ReaderfitError
 from readerfit.io import markdown_table, read_json
+from readerfit.models.device import DTYPES
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import PRESET_NAMES, make_config, param
 from readerfit.report import Doc, finite, fmt
-from readerfit.runs import Outcome, RunFolder, RunView
+from readerfit.runs import Outcome, RunFolder, RunView, with_added
 
 KEY = ("id",)
-DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass
@@ -51,13 +51,13 @@ class Config:
     limit: int | None = param(None, help="first N questions")
     percentile: float = param(30.0, help="sample for questions at or below this percentile")
     compressor: str = param(DEFAULT_LM, help="LM that writes the greedy summary")
-    compressor_dtype: str | None = param(None, help="dtype of the compressor (default: --dtype)", choices=DTYPES)
+    compressor_dtype: str | None = param(None, help="dtype of the compressor (default: --dtype)", choices=tuple(DTYPES))
     reader: str = param(DEFAULT_LM, help="LM whose hidden states give the ratio")
     layer: int = param(-2, help="hidden-state layer (-2 = penultimate)")
     max_new_tokens: int | None = param(None, help="as the xcompress compressor will use (default: the preset's, "
                                        "else 256)")
     filter_file: str | None = param(None, help="where to save the threshold (default OUT/filter.json)")
-    dtype: str = param("float32", help="model dtype", choices=DTYPES)
+    dtype: str = param("float32", help="model dtype", choices=tuple(DTYPES))
     preset: str | None = param(None, help="write the greedy summary as the summary compressor's preset does",
                                choices=PRESET_NAMES)
 
@@ -70,7 +70,7 @@ class Config:
 
     def summary_config(self) -> SummaryConfig:
         """The ``summary`` compressor's config: its preset (if any), then the flags given."""
-        options: dict[str, Any] = {"compressor": self.compressor, "compressor_dtype": self.compressor_dtype}
+        options: dict[str, Any] = {"model": self.compressor, "dtype": self.compressor_dtype}
         if self.max_new_tokens is not None:
             options["max_new_tokens"] = self.max_new_tokens
         return make_config(SummaryConfig, options, what="calibrate-filter", preset=self.preset)
@@ -79,20 +79,16 @@ class Config:
         settings = {"data": str(self.data), "format": self.format, "compressor": self.compressor,
                     "compressor_dtype": self.compressor_dtype, "reader": self.reader, "layer": self.layer,
                     "max_new_tokens": self.summary_config().max_new_tokens, "dtype": self.dtype}
-        if self.preset is not None:  # added later: only when set, so older folders resume
-            settings["preset"] = self.preset
-        return settings
+        return with_added(settings, {"preset": (self.preset, None)})
 
 
 def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = True) -> Outcome:
     """The filter ratio of each question's greedy summary, then the threshold at the percentile."""
     examples = load_dataset(config.data, format=config.format, limit=config.limit)
-    todo = [e for e in examples if not run.log.done((e.id,))]
+    todo = run.each(examples, desc="calibrate-filter", unit="question", progress=progress)
     if todo:
         summary = Summary(pool.lm(config.compressor, dtype=config.compressor_dtype), config.summary_config())
         reader = pool.local_lm(config.reader, purpose="the norm-guided filter")
-        bar = run.progress(total=len(examples), done=len(examples) - len(todo), desc="calibrate-filter",
-                           unit="question", enabled=progress)
         for ex in todo:
             start = time.perf_counter()
             try:
@@ -106,13 +102,11 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
             except ReaderfitError as err:
                 record = {"id": ex.id, "ratio": math.nan, "error": f"{type(err).__name__}: {err}"}
             run.log.append(record)
-            bar.update(1)
-        bar.close()
     ids = {e.id for e in examples}
     ratios = [r["ratio"] for r in run.log if r["id"] in ids and r.get("ratio") is not None and math.isfinite(r["ratio"])]
     threshold = calibrate_threshold(ratios, percentile=config.percentile)
     calibration = FilterCalibration(threshold=threshold, percentile=config.percentile, n=len(ratios),
-                                    reader=config.reader, layer=config.layer, compressor=config.compressor,
+                                    reader=config.reader, layer=config.layer, model=config.compressor,
                                     max_new_tokens=config.summary_config().max_new_tokens, data=str(config.data),
                                     ratio_min=min(ratios), ratio_median=statistics.median(ratios),
                                     ratio_max=max(ratios))

@@ -38,28 +38,45 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
-
-from tqdm import tqdm
+from typing import Any, ClassVar
 
 from readerfit.data import load_dataset
 from readerfit.errors import InputError
 from readerfit.io import markdown_table, write_atomic
+from readerfit.models.device import DTYPES
 from readerfit.models.pool import ModelPool
-from readerfit.registry import param
+from readerfit.registry import make_config, param
 from readerfit.report import Doc, fmt, kv_table
 from readerfit.retrieval_utility.belief import entailed, loose_match
 from readerfit.retrieval_utility.config import PRESET_CHOICES, judge_warning, seper_judge
 from readerfit.retrieval_utility.judge import Judge, build_judge
-from readerfit.runs import Outcome, RunFolder, RunView
+from readerfit.runs import Outcome, RunFolder, RunView, progress_bar, with_added
 from readerfit.types import QAExample
 
 KEY = ("id", "system")
 DIRECTIONS = ("forward", "both", "loose")
-PRESET_RULES: dict[str, dict[str, Any]] = {
-    "paper": {"direction": "both"},
-    "official": {"direction": "loose", "decision": "argmax", "question_mark": True},
-}
+
+
+@dataclass
+class MatchRule:
+    """When the judge says an answer matches a reference: ``direction`` (forward, both, loose), ``decision``
+    (τ on the entailment probability, or the most likely relation) and whether the judge reads the question with
+    a "?" appended (the released code's)."""
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "paper": {"direction": "both"},
+        "official": {"direction": "loose", "decision": "argmax", "question_mark": True},
+    }
+
+    direction: str = "forward"
+    decision: str = "threshold"
+    question_mark: bool = False
+
+    def __post_init__(self) -> None:
+        if self.direction not in DIRECTIONS:
+            raise InputError(f"direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
+        if self.decision not in ("threshold", "argmax"):
+            raise InputError(f"decision must be 'threshold' or 'argmax', got {self.decision!r}")
 
 
 @dataclass
@@ -75,20 +92,17 @@ class Config:
                                choices=PRESET_CHOICES)
     direction: str | None = param(None, help="forward: answer ⊢ reference (default); both: bidirectional "
                                   "entailment; loose: the released SePer code's match", choices=DIRECTIONS)
-    dtype: str = param("float32", help="dtype of an lm: judge", choices=("float32", "bfloat16", "float16"))
+    dtype: str = param("float32", help="dtype of an lm: judge", choices=tuple(DTYPES))
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
             raise InputError(f"--limit must be >= 1, got {self.limit}")
 
     def rule(self) -> dict[str, Any]:
-        """direction, decision and question_mark: the preset's, then ``--direction`` when given."""
-        rule: dict[str, Any] = dict(PRESET_RULES.get(self.preset or "", {"direction": "forward"}))
-        rule.setdefault("decision", "threshold")
-        rule.setdefault("question_mark", False)
-        if self.direction is not None:
-            rule["direction"] = self.direction
-        return rule
+        """direction, decision and question_mark (:class:`MatchRule`): the preset's, then ``--direction`` when
+        given."""
+        given = {"direction": self.direction} if self.direction is not None else {}
+        return asdict(make_config(MatchRule, given, what="evouna", preset=self.preset))
 
     def judge_spec(self) -> str:
         """The judge given, else the preset's (the paper's NLI model), else ``lexical``."""
@@ -97,12 +111,8 @@ class Config:
     def settings(self) -> dict[str, Any]:
         settings = {"data": str(self.data), "limit": self.limit, "judge": self.judge_spec(),
                     "threshold": self.threshold, "direction": self.rule()["direction"]}
-        if self.preset is not None:  # added after 0.1: only when set, so older folders resume
-            settings["preset"] = self.preset
-        warning = judge_warning(self.judge_spec(), preset=self.preset)
-        if warning:
-            settings["judge_warning"] = warning
-        return settings
+        return with_added(settings, {"preset": (self.preset, None),
+                                     "judge_warning": (judge_warning(self.judge_spec(), preset=self.preset), None)})
 
 
 SYSTEMS = ("fid", "gpt35", "chatgpt", "gpt4", "newbing")
@@ -200,7 +210,7 @@ def evaluate_judge(
                 continue
             jobs.append((e, x, c["answer"], bool(c["judge"])))
     predictions: list[dict[str, Any]] = []
-    bar = tqdm(total=len(jobs), disable=not progress, file=sys.stderr, desc="evouna", unit="answer", dynamic_ncols=True)
+    bar = progress_bar(total=len(jobs), done=0, desc="evouna", unit="answer", enabled=progress)
     relations = direction == "loose" or decision == "argmax"
     for start in range(0, len(jobs), chunk):
         part = jobs[start : start + chunk]

@@ -104,17 +104,17 @@ def run_balanced(*, examples: Sequence[QAExample], mix: str, seed: int, threshol
     """Draw the sample, score what ``balanced.jsonl`` lacks, and summarise the sample's records."""
     samples, counts = draw_sample(examples, mix=mix, seed=seed)
     log = RecordLog(run.path / LOG, key=("id", "source"))
-    todo = [s for s in samples if not log.done((s.id, s.source_qid))]
+    questions: dict[str, list[ExitSample]] = {}  # a question's samples are scored in one go, then saved
+    for sample in samples:
+        questions.setdefault(sample.qid, []).append(sample)
+    todo = run.each(list(questions.values()), key=lambda mine: [(s.id, s.source_qid) for s in mine], log=log,
+                    desc="exit-sentences (balanced)", unit="question", progress=progress)
     if todo:
-        bar = run.progress(total=len(samples), done=len(samples) - len(todo), desc="exit-sentences (balanced)",
-                           unit="sample", enabled=progress)
         scorer = classifier()
-        for question in dict.fromkeys(s.qid for s in todo):  # a question's samples in one go, then saved
-            mine = [s for s in todo if s.qid == question]
-            for record in score_samples(mine, examples=examples, classifier=scorer):
+        for mine in todo:
+            left = [s for s in mine if not log.done((s.id, s.source_qid))]  # a crash can leave a question half done
+            for record in score_samples(left, examples=examples, classifier=scorer):
                 log.append(record)
-            bar.update(len(mine))
-        bar.close()
     scored = {(r["id"], r["source"]): r for r in log}
     return balanced_result([scored[(s.id, s.source_qid)] for s in samples], threshold=threshold, mix=mix, seed=seed,
                            counts=counts)

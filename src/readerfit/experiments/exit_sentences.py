@@ -49,10 +49,11 @@ from readerfit.experiments import exit_balanced as balanced
 from readerfit.io import markdown_table, read_jsonl
 from readerfit.metrics.classification import best_f1, threshold_metrics
 from readerfit.metrics.correlation import auroc
+from readerfit.models.device import DTYPES
 from readerfit.models.pool import ModelPool
-from readerfit.registry import PRESET_NAMES, make_config, param
+from readerfit.registry import PRESET_NAMES, apply_preset, make_config, param
 from readerfit.report import Doc, fmt
-from readerfit.runs import Outcome, RunFolder, RunView
+from readerfit.runs import Outcome, RunFolder, RunView, with_added
 from readerfit.types import Passage, QAExample
 
 KEY = ("id",)
@@ -61,10 +62,9 @@ KEY = ("id",)
 @dataclass
 class Config:
     """``--preset`` sets the classifier's prompt, labels and context (:class:`ExitConfig`) and the balanced
-    sample's mix and seed (``PRESETS``: those of ``readerfit train exit-data --preset``)."""
+    sample's mix (``PRESETS``), drawn with that mix's seed as ``readerfit train exit-data --preset`` draws it."""
 
-    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        name: {"sample": name, "sample_seed": balanced.SEEDS[name]} for name in ("paper", "official")}
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {name: {"sample": name} for name in ("paper", "official")}
 
     data: str = param(help="HotpotQA-style file with supporting facts")
     format: str | None = param(None, help="dataset format (default: detected)")
@@ -78,7 +78,7 @@ class Config:
     max_tokens: int | None = param(None, help="cap on the classifier's input length")
     baseline: str = param("minilm", help="embedder of the cosine baseline ('none' to skip)")
     seed: int = param(0, help="seed of the random-negative paragraphs")
-    dtype: str = param("float32", help="model dtype", choices=("float32", "bfloat16", "float16"))
+    dtype: str = param("float32", help="model dtype", choices=tuple(DTYPES))
     preset: str | None = param(None, help="the classifier as the paper defines it or as the released code runs it "
                                           "(prompt, Yes/No ids, context); the flags below override it",
                                choices=PRESET_NAMES)
@@ -98,30 +98,28 @@ class Config:
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
             raise InputError(f"--limit must be >= 1, got {self.limit}")
-        chosen = self.PRESETS.get(self.preset or "paper", self.PRESETS["paper"])
-        if self.sample is None:
-            self.sample = str(chosen["sample"])
+        apply_preset(self, unset={"sample": "paper"})
         if self.sample not in balanced.MIXES:
             raise InputError(f"sample must be one of {', '.join(balanced.MIXES)}, got {self.sample!r}")
         if self.sample_seed is None:
-            self.sample_seed = int(balanced.SEEDS.get(self.sample, chosen["sample_seed"]))
+            self.sample_seed = int(balanced.SEEDS.get(str(self.sample), balanced.SEEDS[self.preset or "paper"]))
 
     def exit_config(self) -> ExitConfig:
         options: dict[str, Any] = {"threshold": self.threshold, "batch_size": self.batch_size,
                                    "max_tokens": self.max_tokens, "dtype": self.dtype}
         # the classifier and adapter only when given: otherwise the preset's (the released one) or the default
-        options.update({k: getattr(self, k) for k in ("classifier", "adapter", "prompt", "labels", "context")
-                        if getattr(self, k) is not None})
+        given = {"model": self.classifier, "adapter": self.adapter, "prompt": self.prompt, "labels": self.labels,
+                 "context": self.context}
+        options.update({k: v for k, v in given.items() if v is not None})
         return make_config(ExitConfig, options, what="exit-sentences", preset=self.preset)
 
     def settings(self) -> dict[str, Any]:
-        # τ is not a setting: the records hold scores, any τ can be summarised. The newer keys are written only
-        # when set, so folders from before them still resume.
+        # τ is not a setting: the records hold scores, any τ can be summarised
         exit_config = self.exit_config()
-        out: dict[str, Any] = {"data": str(self.data), "classifier": exit_config.classifier, "adapter": exit_config.adapter,
-                               "max_tokens": self.max_tokens, "baseline": self.baseline, "seed": self.seed,
-                               "dtype": self.dtype}
-        out.update({k: getattr(self, k) for k in ("preset", "prompt", "labels", "context") if getattr(self, k) is not None})
+        out = with_added({"data": str(self.data), "classifier": exit_config.model, "adapter": exit_config.adapter,
+                          "max_tokens": self.max_tokens, "baseline": self.baseline, "seed": self.seed,
+                          "dtype": self.dtype},
+                         {k: (getattr(self, k), None) for k in ("preset", "prompt", "labels", "context")})
         out["sample"] = self.sample
         if self.sample != "none":
             out["sample_seed"] = self.sample_seed
@@ -273,19 +271,15 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
     if config.sample != "none":
         table8 = balanced.run_balanced(examples=examples, mix=str(config.sample), seed=int(config.sample_seed or 0),
                                        threshold=config.threshold, run=run, classifier=classifier, progress=progress)
-    todo = [e for e in examples if not run.log.done((e.id,))]
+    todo = run.each(examples, desc="exit-sentences", unit="q", progress=progress)
     if todo:
         embedder = None if config.baseline == "none" else pool.embedder(config.baseline)
-        bar = run.progress(total=len(examples), done=len(examples) - len(todo), desc="exit-sentences", unit="q",
-                           enabled=progress)
         for example in todo:
             run.log.append(question_record(example, classifier=classifier(), embedder=embedder, pool=pool_examples,
                                            seed=config.seed))
-            bar.update(1)
-        bar.close()
     ids = {e.id for e in examples}
     result = summarize([r for r in run.log if r["id"] in ids], threshold=config.threshold)
-    result["classifier"]["name"] = exit_config.classifier + (f"+{exit_config.adapter}" if exit_config.adapter else "")
+    result["classifier"]["name"] = exit_config.model + (f"+{exit_config.adapter}" if exit_config.adapter else "")
     result["classifier"].update({"prompt": exit_config.prompt, "labels": exit_config.labels,
                                  "context": exit_config.context})
     if config.preset is not None:

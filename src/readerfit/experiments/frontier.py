@@ -38,6 +38,7 @@ from readerfit.data.distractors import with_distractors
 from readerfit.errors import InputError
 from readerfit.experiments.frontier_summary import DEFAULT_POINT, NO_BUDGET, report_section, summarize, summary_table
 from readerfit.metrics.qa import contains, qa_scores
+from readerfit.models.device import DTYPES
 from readerfit.models.lm import LanguageModel
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
@@ -72,7 +73,7 @@ class Config:
     seed: int = param(0, help="seed of the distractor passages")
     preset: str | None = param(None, help="compressors as their paper or released code define them",
                                choices=PRESET_NAMES)
-    dtype: str = param("float32", help="model dtype", choices=("float32", "bfloat16", "float16"))
+    dtype: str = param("float32", help="model dtype", choices=tuple(DTYPES))
     methods: dict[str, tuple[str, dict[str, Any]]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -216,27 +217,23 @@ def question_records(example: QAExample, *, compressors: dict[str, BaseCompresso
 def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = True) -> Outcome:
     """One record per (question, compressor) with every point's figures; the summary is recomputed from them."""
     examples = load_questions(config)
-    todo = [e for e in examples if any(not run.log.done((e.id, label)) for label in config.methods)]
+    todo = run.each(list(enumerate(examples)), key=lambda item: [(item[1].id, label) for label in config.methods],
+                    desc="frontier", unit="q", progress=progress)
     if todo:
         reader = pool.lm(config.reader)
-        compressors = {label: COMPRESSORS.build(name, options, preset=config.preset, pool=pool, reader=reader)
+        compressors = {label: COMPRESSORS.build(name, options, preset=config.preset, pool=pool, reader_lm=reader)
                        for label, (name, options) in config.methods.items()}
         budgeted = {label: {rate: COMPRESSORS.build(name, {**options, "rate": rate}, preset=config.preset, pool=pool,
-                                                    reader=reader) for rate in config.rates}
+                                                    reader_lm=reader) for rate in config.rates}
                     for label, (name, options) in config.methods.items()
                     if not isinstance(compressors[label], Budgeted) and takes_budget(name)}
         splitter = get_splitter("spacy")
-        bar = run.progress(total=len(examples), done=len(examples) - len(todo), desc="frontier", unit="q",
-                           enabled=progress)
-        for i, example in enumerate(examples):
-            if any(not run.log.done((example.id, label)) for label in config.methods):
-                for record in question_records(example, compressors=compressors, rates=config.rates, reader=reader,
-                                               read=i < config.read, splitter=splitter, budgeted=budgeted,
-                                               read_at=config.read_at):
-                    if not run.log.done((record["id"], record["method"])):
-                        run.log.append(record)
-                bar.update(1)
-        bar.close()
+        for i, example in todo:  # i: the question's place in the slice (--read reads the first N)
+            for record in question_records(example, compressors=compressors, rates=config.rates, reader=reader,
+                                           read=i < config.read, splitter=splitter, budgeted=budgeted,
+                                           read_at=config.read_at):
+                if not run.log.done((record["id"], record["method"])):
+                    run.log.append(record)
     ids = {e.id for e in examples}
     records = [r for r in run.log if r["id"] in ids and r["method"] in config.methods]
     result = summarize(records, methods=list(config.methods), rates=config.rates)

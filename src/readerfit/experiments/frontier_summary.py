@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from readerfit.io import markdown_table
+from readerfit.metrics.qa import QA_METRICS, label
 from readerfit.report import Doc, fmt, mean
 from readerfit.runs import RunView
 
 DEFAULT_POINT = "default"
 NO_BUDGET = "no budget"
-READ_METRICS = ("em", "f1", "contains")
 
 
 def point_summary(records: Sequence[dict[str, Any]], point: str) -> dict[str, Any]:
@@ -32,7 +32,7 @@ def point_summary(records: Sequence[dict[str, Any]], point: str) -> dict[str, An
     reads = [p["read"] for p in pts if "read" in p]
     if reads:
         out["n_read"] = len(reads)
-        out.update({m: mean([r[m] for r in reads]) for m in READ_METRICS})
+        out.update({m: mean([r[m] for r in reads]) for m in QA_METRICS})
     return out
 
 
@@ -50,7 +50,7 @@ def summarize(records: Sequence[dict[str, Any]], *, methods: Sequence[str], rate
                                   "points": points}
     raw = [r["raw_read"] for r in records if "raw_read" in r and r["method"] == (methods[0] if methods else None)]
     if raw:
-        out["raw_read"] = {"n": len(raw), **{m: mean([r[m] for r in raw]) for m in READ_METRICS}}
+        out["raw_read"] = {"n": len(raw), **{m: mean([r[m] for r in raw]) for m in QA_METRICS}}
     return out
 
 
@@ -71,7 +71,7 @@ def summary_table(result: dict[str, Any]) -> str:
                ("empty", "empty", "d"), ("s/q", "s/q", ".3f")]
     table_rows = rows(result)
     if any("n_read" in r for r in table_rows):
-        columns += [("n_read", "read n", "d"), ("em", "EM", ".3f"), ("f1", "F1", ".3f"), ("contains", "contains", ".3f")]
+        columns += [("n_read", "read n", "d"), *((m, label(m), ".3f") for m in QA_METRICS)]
     present = [c for c in columns if any(not _blank(r.get(c[0])) for r in table_rows)]
     table = markdown_table(table_rows, present)
     raw = result.get("raw_read")

@@ -55,6 +55,7 @@ from readerfit.errors import InputError, ReaderfitError
 from readerfit.io import markdown_table
 from readerfit.metrics.correlation import pearson
 from readerfit.metrics.qa import contains
+from readerfit.models.device import DTYPES
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import make_config, param
@@ -63,7 +64,7 @@ from readerfit.retrieval_utility.belief import SePerResult
 from readerfit.retrieval_utility.config import DOC_FORMATS, PRESET_CHOICES, SePerConfig, judge_warning
 from readerfit.retrieval_utility.judge import build_judge
 from readerfit.retrieval_utility.seper import SePer
-from readerfit.runs import Outcome, RunFolder, RunView
+from readerfit.runs import Outcome, RunFolder, RunView, with_added
 from readerfit.types import Passage, QAExample
 
 KEY = ("id",)
@@ -96,7 +97,7 @@ class Config:
                            "else another question's gold passage (annotated), or always the latter",
                            choices=NEGATIVE_SOURCES)
     seed: int = param(0, help="seed of the samples and of the random passages")
-    dtype: str = param("float32", help="model dtype", choices=("float32", "bfloat16", "float16"))
+    dtype: str = param("float32", help="model dtype", choices=tuple(DTYPES))
 
     def __post_init__(self) -> None:
         for name in ("limit", "samples", "max_new_tokens"):
@@ -123,17 +124,9 @@ class Config:
                     "judge": cfg.judge, "n": cfg.n, "max_new_tokens": cfg.max_new_tokens,
                     "temperature": cfg.temperature, "likelihood": cfg.likelihood, "reference_agg": cfg.reference_agg,
                     "threshold": cfg.threshold, "seed": self.seed, "dtype": self.dtype}
-        # keys added after 0.1 appear only when they differ from what older folders ran, so those resume
-        if self.preset is not None:
-            settings["preset"] = self.preset
-        if self.negatives != "annotated":
-            settings["negatives"] = self.negatives
-        if cfg.doc_format != "title-text":
-            settings["doc_format"] = cfg.doc_format
-        warning = judge_warning(cfg.judge, preset=self.preset)
-        if warning:
-            settings["judge_warning"] = warning
-        return settings
+        return with_added(settings, {"preset": (self.preset, None), "negatives": (self.negatives, "annotated"),
+                                     "doc_format": (cfg.doc_format, "title-text"),
+                                     "judge_warning": (judge_warning(cfg.judge, preset=self.preset), None)})
 
 
 METRICS = {  # JSON key -> (where in a condition's record, the metric)
@@ -280,11 +273,11 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
         raise InputError(f"{config.data}: no gold passages (expected data such as NQ-open with its gold ctx)")
     selected = examples[: config.limit] if config.limit else examples
     seper = SePer(pool.lm(config.generator), judge, cfg)
-    done = sum(1 for e in selected if run.log.done((e.id,)))
-    bar = run.progress(total=len(selected), done=done, desc="seper-utility", unit="question", enabled=progress)
-    for e in selected:
-        if run.log.done((e.id,)):
-            continue
+
+    def kept() -> dict[str, int]:
+        return {"kept": sum(1 for r in run.log if not r.get("dropped") and not r.get("error"))}
+
+    for e in run.each(selected, desc="seper-utility", unit="question", progress=progress, postfix=kept):
         gold = gold_passage(e)
         try:
             if gold is None:
@@ -294,9 +287,6 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
         except ReaderfitError as err:
             record = {"id": e.id, "question": e.question, "error": f"{type(err).__name__}: {err}"}
         run.log.append(record)
-        bar.update(1)
-        bar.set_postfix(kept=sum(1 for r in run.log if not r.get("dropped") and not r.get("error")))
-    bar.close()
     ids = {e.id for e in selected}
     summary = summarize([r for r in run.log if r["id"] in ids])
     result = {"n_questions": summary["n_questions"], "pearson": summary["pearson"],

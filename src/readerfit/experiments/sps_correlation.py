@@ -52,40 +52,44 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from readerfit.compressors.base import check_inputs
 from readerfit.compressors.xcompress import question_seed, summary_prompt
 from readerfit.compressors.xcompress.prompts import PROMPTS, SPS_READER_PROMPT, split_evaluation, strip_done
 from readerfit.data import load_dataset
 from readerfit.errors import InputError
-from readerfit.experiments.sps_summary import summarize, summary_table
+from readerfit.experiments.sps_summary import mean_or_nan, summarize, summary_table
 from readerfit.io import read_jsonl
-from readerfit.metrics.qa import qa_scores
+from readerfit.metrics.qa import QA_METRICS, qa_scores
+from readerfit.models.device import DTYPES
 from readerfit.models.lm import LanguageModel
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.reader import READER_PROMPT, Reader
-from readerfit.registry import PRESET_NAMES, param
-from readerfit.report import OUTCOMES, Doc, colors, fmt, mean
-from readerfit.runs import Outcome, RunFolder, RunView, read_run_file
+from readerfit.registry import PRESET_NAMES, make_config, param, presets_of
+from readerfit.report import Doc, colors, fmt, mean
+from readerfit.runs import Outcome, RunFolder, RunView, read_run_file, with_added
 from readerfit.scorers import SCORERS
 from readerfit.scorers.sps import SPSConfig
 from readerfit.types import QAExample
 
 KEY = ("id",)
-DTYPES = ("float32", "bfloat16", "float16")
 READER_PROMPTS = {"exit": READER_PROMPT, "sps": SPS_READER_PROMPT}
-# what each preset asks of the protocol itself (the scorers take their own presets)
-PROTOCOLS: dict[str | None, dict[str, str]] = {
-    None: {"prompt": "paper", "decoding": "sample", "reader_prompt": "exit"},
-    "paper": {"prompt": "table1", "decoding": "sample", "reader_prompt": "sps"},
-    "official": {"prompt": "table1", "decoding": "beam", "reader_prompt": "sps"},
-}
+# the protocol without a preset (``Config.PRESETS``: with one)
+PROTOCOL = {"prompt": "paper", "decoding": "sample", "reader_prompt": "exit"}
 
 
 @dataclass
 class Config:
+    """``--preset`` sets the protocol's summary prompt, decoding and reader prompt (``PRESETS``); the scorers
+    take their own presets (``sps_options``)."""
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "paper": {"prompt": "table1", "decoding": "sample", "reader_prompt": "sps"},
+        "official": {"prompt": "table1", "decoding": "beam", "reader_prompt": "sps"},
+    }
+
     data: str = param(help="QA data with passages (e.g. HotpotQA distractor JSONL)")
     format: str | None = param(None, help="dataset format (default: detected)")
     limit: int | None = param(None, help="first N questions")
@@ -94,7 +98,7 @@ class Config:
     scorers: list[str] = param(default_factory=lambda: ["sps", "ppl", "longppl"], help="scorers to compare")
     compressor: str = param(DEFAULT_LM, help="LM that writes the summaries")
     reader: str = param(DEFAULT_LM, help="LM that answers and scores")
-    compressor_dtype: str | None = param(None, help="dtype of the compressor (default: --dtype)", choices=DTYPES)
+    compressor_dtype: str | None = param(None, help="dtype of the compressor (default: --dtype)", choices=tuple(DTYPES))
     max_new_tokens: int = param(256, help="summary length bound (tokens)")
     answer_tokens: int = param(32, help="answer length bound (tokens)")
     temperature: float = param(1.0, help="sampling temperature of the summaries")
@@ -108,9 +112,9 @@ class Config:
                                  "(default: the preset's, else embeddings)")
     centered: bool | None = param(None, help="SPS with centred PCA (the released code; default: the preset's)")
     correct: str = param("contains", help="what counts as a correct summary for the AUROC",
-                         choices=("em", "f1", "contains"))
+                         choices=tuple(QA_METRICS))
     reuse: str | None = param(None, help="rescore the summaries and answers of an earlier run (its folder)")
-    dtype: str = param("float32", help="model dtype", choices=DTYPES)
+    dtype: str = param("float32", help="model dtype", choices=tuple(DTYPES))
     preset: str | None = param(None, help="the protocol as the paper defines it or as its authors' code runs it",
                                choices=PRESET_NAMES)
     prompt: str | None = param(None, help="summary prompt (default: the preset's; without one, paper)",
@@ -139,25 +143,24 @@ class Config:
             if not (Path(self.reuse) / "records.jsonl").is_file():
                 raise InputError(f"--reuse {self.reuse}: no records.jsonl there")
             _, old = read_run_file(self.reuse)
-            old_protocol = (old or {}).get("protocol", PROTOCOLS[None])
+            old_protocol = (old or {}).get("protocol", PROTOCOL)
             if old_protocol != self.protocol():
                 raise InputError(f"--reuse {self.reuse}: its summaries and answers were written with {old_protocol}, "
                                  f"this run asks for {self.protocol()}; give --prompt/--decoding/--reader-prompt to match")
 
     def protocol(self) -> dict[str, str]:
         """The summary prompt, decoding and reader prompt: the flags given, else the preset's."""
-        base = PROTOCOLS[self.preset]
-        return {k: getattr(self, k) or base[k] for k in ("prompt", "decoding", "reader_prompt")}
+        base = {**PROTOCOL, **presets_of(type(self)).get(self.preset or "", {})}
+        return {k: getattr(self, k) or base[k] for k in PROTOCOL}
 
     def sps_options(self) -> dict[str, Any]:
-        preset = SPSConfig.PRESETS[self.preset] if self.preset else {}
-        source = self.w_source or preset.get("source", SPSConfig.source)
-        centered = self.centered if self.centered is not None else preset.get("centered", SPSConfig.centered)
-        options = {"pooling": self.pooling, "layer": self.layer, "variance_ratio": self.ratio, "source": source,
-                   "centered": centered}
-        if self.pool_from:
-            options["pool_from"] = self.pool_from
-        return options
+        """SPS's options: the flags given, else the preset's W source and centring (else SPS's defaults)."""
+        given = {"source": self.w_source, "centered": self.centered}
+        sps = make_config(SPSConfig, {k: v for k, v in given.items() if v is not None}, what="sps-correlation",
+                          preset=self.preset)
+        options = {"pooling": self.pooling, "layer": self.layer, "variance_ratio": self.ratio, "source": sps.source,
+                   "centered": sps.centered}
+        return with_added(options, {"pool_from": (self.pool_from, 0)})
 
     def settings(self) -> dict[str, Any]:
         settings = {"data": str(self.data), "format": self.format, "summaries": self.summaries,
@@ -166,12 +169,7 @@ class Config:
                     "answer_tokens": self.answer_tokens, "temperature": self.temperature, "top_p": self.top_p,
                     "repetition_penalty": self.repetition_penalty, "seed": self.seed, "scorers": list(self.scorers),
                     "sps": self.sps_options(), "reuse": self.reuse}
-        # added after the first release: only when they differ from the old default, so old folders resume
-        if self.preset is not None:
-            settings["preset"] = self.preset
-        if self.protocol() != PROTOCOLS[None]:
-            settings["protocol"] = self.protocol()
-        return settings
+        return with_added(settings, {"preset": (self.preset, None), "protocol": (self.protocol(), PROTOCOL)})
 
 
 # ----- one question --------------------------------------------------------------------------------
@@ -201,11 +199,11 @@ def write_summaries(compressor: Any, example: QAExample, *, n: int, max_new_toke
 def read_answers(reader: LanguageModel, example: QAExample, summaries: Sequence[str], *,
                  max_new_tokens: int, prompt: str = READER_PROMPT) -> dict[str, list]:
     """The reader's answer from each summary (greedy, ``prompt``, one generate call) and its EM/F1/containment."""
-    out: dict[str, list] = {"predictions": [], **{k: [] for k in OUTCOMES}}
+    out: dict[str, list] = {"predictions": [], **{k: [] for k in QA_METRICS}}
     for answer in Reader(reader, prompt=prompt, max_new_tokens=max_new_tokens).answers(example.question, list(summaries)):
         scores = qa_scores(answer, example.answers)
         out["predictions"].append(answer)
-        for k in OUTCOMES:
+        for k in QA_METRICS:
             out[k].append(float(scores[k]))
     return out
 
@@ -244,22 +242,18 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
     reader = pool.lm(config.reader)
     compressor = None if config.reuse else pool.lm(config.compressor, dtype=config.compressor_dtype)
     scorers = {name: SCORERS.build(name, config.sps_options() if name == "sps" else {}, preset=config.preset,
-                                   reader=reader, pool=pool)
+                                   reader_lm=reader, pool=pool)
                for name in config.scorers}
-    todo = [e for e in examples if not run.log.done((e.id,))]
-    bar = run.progress(total=len(examples), done=len(examples) - len(todo), desc="sps-correlation", unit="question",
-                       enabled=progress)
-    for ex in todo:
+    for ex in run.each(examples, desc="sps-correlation", unit="question", progress=progress):
         start = time.perf_counter()
         evaluations: list[str] = []
         if config.reuse:
             if ex.id not in reused:
-                bar.update(1)
                 continue
             old = reused[ex.id]
             summaries = old["summaries"]
             evaluations = old.get("evaluations", [])
-            answers = {k: old[k] for k in ("predictions", *OUTCOMES)}
+            answers = {k: old[k] for k in ("predictions", *QA_METRICS)}
             summarize_s, read_s = old.get("seconds", {}).get("summaries", 0.0), old.get("seconds", {}).get("read", 0.0)
         else:
             assert compressor is not None
@@ -283,25 +277,19 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
         record["seconds"] = {"summaries": summarize_s, "read": read_s, **{f"score_{k}": v for k, v in score_s.items()},
                              "total": time.perf_counter() - start}
         run.log.append(record)
-        bar.update(1)
-    bar.close()
     ids = {e.id for e in examples}
     records = [r for r in run.log if r["id"] in ids]
     result = summarize(records, config.scorers, bins=config.bins, correct=config.correct)
     details = result["details"]
     details["summaries_per_question"] = config.summaries
-    details["seconds_per_question"] = _mean([r["seconds"]["total"] for r in records])
+    details["seconds_per_question"] = mean_or_nan([r["seconds"]["total"] for r in records])
     details["score_seconds_per_summary"] = {
-        s: _mean([r["seconds"].get(f"score_{s}", math.nan) / max(1, len(r["summaries"])) for r in records])
+        s: mean_or_nan([r["seconds"].get(f"score_{s}", math.nan) / max(1, len(r["summaries"])) for r in records])
         for s in config.scorers}
-    details["mean_summary_tokens"] = _mean([t for r in records for t in r.get("summary_tokens", [])])
+    details["mean_summary_tokens"] = mean_or_nan([t for r in records for t in r.get("summary_tokens", [])])
     details["protocol"] = protocol
     result["out"] = str(run.path)
     return Outcome(result=result, table=summary_table(result))
-
-
-def _mean(values: Sequence[float]) -> float:
-    return float(sum(values) / len(values)) if values else math.nan
 
 
 # ----- report ---------------------------------------------------------------------------------------
@@ -336,8 +324,8 @@ def report_section(folder: RunView, doc: Doc) -> None:
 
 def _plot_bins(fig: Any, result: dict[str, Any]) -> None:
     means = result["details"]["bin_means"]
-    axes = fig.subplots(1, len(OUTCOMES))
-    for ax, k in zip(axes, OUTCOMES):
+    axes = fig.subplots(1, len(QA_METRICS))
+    for ax, k in zip(axes, QA_METRICS):
         for scorer, per in means.items():
             pcc = result["scorers"].get(scorer, {}).get(f"pcc_{k}")
             ax.plot(range(len(per[k])), per[k], marker="o", label=f"{scorer} (PCC {fmt(pcc, '.2f')})")
@@ -357,8 +345,8 @@ def _plot_selected(fig: Any, details: dict[str, Any]) -> None:
         if ref in details:
             groups[label] = details[ref]
     names = list(groups)
-    width = 0.8 / len(OUTCOMES)
-    for j, (k, color) in enumerate(zip(OUTCOMES, colors(len(OUTCOMES)))):
+    width = 0.8 / len(QA_METRICS)
+    for j, (k, color) in enumerate(zip(QA_METRICS, colors(len(QA_METRICS)))):
         xs = [i + (j - 1) * width for i in range(len(names))]
         values = [groups[n].get(k, math.nan) for n in names]
         bars = ax.bar(xs, values, width=width, color=color, label=k)

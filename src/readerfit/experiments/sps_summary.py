@@ -10,7 +10,7 @@ from typing import Any
 
 from readerfit.io import markdown_table
 from readerfit.metrics.correlation import binned_correlation, within_question_auroc
-from readerfit.report import OUTCOMES
+from readerfit.metrics.qa import QA_METRICS
 
 
 def _finite_rows(record: dict[str, Any], scorers: Sequence[str]) -> list[int]:
@@ -33,16 +33,16 @@ def summarize(records: Sequence[dict[str, Any]], scorers: Sequence[str], *, bins
                                     "pcc_contains": math.nan}
         result["details"] = details
         return result
-    outcomes = {k: [[r[k][i] for i in idx] for r, idx in rows] for k in OUTCOMES}
+    outcomes = {k: [[r[k][i] for i in idx] for r, idx in rows] for k in QA_METRICS}
     # only questions whose summaries differ in outcome inform the within-question AUROC: say how many there are
     details["auroc_questions"] = sum(1 for q in outcomes[correct] if 0 < sum(v > 0 for v in q) < len(q))
-    details["mean_summary"] = {k: _mean([v for q in outcomes[k] for v in q]) for k in OUTCOMES}
-    details["oracle"] = {k: _mean([max(q) for q in outcomes[k]]) for k in OUTCOMES}
+    details["mean_summary"] = {k: mean_or_nan([v for q in outcomes[k] for v in q]) for k in QA_METRICS}
+    details["oracle"] = {k: mean_or_nan([max(q) for q in outcomes[k]]) for k in QA_METRICS}
     for s in scorers:
         scores = [[r["scores"][s][i] for i in idx] for r, idx in rows]
         entry: dict[str, float] = {}
         details["bin_means"][s] = {}
-        for k in OUTCOMES:
+        for k in QA_METRICS:
             b = binned_correlation(scores=scores, outcomes=outcomes[k], bins=bins, lower_is_better=True)
             entry[f"pcc_{k}"] = b.pcc
             details["bin_means"][s][k] = b.bin_means
@@ -57,7 +57,7 @@ def summarize(records: Sequence[dict[str, Any]], scorers: Sequence[str], *, bins
                                 "pcc_f1": entry["pcc_f1"], "pcc_contains": entry["pcc_contains"]}
         # what xCompress would get: the reader's outcome on the summary this scorer ranks first
         picks = [min(range(len(q)), key=q.__getitem__) for q in scores]  # the first of equal scores
-        details["selected"][s] = {k: _mean([outcomes[k][j][p] for j, p in enumerate(picks)]) for k in OUTCOMES}
+        details["selected"][s] = {k: mean_or_nan([outcomes[k][j][p] for j, p in enumerate(picks)]) for k in QA_METRICS}
     top = top_dimension(r for r, _ in rows)
     if top:
         details["sps_top_dimension"] = top
@@ -84,12 +84,18 @@ def top_dimension(records: Any) -> dict[str, Any]:
         return {}
     dim, count = Counter(dims).most_common(1)[0]
     rdim, rcount = Counter(rdims).most_common(1)[0]
-    return {"n": len(shares), "share_mean": _mean(shares), "share_min": min(shares), "share_max": max(shares),
-            "dim": dim, "dim_fraction": count / len(dims), "residual_share_mean": _mean(rshares),
+    return {"n": len(shares), "share_mean": mean_or_nan(shares), "share_min": min(shares), "share_max": max(shares),
+            "dim": dim, "dim_fraction": count / len(dims), "residual_share_mean": mean_or_nan(rshares),
             "residual_dim": rdim, "residual_dim_fraction": rcount / len(rdims)}
 
 
-def _mean(values: Sequence[float]) -> float:
+def mean_or_nan(values: Sequence[float]) -> float:
+    """The mean, NaN for no values; a NaN among them is kept (``report.mean`` leaves it out), so a missing
+    figure shows rather than being averaged away.
+
+    >>> mean_or_nan([1, 2]), mean_or_nan([])
+    (1.5, nan)
+    """
     return float(sum(values) / len(values)) if values else math.nan
 
 

@@ -34,7 +34,7 @@ METADATA_KEYS = ("readerfit", "relevance_score")
 
 @dataclass(frozen=True)
 class SourceDocument:
-    """One framework document as readerfit sees it."""
+    """One framework document as readerfit sees it: its ``text``, ``title`` (default "") and ``id`` (default "")."""
 
     text: str
     title: str = ""
@@ -78,10 +78,15 @@ class Piece:
 class DocumentCompression:
     """A readerfit compressor (by registered name, built on first use, or an instance) over framework documents.
 
-    ``reader`` (a name or an LM; default: the packaged SmolLM2, loaded on first use) is the reader the context is
-    for: budgets and the reported token counts are in its tokens. ``count_tokens`` instead counts with a function
-    (then, without ``reader``, a budget counts whitespace words). ``options`` go to the compressor's config (for
-    example ``{"rate": 0.2}``).
+    Parameters:
+        compressor (str | BaseCompressor, default "exit"): a registered name or a built readerfit compressor.
+        pool (ModelPool | None, default None): where a compressor given by name loads its models (None: a new pool).
+        options (Mapping | None, default None): the compressor's config fields (``{"rate": 0.2}``); by name only.
+        preset (str | None, default None): ``paper`` or ``official``; by name only.
+        reader (str | LanguageModel | None, default None): the reader the context is for: budgets and the reported
+            token counts are in its tokens (None: the packaged SmolLM2, loaded on first use).
+        count_tokens (Callable[[str], int] | None, default None): counts tokens instead (then, without ``reader``,
+            a budget counts whitespace words).
     """
 
     def __init__(self, compressor: str | BaseCompressor = "exit", *, pool: ModelPool | None = None,
@@ -142,7 +147,13 @@ class DocumentCompression:
 
     def run(self, query: str, documents: Sequence[SourceDocument], *, keep_empty: bool = False) -> list[Piece]:
         """The compressed pieces of ``documents`` for ``query``; no documents (or only empty ones) give [].
-        ``keep_empty``: an extractive compressor's sources that kept no sentence come back too, with empty text."""
+
+        Parameters:
+            query (str): the question (non-empty).
+            documents (list[SourceDocument]): the framework's documents; empty ones are dropped.
+            keep_empty (bool, default False): an extractive compressor's sources that kept no sentence come back
+                too, with empty text.
+        """
         if not isinstance(query, str) or not query.strip():
             raise InputError(f"expected a non-empty question (the query string), got {query!r:.60}")
         # empty documents are dropped here, as the compressor would, so its passage indices are ours too

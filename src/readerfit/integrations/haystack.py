@@ -30,11 +30,22 @@ from haystack import Document, component, default_from_dict, default_to_dict  # 
 
 @component
 class ReaderfitCompressor:
-    """A readerfit compressor for Haystack pipelines: ``run(query, documents) -> {"documents": [...]}``.
+    """A readerfit compressor for Haystack pipelines: ``run(query, documents) -> {"documents": [...]}``. Models
+    load in :meth:`warm_up` (or on the first run).
 
-    ``compressor``: a registered name (``exit``, ``sentence-sim``, ...) or, outside serialised pipelines, a
-    readerfit compressor; ``options``: its settings (a budget: ``{"rate": 0.2}``); ``reader``: the reader whose
-    tokens are counted (default: the packaged SmolLM2). Models load in :meth:`warm_up` (or on the first run).
+    Parameters:
+        compressor (str | BaseCompressor, default "exit"): a registered name (``exit``, ``sentence-sim``, ...) or,
+            outside serialised pipelines, a built readerfit compressor.
+        options (dict | None, default None): the compressor's settings (a budget: ``{"rate": 0.2}``).
+        preset (str | None, default None): ``paper`` or ``official``.
+        reader (str | None, default None): the reader whose tokens are counted (None: the packaged SmolLM2).
+        title_key (str, default "title"): the ``meta`` key of a document's title.
+
+    A pipeline stores it by name and options (nothing loads until it runs):
+
+    >>> data = ReaderfitCompressor("sentence-sim", options={"rate": 0.2}).to_dict()
+    >>> data["init_parameters"]["compressor"], ReaderfitCompressor.from_dict(data).options
+    ('sentence-sim', {'rate': 0.2})
     """
 
     def __init__(self, compressor: Any = "exit", options: dict[str, Any] | None = None, preset: str | None = None,
@@ -48,7 +59,12 @@ class ReaderfitCompressor:
 
     @component.output_types(documents=list[Document])
     def run(self, query: str, documents: list[Document]) -> dict[str, list[Document]]:
-        """The compressed documents for ``query``."""
+        """The compressed documents for ``query``.
+
+        Parameters:
+            query (str): the question the documents are compressed for (non-empty).
+            documents (list[Document]): the retrieved documents (title from ``meta[title_key]``).
+        """
         bad = next((i for i, d in enumerate(documents) if not isinstance(d, Document)), None)
         if bad is not None:
             raise InputError(f"documents[{bad}]: expected a Haystack Document, got {type(documents[bad]).__name__}")

@@ -42,10 +42,23 @@ from pydantic import ConfigDict  # noqa: E402
 class ReaderfitCompressor(BaseDocumentCompressor):
     """A readerfit compressor, by registered name or as a built instance, for LangChain retrievers.
 
-    ``ReaderfitCompressor("sentence-sim", options={"rate": 0.2})`` builds it with a new
-    :class:`~readerfit.models.pool.ModelPool` (or ``pool=``, to share models); ``ReaderfitCompressor(my_compressor)``
-    wraps an instance. Tokens are the ``reader``'s (default: the packaged SmolLM2, loaded on first use), or
-    ``count_tokens=`` a function from text to a count.
+    Parameters:
+        compressor (str | BaseCompressor, default "none"): a registered name (``exit``, ``sentence-sim``, ...),
+            built on first use, or a built readerfit compressor (positional only).
+        pool (ModelPool | None, default None): where a compressor given by name loads its models (None: a new pool).
+        options (dict | None, default None): the compressor's config fields (``{"rate": 0.2}``); by name only.
+        preset (str | None, default None): ``paper`` or ``official``, for a compressor given by name.
+        reader (str | LanguageModel | None, default None): the reader whose tokens budgets and counts are in
+            (None: the packaged SmolLM2, loaded on first use, unless ``count_tokens`` is given).
+        count_tokens (Callable[[str], int] | None, default None): counts tokens instead of the reader.
+        **fields: LangChain's own fields (``title_key``, default ``"title"``: the metadata key of a title).
+
+    >>> from langchain_core.documents import Document
+    >>> docs = [Document(page_content="Marta founded the club in 1887.", metadata={"title": "Club"})]
+    >>> words = ReaderfitCompressor("none", count_tokens=lambda text: len(text.split()))
+    >>> out = words.compress_documents(docs, "Who founded the club?")
+    >>> out[0].page_content, out[0].metadata["readerfit"]["origin_tokens"]
+    ('Club\\nMarta founded the club in 1887.', 7)
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -82,7 +95,13 @@ class ReaderfitCompressor(BaseDocumentCompressor):
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
-        """The compressed context of ``documents`` for ``query``; no documents (or only empty ones) give []."""
+        """The compressed context of ``documents`` for ``query``; no documents (or only empty ones) give [].
+
+        Parameters:
+            documents (list[Document]): the retrieved documents (title from ``metadata[title_key]``).
+            query (str): the question they are compressed for (non-empty).
+            callbacks (Callbacks | None, default None): LangChain's callbacks (unused).
+        """
         if isinstance(documents, str | Document) or not isinstance(documents, Sequence):
             raise InputError(f"documents must be a list of LangChain Documents, got {type(documents).__name__}")
         bad = next((i for i, d in enumerate(documents) if not isinstance(d, Document)), None)

@@ -31,11 +31,24 @@ from pydantic import PrivateAttr  # noqa: E402
 class ReaderfitPostprocessor(BaseNodePostprocessor):
     """A readerfit compressor, by registered name or as a built instance, for LlamaIndex query engines.
 
-    ``compressor``: a registered name (``exit``, ``sentence-sim``, ...) or a readerfit compressor;
-    ``options``: its settings (a budget: ``{"rate": 0.2}`` or ``{"target_tokens": 300}``); ``reader``: the reader
-    whose tokens are counted (default: the packaged SmolLM2), or ``count_tokens=`` a function; ``pool``: a
-    :class:`~readerfit.models.pool.ModelPool` to share models; ``keep_empty=True`` keeps the nodes an extractive
-    compressor kept nothing of (empty text, their scores in the metadata) instead of dropping them.
+    Parameters:
+        compressor (str | BaseCompressor, default "exit"): a registered name (``exit``, ``sentence-sim``, ...),
+            built on first use, or a built readerfit compressor.
+        options (dict | None, default None): the compressor's settings (a budget: ``{"rate": 0.2}`` or
+            ``{"target_tokens": 300}``); by name only.
+        preset (str | None, default None): ``paper`` or ``official``, for a compressor given by name.
+        reader (str | LanguageModel | None, default None): the reader whose tokens are counted (None: the packaged
+            SmolLM2, unless ``count_tokens`` is given).
+        count_tokens (Callable[[str], int] | None, default None): counts tokens instead of the reader.
+        pool (ModelPool | None, default None): where a compressor given by name loads its models.
+        **fields: LlamaIndex fields: ``title_key`` (default ``"title"``), ``keep_empty`` (default False: True keeps
+            the nodes an extractive compressor kept nothing of, with empty text and their scores).
+
+    >>> from llama_index.core.schema import NodeWithScore, TextNode
+    >>> nodes = [NodeWithScore(node=TextNode(text="Marta founded the club in 1887.", metadata={"title": "Club"}))]
+    >>> post = ReaderfitPostprocessor("none", count_tokens=lambda text: len(text.split()))
+    >>> post.postprocess_nodes(nodes, query_str="Who founded the club?")[0].node.get_content()
+    'Club\\nMarta founded the club in 1887.'
     """
 
     title_key: str = "title"

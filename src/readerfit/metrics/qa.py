@@ -119,6 +119,15 @@ def rouge_l(*, prediction: str, references: Sequence[str]) -> float:
 QA_METRICS: dict[str, Callable[..., float]] = {"em": exact_match, "f1": f1, "contains": contains}
 
 
+def label(name: str) -> str:
+    """A metric's column heading: short names in capitals (EM, F1), the others as named.
+
+    >>> [label(m) for m in QA_METRICS]
+    ['EM', 'F1', 'contains']
+    """
+    return name.upper() if len(name) <= 2 else name
+
+
 def qa_scores(prediction: str, references: Sequence[str]) -> dict[str, float]:
     """Every :data:`QA_METRICS` score of one prediction, by name.
 

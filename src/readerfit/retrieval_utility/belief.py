@@ -8,6 +8,13 @@ nothing: E = 0 both ways, they cluster only with each other, and their score is 
 (the stop token's probability is not part of their text); ``"keep"`` (the released code,
 ``huggingface_models.py:349-351`` and ``calculate.py:56``): an empty response keeps its own token
 log-likelihoods (the stop token's, where they are given) and is judged like any text.
+
+Each option's values are a ``Literal`` type (``Likelihood``, ``Decision``, ...): the one list a config field, a
+function's annotation and :func:`check_choice` share.
+
+>>> check_choice("decision", "vote", Decision)   # doctest: +IGNORE_EXCEPTION_DETAIL
+Traceback (most recent call last):
+readerfit.errors.InputError: decision must be one of threshold, argmax, got 'vote'
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from readerfit.errors import InputError
 from readerfit.metrics.qa import contains, exact_match, f1, rouge_l
@@ -29,13 +36,28 @@ from readerfit.retrieval_utility.entropy import (
 from readerfit.retrieval_utility.judge import NO_RELATION, Relation
 from readerfit.types import Generation
 
-LIKELIHOODS = ("mean", "sum", "uniform")
-REFERENCE_AGGS = ("mean", "max")
-SOFT_ENTAILMENTS = ("forward", "max", "min", "mean")
-DECISIONS = ("threshold", "argmax")
-ANSWER_MATCHES = ("equivalent", "loose")
-HARD_REFERENCES = ("each", "any")
-EMPTY_RESPONSES = ("impute", "keep")
+Likelihood = Literal["mean", "sum", "uniform"]
+ReferenceAgg = Literal["mean", "max"]
+SoftEntailment = Literal["forward", "max", "min", "mean"]
+Decision = Literal["threshold", "argmax"]
+AnswerMatch = Literal["equivalent", "loose"]
+HardReference = Literal["each", "any"]
+ClusterAssign = Literal["first", "last"]
+EmptyResponses = Literal["impute", "keep"]
+LIKELIHOODS = get_args(Likelihood)
+REFERENCE_AGGS = get_args(ReferenceAgg)
+SOFT_ENTAILMENTS = get_args(SoftEntailment)
+DECISIONS = get_args(Decision)
+ANSWER_MATCHES = get_args(AnswerMatch)
+HARD_REFERENCES = get_args(HardReference)
+EMPTY_RESPONSES = get_args(EmptyResponses)
+
+
+def check_choice(name: str, value: Any, choices: Any) -> None:
+    """An :class:`InputError` naming the allowed values unless ``value`` is one of the ``Literal`` type ``choices``."""
+    allowed = get_args(choices)
+    if value not in allowed:
+        raise InputError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
 
 
 @dataclass
@@ -60,15 +82,15 @@ class SePerResult:
         return d
 
 
-def likelihood_scores(generations: Sequence[Generation], mode: str = "mean", *, empty: str = "impute") -> list[float]:
+def likelihood_scores(generations: Sequence[Generation], mode: Likelihood = "mean", *,
+                      empty: EmptyResponses = "impute") -> list[float]:
     """Per-sample log-likelihood scores: mean token log-prob ("mean", "uniform") or the sum ("sum").
 
     Empty responses get the mean score of the non-empty ones, or under ``empty="keep"`` their own
     where they have token log-probabilities (module docstring).
     """
-    if mode not in LIKELIHOODS:
-        raise InputError(f"likelihood must be one of {', '.join(LIKELIHOODS)}, got {mode!r}")
-    check_empty(empty)
+    check_choice("likelihood", mode, Likelihood)
+    check_choice("empty_responses", empty, EmptyResponses)
     raw = [g.logprob if mode == "sum" else g.mean_logprob for g in generations]
     imputed = [not g.text.strip() and not (empty == "keep" and g.token_logprobs) for g in generations]
     kept = [s for s, e in zip(raw, imputed) if not e]
@@ -76,19 +98,15 @@ def likelihood_scores(generations: Sequence[Generation], mode: str = "mean", *, 
     return [fill if e else s for s, e in zip(raw, imputed)]
 
 
-def sample_weights(generations: Sequence[Generation], mode: str = "mean", *, empty: str = "impute") -> list[float]:
+def sample_weights(generations: Sequence[Generation], mode: Likelihood = "mean", *,
+                   empty: EmptyResponses = "impute") -> list[float]:
     """ℓ_i: the samples' likelihoods normalised over the samples (see the module docstring)."""
     if not generations:
         raise InputError("no samples: SePer needs at least one sampled response")
     if mode == "uniform":
-        check_empty(empty)
+        check_choice("empty_responses", empty, EmptyResponses)
         return [1.0 / len(generations)] * len(generations)
     return softmax_weights(likelihood_scores(generations, mode, empty=empty))
-
-
-def check_empty(empty: str) -> None:
-    if empty not in EMPTY_RESPONSES:
-        raise InputError(f"empty_responses must be one of {', '.join(EMPTY_RESPONSES)}, got {empty!r}")
 
 
 def relation_label(rel: Relation) -> int:
@@ -123,13 +141,13 @@ def seper_from_judgments(
     *,
     relation: Callable[[str, str], Relation] | None = None,
     threshold: float = 0.5,
-    reference_agg: str = "mean",
-    soft_entailment: str = "forward",
-    decision: str = "threshold",
-    answer_match: str = "equivalent",
-    hard_reference: str = "each",
-    cluster_assign: str = "first",
-    empty: str = "impute",
+    reference_agg: ReferenceAgg = "mean",
+    soft_entailment: SoftEntailment = "forward",
+    decision: Decision = "threshold",
+    answer_match: AnswerMatch = "equivalent",
+    hard_reference: HardReference = "each",
+    cluster_assign: ClusterAssign = "first",
+    empty: EmptyResponses = "impute",
 ) -> SePerResult:
     """SePer soft and hard from responses, their weights and an entailment lookup ``entail(x, y)``.
 
@@ -162,13 +180,13 @@ def seper_from_judgments(
     total = float(sum(weights))
     if not total > 0 or any(not math.isfinite(w) or w < 0 for w in weights):
         raise InputError(f"weights must be finite, non-negative, with a positive sum; got {list(weights)}")
-    for name, value, allowed in (("reference_agg", reference_agg, REFERENCE_AGGS),
-                                 ("soft_entailment", soft_entailment, SOFT_ENTAILMENTS),
-                                 ("decision", decision, DECISIONS), ("answer_match", answer_match, ANSWER_MATCHES),
-                                 ("hard_reference", hard_reference, HARD_REFERENCES),
-                                 ("empty_responses", empty, EMPTY_RESPONSES)):
-        if value not in allowed:
-            raise InputError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    for name, value, choices in (("reference_agg", reference_agg, ReferenceAgg),
+                                 ("soft_entailment", soft_entailment, SoftEntailment), ("decision", decision, Decision),
+                                 ("answer_match", answer_match, AnswerMatch),
+                                 ("hard_reference", hard_reference, HardReference),
+                                 ("cluster_assign", cluster_assign, ClusterAssign),
+                                 ("empty_responses", empty, EmptyResponses)):
+        check_choice(name, value, choices)
     w = [float(x) / total for x in weights]
     said = (lambda t: True) if empty == "keep" else bool  # whether a text is judged at all
 
@@ -224,14 +242,14 @@ def seper_from_judgments(
 
 
 def judge_pairs(sample_texts: Sequence[Sequence[str]], references: Sequence[str], *,
-                empty: str = "impute") -> list[tuple[str, str]]:
+                empty: EmptyResponses = "impute") -> list[tuple[str, str]]:
     """Every (premise, hypothesis) pair SePer may ask about, naively listed (duplicates included).
 
     Per sample set: each response against each reference in both directions,
     and every ordered pair of responses with different texts (clustering); empty responses
     only under ``empty="keep"``. The judge deduplicates; listing naively keeps that its job (and measurable).
     """
-    check_empty(empty)
+    check_choice("empty_responses", empty, EmptyResponses)
     pairs: list[tuple[str, str]] = []
     for texts in sample_texts:
         texts = [t for t in (x.strip() for x in texts) if t or empty == "keep"]
@@ -252,8 +270,8 @@ def sample_baselines(
     *,
     weights: Sequence[float],
     clusters: Sequence[int],
-    likelihood: str = "mean",
-    empty: str = "impute",
+    likelihood: Likelihood = "mean",
+    empty: EmptyResponses = "impute",
 ) -> dict[str, float]:
     """EM, F1, ROUGE-L, containment (means over samples), token perplexity, entropy, semantic entropy."""
     refs = list(references)

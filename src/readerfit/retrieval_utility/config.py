@@ -24,20 +24,24 @@ Where each setting comes from is in ``docs/fidelity/seper.md``. In short:
 
 from __future__ import annotations
 
+import dataclasses
 import string
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from readerfit.errors import InputError
 from readerfit.retrieval_utility.belief import (
-    ANSWER_MATCHES,
-    DECISIONS,
-    EMPTY_RESPONSES,
-    HARD_REFERENCES,
-    LIKELIHOODS,
-    REFERENCE_AGGS,
-    SOFT_ENTAILMENTS,
+    AnswerMatch,
+    ClusterAssign,
+    Decision,
+    EmptyResponses,
+    HardReference,
+    Likelihood,
+    ReferenceAgg,
+    SoftEntailment,
+    check_choice,
 )
 from readerfit.types import Passage
 
@@ -67,7 +71,9 @@ OFFICIAL_STOP = ("\n", "Question:", "Context:")
 PAPER_JUDGE = "nli:microsoft/deberta-v2-xlarge-mnli"
 # title-text: readerfit's "title\ntext", passages between blank lines; flashrag: FlashRAG's format_reference
 # ("Doc i(Title: t) text\n"), which the paper's D.5 prompts fill; text: the plain text the released code is given
-DOC_FORMATS = ("title-text", "flashrag", "text")
+DocFormat = Literal["title-text", "flashrag", "text"]
+DOC_FORMATS = typing.get_args(DocFormat)
+TokenLogprobs = Literal["model", "sampled"]
 
 PRESET_CHOICES = ("paper", "official")
 
@@ -99,18 +105,18 @@ class SePerConfig:
     context_system_prompt: str = ""
     chat: bool = True
     judge: str = "lexical"
-    doc_format: str = "title-text"
+    doc_format: DocFormat = "title-text"
     threshold: float = 0.5
-    decision: str = "threshold"
-    likelihood: str = "mean"
-    reference_agg: str = "mean"
-    soft_entailment: str = "forward"
-    answer_match: str = "equivalent"
-    hard_reference: str = "each"
-    cluster_assign: str = "first"
+    decision: Decision = "threshold"
+    likelihood: Likelihood = "mean"
+    reference_agg: ReferenceAgg = "mean"
+    soft_entailment: SoftEntailment = "forward"
+    answer_match: AnswerMatch = "equivalent"
+    hard_reference: HardReference = "each"
+    cluster_assign: ClusterAssign = "first"
     question_mark: bool = False
-    empty_responses: str = "impute"
-    token_logprobs: str = "model"
+    empty_responses: EmptyResponses = "impute"
+    token_logprobs: TokenLogprobs = "model"
     seed: int | None = 0
 
     # paper: the method as the SePer paper defines it; official: as its authors' released code runs it
@@ -162,19 +168,11 @@ class SePerConfig:
             raise InputError(f"threshold τ must be in [0, 1], got {self.threshold}")
         if not isinstance(self.judge, str) or not self.judge.strip():
             raise InputError(f"judge must be a judge spec (lexical, nli:<model>, lm:<model>), got {self.judge!r}")
-        if self.doc_format not in DOC_FORMATS:
-            raise InputError(f"doc_format must be one of {', '.join(DOC_FORMATS)}, got {self.doc_format!r}")
-        for name, value, allowed in (("likelihood", self.likelihood, LIKELIHOODS),
-                                     ("reference_agg", self.reference_agg, REFERENCE_AGGS),
-                                     ("soft_entailment", self.soft_entailment, SOFT_ENTAILMENTS),
-                                     ("decision", self.decision, DECISIONS),
-                                     ("answer_match", self.answer_match, ANSWER_MATCHES),
-                                     ("hard_reference", self.hard_reference, HARD_REFERENCES),
-                                     ("cluster_assign", self.cluster_assign, ("first", "last")),
-                                     ("empty_responses", self.empty_responses, EMPTY_RESPONSES),
-                                     ("token_logprobs", self.token_logprobs, ("model", "sampled"))):
-            if value not in allowed:
-                raise InputError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        # every Literal field, from its annotation: make_config checks them too, but a direct SePerConfig(...) does not
+        hints = typing.get_type_hints(SePerConfig)
+        for f in dataclasses.fields(self):
+            if typing.get_origin(hints[f.name]) is Literal:
+                check_choice(f.name, getattr(self, f.name), hints[f.name])
 
     @property
     def needs_relations(self) -> bool:
@@ -239,7 +237,7 @@ def judge_warning(judge: str, *, preset: str | None) -> str | None:
             f"the paper's SePer{why}")
 
 
-def render_documents(passages: Sequence[Passage], *, doc_format: str) -> str:
+def render_documents(passages: Sequence[Passage], *, doc_format: DocFormat) -> str:
     """The context string of ``passages`` in ``doc_format`` (see ``DOC_FORMATS``); blank passages are left out.
 
     >>> docs = [Passage("Anna wrote it.", title="Book"), Passage("It sold well.", title="Sales")]
@@ -248,8 +246,7 @@ def render_documents(passages: Sequence[Passage], *, doc_format: str) -> str:
     >>> render_documents(docs, doc_format="text")
     'Anna wrote it. It sold well.'
     """
-    if doc_format not in DOC_FORMATS:
-        raise InputError(f"doc_format must be one of {', '.join(DOC_FORMATS)}, got {doc_format!r}")
+    check_choice("doc_format", doc_format, DocFormat)
     if isinstance(passages, (str, bytes)) or not isinstance(passages, Sequence):
         raise InputError(f"passages must be a list of Passages, got {type(passages).__name__}")
     for i, p in enumerate(passages):

@@ -44,11 +44,9 @@ ROUGE-L and containment over the N samples (plain means), pooled token
 perplexity of the samples, predictive entropy and semantic entropy
 (:mod:`readerfit.retrieval_utility.entropy`).
 
->>> from readerfit.models.hf import HFLanguageModel                      # doctest: +SKIP
->>> seper = SePer(HFLanguageModel("smollm2-135m"))                      # doctest: +SKIP
->>> d = seper.delta("Who wrote Hamlet?", ["Shakespeare"], context="Hamlet is a tragedy by William Shakespeare.")  # doctest: +SKIP
->>> round(d.soft, 2)                                                    # doctest: +SKIP
-0.6
+>>> from readerfit.models.pool import ModelPool
+>>> seper = SePer.from_pool(ModelPool(), generator="smollm2-135m", preset="paper")   # doctest: +SKIP
+>>> seper.delta("Who wrote Hamlet?", ["Shakespeare"], context="Hamlet is a tragedy by Shakespeare.").soft  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -151,11 +149,25 @@ def seper_json(result: SePerResult | DeltaSePer, *, preset: str | None = None,
 class SePer:
     """SePer / ΔSePer of contexts for questions, with a generator LM and an entailment judge.
 
-    ``generator`` may be None to score responses generated elsewhere (:meth:`score_responses`).
+    Parameters:
+        generator (LanguageModel | None): the LM whose belief is measured; None scores responses generated
+            elsewhere only (:meth:`score_responses`).
+        judge (Judge | None, default None): the entailment judge; None builds ``config.judge`` (``lexical``).
+        config (SePerConfig | None, default None): the settings; None is readerfit's defaults.
+        pool (ModelPool | None, default None): where a judge built from ``config.judge`` loads its model.
 
-    >>> from readerfit.models.pool import ModelPool                          # doctest: +SKIP
-    >>> seper = SePer.from_pool(ModelPool(), generator="smollm2-135m")      # doctest: +SKIP
-    >>> seper.seper("Capital of France?", ["Paris"]).soft                    # doctest: +SKIP
+    A stand-in generator that answers "Shakespeare" when the prompt holds the context, "Marlowe" otherwise:
+
+    >>> from readerfit.types import Generation
+    >>> class Fixed:
+    ...     name = "fixed"
+    ...     def generate(self, prompts, *, n, **kwargs):
+    ...         return [[Generation("Shakespeare" if "Shakespeare" in str(p) else "Marlowe", [1], [-0.5])] * n
+    ...                 for p in prompts]
+    >>> d = SePer(Fixed(), config=SePerConfig(chat=False)).delta("Who wrote Hamlet?", ["Shakespeare"],
+    ...                                                          context="Hamlet is a play by Shakespeare.")
+    >>> d.without.soft, d.with_context.soft, d.soft
+    (0.0, 1.0, 1.0)
     """
 
     def __init__(self, generator: Any, judge: Any = None, config: SePerConfig | None = None, *, pool: Any = None) -> None:
@@ -168,8 +180,22 @@ class SePer:
     @classmethod
     def from_pool(cls, pool: Any, *, generator: str | None = None, judge: str | None = None,
                   preset: str | None = None, load_generator: bool = True, **options: Any) -> SePer:
-        """Generator and judge from a :class:`~readerfit.models.pool.ModelPool`; ``preset`` (paper, official)
-        then ``options`` → :class:`SePerConfig`. ``load_generator=False``: score given responses only."""
+        """Generator and judge from a :class:`~readerfit.models.pool.ModelPool`; ``preset`` then ``options`` →
+        :class:`SePerConfig`.
+
+        Parameters:
+            pool (ModelPool): where the generator and the judge load.
+            generator (str | None, default None): a model name, local directory or hub id; None: ``DEFAULT_LM``.
+            judge (str | None, default None): ``lexical``, ``nli:<model>`` or ``lm:<model>``; None: the preset's
+                (the paper's NLI model) or ``lexical``.
+            preset (str | None, default None): ``paper`` or ``official`` (``SePerConfig.PRESETS``).
+            load_generator (bool, default True): False scores given responses only (no generator loads).
+            **options: :class:`SePerConfig` fields, over the preset's (``n=20``, ``likelihood="sum"``).
+
+        >>> from readerfit.models.pool import ModelPool
+        >>> SePer.from_pool(ModelPool(), load_generator=False, n=4).config.n
+        4
+        """
         if judge is not None:
             options["judge"] = judge
         config = make_config(SePerConfig, options, what="SePer", preset=preset)
@@ -254,7 +280,13 @@ class SePer:
         return gens[0]
 
     def score(self, question: str, references: Sequence[str], sample_sets: Sequence[SampleSet]) -> list[SePerResult]:
-        """SePer of each sample set; all their judge pairs go to the judge in one (deduplicated) call."""
+        """SePer of each sample set; all their judge pairs go to the judge in one (deduplicated) call.
+
+        Parameters:
+            question (str): the question (the judge may read it: ``question_mark``, NLI pairs).
+            references (list[str]): the reference answers (non-empty strings).
+            sample_sets (list[SampleSet]): the responses to score, one result each, in order.
+        """
         refs = check_references(references)
         cfg = self.config
         pairs = judge_pairs([s.texts for s in sample_sets], refs, empty=cfg.empty_responses)
@@ -295,15 +327,30 @@ class SePer:
         return results
 
     def seper(self, question: str, references: Sequence[str], context: str | None = None) -> SePerResult:
-        """SePer of one condition (no context when ``context`` is None or empty)."""
+        """SePer of one condition: N samples for ``question`` (with ``context``), scored against ``references``.
+
+        Parameters:
+            question (str): the question (non-empty).
+            references (list[str]): the reference answers; several are aggregated by ``reference_agg``.
+            context (str | None, default None): the retrieved context; None or blank: no context.
+
+        Returns: a :class:`SePerResult` (``soft``, ``hard``, per reference, the samples, the baselines).
+        """
         check_references(references)
         return self.score(question, references, [self.sample(question, context)])[0]
 
     def delta(self, question: str, references: Sequence[str], context: str, *,
               baseline: SampleSet | None = None) -> DeltaSePer:
-        """ΔSePer = SePer(with ``context``) − SePer(without); pass ``baseline`` to reuse no-context samples.
+        """ΔSePer = SePer(with ``context``) − SePer(without). An empty or whitespace context is no retrieval:
+        both sides are the no-context samples, Δ = 0 exactly.
 
-        An empty or whitespace context is no retrieval: both sides are the no-context samples, Δ = 0 exactly.
+        Parameters:
+            question (str): the question (non-empty).
+            references (list[str]): the reference answers.
+            context (str): the retrieved context.
+            baseline (SampleSet | None, default None): no-context samples to reuse (several contexts, one question).
+
+        Returns: a :class:`DeltaSePer` (``soft``, ``hard``: the deltas; ``without``, ``with_context``).
         """
         check_references(references)
         if context is None:
@@ -323,7 +370,20 @@ class SePer:
                         token_counts: bool = True) -> SePerResult | DeltaSePer:
         """SePer of responses generated elsewhere (no sampling), or ΔSePer with the context's responses too.
 
-        ``token_counts=False``: the generations hold summed log-probabilities only (see :class:`SampleSet`).
+        Parameters:
+            question (str): the question.
+            references (list[str]): the reference answers.
+            responses (list[Generation]): the responses without a context, each with its token log-probabilities.
+            context_responses (list[Generation] | None, default None): the responses with the context; given,
+                the result is a :class:`DeltaSePer`.
+            token_counts (bool, default True): False: each generation holds its summed log-probability as one
+                pseudo-token (see :class:`SampleSet`), so only ``likelihood`` ``sum`` or ``uniform`` apply.
+
+        >>> from readerfit.types import Generation
+        >>> said = [Generation("Shakespeare", [1, 2], [-0.1, -0.2]), Generation("Marlowe", [3], [-2.0])]
+        >>> r = SePer(None).score_responses("Who wrote Hamlet?", ["Shakespeare"], said)
+        >>> round(r.soft, 3), r.clusters
+        (0.864, [0, 1])
         """
         check_references(references)
         for name, given in (("responses", responses), ("context_responses", context_responses)):

@@ -12,7 +12,8 @@ from readerfit.compressors.exit.onepass import BERT_LINEAR
 from readerfit.errors import InputError
 from readerfit.models.device import DTYPES
 from readerfit.models.specs import DEFAULT_EMBEDDER, DEFAULT_LM
-from readerfit.registry import PRESET_NAMES, param
+from readerfit.registry import PRESET_NAMES, apply_preset, param
+from readerfit.runs import with_added
 
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -22,9 +23,10 @@ ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "d
 # validation loss (``--preset paper`` / ``--preset official``).
 DEFAULTS: dict[str, Any] = {"batch_size": 8, "micro_batch": 1, "warmup_ratio": 0.0, "weight_decay": 0.0,
                             "prompt": "paper", "loss": "pair", "eval_every": 0, "select": "last"}
-# New settings are written to run.json only when they differ from these, so old training folders still resume.
+# Settings added after the first training folders, with the value those folders ran with (``runs.with_added``).
 NEW_KEYS = {"prompt": "paper", "labels": "single", "loss": "pair", "eval_every": 0, "select": "last", "preset": None,
             "target_prior": None}
+# the paper's A.1, which the released code runs too: both presets share it
 _A1 = {"lr": 1e-5, "epochs": 1.0, "lora_r": 64, "lora_alpha": 32, "lora_dropout": 0.05,
        "batch_size": 64, "micro_batch": 8, "weight_decay": 0.1, "warmup_ratio": 0.03,
        "labels": "single", "loss": "vocab", "eval_every": 300, "select": "loss"}
@@ -92,26 +94,12 @@ class TrainConfig:
 
     def settings(self) -> dict[str, Any]:
         """The hyperparameters, as the training folder's ``run.json`` stores them (new keys only when set)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(TrainConfig)}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(TrainConfig) if f.name not in NEW_KEYS}
         out["target_modules"] = list(self.target_modules)
-        for key, old in NEW_KEYS.items():
-            if out[key] == old:
-                del out[key]
-        return out
+        return with_added(out, {key: (getattr(self, key), old) for key, old in NEW_KEYS.items()})
 
     def __post_init__(self) -> None:
-        if self.preset is not None and self.preset not in self.PRESETS:
-            raise InputError(f"unknown preset {self.preset!r}; expected one of {', '.join(self.PRESETS)}")
-        chosen = self.PRESETS.get(self.preset or "", {})
-        for name, value in {**DEFAULTS, **chosen}.items():
-            if getattr(self, name) is None:
-                setattr(self, name, value)
-        # a preset also sets fields that have a default of their own; a value equal to that default is taken
-        # as not given (argparse cannot tell the two apart)
-        fields = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-        for name, value in chosen.items():
-            if name not in DEFAULTS and getattr(self, name) == fields[name]:
-                setattr(self, name, value)
+        apply_preset(self, unset=DEFAULTS)
         if self.arch not in ARCHS:
             raise InputError(f"arch must be one of {', '.join(ARCHS)}, got {self.arch!r}")
         if self.base is None:

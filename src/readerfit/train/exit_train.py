@@ -22,6 +22,8 @@ every 300 steps and the weights with the lowest validation loss kept
 (:class:`~readerfit.train.config.TrainConfig`).
 Training writes a checkpoint (:mod:`readerfit.train.resume`) every ``--save-every``
 optimizer steps and at every validation; rerunning the same command resumes from the last one.
+The loop, its step logs (``training_log.jsonl``, ``validation.jsonl``) and validation are
+:mod:`readerfit.train.exit_steps`; here are the jobs around it, one function each.
 
 >>> lr_at(0, total=10, lr=1e-4, warmup_ratio=0.0)
 0.0001
@@ -32,12 +34,10 @@ From the shell: ``readerfit train exit --data exit_train.jsonl --out runs/exit-l
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import random
 import shutil
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,24 +47,18 @@ import torch
 from readerfit.compressors.exit import NEGATIVE, POSITIVE, PROMPTS
 from readerfit.compressors.exit.config import CLASSIFIER_FILE, CLASSIFIER_FORMAT
 from readerfit.errors import InputError
-from readerfit.io import markdown_table, read_json, read_jsonl, write_atomic, write_json
-from readerfit.metrics.correlation import auroc
+from readerfit.io import markdown_table, read_json, write_json
 from readerfit.models.device import DTYPES, auto_device
 from readerfit.registry import param
 from readerfit.runs import Outcome, RunFolder
 from readerfit.train.config import TrainConfig
 from readerfit.train.exit_samples import ExitSample, file_sha256, read_samples
-from readerfit.train.resume import (
-    example_order,
-    grouped_order,
-    load_best,
-    load_checkpoint,
-    lr_at,
-    read_best,
-    save_best,
-    save_checkpoint,
-)
+from readerfit.train.exit_steps import Schedule, StepLog, Validation, evaluate_samples, train_steps
+from readerfit.train.resume import example_order, grouped_order, load_best, load_checkpoint, lr_at, read_best
 from readerfit.train.tasks import EncoderTask, LMTask, OnePassTask
+
+__all__ = ["Config", "TrainConfig", "TrainResult", "evaluate_samples", "example_order", "lr_at", "prior_block", "run",
+           "train"]
 
 TASKS = {"lm": LMTask, "encoder": EncoderTask, "onepass": OnePassTask}
 
@@ -81,11 +75,6 @@ class TrainResult:
     eval: dict[str, float] = field(default_factory=dict)
 
 
-def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
-
-
 def prior_block(trained: float, target: float) -> dict[str, float]:
     """The prior correction a one-pass manifest records (:func:`~readerfit.compressors.exit.onepass.positive_logit_shift`):
     logit(target) − logit(trained), the shares of positives.
@@ -97,24 +86,6 @@ def prior_block(trained: float, target: float) -> dict[str, float]:
         raise InputError(f"shares of positives must be in (0, 1), got trained={trained}, target={target}")
     shift = math.log(target / (1 - target)) - math.log(trained / (1 - trained))
     return {"trained": trained, "target": target, "logit_shift": shift}
-
-
-def evaluate_samples(task: Any, samples: Sequence[ExitSample], micro_batch: int = 8) -> dict[str, float]:
-    """Loss (the training loss), accuracy at 0.5 and AUROC of the task's model on held-out samples; the
-    probabilities are the compressor's r."""
-    was_training = task.model.training
-    task.model.eval()
-    probs: list[float] = []
-    losses: list[float] = []
-    with torch.inference_mode():
-        for batch in _chunks(list(samples), micro_batch):
-            logits = task.logits(batch)
-            losses.extend(task.loss(logits, task.targets(batch).to(logits.device), reduction="none").tolist())
-            probs.extend(task.positive_prob(logits).tolist())
-    task.model.train(was_training)
-    labels = [s.label for s in samples]
-    acc = sum((p >= 0.5) == (y == 1) for p, y in zip(probs, labels)) / len(labels)
-    return {"n": len(labels), "loss": sum(losses) / len(losses), "accuracy": acc, "auroc": auroc(labels=labels, scores=probs)}
 
 
 def train(
@@ -131,20 +102,25 @@ def train(
         return TrainResult(**read_json(out / CLASSIFIER_FILE, what="classifier manifest")["training"]["result"])
     samples = read_samples(data)
     settings = {"data": str(data), "data_sha256": file_sha256(data), **config.settings()}
-    with RunFolder.open(out, kind="train-exit", settings=settings, key=("step",)) as folder:
+    # no records.jsonl: a training run's records are its step logs (training_log.jsonl, validation.jsonl)
+    with RunFolder.open(out, kind="train-exit", settings=settings, key=None) as folder:
         return _train(folder, samples, settings, config=config, device=device, eval_data=eval_data,
                       eval_limit=eval_limit, progress=progress, on_step=on_step)
 
 
-def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any], *, config: TrainConfig,
-           device: str | None, eval_data: str | Path | None, eval_limit: int | None, progress: bool,
-           on_step: Callable[[int], None] | None) -> TrainResult:
-    out = folder.path
-    dev = auto_device(device)
-    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
-        torch.manual_seed(config.seed)  # LoRA's A matrices / the encoder's fresh head: same start on every run
-        task: Any = TASKS[config.arch](config, dev)
-    # Over-long samples are skipped, counted and logged (never truncated).
+@dataclass
+class _Data:
+    """The samples a run trains and validates on: those that fit the model (over-long ones are skipped, counted
+    and logged, never truncated), the ``--limit`` subset of them, and the held-out ones."""
+
+    n_samples: int
+    skipped: int
+    usable: list[ExitSample]
+    held: list[ExitSample] | None
+
+
+def _select_samples(samples: list[ExitSample], task: Any, *, config: TrainConfig, eval_data: str | Path | None,
+                    eval_limit: int | None) -> _Data:
     usable = [s for s in samples if task.fits(s)]
     skipped = len(samples) - len(usable)
     held = None
@@ -155,7 +131,6 @@ def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any
     if config.select == "loss" and held is None:
         raise InputError("select=loss keeps the weights with the lowest validation loss: give --eval-data "
                          "(held-out exit-data JSONL)")
-    eval_micro = {"lm": 1, "encoder": 8, "onepass": 16}[config.arch]
     if config.arch == "onepass" and held is not None:  # a passage's samples side by side: one forward pass each
         held = sorted(held, key=lambda s: (s.question, s.context))
     if config.limit is not None:
@@ -164,85 +139,33 @@ def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any
         usable = [usable[i] for i in sorted(subset[: config.limit])]
     if not usable:
         raise InputError("no training samples fit the model")
+    return _Data(n_samples=len(samples), skipped=skipped, usable=usable, held=held)
+
+
+def _schedule(usable: list[ExitSample], config: TrainConfig) -> Schedule:
     total_examples = max(1, round(config.epochs * len(usable)))
-    total_steps = math.ceil(total_examples / config.batch_size)
     if config.arch == "onepass":  # a passage's samples one after another, so they share forward passes
         order = grouped_order([(s.question, s.context) for s in usable], total=total_examples, seed=config.seed)
     else:
         order = example_order(len(usable), total=total_examples, seed=config.seed)
-    params = [p for p in task.model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-    step = load_checkpoint(out, task.model, optimizer)
-    log_path = out / "training_log.jsonl"
-    history = read_jsonl(log_path, partial_ok=True) if log_path.exists() else []
-    history = [h for h in history if h["step"] <= step]  # drop steps done after the last checkpoint
-    write_atomic(log_path, "".join(json.dumps(h) + "\n" for h in history))
-    elapsed = history[-1]["seconds"] if history else 0.0
-    val_path = out / "validation.jsonl"
-    validated = [v for v in (read_jsonl(val_path, partial_ok=True) if val_path.exists() else []) if v["step"] <= step]
-    write_atomic(val_path, "".join(json.dumps(v) + "\n" for v in validated))
+    return Schedule(order=order, total_examples=total_examples,
+                    total_steps=math.ceil(total_examples / config.batch_size))
+
+
+def _resume_logs(out: Path, step: int) -> tuple[StepLog, StepLog]:
+    """The training and validation logs at the checkpoint's ``step``; best weights kept from a later step
+    (which will be redone) are forgotten."""
+    log = StepLog(out / "training_log.jsonl", upto=step)
+    validated = StepLog(out / "validation.jsonl", upto=step)
     best = read_best(out)
-    if best is not None and best["step"] > step:  # kept from steps that will be redone: forget it
+    if best is not None and best["step"] > step:
         shutil.rmtree(out / "best", ignore_errors=True)
+    return log, validated
 
-    def validate(at: int) -> None:
-        """Validation loss at step ``at`` (after its checkpoint); the best weights kept when selecting on it."""
-        assert held is not None
-        metrics = evaluate_samples(task, held, micro_batch=eval_micro)
-        entry = {"step": at, **metrics}
-        with open(val_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(entry) + "\n")
-        validated.append(entry)
-        kept = read_best(out)
-        if config.select == "loss" and (kept is None or metrics["loss"] < kept["loss"]):
-            save_best(out, at, task.model, metrics)
 
-    def validation_due(at: int) -> bool:
-        periodic = config.eval_every > 0 and at % config.eval_every == 0
-        return held is not None and (periodic or (at == total_steps and config.select == "loss"))
-
-    if step > 0 and validation_due(step) and not any(v["step"] == step for v in validated):
-        validate(step)  # interrupted between the checkpoint and its validation
-    autocast = config.dtype != "float32"
-    bar = folder.progress(total=total_steps, done=step, desc=f"train {config.arch}", unit="step", enabled=progress)
-    rng_state = torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else [])
-    with rng_state:
-        torch.manual_seed(config.seed * 100_003 + step)  # dropout masks; re-seeded per resumed segment
-        task.model.train()
-        while step < total_steps:
-            start = time.perf_counter()
-            ids = order[step * config.batch_size : (step + 1) * config.batch_size]
-            batch = [usable[i] for i in ids]
-            lr = lr_at(step, total=total_steps, lr=config.lr, warmup_ratio=config.warmup_ratio)
-            for g in optimizer.param_groups:
-                g["lr"] = lr
-            optimizer.zero_grad(set_to_none=True)
-            loss_sum = 0.0
-            for micro in _chunks(batch, config.micro_batch):
-                with torch.autocast(device_type=dev.type, dtype=DTYPES[config.dtype], enabled=autocast):
-                    logits = task.logits(micro)
-                loss = task.loss(logits.float(), task.targets(micro).to(dev), reduction="sum")
-                (loss / len(batch)).backward()
-                loss_sum += float(loss.detach())
-            optimizer.step()
-            step += 1
-            elapsed += time.perf_counter() - start
-            entry = {"step": step, "loss": loss_sum / len(batch), "lr": lr, "examples": min(step * config.batch_size, total_examples),
-                     "seconds": round(elapsed, 3)}
-            with open(log_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(entry) + "\n")
-            history.append(entry)
-            bar.update(1)
-            bar.set_postfix(loss=f"{sum(h['loss'] for h in history[-20:]) / len(history[-20:]):.4f}")
-            if validation_due(step):  # the checkpoint first, so a resumed run never redoes a validated step
-                save_checkpoint(out, step, task.model, optimizer)
-                validate(step)
-            elif step % config.save_every == 0 and step < total_steps:
-                save_checkpoint(out, step, task.model, optimizer)
-            if on_step is not None:
-                on_step(step)
-    bar.close()
-    eval_result: dict[str, float] = {}
+def _selection(task: Any, validation: Validation, step: int) -> tuple[dict[str, float], dict[str, Any]]:
+    """Load the weights kept (``select``) and give their held-out scores and which step they are from."""
+    config, out = validation.config, validation.out
     selected: dict[str, Any] = {"rule": config.select, "step": step}
     if config.select == "loss":
         kept = read_best(out)
@@ -250,31 +173,72 @@ def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any
             raise AssertionError("select=loss but no validated weights were kept")  # a bug, not bad input
         load_best(out, task.model)
         selected["step"] = kept["step"]
-        eval_result = {k: v for k, v in kept.items() if k != "step"}
-    elif held is not None:
-        last = next((v for v in validated if v["step"] == step), None)
-        eval_result = ({k: v for k, v in last.items() if k != "step"} if last is not None
-                       else evaluate_samples(task, held, micro_batch=eval_micro))
+        return {k: v for k, v in kept.items() if k != "step"}, selected
+    if validation.held is None:
+        return {}, selected
+    last = validation.log.at(step)
+    if last is not None:
+        return {k: v for k, v in last.items() if k != "step"}, selected
+    return evaluate_samples(task, validation.held, micro_batch=validation.micro_batch), selected
+
+
+def _result(out: Path, config: TrainConfig, schedule: Schedule, log: StepLog, *, step: int, elapsed: float,
+            eval_result: dict[str, float]) -> TrainResult:
+    history = log.entries
     tail = history[-max(1, min(50, len(history) // 5)):]
-    result = TrainResult(out=str(out), arch=config.arch, steps=step, examples_seen=min(step * config.batch_size, total_examples),
-                         seconds=round(elapsed, 1), final_loss=sum(h["loss"] for h in tail) / len(tail),
-                         first_loss=sum(h["loss"] for h in history[:len(tail)]) / len(tail), eval=eval_result)
-    task.save(out, DTYPES[config.save_dtype])
+    return TrainResult(out=str(out), arch=config.arch, steps=step,
+                       examples_seen=schedule.examples_at(step, config.batch_size), seconds=round(elapsed, 1),
+                       final_loss=sum(h["loss"] for h in tail) / len(tail),
+                       first_loss=sum(h["loss"] for h in history[:len(tail)]) / len(tail), eval=eval_result)
+
+
+def _manifest(task: Any, config: TrainConfig, settings: dict[str, Any], data: _Data, result: TrainResult,
+              selected: dict[str, Any]) -> dict[str, Any]:
+    """The classifier's ``CLASSIFIER_FILE``: how to score with it, and how it was trained."""
     manifest = {
         "format": CLASSIFIER_FORMAT, "version": 1, "arch": config.arch, "base": config.base,
         "prompt": {"lm": PROMPTS[config.prompt], "encoder": "(query [SEP] sentence, title\\npassage)",
                    "onepass": "(query, title\\npassage): each sentence's tokens pooled"}[config.arch],
         "labels": [POSITIVE, NEGATIVE],
-        "training": {"settings": settings, "n_samples": len(samples), "n_used": len(usable), "skipped_too_long": skipped,
-                     "result": asdict(result), "selected": selected},
+        "training": {"settings": settings, "n_samples": data.n_samples, "n_used": len(data.usable),
+                     "skipped_too_long": data.skipped, "result": asdict(result), "selected": selected},
     }
     if config.arch == "lm":  # what the compressor needs to score as it was trained
         manifest.update({"prompt_style": config.prompt, "label_ids": config.labels})
     if config.arch == "onepass":
         manifest.update(task.manifest())
         if config.target_prior is not None:
-            manifest["prior"] = prior_block(sum(s.label for s in usable) / len(usable), config.target_prior)
-    write_json(out / CLASSIFIER_FILE, manifest)  # written last: its presence marks a finished run
+            manifest["prior"] = prior_block(sum(s.label for s in data.usable) / len(data.usable), config.target_prior)
+    return manifest
+
+
+def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any], *, config: TrainConfig,
+           device: str | None, eval_data: str | Path | None, eval_limit: int | None, progress: bool,
+           on_step: Callable[[int], None] | None) -> TrainResult:
+    out = folder.path
+    dev = auto_device(device)
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        torch.manual_seed(config.seed)  # LoRA's A matrices / the encoder's fresh head: same start on every run
+        task: Any = TASKS[config.arch](config, dev)
+    data = _select_samples(samples, task, config=config, eval_data=eval_data, eval_limit=eval_limit)
+    schedule = _schedule(data.usable, config)
+    optimizer = torch.optim.AdamW([p for p in task.model.parameters() if p.requires_grad], lr=config.lr,
+                                  weight_decay=config.weight_decay)
+    step = load_checkpoint(out, task.model, optimizer)
+    log, validated = _resume_logs(out, step)
+    validation = Validation(task=task, held=data.held, config=config, total_steps=schedule.total_steps, out=out,
+                            log=validated)
+    validation.catch_up(step)
+    bar = folder.progress(total=schedule.total_steps, done=step, desc=f"train {config.arch}", unit="step",
+                          enabled=progress)
+    step, elapsed = train_steps(task, usable=data.usable, schedule=schedule, config=config, dev=dev,
+                                optimizer=optimizer, step=step, log=log, validation=validation, bar=bar, on_step=on_step)
+    bar.close()
+    eval_result, selected = _selection(task, validation, step)
+    result = _result(out, config, schedule, log, step=step, elapsed=elapsed, eval_result=eval_result)
+    task.save(out, DTYPES[config.save_dtype])
+    # written last: its presence marks a finished run
+    write_json(out / CLASSIFIER_FILE, _manifest(task, config, settings, data, result, selected))
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
     shutil.rmtree(out / "best", ignore_errors=True)
     (out / "checkpoint.json").unlink(missing_ok=True)
