@@ -12,8 +12,8 @@ import pytest
 from readerfit.cli import main
 from readerfit.cli.report import detect_kind, report_folder
 from readerfit.errors import InputError, MissingPackageError
-from readerfit.eval.report import report_section
-from readerfit.report import report_after_run
+from readerfit.eval.report_section import report_section
+from readerfit.report_engine import report_after_run
 from readerfit.runs import RunView
 
 try:

@@ -132,8 +132,8 @@ PRESET_NAMES = ("paper", "official")
 def parse_options(items: Sequence[str], *, what: str = "--option") -> dict[str, dict[str, Any]]:
     """``exit.threshold=0.3`` → {"exit": {"threshold": 0.3}} (values parsed as JSON when they can be).
 
-    >>> parse_options(["exit.threshold=0.3", "exit.classifier=encoder"])
-    {'exit': {'threshold': 0.3, 'classifier': 'encoder'}}
+    >>> parse_options(["exit.threshold=0.3", "exit.model=encoder"])
+    {'exit': {'threshold': 0.3, 'model': 'encoder'}}
     """
     out: dict[str, dict[str, Any]] = {}
     for item in items:

@@ -19,7 +19,7 @@ from readerfit.data import demo_corpus_path, demo_path
 from readerfit.eval.config import EvalConfig
 from readerfit.experiments import frontier
 from readerfit.models.pool import ModelPool
-from readerfit.report import finish_run
+from readerfit.report_engine import finish_run
 from readerfit.runs import Outcome, RunFolder
 
 # passages retrieved per question: deep enough that distractors reach the reader, as in a RAG system

@@ -28,9 +28,9 @@ from readerfit.errors import InputError
 from readerfit.eval.config import EvalConfig
 from readerfit.eval.harness import build_eval, run_eval, runnable
 from readerfit.eval.ray import RayConfig, run_eval_ray
-from readerfit.eval.report import report_section
+from readerfit.eval.report_section import report_section
 from readerfit.registry import param
-from readerfit.report import report_after_run
+from readerfit.report_engine import report_after_run
 from readerfit.runs import check_out
 
 

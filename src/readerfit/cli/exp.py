@@ -9,7 +9,7 @@ from readerfit.cli.options import add_dataclass_args, add_run_args, add_threads_
 from readerfit.experiments import EXPERIMENTS
 from readerfit.models.pool import ModelPool
 from readerfit.registry import Registry
-from readerfit.report import finish_run
+from readerfit.report_engine import finish_run
 from readerfit.runs import RunFolder
 
 

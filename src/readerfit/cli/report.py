@@ -14,12 +14,12 @@ from pathlib import Path
 from readerfit.errors import InputError
 from readerfit.io import read_json, writable_file
 from readerfit.registry import Registry
-from readerfit.report import REPORT_NAME, Report, Section, write_report
+from readerfit.report_engine import REPORT_NAME, Report, Section, write_report
 from readerfit.runs import RunView
 
 # run kind (as run.json stores it) -> its report section
 REPORT_SECTIONS: Registry[Section] = Registry("run kind")
-REPORT_SECTIONS.register("eval", "readerfit.eval.report:report_section", help="readerfit eval / demo")
+REPORT_SECTIONS.register("eval", "readerfit.eval.report_section:report_section", help="readerfit eval / demo")
 REPORT_SECTIONS.register("sps-correlation", "readerfit.experiments.sps_correlation:report_section")
 REPORT_SECTIONS.register("exit-sentences", "readerfit.experiments.exit_sentences:report_section")
 REPORT_SECTIONS.register("seper-utility", "readerfit.experiments.seper_utility:report_section")

@@ -38,7 +38,7 @@ from readerfit.models.device import DTYPES
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import PRESET_NAMES, make_config, param
-from readerfit.report import Doc, finite, fmt
+from readerfit.report_engine import Doc, finite, fmt
 from readerfit.runs import Outcome, RunFolder, RunView, with_added
 
 KEY = ("id",)

@@ -46,7 +46,7 @@ from readerfit.io import markdown_table, write_atomic
 from readerfit.models.device import DTYPES
 from readerfit.models.pool import ModelPool
 from readerfit.registry import make_config, param
-from readerfit.report import Doc, fmt, kv_table
+from readerfit.report_engine import Doc, fmt, kv_table
 from readerfit.retrieval_utility.belief import entailed, loose_match
 from readerfit.retrieval_utility.config import PRESET_CHOICES, judge_warning, seper_judge
 from readerfit.retrieval_utility.judge import Judge, build_judge

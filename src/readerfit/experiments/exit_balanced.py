@@ -22,7 +22,7 @@ from readerfit.errors import InputError
 from readerfit.io import RecordLog, markdown_table
 from readerfit.metrics.classification import yes_no_report
 from readerfit.metrics.correlation import auroc
-from readerfit.report import fmt
+from readerfit.report_engine import fmt
 from readerfit.runs import RunFolder
 from readerfit.train.exit_data import RATIO, build_samples, build_samples_official
 from readerfit.train.exit_data import Config as DataConfig

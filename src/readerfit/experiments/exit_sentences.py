@@ -52,7 +52,7 @@ from readerfit.metrics.correlation import auroc
 from readerfit.models.device import DTYPES
 from readerfit.models.pool import ModelPool
 from readerfit.registry import PRESET_NAMES, apply_preset, make_config, param
-from readerfit.report import Doc, fmt
+from readerfit.report_engine import Doc, fmt
 from readerfit.runs import Outcome, RunFolder, RunView, with_added
 from readerfit.types import Passage, QAExample
 

@@ -62,7 +62,7 @@ class Config:
                                    aliases=("--compressors",),
                                    help="registered compressors, or LABEL=NAME to run one twice with other options")
     option: list[str] = param(default_factory=list,
-                              help="LABEL.KEY=VALUE: an option of one compressor (e.g. exit.classifier=encoder)")
+                              help="LABEL.KEY=VALUE: an option of one compressor (e.g. exit.model=encoder)")
     rates: list[float] = param(default_factory=lambda: [0.1, 0.2, 0.3, 0.5],
                                help="budgets: fractions of the reader's tokens to keep")
     distractors: int = param(0, help="add K passages of other questions (none holding the answer) to each")

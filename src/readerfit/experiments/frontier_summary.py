@@ -8,7 +8,7 @@ from typing import Any
 
 from readerfit.io import markdown_table
 from readerfit.metrics.qa import QA_METRICS, label
-from readerfit.report import Doc, fmt, mean
+from readerfit.report_engine import Doc, fmt, mean
 from readerfit.runs import RunView
 
 DEFAULT_POINT = "default"

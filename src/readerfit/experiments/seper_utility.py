@@ -59,7 +59,7 @@ from readerfit.models.device import DTYPES
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import make_config, param
-from readerfit.report import Doc, fmt
+from readerfit.report_engine import Doc, fmt
 from readerfit.retrieval_utility.belief import SePerResult
 from readerfit.retrieval_utility.config import DOC_FORMATS, PRESET_CHOICES, SePerConfig, judge_warning
 from readerfit.retrieval_utility.judge import build_judge

@@ -68,7 +68,7 @@ from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.reader import READER_PROMPT, Reader
 from readerfit.registry import PRESET_NAMES, make_config, param, presets_of
-from readerfit.report import Doc, colors, fmt, mean
+from readerfit.report_engine import Doc, colors, fmt, mean
 from readerfit.runs import Outcome, RunFolder, RunView, read_run_file, with_added
 from readerfit.scorers import SCORERS
 from readerfit.scorers.sps import SPSConfig

@@ -8,7 +8,7 @@ from typing import Any
 
 from readerfit.eval.summary import summarize, summary_markdown, summary_value
 from readerfit.metrics.qa import QA_METRICS, label
-from readerfit.report import Doc, colors, finite, fmt, mean
+from readerfit.report_engine import Doc, colors, finite, fmt, mean
 from readerfit.runs import RunView
 from readerfit.types import Record
 
