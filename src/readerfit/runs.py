@@ -257,10 +257,6 @@ class RunFolder:
             write_json(self.path / RUN_FILE, record)
 
     # ----- progress and results --------------------------------------------------------------
-    def progress(self, *, total: int, done: int, desc: str, unit: str, enabled: bool = True) -> Any:
-        """A progress bar on stderr (tqdm), starting at ``done`` (for loops :meth:`each` does not fit: eval's)."""
-        return progress_bar(total=total, done=done, desc=desc, unit=unit, enabled=enabled)
-
     def write_summary(self, result: dict[str, Any], table: str) -> None:
         """``summary.json`` (the result) and ``summary.md`` (the table), recomputed from the records."""
         write_json(self.path / "summary.json", result)

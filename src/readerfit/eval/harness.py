@@ -147,16 +147,6 @@ def check_record(record: dict[str, Any]) -> str | None:
     return None
 
 
-def pending(run: RunFolder, examples: Sequence[QAExample], methods: Sequence[str]) -> list[tuple[QAExample, list[str]]]:
-    """The (example, methods not yet recorded) pairs still to run."""
-    todo = []
-    for e in examples:
-        missing = [m for m in methods if not run.log.done((e.id, m))]
-        if missing:
-            todo.append((e, missing))
-    return todo
-
-
 def run_eval(
     *,
     examples: Sequence[QAExample],
@@ -188,19 +178,16 @@ def run_eval(
     methods = list(methods)
     with open_eval_run(examples=examples, methods=methods, out=out, settings=run_config or {},
                        data_label=data_label) as run:
-        todo = pending(run, examples, methods)
+        todo = run.each(examples, desc="eval", unit="question", progress=progress,
+                        key=lambda e: [(e.id, m) for m in methods])
         if todo:
             stages = setup()
-            total = len(examples) * len(methods)
-            bar = run.progress(total=total, done=total - sum(len(m) for _, m in todo), desc="eval", unit="run",
-                               enabled=progress)
-            for example, missing in todo:
+            for example in todo:
+                missing = [m for m in methods if not run.log.done((example.id, m))]
                 for record in eval_example(example, setup=stages, methods=missing):
                     run.log.append(record.to_dict())
                     if on_record:
                         on_record(record)
-                    bar.update(1)
-            bar.close()
         return write_summary(run, examples=examples, methods=methods)
 
 

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from readerfit.errors import InputError, ReaderfitError, require
-from readerfit.eval.harness import EvalSetup, eval_example, open_eval_run, pending, write_summary
+from readerfit.eval.harness import EvalSetup, eval_example, open_eval_run, write_summary
+from readerfit.runs import RunFolder, progress_bar
 from readerfit.types import QAExample, Record
 
 # build() -> the worker's EvalSetup; pickled to every worker (a module-level function or a partial of one)
@@ -298,7 +299,7 @@ def run_eval_ray(
                 except (ConnectionError, RuntimeError, ValueError) as err:
                     raise ReaderfitError(f"could not start a local Ray instance: {err}") from err
             try:
-                bar = run.progress(total=total, done=total - sum(len(p) for _, p in todo), desc="eval", unit="run",
+                bar = progress_bar(total=total, done=total - sum(len(p) for _, p in todo), desc="eval", unit="run",
                                    enabled=progress)
                 _dispatch(ray, todo, build=build, config=config, log=run.log, on_record=on_record, bar=bar,
                           out=run.path)
@@ -351,3 +352,13 @@ def _dispatch(ray: Any, todo: collections.deque, *, build: SetupBuilder, config:
     finally:
         for actor in actors:
             ray.kill(actor)
+
+
+def pending(run: RunFolder, examples: Sequence[QAExample], methods: Sequence[str]) -> list[tuple[QAExample, list[str]]]:
+    """The (example, methods not yet recorded) pairs still to run."""
+    todo = []
+    for e in examples:
+        missing = [m for m in methods if not run.log.done((e.id, m))]
+        if missing:
+            todo.append((e, missing))
+    return todo

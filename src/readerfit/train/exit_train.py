@@ -50,7 +50,7 @@ from readerfit.errors import InputError
 from readerfit.io import markdown_table, read_json, write_json
 from readerfit.models.device import DTYPES, auto_device
 from readerfit.registry import param
-from readerfit.runs import Outcome, RunFolder
+from readerfit.runs import Outcome, RunFolder, progress_bar
 from readerfit.train.config import TrainConfig
 from readerfit.train.exit_samples import ExitSample, file_sha256, read_samples
 from readerfit.train.exit_steps import Schedule, StepLog, Validation, evaluate_samples, train_steps
@@ -229,8 +229,8 @@ def _train(folder: RunFolder, samples: list[ExitSample], settings: dict[str, Any
     validation = Validation(task=task, held=data.held, config=config, total_steps=schedule.total_steps, out=out,
                             log=validated)
     validation.catch_up(step)
-    bar = folder.progress(total=schedule.total_steps, done=step, desc=f"train {config.arch}", unit="step",
-                          enabled=progress)
+    bar = progress_bar(total=schedule.total_steps, done=step, desc=f"train {config.arch}", unit="step",
+                       enabled=progress)
     step, elapsed = train_steps(task, usable=data.usable, schedule=schedule, config=config, dev=dev,
                                 optimizer=optimizer, step=step, log=log, validation=validation, bar=bar, on_step=on_step)
     bar.close()
