@@ -44,13 +44,19 @@ def registered_compressors() -> list[str]:
 
 def build_compressor(name: str, pool: Any, *, reader: LanguageModel | str | None = None, preset: str | None = None,
                      **options: Any) -> BaseCompressor:
-    """A compressor by registered name, its models from ``pool``; ``options`` go to its config dataclass.
+    """A compressor by registered name, its models from ``pool``.
 
-    ``reader`` is the reader LM of the pipeline the compressor serves (or its name; handed to the compressor
-    as ``reader_lm``): budgets count its tokens, reader-aware compressors (xcompress, xcompress-embed) score
-    and read with it. ``preset``: ``paper`` or ``official`` (the method as its paper defines it, or as its
-    authors' released code runs it); ``options`` override it (renamed options are read under their old
-    names too: ``classifier``, ``compressor``, ``lm`` → ``model``).
+    Parameters:
+        name: a registered compressor (:data:`COMPRESSORS`); an unknown name lists them.
+        pool: the :class:`~readerfit.models.pool.ModelPool` its models come from.
+        reader: the reader LM of the pipeline the compressor serves, or its name (handed to the compressor as
+            ``reader_lm``): budgets count its tokens; xcompress and xcompress-embed score and read with it.
+        preset: ``paper`` or ``official``: the method as its paper defines it, or as its authors' released code
+            runs it (default: readerfit's defaults).
+        options: the compressor's config fields, over the preset's (renamed options are read under their old
+            names too: ``classifier``, ``compressor``, ``lm`` → ``model``).
+
+    Returns: a :class:`BaseCompressor`; ``compress(question, passages)`` gives a ``Compression``.
 
     >>> from readerfit.models.pool import ModelPool
     >>> build_compressor("none", ModelPool()).name

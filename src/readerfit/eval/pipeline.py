@@ -142,9 +142,30 @@ class Retrieval:
 class RAGPipeline:
     """One example through retrieval (optional), reranking (optional), a compressor and the reader.
 
-    A ``reranker`` (see :mod:`readerfit.retrieve.rerank`) reorders the retrieved passages and keeps
-    ``config.rerank_top`` of them before compression; the record notes it in ``extra["rerank"]``
-    and its seconds count in ``retrieve_s``. Pass ``retrieval`` to share one first stage between pipelines.
+    Parameters:
+        reader: the reader ``LanguageModel`` (wrapped in a :class:`~readerfit.reader.Reader` with the config's
+            prompt); its tokens are the record's ``origin_tokens`` / ``compressed_tokens``.
+        compressor: a :class:`BaseCompressor` (``readerfit.compressors.build_compressor``).
+        retriever: a first stage over a corpus (default: each example's own passages).
+        config: :class:`PipelineConfig` (``top_k``, ``rerank_top``, the reader prompt, ``max_new_tokens``).
+        splitter: the sentence splitter for passages longer than the reader's context (default: the config's).
+        reranker: reorders the retrieved passages and keeps ``config.rerank_top`` of them before compression
+            (:mod:`readerfit.retrieve.rerank`); the record's ``rerank`` notes it, its seconds count in
+            ``retrieve_s``.
+        retrieval: a :class:`Retrieval` to share one first stage between pipelines (instead of ``retriever``
+            and ``reranker``).
+
+    ``run(example)`` gives a :class:`~readerfit.types.Record`.
+
+    >>> from readerfit.compressors import build_compressor
+    >>> from readerfit.models.pool import ModelPool
+    >>> pool = ModelPool(device="cpu")
+    >>> lm = pool.lm("smollm2-135m")  # the packaged reader
+    >>> pipe = RAGPipeline(reader=lm, compressor=build_compressor("none", pool, reader=lm),
+    ...                    config=PipelineConfig(max_new_tokens=4))
+    >>> r = pipe.run(QAExample(id="q", question="Who wrote it?", answers=["Anna"], passages=[Passage("Anna wrote it.")]))
+    >>> r.method, r.origin_tokens == r.compressed_tokens > 0, sorted(r.scores)
+    ('none', True, ['contains', 'em', 'f1'])
     """
 
     def __init__(
