@@ -60,6 +60,7 @@ from readerfit.compressors.base import BaseCompressor, assemble, passage_sentenc
 from readerfit.compressors.budget import Budget, reader_counter, select_units
 from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig
+from readerfit.compressors.exit.hop import find_links, hop_question
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
 from readerfit.compressors.sentence_sim import question_similarity
 from readerfit.errors import InputError
@@ -74,7 +75,9 @@ class ExitCompressor(BaseCompressor):
 
     ``Compression.scores`` holds every sentence's r; ``details`` the classifier, τ (None: the budget alone
     selected), the budget and its achieved rate, sentences added by ``min_keep``, the sentences scored
-    against a window, and (``similarity`` > 0) each sentence's cosine to the question.
+    against a window, (``similarity`` > 0) each sentence's cosine to the question, and (``hop`` > 0) the
+    passages the bridge hop linked, each with the sentences that mention it (``{"hop": {"linked": {passage:
+    [unit, ...]}}}``; :mod:`~readerfit.compressors.exit.hop`).
     """
 
     name = "exit"
@@ -98,24 +101,57 @@ class ExitCompressor(BaseCompressor):
                    embedder=embedder)
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
-        units, by_passage, groups = self._groups(passages)
-        results = self.classifier.score(question, groups) if groups else []
-        return self._finish(question, passages, units, by_passage, results)
+        return self._compress_many([(question, passages)])[0]
 
     def _compress_many(self, items: list[tuple[str, list[Passage]]]) -> list[Compression]:
         """Every question's sentences scored in one classifier call when the classifier batches across
-        questions (the one-pass classifier's ``score_many``); each compression's ``seconds`` is its share."""
-        if not isinstance(self.classifier, BatchSentenceClassifier) or len(items) < 2:
-            return super()._compress_many(items)
+        questions (the one-pass classifier's ``score_many``), then the bridge hop's passages in a second;
+        each compression's ``seconds`` is its share."""
+        if len(items) > 1 and not isinstance(self.classifier, BatchSentenceClassifier):
+            return super()._compress_many(items)  # one question at a time, each timed
         start = time.perf_counter()
         prepared = [self._groups(passages) for _, passages in items]
-        batched = [(q, groups) for (q, _), (_, _, groups) in zip(items, prepared) if groups]
-        results = iter(self.classifier.score_many(batched))
-        out = [self._finish(q, passages, units, by_passage, next(results) if groups else [])
-               for (q, passages), (units, by_passage, groups) in zip(items, prepared)]
+        first = self._score_all([(q, groups) for (q, _), (_, _, groups) in zip(items, prepared)])
+        scored = [self._merge(units, by_passage, results)
+                  for (units, by_passage, _), results in zip(prepared, first)]
+        links = self._hop(items, prepared, [scores for scores, _ in scored]) if self.config.hop else [{}] * len(items)
+        out = []
+        for (q, passages), (units, _, _), (scores, details), linked in zip(items, prepared, scored, links):
+            if self.config.hop:
+                details["hop"] = {"linked": {str(pi): via for pi, via in sorted(linked.items())}}
+            if self.embedder is not None and units:
+                details["similarity"] = question_similarity(self.embedder, q, [s for _, s in units])
+            out.append(self._select(passages, units, scores, self.config.budget(), details))
         for c in out:
             c.seconds = (time.perf_counter() - start) / len(out)
         return out
+
+    def _hop(self, items: list[tuple[str, list[Passage]]], prepared: list[Any],
+             scores: list[list[float]]) -> list[dict[int, list[int]]]:
+        """Each question's bridge-hop links (passage -> the top units mentioning its title); the linked
+        passages' sentences are scored again with the question and those units, and ``scores`` raised to the
+        larger score in place. One classifier call (batched) per question and set of linking units."""
+        links = [find_links(units=units, scores=r, passages=passages, top=self.config.hop)
+                 for (_, passages), (units, _, _), r in zip(items, prepared, scores)]
+        requests = [(i, via, [pi for pi, v in links[i].items() if tuple(v) == via])
+                    for i in range(len(items)) for via in sorted({tuple(v) for v in links[i].values()})]
+        again = self._score_all([
+            (hop_question(items[i][0], prepared[i][0], via),
+             [prepared[i][2][sorted(prepared[i][1]).index(pi)] for pi in pis]) for i, via, pis in requests])
+        for (i, _, pis), results in zip(requests, again):
+            for pi, result in zip(pis, results):
+                for j, k in enumerate(prepared[i][1][pi]):
+                    scores[i][k] = max(scores[i][k], float(result.scores[j]))
+        return links
+
+    def _score_all(self, batch: list[tuple[str, list[tuple[str, list[str]]]]]) -> list[list[Any]]:
+        """The classifier's scores of each (question, groups); one batched call when it batches questions."""
+        todo = [(q, groups) for q, groups in batch if groups]
+        if isinstance(self.classifier, BatchSentenceClassifier) and len(todo) > 1:
+            results = iter(self.classifier.score_many(todo))
+        else:
+            results = iter([self.classifier.score(q, groups) for q, groups in todo])
+        return [next(results) if groups else [] for _, groups in batch]
 
     def _groups(self, passages: list[Passage]) -> tuple[list[tuple[int, str]], dict[int, list[int]],
                                                          list[tuple[str, list[str]]]]:
@@ -127,8 +163,9 @@ class ExitCompressor(BaseCompressor):
         groups = [(passages[pi].title, [units[k][1] for k in by_passage[pi]]) for pi in sorted(by_passage)]
         return units, by_passage, groups
 
-    def _finish(self, question: str, passages: list[Passage], units: list[tuple[int, str]],
-                by_passage: dict[int, list[int]], results: Sequence[Any]) -> Compression:
+    def _merge(self, units: list[tuple[int, str]], by_passage: dict[int, list[int]],
+               results: Sequence[Any]) -> tuple[list[float], dict[str, Any]]:
+        """(every unit's r, the details of how it was scored) from the classifier's per-passage results."""
         order = sorted(by_passage)
         scores = [0.0] * len(units)
         windowed: dict[int, list[int]] = {}
@@ -153,9 +190,7 @@ class ExitCompressor(BaseCompressor):
         if self.config.context == "all":
             details["context"] = "all"
             details["own_passage"] = sorted(own)  # all passages did not fit the classifier with these sentences
-        if self.embedder is not None and units:
-            details["similarity"] = question_similarity(self.embedder, question, [s for _, s in units])
-        return self._select(passages, units, scores, self.config.budget(), details)
+        return scores, details
 
     def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
         """This compressor's selection of ``compression``'s scored sentences under ``budget`` (its τ rule:
@@ -172,8 +207,11 @@ class ExitCompressor(BaseCompressor):
         count, counted_in = self.counter
         cosines = details.get("similarity")
         w = self.config.similarity
-        # τ compares r; the ranking that spends a budget (and picks min_keep's sentences) adds w · cos
-        ranking = [r + w * c for r, c in zip(scores, cosines)] if w > 0 and cosines is not None else scores
+        # τ compares r; the ranking that spends a budget (and picks min_keep's sentences) adds w · cos and
+        # the bridge hop's bonus
+        ranking = [r + w * c for r, c in zip(scores, cosines)] if w > 0 and cosines is not None else list(scores)
+        linked = {int(pi) for pi in details.get("hop", {}).get("linked", {})}
+        ranking = [x + self.config.hop_bonus * (pi in linked) for x, (pi, _) in zip(ranking, units)]
         kept, more = select_units(ranking, passages=passages, units=units, candidates=candidates, budget=budget,
                                   count=count, counted_in=counted_in, min_keep=self.config.min_keep)
         return Compression(text=assemble(passages, units, kept), units=[s for _, s in units], scores=scores,

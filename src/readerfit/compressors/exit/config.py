@@ -42,6 +42,10 @@ DEFAULT_CLASSIFIER = "onepass"
 DEFAULT_RATE = 0.3
 # the weight of the question-sentence cosine in the budgeted ranking (README: the frontier with and without it)
 DEFAULT_SIMILARITY = 0.0
+# the bridge hop (compressors/exit/hop.py): how many top sentences' title mentions are followed, and the ranking
+# bonus of the passages they link (README: the frontier with and without it)
+DEFAULT_HOP = 1
+DEFAULT_HOP_BONUS = 0.3
 ARCHS = ("lm", "encoder", "onepass")
 # The authors' released classifier (ThisIsHwang/EXIT README, exit_rag.py): a LoRA adapter on Gemma-2B-it, both
 # by hub id. As ``model`` the adapter's id means "this adapter on its base"; ``adapter`` swaps the adapter.
@@ -121,6 +125,12 @@ class ExitConfig:
     ``similarity`` (beyond the paper; 0 under the presets): under a budget, sentences are ranked by
     r + ``similarity`` · cos(question, sentence) (``embedder``'s normalised embeddings, as ``sentence-sim``)
     instead of r alone; τ still compares r. :data:`DEFAULT_SIMILARITY` was chosen from the frontier (README).
+
+    ``hop`` (beyond the paper; 0 under the presets): the bridge hop (:mod:`~readerfit.compressors.exit.hop`):
+    the passages whose title the ``hop`` best-scored sentences mention are scored again with the question
+    followed by the mentioning sentence; a sentence's r is the larger score, and under a budget the linked
+    passages' sentences rank ``hop_bonus`` higher. 0 turns it off. :data:`DEFAULT_HOP` and
+    :data:`DEFAULT_HOP_BONUS` were chosen from the frontier (README).
     """
 
     def tau(self, budget: Budget | None = None) -> float | None:
@@ -141,9 +151,9 @@ class ExitConfig:
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         # both run the released checkpoint; they differ in the prompt (Table 4 / the released one) and context
         "paper": {"model": RELEASED_ADAPTER, "prompt": "paper", "labels": "single", "context": "passage",
-                  "threshold": 0.5, "min_keep": 0, "similarity": 0.0},
+                  "threshold": 0.5, "min_keep": 0, "similarity": 0.0, "hop": 0},
         "official": {"model": RELEASED_ADAPTER, "prompt": "official", "labels": "single", "context": "all",
-                     "threshold": 0.5, "min_keep": 0, "similarity": 0.0},
+                     "threshold": 0.5, "min_keep": 0, "similarity": 0.0, "hop": 0},
     }
 
     model: str = "default"
@@ -162,6 +172,8 @@ class ExitConfig:
     min_keep: int = 1
     similarity: float = DEFAULT_SIMILARITY
     embedder: str = "minilm"
+    hop: int = DEFAULT_HOP
+    hop_bonus: float = DEFAULT_HOP_BONUS
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -179,6 +191,14 @@ class ExitConfig:
             raise InputError(f"similarity (the weight of the question-sentence cosine in the ranking) must be a "
                              f"number in [0, 10], got {self.similarity!r}")
         self.similarity = float(self.similarity)
+        if isinstance(self.hop, bool) or not isinstance(self.hop, int) or not 0 <= self.hop <= 20:
+            raise InputError(f"hop (how many top sentences' title mentions the bridge hop follows) must be an "
+                             f"integer in [0, 20], got {self.hop!r}")
+        if isinstance(self.hop_bonus, bool) or not isinstance(self.hop_bonus, int | float) \
+                or not 0.0 <= self.hop_bonus <= 10.0:
+            raise InputError(f"hop_bonus (the ranking bonus of the passages the hop links) must be a number in "
+                             f"[0, 10], got {self.hop_bonus!r}")
+        self.hop_bonus = float(self.hop_bonus)
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise InputError(f"batch_size must be a positive integer, got {self.batch_size!r}")
         if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or self.max_tokens < 16):

@@ -1,0 +1,64 @@
+"""EXIT's bridge hop (beyond the paper): follow the top sentences' mentions of other passages' titles.
+
+A multi-hop question's answer often sits in a passage the question never names: "What nationality is the
+performer of song X?" names X; X's passage says it was "performed by Frankie Avalon"; the answer is in
+the passage titled "Frankie Avalon", whose sentences the classifier scores low because, read against the
+question alone, nothing in them is about X. The hop takes the ``top`` best-scored sentences, finds the
+other passages whose title they mention (whole words, case-insensitive, a trailing "(…)" disambiguation
+dropped), and scores those passages' sentences again with the question followed by the sentence that
+mentions them. A sentence's r becomes the larger of its two scores, and under a budget the linked
+passages' sentences rank ``bonus`` higher. It costs one more classifier call over the linked passages
+only (usually one or two of them).
+
+>>> from readerfit.types import Passage
+>>> ps = [Passage("X is a song performed by Frankie Avalon.", title="X"),
+...       Passage("Frankie Avalon is an American singer.", title="Frankie Avalon (singer)")]
+>>> find_links(units=[(0, ps[0].text), (1, ps[1].text)], scores=[0.9, 0.1], passages=ps, top=1)
+{1: [0]}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from readerfit.types import Passage
+
+# a title's trailing disambiguation, as Wikipedia writes it: "Open Your Heart (Madonna song)"
+DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
+# titles shorter than this (after normalising) link too much by accident ("It", "Go")
+MIN_TITLE_CHARS = 4
+
+
+def title_pattern(title: str) -> re.Pattern[str] | None:
+    """A whole-word, case-insensitive pattern for ``title`` without its disambiguation (None: too short)."""
+    name = DISAMBIGUATION.sub("", title).strip()
+    if len(name) < MIN_TITLE_CHARS:
+        return None
+    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)", re.IGNORECASE)
+
+
+def find_links(*, units: Sequence[tuple[int, str]], scores: Sequence[float], passages: Sequence[Passage],
+               top: int) -> dict[int, list[int]]:
+    """{linked passage index: the indices of the top-scored units that mention its title}: passages with
+    units, other than the top units' own, whose title one of the ``top`` best-scored units mentions (ties:
+    the earlier)."""
+    best = sorted(range(len(units)), key=lambda k: (-scores[k], k))[:top]
+    own = {units[k][0] for k in best}
+    scored = {pi for pi, _ in units}
+    links: dict[int, list[int]] = {}
+    for pi, passage in enumerate(passages):
+        if pi in own or pi not in scored or not passage.title:
+            continue
+        pattern = title_pattern(passage.title)
+        if pattern is None:
+            continue
+        via = [k for k in sorted(best) if pattern.search(units[k][1])]
+        if via:
+            links[pi] = via
+    return links
+
+
+def hop_question(question: str, units: Sequence[tuple[int, str]], via: Sequence[int]) -> str:
+    """The question a linked passage is scored with again: the question, then the sentences linking to it."""
+    return " ".join([question, *(units[k][1] for k in via)])

@@ -1,0 +1,142 @@
+"""EXIT's bridge hop: which passages the top sentences link by title, their second scoring with the linking
+sentence, the ranking bonus, and the same result batched, unbatched, through at_budget and by a slow reference."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from readerfit.compressors.base import assemble
+from readerfit.compressors.budget import Budget, fit_units, word_count
+from readerfit.compressors.exit import ExitCompressor, ExitConfig, GroupScores
+from readerfit.compressors.exit.hop import find_links, title_pattern
+from readerfit.errors import InputError
+from readerfit.types import Passage
+
+
+def words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
+
+
+class Overlap:
+    """A stand-in classifier that reads the question: r = shared words / (sentence words + 1)."""
+
+    name = "overlap"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def score(self, question, groups):
+        self.calls.append((question, [title for title, _ in groups]))
+        q = words(question)
+        return [GroupScores(scores=[len(words(s) & q) / (len(words(s)) + 1) for s in sentences])
+                for _, sentences in groups]
+
+
+class BatchedOverlap(Overlap):
+    def score_many(self, items):
+        return [self.score(q, groups) for q, groups in items]
+
+
+QUESTION = "What nationality is the performer of the song Just Ask Your Heart?"
+BRIDGE = [
+    Passage("Just Ask Your Heart is a song performed by Frankie Avalon.", title="Just Ask Your Heart",
+            sentences=("Just Ask Your Heart is a song performed by Frankie Avalon.",)),
+    Passage("He toured widely. Frankie Avalon is an American singer.", title="Frankie Avalon (singer)",
+            sentences=("He toured widely.", "Frankie Avalon is an American singer.")),
+    Passage("Madonna is a singer from Michigan.", title="Madonna",
+            sentences=("Madonna is a singer from Michigan.",)),
+]
+
+
+def test_find_links_follows_whole_title_mentions_of_other_passages():
+    units = [(0, BRIDGE[0].text), (1, BRIDGE[1].sentences[0]), (1, BRIDGE[1].sentences[1]), (2, BRIDGE[2].text)]
+    # the disambiguation is dropped and case ignored; the top unit's own passage is not linked
+    assert find_links(units=units, scores=[0.9, 0.1, 0.2, 0.3], passages=BRIDGE, top=1) == {1: [0]}
+    assert find_links(units=units, scores=[0.9, 0.1, 0.2, 0.3], passages=BRIDGE, top=0) == {}
+    # a unit of the linked passage among the top: that passage is not linked (it is already a hop's start)
+    assert find_links(units=units, scores=[0.9, 0.1, 0.95, 0.3], passages=BRIDGE, top=2) == {}
+    assert title_pattern("Frankie Avalon (singer)").search("frankie avalon sang")
+    assert not title_pattern("Avalon").search("Avalonia is a place")  # whole words only
+    assert title_pattern("Go") is None and title_pattern("Go (game)") is None  # too short to link safely
+    untitled = [Passage("Frankie Avalon is American.")]
+    assert find_links(units=[(0, "x")], scores=[1.0], passages=untitled, top=1) == {}
+
+
+def test_the_hop_rescues_the_bridge_passage_and_records_it():
+    hop = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(target_tokens=20))
+    plain = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(target_tokens=20, hop=0))
+    c, p = hop.compress(QUESTION, BRIDGE), plain.compress(QUESTION, BRIDGE)
+    answer = c.units.index("Frankie Avalon is an American singer.")
+    assert c.details["hop"] == {"linked": {"1": [0]}}
+    assert c.scores[answer] > p.scores[answer]  # scored again with "... performed by Frankie Avalon."
+    assert answer in c.kept and answer not in p.kept
+    assert "hop" not in p.details
+    assert hop.classifier.calls[-1] == (QUESTION + " " + BRIDGE[0].text, ["Frankie Avalon (singer)"])
+
+
+def reference(question: str, passages: list[Passage], config: ExitConfig) -> tuple[list[float], list[int]]:
+    """The hop spelled out: r, the links by brute force, each linked passage scored alone again, the max,
+    then the budget rule over r + bonus."""
+    clf = Overlap()
+    units = [(pi, s) for pi, p in enumerate(passages) for s in p.sentences]
+    r = [x for pi, p in enumerate(passages) for x in clf.score(question, [(p.title, p.sentences)])[0].scores]
+    top = sorted(range(len(units)), key=lambda k: (-r[k], k))[: config.hop]
+    linked = set()
+    scores = list(r)
+    for pi, p in enumerate(passages):
+        name = re.sub(r"\s*\([^()]*\)\s*$", "", p.title).strip().lower()
+        via = [k for k in sorted(top) if len(name) >= 4 and units[k][0] != pi
+               and re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", units[k][1].lower())]
+        if via and pi not in {units[k][0] for k in top}:
+            linked.add(pi)
+            again = clf.score(" ".join([question] + [units[k][1] for k in via]), [(p.title, p.sentences)])[0].scores
+            for j, k in enumerate(k for k, (pj, _) in enumerate(units) if pj == pi):
+                scores[k] = max(scores[k], again[j])
+    ranking = [s + config.hop_bonus * (pi in linked) for s, (pi, _) in zip(scores, units)]
+    kept = fit_units(ranking, passages=passages, units=units, count=word_count,
+                     limit=Budget(rate=config.rate).limit(tokens_in=word_count("\n\n".join(
+                         f"{p.title}\n{p.text}" if p.title else p.text for p in passages))),
+                     assemble=lambda ks: assemble(passages, units, ks))
+    return scores, kept
+
+
+def random_bridge(rng: random.Random) -> tuple[str, list[Passage]]:
+    names = ["Anna Berg", "River Town", "Red Club", "Paris Book", "Delta Gamma"]
+    vocab = "alpha beta gamma river town book anna club founded red paris born in the of".split()
+    passages = []
+    for _ in range(rng.randint(2, 5)):
+        sentences = tuple(" ".join(rng.choice(vocab + names) for _ in range(rng.randint(2, 9))) + "."
+                          for _ in range(rng.randint(1, 4)))
+        title = rng.choice(names) + rng.choice(["", " (band)", " (film)"])
+        passages.append(Passage(" ".join(sentences), title=title, sentences=sentences))
+    return " ".join(rng.choice(vocab) for _ in range(5)) + "?", passages
+
+
+@pytest.mark.parametrize("seed", range(15))
+def test_hop_matches_the_slow_reference_batched_and_unbatched(seed):
+    rng = random.Random(seed)
+    question, passages = random_bridge(rng)
+    config = ExitConfig(rate=0.5, hop=rng.choice([1, 2, 3]), hop_bonus=rng.choice([0.0, 0.3, 1.0]))
+    scores, kept = reference(question, passages, config)
+    one = ExitCompressor(Overlap(), splitter=str.split, config=config).compress(question, passages)
+    assert one.scores == pytest.approx(scores) and one.kept == kept
+    batched = ExitCompressor(BatchedOverlap(), splitter=str.split, config=config)
+    many = batched.compress_many([(question, passages), ("anna?", passages), (question, passages[:1])])
+    assert many[0].scores == one.scores and many[0].kept == one.kept and many[0].details == one.details
+    again = ExitCompressor(Overlap(), splitter=str.split, config=config).compress("anna?", passages)
+    assert many[1].scores == again.scores and many[1].kept == again.kept
+    # at_budget keeps the hop's ranking: the same selection from the scored compression
+    assert batched.at_budget(passages, one, Budget(rate=0.5)).kept == one.kept
+
+
+def test_hop_options_are_checked_and_off_under_the_presets():
+    for bad in (-1, 21, 1.5, True, "one"):
+        with pytest.raises(InputError, match="hop"):
+            ExitConfig(hop=bad)
+    for bad in (-0.1, 11, "x", False):
+        with pytest.raises(InputError, match="hop_bonus"):
+            ExitConfig(hop_bonus=bad)
+    assert ExitConfig.PRESETS["paper"]["hop"] == ExitConfig.PRESETS["official"]["hop"] == 0
