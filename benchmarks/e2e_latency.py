@@ -42,7 +42,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def summarise(records: list, *, compressed: bool) -> dict[str, float]:
     row = {"read_s": statistics.fmean(r.read_s for r in records),
-           "contains": statistics.fmean(r.contains for r in records),
+           "contains": statistics.fmean(r.scores["contains"] for r in records),
            "context_tokens": statistics.fmean(r.compressed_tokens for r in records)}
     if compressed:
         row["compress_s"] = statistics.fmean(r.compress_s for r in records)

@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         for method, s in summary.items():
             same = [k for k in recs if k[1] == method and k in local and k in served]
             agree = sum(local[k]["prediction"] == served[k]["prediction"] for k in same) / len(same)
-            row = {"reader": name, "method": method, "n": s.n, "n_errors": s.n_errors, "contains": s.contains,
-                   "em": s.em, "f1": s.f1, "read_s": s.read_s, "total_s": s.total_s, "same_answer": agree}
+            row = {"reader": name, "method": method, "n": s.n, "n_errors": s.n_errors, "contains": s["contains"],
+                   "em": s["em"], "f1": s["f1"], "read_s": s["read_s"], "total_s": s["total_s"], "same_answer": agree}
             rows.append(row)
             result.setdefault(method, {})[name] = row
     table = markdown_table(rows, [("reader", "reader", ""), ("method", "method", ""), ("n", "n", "d"),

@@ -57,7 +57,7 @@ def main() -> None:
         records = [pipe.run(e) for e in examples]
         results[f"read_s_per_question_{dtype}"] = sum(r.read_s for r in records) / len(records)
         results[f"context_tokens_{dtype}"] = sum(r.origin_tokens for r in records) / len(records)
-        results[f"contains_{dtype}"] = sum(r.contains for r in records) / len(records)
+        results[f"contains_{dtype}"] = sum(r.scores["contains"] for r in records) / len(records)
         results[f"wall_s_{dtype}"] = time.perf_counter() - start
 
     rows = [("load, cold (GGUF → safetensors cache)", results["load_cold_s"]),

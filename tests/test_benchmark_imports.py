@@ -29,3 +29,20 @@ def test_every_readerfit_name_a_benchmark_imports_exists(script):
             raise
         assert hasattr(loaded, name) or importlib.util.find_spec(f"{module}.{name}") is not None, \
             f"{script.name}: from {module} import {name}"
+
+
+def test_the_latency_benchmark_summarises_real_records():
+    """e2e_latency.py's table reads the typed Record (its ``r.contains`` broke unseen when records got typed)."""
+    import importlib.util as util
+    import json
+
+    from readerfit.types import Record
+
+    spec = util.spec_from_file_location("e2e_latency", SCRIPTS[0].parent / "e2e_latency.py")
+    module = util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    lines = (Path(__file__).parent / "fixtures" / "v0_3" / "eval-run" / "records.jsonl").read_text().splitlines()
+    records = [r for r in map(Record.from_dict, map(json.loads, lines)) if r.error is None and r.method == "exit"]
+    row = module.summarise(records, compressed=True)
+    assert row["contains"] == pytest.approx(sum(r.scores["contains"] for r in records) / len(records))
+    assert row["total_s"] == pytest.approx(row["compress_s"] + row["read_s"]) and row["context_tokens"] > 0

@@ -73,7 +73,8 @@ class ExitCompressor(BaseCompressor):
     """``exit``: keep the sentences the classifier finds useful (r ≥ τ), or the best by r within a token
     budget, in original order.
 
-    ``Compression.scores`` holds every sentence's r; ``details`` the classifier, τ (None: the budget alone
+    ``Compression.scores`` holds every sentence's r (the larger of its two scores where the hop scored it
+    again); ``details`` the classifier, τ (None: the budget alone
     selected), the budget and its achieved rate, sentences added by ``min_keep``, the sentences scored
     against a window, (``similarity`` > 0) each sentence's cosine to the question, and (``hop`` > 0) the
     passages the bridge hop linked, each with the sentences that mention it (``{"hop": {"linked": {passage:
