@@ -140,3 +140,20 @@ def test_hop_options_are_checked_and_off_under_the_presets():
         with pytest.raises(InputError, match="hop_bonus"):
             ExitConfig(hop_bonus=bad)
     assert ExitConfig.PRESETS["paper"]["hop"] == ExitConfig.PRESETS["official"]["hop"] == 0
+
+
+def test_hop_by_mention_also_links_passages_that_name_the_bridge():
+    """MuSiQue-style: the bridge ("Uganda") is not the answer passage's title but is named in its text."""
+    ps = [Passage("Buyende is a town in the Eastern Region of Uganda.", title="Buyende"),
+          Passage("The Leader of Opposition is Winnie Kiiza.", title="Leader of Opposition (Uganda)"),
+          Passage("Kathleen Wynne leads in Ontario.", title="Legislative Assembly of Ontario"),
+          Passage("Uganda borders Kenya.", title="Geography")]
+    units = [(i, p.text) for i, p in enumerate(ps)]
+    scores = [0.9, 0.2, 0.3, 0.1]
+    question = "Who is the opposition leader in the country where Buyende is located?"
+    assert find_links(units=units, scores=scores, passages=ps, top=1, question=question) == {}
+    # "Uganda" and "Eastern Region" are names the question lacks; "Buyende" is in the question
+    assert find_links(units=units, scores=scores, passages=ps, top=1, by="mention", question=question) == \
+        {1: [0], 3: [0]}
+    with pytest.raises(InputError, match="hop_by"):
+        ExitConfig(hop_by="entity")

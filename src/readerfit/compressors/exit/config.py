@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from readerfit.compressors.budget import Budget, check_budget
+from readerfit.compressors.exit.hop import LINK_BY
 from readerfit.errors import InputError
 
 # The paper's prompt (Table 4), verbatim; chat-templated as one user turn for the classifier LM.
@@ -129,7 +130,9 @@ class ExitConfig:
     ``hop`` (beyond the paper; 0 under the presets): the bridge hop (:mod:`~readerfit.compressors.exit.hop`):
     the passages whose title the ``hop`` best-scored sentences mention are scored again with the question
     followed by the mentioning sentence; a sentence's r is the larger score, and under a budget the linked
-    passages' sentences rank ``hop_bonus`` higher. 0 turns it off. :data:`DEFAULT_HOP` and
+    passages' sentences rank ``hop_bonus`` higher. 0 turns it off. ``hop_by="mention"`` also links the
+    passages that mention a name of that sentence the question lacks (MuSiQue's passages are not titled by
+    the entity that bridges them). :data:`DEFAULT_HOP` and
     :data:`DEFAULT_HOP_BONUS` were chosen from the frontier (README).
     """
 
@@ -174,6 +177,7 @@ class ExitConfig:
     embedder: str = "minilm"
     hop: int = DEFAULT_HOP
     hop_bonus: float = DEFAULT_HOP_BONUS
+    hop_by: str = "title"
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -199,6 +203,8 @@ class ExitConfig:
             raise InputError(f"hop_bonus (the ranking bonus of the passages the hop links) must be a number in "
                              f"[0, 10], got {self.hop_bonus!r}")
         self.hop_bonus = float(self.hop_bonus)
+        if self.hop_by not in LINK_BY:
+            raise InputError(f"hop_by must be one of {', '.join(LINK_BY)}, got {self.hop_by!r}")
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise InputError(f"batch_size must be a positive integer, got {self.batch_size!r}")
         if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or self.max_tokens < 16):

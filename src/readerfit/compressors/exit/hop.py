@@ -28,6 +28,10 @@ from readerfit.types import Passage
 DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
 # titles shorter than this (after normalising) link too much by accident ("It", "Go")
 MIN_TITLE_CHARS = 4
+# ``by="mention"``: a name in the linking sentence: a run of capitalised words, "of"/"de"/... allowed inside
+NAME = re.compile(r"\b[A-Z][\w'.-]*(?:\s+(?:of|de|the|von|van|la|del)?\s*[A-Z][\w'.-]*)*")
+JOINER = re.compile(r"\s+(?:of|de|the|von|van|la|del)\s+")
+LINK_BY = ("title", "mention")
 
 
 def title_pattern(title: str) -> re.Pattern[str] | None:
@@ -38,22 +42,32 @@ def title_pattern(title: str) -> re.Pattern[str] | None:
     return re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)", re.IGNORECASE)
 
 
+def names(sentence: str, question: str) -> list[re.Pattern[str]]:
+    """Whole-word patterns of the names in ``sentence`` (and of their parts either side of "of", "de"...)
+    that ``question`` does not contain (4+ characters)."""
+    found = set()
+    for match in NAME.finditer(sentence):  # "Eastern Region of Uganda", and its parts "Eastern Region", "Uganda"
+        found.update(part.strip(" .") for part in [match.group(0), *JOINER.split(match.group(0))])
+    return [re.compile(r"(?<!\w)" + re.escape(n) + r"(?!\w)") for n in sorted(found)
+            if len(n) >= MIN_TITLE_CHARS and n.lower() not in question.lower()]
+
+
 def find_links(*, units: Sequence[tuple[int, str]], scores: Sequence[float], passages: Sequence[Passage],
-               top: int) -> dict[int, list[int]]:
-    """{linked passage index: the indices of the top-scored units that mention its title}: passages with
-    units, other than the top units' own, whose title one of the ``top`` best-scored units mentions (ties:
-    the earlier)."""
+               top: int, by: str = "title", question: str = "") -> dict[int, list[int]]:
+    """{linked passage index: the indices of the top-scored units that link it}: passages with units, other
+    than the top units' own, whose title one of the ``top`` best-scored units mentions (ties: the earlier);
+    with ``by="mention"`` also those whose title or text holds a name of such a unit that the question lacks."""
     best = sorted(range(len(units)), key=lambda k: (-scores[k], k))[:top]
     own = {units[k][0] for k in best}
     scored = {pi for pi, _ in units}
+    mentioned = {k: names(units[k][1], question) for k in best} if by == "mention" else {}
     links: dict[int, list[int]] = {}
     for pi, passage in enumerate(passages):
-        if pi in own or pi not in scored or not passage.title:
+        if pi in own or pi not in scored:
             continue
-        pattern = title_pattern(passage.title)
-        if pattern is None:
-            continue
-        via = [k for k in sorted(best) if pattern.search(units[k][1])]
+        pattern = title_pattern(passage.title) if passage.title else None
+        via = [k for k in sorted(best) if (pattern is not None and pattern.search(units[k][1]))
+               or (by == "mention" and any(n.search(f"{passage.title}\n{passage.text}") for n in mentioned[k]))]
         if via:
             links[pi] = via
     return links
