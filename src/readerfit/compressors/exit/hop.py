@@ -8,7 +8,9 @@ other passages whose title they mention (whole words, case-insensitive, a traili
 dropped), and scores those passages' sentences again with the question followed by the sentence that
 mentions them. A sentence's r becomes the larger of its two scores, and under a budget the linked
 passages' sentences rank ``bonus`` higher. It costs one more classifier call over the linked passages
-only (usually one or two of them).
+only (usually one or two of them). ``by="mention"`` also links the passages whose title or text names
+someone or something the sentence names and the question does not (for data whose passages are not titled
+by the entity that bridges them, as MuSiQue's).
 
 >>> from readerfit.types import Passage
 >>> ps = [Passage("X is a song performed by Frankie Avalon.", title="X"),
@@ -34,21 +36,25 @@ JOINER = re.compile(r"\s+(?:of|de|the|von|van|la|del)\s+")
 LINK_BY = ("title", "mention")
 
 
+def whole_word(text: str, flags: int = 0) -> re.Pattern[str]:
+    return re.compile(r"(?<!\w)" + re.escape(text) + r"(?!\w)", flags)
+
+
 def title_pattern(title: str) -> re.Pattern[str] | None:
     """A whole-word, case-insensitive pattern for ``title`` without its disambiguation (None: too short)."""
     name = DISAMBIGUATION.sub("", title).strip()
     if len(name) < MIN_TITLE_CHARS:
         return None
-    return re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)", re.IGNORECASE)
+    return whole_word(name, re.IGNORECASE)
 
 
 def names(sentence: str, question: str) -> list[re.Pattern[str]]:
     """Whole-word patterns of the names in ``sentence`` (and of their parts either side of "of", "de"...)
     that ``question`` does not contain (4+ characters)."""
-    found = set()
+    found: set[str] = set()
     for match in NAME.finditer(sentence):  # "Eastern Region of Uganda", and its parts "Eastern Region", "Uganda"
         found.update(part.strip(" .") for part in [match.group(0), *JOINER.split(match.group(0))])
-    return [re.compile(r"(?<!\w)" + re.escape(n) + r"(?!\w)") for n in sorted(found)
+    return [whole_word(n) for n in sorted(found)
             if len(n) >= MIN_TITLE_CHARS and n.lower() not in question.lower()]
 
 
