@@ -342,6 +342,9 @@ class Config:
     distractor_passages: int = param(4, help="passages of other questions added to each nq-ctxs/squad question")
     splitter: str = param("spacy", help="sentence splitter for passages without sentences (as the exit "
                                         "compressor's)", choices=tuple(SPLITTERS.names()))
+    hop_samples: bool = param(False, help="beyond the paper: also ask each passage that a positive sentence links "
+                                          "by title again, with the question and that sentence, as EXIT's bridge "
+                                          "hop does (needs --all-sentences)")
     preset: str | None = param(None, help="paper (Table 3: 2:1:1, random negatives) or official (the released "
                                           "datasampling.py); flags given override it", choices=PRESET_NAMES)
 
@@ -365,7 +368,8 @@ class Config:
     def mixing(self) -> mix.MixOptions:
         return mix.MixOptions(sources=tuple(self.source or ()), exclude=tuple(self.exclude or ()),
                               max_per_source=self.max_per_source, pick=self.pick,
-                              distractor_passages=self.distractor_passages, splitter=self.splitter)
+                              distractor_passages=self.distractor_passages, splitter=self.splitter,
+                              hop_samples=self.hop_samples)
 
 
 def run(config: Config, *, progress: bool = True, device: str | None = None) -> Outcome:

@@ -61,6 +61,7 @@ from readerfit.errors import InputError
 from readerfit.io import markdown_table
 from readerfit.metrics.qa import contains
 from readerfit.text.split import get_splitter
+from readerfit.train.exit_hop_samples import hop_samples
 from readerfit.train.exit_samples import ExitSample, sample_of, sentences_of
 from readerfit.train.exit_specs import KINDS, Exclusion, Spec, load_exclusion, load_spec, own_passages, parse_spec
 from readerfit.types import Passage, QAExample
@@ -80,7 +81,8 @@ PICKS = ("first", "random")
 
 @dataclass(frozen=True)
 class MixOptions:
-    """``--source``, ``--exclude``, ``--max-per-source``, ``--pick``, ``--distractor-passages``, ``--splitter``."""
+    """``--source``, ``--exclude``, ``--max-per-source``, ``--pick``, ``--distractor-passages``, ``--splitter``,
+    ``--hop-samples``."""
 
     sources: Sequence[str] = ()
     exclude: Sequence[str] = ()
@@ -88,10 +90,11 @@ class MixOptions:
     pick: str = "first"
     distractor_passages: int = 4
     splitter: str = "spacy"
+    hop_samples: bool = False
 
     @property
     def used(self) -> bool:
-        return bool(self.sources or self.exclude or self.max_per_source is not None)
+        return bool(self.sources or self.exclude or self.max_per_source is not None or self.hop_samples)
 
     def check(self, *, has_data: bool, all_sentences: bool) -> None:
         """Every option's form (the files are checked when read); an InputError naming the flag else."""
@@ -99,6 +102,8 @@ class MixOptions:
             raise InputError("give --data (HotpotQA-style files) or --source, or both")
         if self.sources and not all_sentences:
             raise InputError("--source labels every sentence of a question's passages: add --all-sentences")
+        if self.hop_samples and not all_sentences:
+            raise InputError("--hop-samples asks a linked passage's every sentence again: add --all-sentences")
         cap = self.max_per_source
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
             raise InputError(f"--max-per-source must be an integer >= 1, got {cap!r}")
@@ -309,10 +314,11 @@ def mix_samples(data: Sequence[QAExample], *, exclusion: Exclusion | None, optio
         kept = take(kind, members, exclusion=exclusion, cap=options.max_per_source, counts=counts, split=split,
                     seen=seen, distractor_passages=options.distractor_passages, seed=seed, pick=options.pick,
                     name=name)
-        source_groups = [(name, samples_of(ex, kinds)) for ex, kinds in kept]
+        source_groups = [(name, samples_of(ex, kinds) + (hop_samples(ex, kinds) if options.hop_samples else []))
+                         for ex, kinds in kept]
         groups.extend(g for g in source_groups if g[1])
         made = [s for _, g in source_groups for s in g]
-        counts.update({"questions": len(kept), "total": len(made),
+        counts.update({"questions": len(kept), "total": len(made), "hop": sum(":hop" in s.id for s in made),
                        **{t: sum(s.type == t for s in made) for t in SAMPLE_TYPES}})
         per_source[name] = counts
     if not groups:
@@ -343,7 +349,7 @@ def total_counts(per_source: dict[str, dict[str, int]]) -> dict[str, int]:
 def manifest_part(exclusion: Exclusion, per_source: dict[str, dict[str, int]], options: MixOptions
                   ) -> dict[str, Any]:
     """What the manifest adds for a mix: per-source counts, the exclusions, how many each dropped, the options."""
-    settings = {"max_per_source": options.max_per_source, "pick": options.pick}
+    settings = {"max_per_source": options.max_per_source, "pick": options.pick, "hop_samples": options.hop_samples}
     if options.sources:
         settings.update({"distractor_passages": options.distractor_passages, "splitter": options.splitter})
     return {"per_source": per_source, "exclusions": exclusion.info, **settings,
@@ -351,7 +357,7 @@ def manifest_part(exclusion: Exclusion, per_source: dict[str, dict[str, int]], o
 
 
 def per_source_table(per_source: dict[str, dict[str, int]]) -> str:
-    cols = ("questions", "positive", "hard", "distractor", "total", "excluded_question", "excluded_passage",
+    cols = ("questions", "positive", "hard", "distractor", "hop", "total", "excluded_question", "excluded_passage",
             "skipped_questions", "over_cap")
     rows = [{"source": name} | {k: n.get(k, 0) for k in cols} for name, n in per_source.items()]
     return markdown_table(rows, [("source", "source", "")] + [(k, k.replace("_", " "), "d") for k in cols])
