@@ -84,18 +84,22 @@ def reference(question: str, passages: list[Passage], config: ExitConfig) -> tup
     units = [(pi, s) for pi, p in enumerate(passages) for s in p.sentences]
     r = [x for pi, p in enumerate(passages) for x in clf.score(question, [(p.title, p.sentences)])[0].scores]
     top = sorted(range(len(units)), key=lambda k: (-r[k], k))[: config.hop]
-    linked = set()
+    starts = {units[k][0] for k in top}
+    # hop_from="passage": every sentence of the top sentences' passages links (the bonus: the top sentences' links)
+    sources = [k for k in range(len(units)) if units[k][0] in starts] if config.hop_from == "passage" else sorted(top)
+    linked, bonus = set(), set()
     scores = list(r)
     for pi, p in enumerate(passages):
         name = re.sub(r"\s*\([^()]*\)\s*$", "", p.title).strip().lower()
-        via = [k for k in sorted(top) if len(name) >= 4 and units[k][0] != pi
+        via = [k for k in sources if len(name) >= 4 and units[k][0] != pi
                and re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", units[k][1].lower())]
-        if via and pi not in {units[k][0] for k in top}:
+        if via and pi not in starts:
             linked.add(pi)
+            bonus.update(pi for k in via if k in top)
             again = clf.score(" ".join([question] + [units[k][1] for k in via]), [(p.title, p.sentences)])[0].scores
             for j, k in enumerate(k for k, (pj, _) in enumerate(units) if pj == pi):
                 scores[k] = max(scores[k], again[j])
-    ranking = [s + config.hop_bonus * (pi in linked) for s, (pi, _) in zip(scores, units)]
+    ranking = [s + config.hop_bonus * (pi in bonus) for s, (pi, _) in zip(scores, units)]
     kept = fit_units(ranking, passages=passages, units=units, count=word_count,
                      limit=Budget(rate=config.rate).limit(tokens_in=word_count("\n\n".join(
                          f"{p.title}\n{p.text}" if p.title else p.text for p in passages))),
@@ -115,11 +119,12 @@ def random_bridge(rng: random.Random) -> tuple[str, list[Passage]]:
     return " ".join(rng.choice(vocab) for _ in range(5)) + "?", passages
 
 
-@pytest.mark.parametrize("seed", range(15))
+@pytest.mark.parametrize("seed", range(20))
 def test_hop_matches_the_slow_reference_batched_and_unbatched(seed):
     rng = random.Random(seed)
     question, passages = random_bridge(rng)
-    config = ExitConfig(rate=0.5, hop=rng.choice([1, 2, 3]), hop_bonus=rng.choice([0.0, 0.3, 1.0]))
+    config = ExitConfig(rate=0.5, hop=rng.choice([1, 2, 3]), hop_bonus=rng.choice([0.0, 0.3, 1.0]),
+                        hop_from="passage" if seed % 2 else "sentence")
     scores, kept = reference(question, passages, config)
     one = ExitCompressor(Overlap(), splitter=str.split, config=config).compress(question, passages)
     assert one.scores == pytest.approx(scores) and one.kept == kept
@@ -157,3 +162,22 @@ def test_hop_by_mention_also_links_passages_that_name_the_bridge():
         {1: [0], 3: [0]}
     with pytest.raises(InputError, match="hop_by"):
         ExitConfig(hop_by="entity")
+
+
+def test_hop_from_passage_links_what_the_top_sentences_passage_names():
+    """2Wiki-style: the film's best sentence names nobody; its second sentence names the composer."""
+    ps = [Passage(" ".join(s), title=t, sentences=s) for t, s in [
+        ("Marupacha", ("Marupacha is a 1982 film.", "Its music is by A. T. Ummer.")),
+        ("A. T. Ummer", ("Ummer was born in Kannur.",)),
+        ("Bert Grund", ("Bert Grund was German.",))]]
+    units = [(0, ps[0].sentences[0]), (0, ps[0].sentences[1]), (1, ps[1].sentences[0]), (2, ps[2].sentences[0])]
+    scores = [0.9, 0.3, 0.1, 0.7]
+    assert find_links(units=units, scores=scores, passages=ps, top=1) == {}
+    assert find_links(units=units, scores=scores, passages=ps, top=1, source="passage") == {1: [1]}
+    question = "Where was the composer of film Marupacha born?"
+    c = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(rate=0.6, hop_from="passage")).compress(
+        question, ps)
+    # scored again with the linking sentence; no ranking bonus, as no top sentence links it
+    assert c.details["hop"] == {"linked": {"1": [1]}, "bonus": []}
+    with pytest.raises(InputError, match="hop_from"):
+        ExitConfig(hop_from="document")

@@ -23,6 +23,9 @@ Each source labels *every* sentence of the passages its question comes with (wha
   :func:`readerfit.data.distractors.with_distractors`: never the own passage's text, never one containing an
   answer) are added at a seeded position; all their sentences are distractors.
 
+``--hop-samples`` adds the bridge hop's questions (:mod:`readerfit.train.exit_hop_samples`): each passage a
+positive sentence names by title, every sentence asked again with the question and that sentence, labels kept.
+
 Passages without sentences are split with the ``--splitter`` (default spaCy, as the ``exit`` compressor splits
 them) and every sample's context is the passage as the compressor renders it: the title line, then its
 sentences joined by spaces (:func:`readerfit.train.exit_samples.sample_of`). Each JSONL line also names its

@@ -115,11 +115,18 @@ class ExitCompressor(BaseCompressor):
         first = self._score_all([(q, groups) for (q, _), (_, _, groups) in zip(items, prepared)])
         scored = [self._merge(units, by_passage, results)
                   for (units, by_passage, _), results in zip(prepared, first)]
+        if self.config.hop and self.config.hop_from == "passage":  # the bonus stays with the top sentences' links
+            bonus = [sorted(find_links(units=units, scores=scores, passages=passages, top=self.config.hop,
+                                       by=self.config.hop_by, question=q))
+                     for (q, passages), (units, _, _), (scores, _) in zip(items, prepared, scored)]
         links = self._hop(items, prepared, [scores for scores, _ in scored]) if self.config.hop else [{}] * len(items)
         out = []
-        for (q, passages), (units, _, _), (scores, details), linked in zip(items, prepared, scored, links):
+        for i, ((q, passages), (units, _, _), (scores, details), linked) in enumerate(zip(items, prepared, scored,
+                                                                                            links)):
             if self.config.hop:
                 details["hop"] = {"linked": {str(pi): via for pi, via in sorted(linked.items())}}
+                if self.config.hop_from == "passage":
+                    details["hop"]["bonus"] = bonus[i]
             if self.embedder is not None and units:
                 details["similarity"] = question_similarity(self.embedder, q, [s for _, s in units])
             out.append(self._select(passages, units, scores, self.config.budget(), details))
@@ -133,7 +140,7 @@ class ExitCompressor(BaseCompressor):
         passages' sentences are scored again with the question and those units, and ``scores`` raised to the
         larger score in place. One classifier call (batched) per question and set of linking units."""
         links = [find_links(units=units, scores=r, passages=passages, top=self.config.hop, by=self.config.hop_by,
-                            question=q) for (q, passages), (units, _, _), r in zip(items, prepared, scores)]
+                            question=q, source=self.config.hop_from) for (q, passages), (units, _, _), r in zip(items, prepared, scores)]
         requests = [(i, via, [pi for pi, v in links[i].items() if tuple(v) == via])
                     for i in range(len(items)) for via in sorted({tuple(v) for v in links[i].values()})]
         again = self._score_all([
@@ -211,7 +218,8 @@ class ExitCompressor(BaseCompressor):
         # τ compares r; the ranking that spends a budget (and picks min_keep's sentences) adds w · cos and
         # the bridge hop's bonus
         ranking = [r + w * c for r, c in zip(scores, cosines)] if w > 0 and cosines is not None else list(scores)
-        linked = {int(pi) for pi in details.get("hop", {}).get("linked", {})}
+        hop = details.get("hop", {})
+        linked = {int(pi) for pi in hop.get("bonus", hop.get("linked", {}))}
         ranking = [x + self.config.hop_bonus * (pi in linked) for x, (pi, _) in zip(ranking, units)]
         kept, more = select_units(ranking, passages=passages, units=units, candidates=candidates, budget=budget,
                                   count=count, counted_in=counted_in, min_keep=self.config.min_keep)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from readerfit.compressors.budget import Budget, check_budget
-from readerfit.compressors.exit.hop import LINK_BY
+from readerfit.compressors.exit.hop import LINK_BY, LINK_FROM
 from readerfit.errors import InputError
 
 # The paper's prompt (Table 4), verbatim; chat-templated as one user turn for the classifier LM.
@@ -178,6 +178,7 @@ class ExitConfig:
     hop: int = DEFAULT_HOP
     hop_bonus: float = DEFAULT_HOP_BONUS
     hop_by: str = "title"
+    hop_from: str = "sentence"
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -205,6 +206,8 @@ class ExitConfig:
         self.hop_bonus = float(self.hop_bonus)
         if self.hop_by not in LINK_BY:
             raise InputError(f"hop_by must be one of {', '.join(LINK_BY)}, got {self.hop_by!r}")
+        if self.hop_from not in LINK_FROM:
+            raise InputError(f"hop_from must be one of {', '.join(LINK_FROM)}, got {self.hop_from!r}")
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise InputError(f"batch_size must be a positive integer, got {self.batch_size!r}")
         if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or self.max_tokens < 16):

@@ -34,6 +34,7 @@ MIN_TITLE_CHARS = 4
 NAME = re.compile(r"\b[A-Z][\w'.-]*(?:\s+(?:of|de|the|von|van|la|del)?\s*[A-Z][\w'.-]*)*")
 JOINER = re.compile(r"\s+(?:of|de|the|von|van|la|del)\s+")
 LINK_BY = ("title", "mention")
+LINK_FROM = ("sentence", "passage")
 
 
 def whole_word(text: str, flags: int = 0) -> re.Pattern[str]:
@@ -59,12 +60,15 @@ def names(sentence: str, question: str) -> list[re.Pattern[str]]:
 
 
 def find_links(*, units: Sequence[tuple[int, str]], scores: Sequence[float], passages: Sequence[Passage],
-               top: int, by: str = "title", question: str = "") -> dict[int, list[int]]:
-    """{linked passage index: the indices of the top-scored units that link it}: passages with units, other
-    than the top units' own, whose title one of the ``top`` best-scored units mentions (ties: the earlier);
-    with ``by="mention"`` also those whose title or text holds a name of such a unit that the question lacks."""
+               top: int, by: str = "title", question: str = "", source: str = "sentence") -> dict[int, list[int]]:
+    """{linked passage index: the indices of the linking units}: passages with units, other than the top units'
+    own, whose title one of the ``top`` best-scored units mentions (ties: the earlier); with ``by="mention"``
+    also those whose title or text holds a name of such a unit that the question lacks. ``source="passage"``:
+    every unit of the top units' passages links, not the top units alone."""
     best = sorted(range(len(units)), key=lambda k: (-scores[k], k))[:top]
     own = {units[k][0] for k in best}
+    if source == "passage":
+        best = [k for k, (pi, _) in enumerate(units) if pi in own]
     scored = {pi for pi, _ in units}
     mentioned = {k: names(units[k][1], question) for k in best} if by == "mention" else {}
     links: dict[int, list[int]] = {}
