@@ -70,7 +70,7 @@ def test_the_hop_rescues_the_bridge_passage_and_records_it():
     plain = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(target_tokens=20, hop=0))
     c, p = hop.compress(QUESTION, BRIDGE), plain.compress(QUESTION, BRIDGE)
     answer = c.units.index("Frankie Avalon is an American singer.")
-    assert c.details["hop"] == {"linked": {"1": [0]}}
+    assert c.details["hop"] == {"linked": {"1": [0]}, "bonus": [1]}
     assert c.scores[answer] > p.scores[answer]  # scored again with "... performed by Frankie Avalon."
     assert answer in c.kept and answer not in p.kept
     assert "hop" not in p.details

@@ -77,8 +77,9 @@ class ExitCompressor(BaseCompressor):
     again); ``details`` the classifier, τ (None: the budget alone
     selected), the budget and its achieved rate, sentences added by ``min_keep``, the sentences scored
     against a window, (``similarity`` > 0) each sentence's cosine to the question, and (``hop`` > 0) the
-    passages the bridge hop linked, each with the sentences that mention it (``{"hop": {"linked": {passage:
-    [unit, ...]}}}``; :mod:`~readerfit.compressors.exit.hop`).
+    passages the bridge hop linked, each with the sentences that mention it, and (``hop_from="passage"``) those
+    whose sentences get the ranking bonus (``{"hop": {"linked": {passage: [unit, ...]}, "bonus": [passage,
+    ...]}}``; :mod:`~readerfit.compressors.exit.hop`).
     """
 
     name = "exit"

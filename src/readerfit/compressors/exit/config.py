@@ -47,6 +47,7 @@ DEFAULT_SIMILARITY = 0.0
 # bonus of the passages they link (README: the frontier with and without it)
 DEFAULT_HOP = 1
 DEFAULT_HOP_BONUS = 0.3
+DEFAULT_HOP_FROM = "passage"
 ARCHS = ("lm", "encoder", "onepass")
 # The authors' released classifier (ThisIsHwang/EXIT README, exit_rag.py): a LoRA adapter on Gemma-2B-it, both
 # by hub id. As ``model`` the adapter's id means "this adapter on its base"; ``adapter`` swaps the adapter.
@@ -132,8 +133,11 @@ class ExitConfig:
     followed by the mentioning sentence; a sentence's r is the larger score, and under a budget the linked
     passages' sentences rank ``hop_bonus`` higher. 0 turns it off. ``hop_by="mention"`` also links the
     passages that mention a name of that sentence the question lacks (MuSiQue's passages are not titled by
-    the entity that bridges them). :data:`DEFAULT_HOP` and
-    :data:`DEFAULT_HOP_BONUS` were chosen from the frontier (README).
+    the entity that bridges them). ``hop_from="passage"`` follows the titles that any sentence of the top
+    sentences' passages mentions (the film's passage names its composer in its third sentence), each scored
+    again with the sentences that mention it; the bonus stays with what the top sentences themselves link.
+    :data:`DEFAULT_HOP`, :data:`DEFAULT_HOP_BONUS` and :data:`DEFAULT_HOP_FROM` were chosen from the frontier
+    (README).
     """
 
     def tau(self, budget: Budget | None = None) -> float | None:
@@ -178,7 +182,7 @@ class ExitConfig:
     hop: int = DEFAULT_HOP
     hop_bonus: float = DEFAULT_HOP_BONUS
     hop_by: str = "title"
-    hop_from: str = "sentence"
+    hop_from: str = DEFAULT_HOP_FROM
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():

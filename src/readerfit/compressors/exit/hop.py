@@ -10,7 +10,8 @@ mentions them. A sentence's r becomes the larger of its two scores, and under a 
 passages' sentences rank ``bonus`` higher. It costs one more classifier call over the linked passages
 only (usually one or two of them). ``by="mention"`` also links the passages whose title or text names
 someone or something the sentence names and the question does not (for data whose passages are not titled
-by the entity that bridges them, as MuSiQue's).
+by the entity that bridges them, as MuSiQue's). ``source="passage"`` lets every sentence of the top
+sentences' passages link (a film's best sentence names its year; its third names the composer).
 
 >>> from readerfit.types import Passage
 >>> ps = [Passage("X is a song performed by Frankie Avalon.", title="X"),
