@@ -141,7 +141,8 @@ class ExitCompressor(BaseCompressor):
         passages' sentences are scored again with the question and those units, and ``scores`` raised to the
         larger score in place. One classifier call (batched) per question and set of linking units."""
         links = [find_links(units=units, scores=r, passages=passages, top=self.config.hop, by=self.config.hop_by,
-                            question=q, source=self.config.hop_from) for (q, passages), (units, _, _), r in zip(items, prepared, scores)]
+                            question=q, source=self.config.hop_from)
+                 for (q, passages), (units, _, _), r in zip(items, prepared, scores)]
         requests = [(i, via, [pi for pi, v in links[i].items() if tuple(v) == via])
                     for i in range(len(items)) for via in sorted({tuple(v) for v in links[i].values()})]
         again = self._score_all([
