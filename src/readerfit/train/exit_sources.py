@@ -317,11 +317,11 @@ def mix_samples(data: Sequence[QAExample], *, exclusion: Exclusion | None, optio
         kept = take(kind, members, exclusion=exclusion, cap=options.max_per_source, counts=counts, split=split,
                     seen=seen, distractor_passages=options.distractor_passages, seed=seed, pick=options.pick,
                     name=name)
-        source_groups = [(name, samples_of(ex, kinds) + (hop_samples(ex, kinds) if options.hop_samples else []))
-                         for ex, kinds in kept]
+        hops = [hop_samples(ex, kinds) if options.hop_samples else [] for ex, kinds in kept]
+        source_groups = [(name, samples_of(ex, kinds) + more) for (ex, kinds), more in zip(kept, hops, strict=True)]
         groups.extend(g for g in source_groups if g[1])
         made = [s for _, g in source_groups for s in g]
-        counts.update({"questions": len(kept), "total": len(made), "hop": sum(":hop" in s.id for s in made),
+        counts.update({"questions": len(kept), "total": len(made), "hop": sum(map(len, hops)),
                        **{t: sum(s.type == t for s in made) for t in SAMPLE_TYPES}})
         per_source[name] = counts
     if not groups:

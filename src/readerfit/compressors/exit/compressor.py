@@ -60,7 +60,7 @@ from readerfit.compressors.base import BaseCompressor, assemble, passage_sentenc
 from readerfit.compressors.budget import Budget, reader_counter, select_units
 from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig
-from readerfit.compressors.exit.hop import find_links, hop_question
+from readerfit.compressors.exit.hop import find_links, hop_question, top_units
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
 from readerfit.compressors.sentence_sim import question_similarity
 from readerfit.errors import InputError
@@ -116,18 +116,11 @@ class ExitCompressor(BaseCompressor):
         first = self._score_all([(q, groups) for (q, _), (_, _, groups) in zip(items, prepared)])
         scored = [self._merge(units, by_passage, results)
                   for (units, by_passage, _), results in zip(prepared, first)]
-        if self.config.hop and self.config.hop_from == "passage":  # the bonus stays with the top sentences' links
-            bonus = [sorted(find_links(units=units, scores=scores, passages=passages, top=self.config.hop,
-                                       by=self.config.hop_by, question=q))
-                     for (q, passages), (units, _, _), (scores, _) in zip(items, prepared, scored)]
-        links = self._hop(items, prepared, [scores for scores, _ in scored]) if self.config.hop else [{}] * len(items)
+        hops = self._hop(items, prepared, [scores for scores, _ in scored]) if self.config.hop else [None] * len(items)
         out = []
-        for i, ((q, passages), (units, _, _), (scores, details), linked) in enumerate(zip(items, prepared, scored,
-                                                                                            links)):
-            if self.config.hop:
-                details["hop"] = {"linked": {str(pi): via for pi, via in sorted(linked.items())}}
-                if self.config.hop_from == "passage":
-                    details["hop"]["bonus"] = bonus[i]
+        for (q, passages), (units, _, _), (scores, details), hop in zip(items, prepared, scored, hops):
+            if hop is not None:
+                details["hop"] = hop
             if self.embedder is not None and units:
                 details["similarity"] = question_similarity(self.embedder, q, [s for _, s in units])
             out.append(self._select(passages, units, scores, self.config.budget(), details))
@@ -136,13 +129,20 @@ class ExitCompressor(BaseCompressor):
         return out
 
     def _hop(self, items: list[tuple[str, list[Passage]]], prepared: list[Any],
-             scores: list[list[float]]) -> list[dict[int, list[int]]]:
-        """Each question's bridge-hop links (passage -> the top units mentioning its title); the linked
-        passages' sentences are scored again with the question and those units, and ``scores`` raised to the
-        larger score in place. One classifier call (batched) per question and set of linking units."""
+             scores: list[list[float]]) -> list[dict[str, Any]]:
+        """Each question's bridge-hop details: the links (passage -> the units mentioning its title) and, with
+        ``hop_from="passage"``, the passages the top units themselves link (the bonus goes to those only). The
+        linked passages' sentences are scored again with the question and those units, and ``scores`` raised
+        to the larger score in place. One classifier call (batched) per question and set of linking units."""
         links = [find_links(units=units, scores=r, passages=passages, top=self.config.hop, by=self.config.hop_by,
                             question=q, source=self.config.hop_from)
                  for (q, passages), (units, _, _), r in zip(items, prepared, scores)]
+        details: list[dict[str, Any]] = [{"linked": {str(pi): via for pi, via in sorted(found.items())}}
+                                         for found in links]
+        if self.config.hop_from == "passage":  # before the scores are raised: the top units of the first pass
+            for d, found, r in zip(details, links, scores):
+                top = set(top_units(r, self.config.hop))
+                d["bonus"] = sorted(pi for pi, via in found.items() if top.intersection(via))
         requests = [(i, via, [pi for pi, v in links[i].items() if tuple(v) == via])
                     for i in range(len(items)) for via in sorted({tuple(v) for v in links[i].values()})]
         again = self._score_all([
@@ -152,7 +152,7 @@ class ExitCompressor(BaseCompressor):
             for pi, result in zip(pis, results):
                 for j, k in enumerate(prepared[i][1][pi]):
                     scores[i][k] = max(scores[i][k], float(result.scores[j]))
-        return links
+        return details
 
     def _score_all(self, batch: list[tuple[str, list[tuple[str, list[str]]]]]) -> list[list[Any]]:
         """The classifier's scores of each (question, groups); one batched call when it batches questions."""

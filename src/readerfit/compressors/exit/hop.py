@@ -60,13 +60,18 @@ def names(sentence: str, question: str) -> list[re.Pattern[str]]:
             if len(n) >= MIN_TITLE_CHARS and n.lower() not in question.lower()]
 
 
+def top_units(scores: Sequence[float], top: int) -> list[int]:
+    """The indices of the ``top`` best scores (ties: the earlier)."""
+    return sorted(range(len(scores)), key=lambda k: (-scores[k], k))[:top]
+
+
 def find_links(*, units: Sequence[tuple[int, str]], scores: Sequence[float], passages: Sequence[Passage],
                top: int, by: str = "title", question: str = "", source: str = "sentence") -> dict[int, list[int]]:
     """{linked passage index: the indices of the linking units}: passages with units, other than the top units'
     own, whose title one of the ``top`` best-scored units mentions (ties: the earlier); with ``by="mention"``
     also those whose title or text holds a name of such a unit that the question lacks. ``source="passage"``:
     every unit of the top units' passages links, not the top units alone."""
-    best = sorted(range(len(units)), key=lambda k: (-scores[k], k))[:top]
+    best = top_units(scores, top)
     own = {units[k][0] for k in best}
     if source == "passage":
         best = [k for k, (pi, _) in enumerate(units) if pi in own]
