@@ -77,25 +77,77 @@ def test_the_hop_rescues_the_bridge_passage_and_records_it():
     assert hop.classifier.calls[-1] == (QUESTION + " " + BRIDGE[0].text, ["Frankie Avalon (singer)"])
 
 
+def test_a_name_link_is_scored_again_without_the_bonus():
+    """Single-hop (the demo's "How many seats does Imber Hall have?"): the hall's best sentence names its town,
+    and "Dunmere Stadium" holds that name. The stadium is scored again but gets no bonus, so its seat count
+    does not push the hall's out of the budget; under the title rule it is not linked at all."""
+    question = "How many seats does Imber Hall have?"
+    hall = ("Imber Hall is a concert hall in Dunmere.", "It has 2,100 seats.")
+    stadium = ("The stadium has 31,000 seats.",)
+    ps = [Passage(" ".join(hall), title="Imber Hall", sentences=hall),
+          Passage(" ".join(stadium), title="Dunmere Stadium", sentences=stadium)]
+    c = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(target_tokens=14)).compress(question, ps)
+    assert c.details["hop"] == {"linked": {"1": [0]}, "bonus": []}
+    assert c.units.index("It has 2,100 seats.") in c.kept and c.units.index(stadium[0]) not in c.kept
+    assert c.scores[2] + ExitConfig().hop_bonus > max(c.scores[:2])  # with the bonus it would come first
+    title = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(target_tokens=14, hop_by="title"))
+    assert title.compress(question, ps).details["hop"] == {"linked": {}, "bonus": []}
+
+
+JOINERS = {"of", "de", "the", "von", "van", "la", "del"}
+
+
+def sentence_names(sentence: str, question: str) -> set[str]:
+    """Word by word: each run of capitalised words (a joiner allowed between two of them) and its parts
+    either side of a joiner, 4+ characters, not in the question."""
+    words = [w.strip(".") for w in sentence.split()]
+    found, i = set(), 0
+    while i < len(words):
+        if not words[i][:1].isupper():
+            i += 1
+            continue
+        parts, part, j = [], [words[i]], i + 1
+        while j < len(words):
+            if words[j][:1].isupper():
+                part.append(words[j])
+                j += 1
+            elif words[j] in JOINERS and j + 1 < len(words) and words[j + 1][:1].isupper():
+                parts.append(part)
+                part = [words[j + 1]]
+                j += 2
+            else:
+                break
+        parts.append(part)
+        found.add(" ".join(words[i:j]))
+        found.update(" ".join(x) for x in parts)
+        i = j
+    return {n for n in found if len(n) >= 4 and n.lower() not in question.lower()}
+
+
 def reference(question: str, passages: list[Passage], config: ExitConfig) -> tuple[list[float], list[int]]:
-    """The hop spelled out: r, the links by brute force, each linked passage scored alone again, the max,
-    then the budget rule over r + bonus."""
+    """The hop spelled out: r, the links by brute force (``hop_by="name"``: also a linking sentence's name in
+    the title, case-sensitive), each linked passage scored alone again, the max, then the budget rule over
+    r + bonus."""
     clf = Overlap()
     units = [(pi, s) for pi, p in enumerate(passages) for s in p.sentences]
     r = [x for pi, p in enumerate(passages) for x in clf.score(question, [(p.title, p.sentences)])[0].scores]
     top = sorted(range(len(units)), key=lambda k: (-r[k], k))[: config.hop]
     starts = {units[k][0] for k in top}
-    # hop_from="passage": every sentence of the top sentences' passages links (the bonus: the top sentences' links)
+    # hop_from="passage": every sentence of the top sentences' passages links
     sources = [k for k in range(len(units)) if units[k][0] in starts] if config.hop_from == "passage" else sorted(top)
     linked, bonus = set(), set()
     scores = list(r)
     for pi, p in enumerate(passages):
         name = re.sub(r"\s*\([^()]*\)\s*$", "", p.title).strip().lower()
-        via = [k for k in sources if len(name) >= 4 and units[k][0] != pi
-               and re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", units[k][1].lower())]
+        by_title = [k for k in sources if units[k][0] != pi and len(name) >= 4
+                    and re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", units[k][1].lower())]
+        by_name = [k for k in sources if units[k][0] != pi and config.hop_by == "name"
+                   and any(re.search(r"(?<!\w)" + re.escape(n) + r"(?!\w)", p.title)
+                           for n in sentence_names(units[k][1], question))]
+        via = sorted(set(by_title) | set(by_name))
         if via and pi not in starts:
             linked.add(pi)
-            bonus.update(pi for k in via if k in top)
+            bonus.update(pi for k in by_title if k in top)  # the bonus: a top sentence names the title
             again = clf.score(" ".join([question] + [units[k][1] for k in via]), [(p.title, p.sentences)])[0].scores
             for j, k in enumerate(k for k, (pj, _) in enumerate(units) if pj == pi):
                 scores[k] = max(scores[k], again[j])
@@ -108,7 +160,7 @@ def reference(question: str, passages: list[Passage], config: ExitConfig) -> tup
 
 
 def random_bridge(rng: random.Random) -> tuple[str, list[Passage]]:
-    names = ["Anna Berg", "River Town", "Red Club", "Paris Book", "Delta Gamma"]
+    names = ["Anna Berg", "River Town", "Red Club", "Paris Book", "Delta Gamma", "Berg", "Gamma"]
     vocab = "alpha beta gamma river town book anna club founded red paris born in the of".split()
     passages = []
     for _ in range(rng.randint(2, 5)):
@@ -124,7 +176,7 @@ def test_hop_matches_the_slow_reference_batched_and_unbatched(seed):
     rng = random.Random(seed)
     question, passages = random_bridge(rng)
     config = ExitConfig(rate=0.5, hop=rng.choice([1, 2, 3]), hop_bonus=rng.choice([0.0, 0.3, 1.0]),
-                        hop_from="passage" if seed % 2 else "sentence")
+                        hop_from="passage" if seed % 2 else "sentence", hop_by="name" if seed % 4 < 2 else "title")
     scores, kept = reference(question, passages, config)
     one = ExitCompressor(Overlap(), splitter=str.split, config=config).compress(question, passages)
     assert one.scores == pytest.approx(scores) and one.kept == kept
@@ -147,8 +199,9 @@ def test_hop_options_are_checked_and_off_under_the_presets():
     assert ExitConfig.PRESETS["paper"]["hop"] == ExitConfig.PRESETS["official"]["hop"] == 0
 
 
-def test_hop_by_mention_also_links_passages_that_name_the_bridge():
-    """MuSiQue-style: the bridge ("Uganda") is not the answer passage's title but is named in its text."""
+def test_hop_by_name_and_mention_link_passages_that_name_the_bridge():
+    """MuSiQue-style: the bridge ("Uganda") is not the answer passage's title but is named in its title's
+    disambiguation (``name``) or its text (``mention``)."""
     ps = [Passage("Buyende is a town in the Eastern Region of Uganda.", title="Buyende"),
           Passage("The Leader of Opposition is Winnie Kiiza.", title="Leader of Opposition (Uganda)"),
           Passage("Kathleen Wynne leads in Ontario.", title="Legislative Assembly of Ontario"),
@@ -160,6 +213,22 @@ def test_hop_by_mention_also_links_passages_that_name_the_bridge():
     # "Uganda" and "Eastern Region" are names the question lacks; "Buyende" is in the question
     assert find_links(units=units, scores=scores, passages=ps, top=1, by="mention", question=question) == \
         {1: [0], 3: [0]}
+    assert find_links(units=units, scores=scores, passages=ps, top=1, by="name", question=question) == {1: [0]}
+    assert ExitConfig().hop_by == "name"
+
+
+def test_hop_by_name_links_a_title_written_otherwise():
+    """2Wiki-style: the sentence names "Simon Arnauld de Pomponne", the passage is titled "Simon Arnauld,
+    Marquis de Pomponne"; the name's part before "de" is in the title. Names case-sensitive, whole words."""
+    ps = [Passage("Henri was the third son of Simon Arnauld de Pomponne.", title="Henri Arnauld"),
+          Passage("Simon was born in Paris.", title="Simon Arnauld, Marquis de Pomponne"),
+          Passage("A tart.", title="simon arnauld's tarts"),
+          Passage("Simon Arnaulds were many.", title="Simon Arnaulds")]
+    units = [(i, p.text) for i, p in enumerate(ps)]
+    question = "Where was the father of Henri Arnauld born?"
+    assert find_links(units=units, scores=[0.9, 0.1, 0.1, 0.1], passages=ps, top=1, question=question) == {}
+    assert find_links(units=units, scores=[0.9, 0.1, 0.1, 0.1], passages=ps, top=1, by="name",
+                      question=question) == {1: [0]}
     with pytest.raises(InputError, match="hop_by"):
         ExitConfig(hop_by="entity")
 

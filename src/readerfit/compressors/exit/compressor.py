@@ -60,7 +60,7 @@ from readerfit.compressors.base import BaseCompressor, assemble, passage_sentenc
 from readerfit.compressors.budget import Budget, reader_counter, select_units
 from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig
-from readerfit.compressors.exit.hop import find_links, hop_question, top_units
+from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
 from readerfit.compressors.sentence_sim import question_similarity
 from readerfit.errors import InputError
@@ -77,8 +77,8 @@ class ExitCompressor(BaseCompressor):
     again); ``details`` the classifier, τ (None: the budget alone
     selected), the budget and its achieved rate, sentences added by ``min_keep``, the sentences scored
     against a window, (``similarity`` > 0) each sentence's cosine to the question, and (``hop`` > 0) the
-    passages the bridge hop linked, each with the sentences that mention it, and (``hop_from="passage"``) those
-    whose sentences get the ranking bonus (``{"hop": {"linked": {passage: [unit, ...]}, "bonus": [passage,
+    passages the bridge hop linked, each with the sentences that name it, and those whose title a top sentence
+    names, whose sentences get the ranking bonus (``{"hop": {"linked": {passage: [unit, ...]}, "bonus": [passage,
     ...]}}``; :mod:`~readerfit.compressors.exit.hop`).
     """
 
@@ -130,19 +130,21 @@ class ExitCompressor(BaseCompressor):
 
     def _hop(self, items: list[tuple[str, list[Passage]]], prepared: list[Any],
              scores: list[list[float]]) -> list[dict[str, Any]]:
-        """Each question's bridge-hop details: the links (passage -> the units mentioning its title) and, with
-        ``hop_from="passage"``, the passages the top units themselves link (the bonus goes to those only). The
-        linked passages' sentences are scored again with the question and those units, and ``scores`` raised
-        to the larger score in place. One classifier call (batched) per question and set of linking units."""
+        """Each question's bridge-hop details: the links (passage -> the units that name it) and the passages
+        whose title a top unit itself names (the bonus goes to those only: a name link, or one from another
+        sentence of the top passage, is scored again without it). The linked passages' sentences are scored
+        again with the question and those units, and ``scores`` raised to the larger score in place. One
+        classifier call (batched) per question and set of linking units."""
         links = [find_links(units=units, scores=r, passages=passages, top=self.config.hop, by=self.config.hop_by,
                             question=q, source=self.config.hop_from)
                  for (q, passages), (units, _, _), r in zip(items, prepared, scores)]
-        details: list[dict[str, Any]] = [{"linked": {str(pi): via for pi, via in sorted(found.items())}}
-                                         for found in links]
-        if self.config.hop_from == "passage":  # before the scores are raised: the top units of the first pass
-            for d, found, r in zip(details, links, scores):
-                top = set(top_units(r, self.config.hop))
-                d["bonus"] = sorted(pi for pi, via in found.items() if top.intersection(via))
+        details: list[dict[str, Any]] = []
+        for (_, passages), (units, _, _), found, r in zip(items, prepared, links, scores):
+            top = set(top_units(r, self.config.hop))  # before the scores are raised: the first pass's
+            details.append({"linked": {str(pi): via for pi, via in sorted(found.items())},
+                            "bonus": sorted(pi for pi, via in found.items()
+                                            if any(k in top and names_title(units[k][1], passages[pi].title)
+                                                   for k in via))})
         requests = [(i, via, [pi for pi, v in links[i].items() if tuple(v) == via])
                     for i in range(len(items)) for via in sorted({tuple(v) for v in links[i].values()})]
         again = self._score_all([
@@ -221,7 +223,7 @@ class ExitCompressor(BaseCompressor):
         # the bridge hop's bonus
         ranking = [r + w * c for r, c in zip(scores, cosines)] if w > 0 and cosines is not None else list(scores)
         hop = details.get("hop", {})
-        linked = {int(pi) for pi in hop.get("bonus", hop.get("linked", {}))}
+        linked = set(hop.get("bonus", []))
         ranking = [x + self.config.hop_bonus * (pi in linked) for x, (pi, _) in zip(ranking, units)]
         kept, more = select_units(ranking, passages=passages, units=units, candidates=candidates, budget=budget,
                                   count=count, counted_in=counted_in, min_keep=self.config.min_keep)

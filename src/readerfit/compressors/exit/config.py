@@ -48,6 +48,7 @@ DEFAULT_SIMILARITY = 0.0
 DEFAULT_HOP = 1
 DEFAULT_HOP_BONUS = 0.3
 DEFAULT_HOP_FROM = "passage"
+DEFAULT_HOP_BY = "name"
 ARCHS = ("lm", "encoder", "onepass")
 # The authors' released classifier (ThisIsHwang/EXIT README, exit_rag.py): a LoRA adapter on Gemma-2B-it, both
 # by hub id. As ``model`` the adapter's id means "this adapter on its base"; ``adapter`` swaps the adapter.
@@ -131,12 +132,13 @@ class ExitConfig:
     ``hop`` (beyond the paper; 0 under the presets): the bridge hop (:mod:`~readerfit.compressors.exit.hop`):
     the passages whose title the ``hop`` best-scored sentences mention are scored again with the question
     followed by the mentioning sentence; a sentence's r is the larger score, and under a budget the linked
-    passages' sentences rank ``hop_bonus`` higher. 0 turns it off. ``hop_by="mention"`` also links the
-    passages that mention a name of that sentence the question lacks (MuSiQue's passages are not titled by
-    the entity that bridges them). ``hop_from="passage"`` follows the titles that any sentence of the top
+    passages' sentences rank ``hop_bonus`` higher. 0 turns it off. ``hop_by="name"`` (the default) also links
+    the passages whose title holds a name of that sentence the question lacks ("Eastern Region of Uganda"
+    links "Leader of Opposition (Uganda)"), ``"mention"`` those whose title or text holds one, ``"title"``
+    the title alone (the rule before). ``hop_from="passage"`` follows the titles that any sentence of the top
     sentences' passages mentions (the film's passage names its composer in its third sentence), each scored
     again with the sentences that mention it; the bonus stays with what the top sentences themselves link.
-    :data:`DEFAULT_HOP`, :data:`DEFAULT_HOP_BONUS` and :data:`DEFAULT_HOP_FROM` were chosen from the frontier
+    :data:`DEFAULT_HOP`, :data:`DEFAULT_HOP_BONUS`, :data:`DEFAULT_HOP_FROM` and :data:`DEFAULT_HOP_BY` were chosen from the frontier
     (README).
     """
 
@@ -181,7 +183,7 @@ class ExitConfig:
     embedder: str = "minilm"
     hop: int = DEFAULT_HOP
     hop_bonus: float = DEFAULT_HOP_BONUS
-    hop_by: str = "title"
+    hop_by: str = DEFAULT_HOP_BY
     hop_from: str = DEFAULT_HOP_FROM
 
     def __post_init__(self) -> None:

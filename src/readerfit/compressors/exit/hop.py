@@ -8,7 +8,10 @@ other passages whose title they mention (whole words, case-insensitive, a traili
 dropped), and scores those passages' sentences again with the question followed by the sentence that
 mentions them. A sentence's r becomes the larger of its two scores, and under a budget the linked
 passages' sentences rank ``bonus`` higher. It costs one more classifier call over the linked passages
-only (usually one or two of them). ``by="mention"`` also links the passages whose title or text names
+only (usually one or two of them). ``by="name"`` (EXIT's default) adds the reverse link: passages whose
+title (disambiguation included) holds a name the sentence has and the question lacks ("Eastern Region of
+Uganda" links "Leader of Opposition (Uganda)"; "the third son of Simon Arnauld de Pomponne" links "Simon
+Arnauld, Marquis de Pomponne"). ``by="mention"`` links the passages whose title or text names
 someone or something the sentence names and the question does not (for data whose passages are not titled
 by the entity that bridges them, as MuSiQue's). ``source="passage"`` lets every sentence of the top
 sentences' passages link (a film's best sentence names its year; its third names the composer).
@@ -31,10 +34,10 @@ from readerfit.types import Passage
 DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
 # titles shorter than this (after normalising) link too much by accident ("It", "Go")
 MIN_TITLE_CHARS = 4
-# ``by="mention"``: a name in the linking sentence: a run of capitalised words, "of"/"de"/... allowed inside
+# ``by="name"`` and ``"mention"``: a name in the linking sentence: a run of capitalised words, "of"/"de"/... allowed inside
 NAME = re.compile(r"\b[A-Z][\w'.-]*(?:\s+(?:of|de|the|von|van|la|del)?\s*[A-Z][\w'.-]*)*")
 JOINER = re.compile(r"\s+(?:of|de|the|von|van|la|del)\s+")
-LINK_BY = ("title", "mention")
+LINK_BY = ("title", "name", "mention")
 LINK_FROM = ("sentence", "passage")
 
 
@@ -48,6 +51,12 @@ def title_pattern(title: str) -> re.Pattern[str] | None:
     if len(name) < MIN_TITLE_CHARS:
         return None
     return whole_word(name, re.IGNORECASE)
+
+
+def names_title(sentence: str, title: str) -> bool:
+    """Whether ``sentence`` names ``title`` by the title rule (:func:`title_pattern`)."""
+    pattern = title_pattern(title) if title else None
+    return pattern is not None and pattern.search(sentence) is not None
 
 
 def names(sentence: str, question: str) -> list[re.Pattern[str]]:
@@ -68,22 +77,24 @@ def top_units(scores: Sequence[float], top: int) -> list[int]:
 def find_links(*, units: Sequence[tuple[int, str]], scores: Sequence[float], passages: Sequence[Passage],
                top: int, by: str = "title", question: str = "", source: str = "sentence") -> dict[int, list[int]]:
     """{linked passage index: the indices of the linking units}: passages with units, other than the top units'
-    own, whose title one of the ``top`` best-scored units mentions (ties: the earlier); with ``by="mention"``
-    also those whose title or text holds a name of such a unit that the question lacks. ``source="passage"``:
+    own, whose title one of the ``top`` best-scored units mentions (ties: the earlier); ``by="name"`` adds those
+    whose title holds a name of such a unit that the question lacks; ``by="mention"`` those whose title or text
+    holds one. ``source="passage"``:
     every unit of the top units' passages links, not the top units alone."""
     best = top_units(scores, top)
     own = {units[k][0] for k in best}
     if source == "passage":
         best = [k for k, (pi, _) in enumerate(units) if pi in own]
     scored = {pi for pi, _ in units}
-    mentioned = {k: names(units[k][1], question) for k in best} if by == "mention" else {}
+    mentioned = {k: names(units[k][1], question) for k in best} if by != "title" else {}
     links: dict[int, list[int]] = {}
     for pi, passage in enumerate(passages):
         if pi in own or pi not in scored:
             continue
         pattern = title_pattern(passage.title) if passage.title else None
+        named = f"{passage.title}\n{passage.text}" if by == "mention" else passage.title
         via = [k for k in sorted(best) if (pattern is not None and pattern.search(units[k][1]))
-               or (by == "mention" and any(n.search(f"{passage.title}\n{passage.text}") for n in mentioned[k]))]
+               or (mentioned and named and any(n.search(named) for n in mentioned[k]))]
         if via:
             links[pi] = via
     return links
