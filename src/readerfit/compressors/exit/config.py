@@ -137,9 +137,10 @@ class ExitConfig:
     links "Leader of Opposition (Uganda)"), ``"mention"`` those whose title or text holds one, ``"title"``
     the title alone (the rule before). ``hop_from="passage"`` follows the titles that any sentence of the top
     sentences' passages mentions (the film's passage names its composer in its third sentence), each scored
-    again with the sentences that mention it; the bonus stays with what the top sentences themselves link.
-    :data:`DEFAULT_HOP`, :data:`DEFAULT_HOP_BONUS`, :data:`DEFAULT_HOP_FROM` and :data:`DEFAULT_HOP_BY` were chosen from the frontier
-    (README).
+    again with the sentences that mention it. The bonus goes only to the passages whose title the top
+    sentences themselves name.
+    :data:`DEFAULT_HOP`, :data:`DEFAULT_HOP_BONUS`, :data:`DEFAULT_HOP_FROM` and :data:`DEFAULT_HOP_BY` were
+    chosen from the frontier (README).
     """
 
     def tau(self, budget: Budget | None = None) -> float | None:

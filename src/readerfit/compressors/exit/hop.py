@@ -6,8 +6,8 @@ the passage titled "Frankie Avalon", whose sentences the classifier scores low b
 question alone, nothing in them is about X. The hop takes the ``top`` best-scored sentences, finds the
 other passages whose title they mention (whole words, case-insensitive, a trailing "(…)" disambiguation
 dropped), and scores those passages' sentences again with the question followed by the sentence that
-mentions them. A sentence's r becomes the larger of its two scores, and under a budget the linked
-passages' sentences rank ``bonus`` higher. It costs one more classifier call over the linked passages
+mentions them. A sentence's r becomes the larger of its two scores, and under a budget the sentences of
+the passages whose title a top sentence names rank ``bonus`` higher (EXIT's ``hop_bonus``). It costs one more classifier call over the linked passages
 only (usually one or two of them). ``by="name"`` (EXIT's default) adds the reverse link: passages whose
 title (disambiguation included) holds a name the sentence has and the question lacks ("Eastern Region of
 Uganda" links "Leader of Opposition (Uganda)"; "the third son of Simon Arnauld de Pomponne" links "Simon
@@ -34,7 +34,7 @@ from readerfit.types import Passage
 DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
 # titles shorter than this (after normalising) link too much by accident ("It", "Go")
 MIN_TITLE_CHARS = 4
-# ``by="name"`` and ``"mention"``: a name in the linking sentence: a run of capitalised words, "of"/"de"/... allowed inside
+# ``by="name"``/``"mention"``: a name in the linking sentence: capitalised words, "of"/"de"/... allowed inside
 NAME = re.compile(r"\b[A-Z][\w'.-]*(?:\s+(?:of|de|the|von|van|la|del)?\s*[A-Z][\w'.-]*)*")
 JOINER = re.compile(r"\s+(?:of|de|the|von|van|la|del)\s+")
 LINK_BY = ("title", "name", "mention")
