@@ -222,9 +222,8 @@ class ExitCompressor(BaseCompressor):
         # τ compares r; the ranking that spends a budget (and picks min_keep's sentences) adds w · cos and
         # the bridge hop's bonus
         ranking = [r + w * c for r, c in zip(scores, cosines)] if w > 0 and cosines is not None else list(scores)
-        hop = details.get("hop", {})
-        linked = set(hop.get("bonus", []))
-        ranking = [x + self.config.hop_bonus * (pi in linked) for x, (pi, _) in zip(ranking, units)]
+        bonus = set(details.get("hop", {}).get("bonus", []))
+        ranking = [x + self.config.hop_bonus * (pi in bonus) for x, (pi, _) in zip(ranking, units)]
         kept, more = select_units(ranking, passages=passages, units=units, candidates=candidates, budget=budget,
                                   count=count, counted_in=counted_in, min_keep=self.config.min_keep)
         return Compression(text=assemble(passages, units, kept), units=[s for _, s in units], scores=scores,

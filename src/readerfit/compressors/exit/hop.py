@@ -7,8 +7,8 @@ question alone, nothing in them is about X. The hop takes the ``top`` best-score
 other passages whose title they mention (whole words, case-insensitive, a trailing "(…)" disambiguation
 dropped), and scores those passages' sentences again with the question followed by the sentence that
 mentions them. A sentence's r becomes the larger of its two scores, and under a budget the sentences of
-the passages whose title a top sentence names rank ``bonus`` higher (EXIT's ``hop_bonus``). It costs one more classifier call over the linked passages
-only (usually one or two of them). ``by="name"`` (EXIT's default) adds the reverse link: passages whose
+the passages whose title a top sentence names rank EXIT's ``hop_bonus`` higher. It costs one more
+classifier call over the linked passages only (usually one or two of them). ``by="name"`` (EXIT's default) adds the reverse link: passages whose
 title (disambiguation included) holds a name the sentence has and the question lacks ("Eastern Region of
 Uganda" links "Leader of Opposition (Uganda)"; "the third son of Simon Arnauld de Pomponne" links "Simon
 Arnauld, Marquis de Pomponne"). ``by="mention"`` links the passages whose title or text names
@@ -79,8 +79,7 @@ def find_links(*, units: Sequence[tuple[int, str]], scores: Sequence[float], pas
     """{linked passage index: the indices of the linking units}: passages with units, other than the top units'
     own, whose title one of the ``top`` best-scored units mentions (ties: the earlier); ``by="name"`` adds those
     whose title holds a name of such a unit that the question lacks; ``by="mention"`` those whose title or text
-    holds one. ``source="passage"``:
-    every unit of the top units' passages links, not the top units alone."""
+    holds one. ``source="passage"``: every unit of the top units' passages links, not the top units alone."""
     best = top_units(scores, top)
     own = {units[k][0] for k in best}
     if source == "passage":
@@ -91,9 +90,8 @@ def find_links(*, units: Sequence[tuple[int, str]], scores: Sequence[float], pas
     for pi, passage in enumerate(passages):
         if pi in own or pi not in scored:
             continue
-        pattern = title_pattern(passage.title) if passage.title else None
         named = f"{passage.title}\n{passage.text}" if by == "mention" else passage.title
-        via = [k for k in sorted(best) if (pattern is not None and pattern.search(units[k][1]))
+        via = [k for k in sorted(best) if names_title(units[k][1], passage.title)
                or (mentioned and named and any(n.search(named) for n in mentioned[k]))]
         if via:
             links[pi] = via
