@@ -63,7 +63,8 @@ def test_budget_is_never_exceeded_and_spent_greedily(seed):
     rng = random.Random(seed)
     passages = random_passages(rng)
     rate = rng.choice([0.05, 0.1, 0.2, 0.3, 0.5, 0.9])
-    c = exit_with(ExitConfig(rate=rate), seed).compress(QUESTION, passages)
+    # r alone: the question's words and detached passages off (tests/test_exit_focus.py ranks with them)
+    c = exit_with(ExitConfig(rate=rate, lexical=0.0, detached=0.0), seed).compress(QUESTION, passages)
     total = word_count(join_passages(passages))
     limit = int(rate * total)
     assert word_count(c.text) <= limit
@@ -288,8 +289,8 @@ def test_exit_similarity_ranks_by_r_plus_weighted_cosine(seed):
     rng = random.Random(seed)
     passages = random_passages(rng)
     w = rng.choice([0.5, 1.0, 2.0])
-    fused = ExitCompressor(RandomScores(seed), splitter=str.split, config=ExitConfig(rate=0.4, similarity=w),
-                           embedder=BagEmbedder())
+    fused = ExitCompressor(RandomScores(seed), splitter=str.split, config=ExitConfig(rate=0.4, similarity=w, lexical=0.0,
+                                                                                detached=0.0), embedder=BagEmbedder())
     c = fused.compress(QUESTION, passages)
     cos = c.details["similarity"]
     units = list(zip(c.passage_of_unit, c.units))

@@ -51,11 +51,25 @@ def test_the_flags_are_todays(command):
     assert sorted(now) == sorted(before)
     for flag, old in before.items():
         new = now[flag]
-        for key in ("nargs", "const", "default", "choices", "required", "action"):
+        for key in ("nargs", "const", "default", "choices", "required"):
             assert new[key] == old[key], (command, flag, key)
+        # a list flag may now be repeated (its uses add up): the one change to the command line
+        repeatable = old["nargs"] == "+" and old["action"] == "_StoreAction"
+        assert new["action"] == ("_Repeatable" if repeatable else old["action"]), (command, flag)
         assert shown_metavar(new) == shown_metavar(old), (command, flag)  # the dest may differ (--compressor)
         assert (new["type"] or "str") == (old["type"] or "str"), (command, flag)  # str is argparse's no-type
         assert (new["help"] or "").startswith(old["help"] or ""), (command, flag, new["help"])
+
+
+def test_a_list_flag_repeated_adds_up_and_its_first_use_replaces_the_default():
+    parser = command_parser("eval")
+    assert parser.parse_args(["--data", "d.jsonl", "--compressor", "exit", "--compressor", "none", "tau"]).compressors \
+        == ["exit", "none", "tau"]
+    assert parser.parse_args(["--data", "d.jsonl"]).compressors == EvalConfig(data="d.jsonl").compressors
+    frontier = build_parser(["exp", "frontier"]).parse_args(
+        ["exp", "frontier", "--data", "d.jsonl", "--option", "a.hop=0", "--option", "a.lexical=0", "a.rate=0.2",
+         "--rates", "0.3", "--rates", "0.5"])
+    assert frontier.option == ["a.hop=0", "a.lexical=0", "a.rate=0.2"] and frontier.rates == [0.3, 0.5]
 
 
 def test_eval_help_lists_the_same_flags(capsys):

@@ -66,8 +66,10 @@ def test_find_links_follows_whole_title_mentions_of_other_passages():
 
 
 def test_the_hop_rescues_the_bridge_passage_and_records_it():
-    hop = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(target_tokens=20))
-    plain = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(target_tokens=20, hop=0))
+    # r and the hop's bonus alone (the question's words and detached passages: tests/test_exit_focus.py)
+    hop = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(target_tokens=20, lexical=0.0, detached=0.0))
+    plain = ExitCompressor(Overlap(), splitter=str.split,
+                           config=ExitConfig(target_tokens=20, hop=0, lexical=0.0, detached=0.0))
     c, p = hop.compress(QUESTION, BRIDGE), plain.compress(QUESTION, BRIDGE)
     answer = c.units.index("Frankie Avalon is an American singer.")
     assert c.details["hop"] == {"linked": {"1": [0]}, "bonus": [1]}
@@ -176,7 +178,8 @@ def test_hop_matches_the_slow_reference_batched_and_unbatched(seed):
     rng = random.Random(seed)
     question, passages = random_bridge(rng)
     config = ExitConfig(rate=0.5, hop=rng.choice([1, 2, 3]), hop_bonus=rng.choice([0.0, 0.3, 1.0]),
-                        hop_from="passage" if seed % 2 else "sentence", hop_by="name" if seed % 4 < 2 else "title")
+                        hop_from="passage" if seed % 2 else "sentence", hop_by="name" if seed % 4 < 2 else "title",
+                        lexical=0.0, detached=0.0)  # the ranking's other terms: tests/test_exit_focus.py
     scores, kept = reference(question, passages, config)
     one = ExitCompressor(Overlap(), splitter=str.split, config=config).compress(question, passages)
     assert one.scores == pytest.approx(scores) and one.kept == kept

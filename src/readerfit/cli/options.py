@@ -44,6 +44,18 @@ def _base_type(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
+class _Repeatable(argparse.Action):
+    """A list flag that may be given more than once (``--option a.x=1 --option a.y=2``): its first use replaces
+    the default, later uses add to it (argparse's ``nargs="+"`` alone would keep the last use only)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        mark = f"_{self.dest}_given"
+        before = list(getattr(namespace, self.dest)) if getattr(namespace, mark, False) else []
+        setattr(namespace, mark, True)
+        setattr(namespace, self.dest, before + list(values))
+
+
 def _flag(f: dataclasses.Field) -> str:
     return f.metadata.get("flag") or "--" + f.name.replace("_", "-")
 
@@ -54,7 +66,7 @@ def add_dataclass_args(parser: argparse.ArgumentParser, config_class: type, *, e
 
     A field's metadata (see :func:`readerfit.registry.param`) gives its help, and optionally its flag,
     aliases, choices and an argparse type; a field without a default is a required flag. A list field
-    takes one or more values; a ``{NAME: {KEY: value}}`` dict field is a repeated ``NAME.KEY=VALUE`` flag
+    takes one or more values, and may be repeated; a ``{NAME: {KEY: value}}`` dict field is a repeated ``NAME.KEY=VALUE`` flag
     (read by :func:`config_from_args`). ``only`` keeps those fields; ``extra`` adds argparse keywords by
     field name for what the metadata cannot say (a metavar, ``nargs``/``const``, a CLI-only type, another
     default), e.g. ``{"ray": {"nargs": "?", "const": "local"}}``.
@@ -85,6 +97,7 @@ def add_dataclass_args(parser: argparse.ArgumentParser, config_class: type, *, e
         else:
             if origin in (list, tuple):
                 kwargs["nargs"] = "+"
+                kwargs["action"] = _Repeatable
                 tp = typing.get_args(tp)[0] if typing.get_args(tp) else str
             kwargs["type"] = meta.get("type") or {int: int, float: finite_float}.get(tp, str)
             if meta.get("choices"):

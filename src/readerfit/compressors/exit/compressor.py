@@ -60,6 +60,7 @@ from readerfit.compressors.base import BaseCompressor, assemble, passage_sentenc
 from readerfit.compressors.budget import Budget, reader_counter, select_units
 from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig
+from readerfit.compressors.exit.focus import connected_passages, lexical_overlap
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
 from readerfit.compressors.sentence_sim import question_similarity
@@ -79,7 +80,8 @@ class ExitCompressor(BaseCompressor):
     against a window, (``similarity`` > 0) each sentence's cosine to the question, and (``hop`` > 0) the
     passages the bridge hop linked, each with the sentences that name it, and those whose title a top sentence
     names, whose sentences get the ranking bonus (``{"hop": {"linked": {passage: [unit, ...]}, "bonus": [passage,
-    ...]}}``; :mod:`~readerfit.compressors.exit.hop`).
+    ...]}}``; :mod:`~readerfit.compressors.exit.hop`), (``lexical`` > 0) each sentence's share of the question's
+    words and (``detached`` > 0) the passages detached from the question (:mod:`~readerfit.compressors.exit.focus`).
     """
 
     name = "exit"
@@ -123,6 +125,11 @@ class ExitCompressor(BaseCompressor):
                 details["hop"] = hop
             if self.embedder is not None and units:
                 details["similarity"] = question_similarity(self.embedder, q, [s for _, s in units])
+            if self.config.lexical > 0:
+                details["lexical"] = lexical_overlap(q, [s for _, s in units])
+            if self.config.detached > 0:
+                connected = connected_passages(question=q, units=units, scores=scores, passages=passages)
+                details["detached"] = sorted({pi for pi, _ in units} - connected)
             out.append(self._select(passages, units, scores, self.config.budget(), details))
         for c in out:
             c.seconds = (time.perf_counter() - start) / len(out)
@@ -219,11 +226,14 @@ class ExitCompressor(BaseCompressor):
         count, counted_in = self.counter
         cosines = details.get("similarity")
         w = self.config.similarity
-        # τ compares r; the ranking that spends a budget (and picks min_keep's sentences) adds w · cos and
-        # the bridge hop's bonus
+        # τ compares r; the ranking that spends a budget (and picks min_keep's sentences) adds w · cos, the
+        # bridge hop's bonus and the question's words, and takes off the detached passages' penalty
         ranking = [r + w * c for r, c in zip(scores, cosines)] if w > 0 and cosines is not None else list(scores)
         bonus = set(details.get("hop", {}).get("bonus", []))
-        ranking = [x + self.config.hop_bonus * (pi in bonus) for x, (pi, _) in zip(ranking, units)]
+        lexical = details.get("lexical", [0.0] * len(units))
+        detached = set(details.get("detached", []))
+        ranking = [x + self.config.hop_bonus * (pi in bonus) + self.config.lexical * lex
+                   - self.config.detached * (pi in detached) for x, (pi, _), lex in zip(ranking, units, lexical)]
         kept, more = select_units(ranking, passages=passages, units=units, candidates=candidates, budget=budget,
                                   count=count, counted_in=counted_in, min_keep=self.config.min_keep)
         return Compression(text=assemble(passages, units, kept), units=[s for _, s in units], scores=scores,

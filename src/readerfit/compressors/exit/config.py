@@ -49,6 +49,10 @@ DEFAULT_HOP = 1
 DEFAULT_HOP_BONUS = 0.3
 DEFAULT_HOP_FROM = "passage"
 DEFAULT_HOP_BY = "name"
+# the budgeted ranking's other terms (compressors/exit/focus.py): the weight of the question's words, and how
+# much lower the sentences of passages detached from the question rank (README: the frontier with and without)
+DEFAULT_LEXICAL = 0.7
+DEFAULT_DETACHED = 1.0
 ARCHS = ("lm", "encoder", "onepass")
 # The authors' released classifier (ThisIsHwang/EXIT README, exit_rag.py): a LoRA adapter on Gemma-2B-it, both
 # by hub id. As ``model`` the adapter's id means "this adapter on its base"; ``adapter`` swaps the adapter.
@@ -141,6 +145,12 @@ class ExitConfig:
     sentences themselves name.
     :data:`DEFAULT_HOP`, :data:`DEFAULT_HOP_BONUS`, :data:`DEFAULT_HOP_FROM` and :data:`DEFAULT_HOP_BY` were
     chosen from the frontier (README).
+
+    ``lexical`` and ``detached`` (beyond the paper; 0 under the presets; :mod:`~readerfit.compressors.exit.focus`):
+    under a budget a sentence also ranks ``lexical`` · (its IDF-weighted share of the question's words) higher,
+    and ``detached`` lower when its passage is not connected to the question (neither named by it, nor the
+    best sentence's, nor linked from those by title or name, two links deep). :data:`DEFAULT_LEXICAL` and
+    :data:`DEFAULT_DETACHED` were chosen from the frontier (README).
     """
 
     def tau(self, budget: Budget | None = None) -> float | None:
@@ -161,9 +171,11 @@ class ExitConfig:
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         # both run the released checkpoint; they differ in the prompt (Table 4 / the released one) and context
         "paper": {"model": RELEASED_ADAPTER, "prompt": "paper", "labels": "single", "context": "passage",
-                  "threshold": 0.5, "min_keep": 0, "similarity": 0.0, "hop": 0},
+                  "threshold": 0.5, "min_keep": 0, "similarity": 0.0, "hop": 0,
+                  "lexical": 0.0, "detached": 0.0},
         "official": {"model": RELEASED_ADAPTER, "prompt": "official", "labels": "single", "context": "all",
-                     "threshold": 0.5, "min_keep": 0, "similarity": 0.0, "hop": 0},
+                     "threshold": 0.5, "min_keep": 0, "similarity": 0.0, "hop": 0,
+                     "lexical": 0.0, "detached": 0.0},
     }
 
     model: str = "default"
@@ -186,6 +198,8 @@ class ExitConfig:
     hop_bonus: float = DEFAULT_HOP_BONUS
     hop_by: str = DEFAULT_HOP_BY
     hop_from: str = DEFAULT_HOP_FROM
+    lexical: float = DEFAULT_LEXICAL
+    detached: float = DEFAULT_DETACHED
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -211,6 +225,12 @@ class ExitConfig:
             raise InputError(f"hop_bonus (the ranking bonus of the passages the hop links) must be a number in "
                              f"[0, 10], got {self.hop_bonus!r}")
         self.hop_bonus = float(self.hop_bonus)
+        for name, meaning in (("lexical", "the ranking weight of the question's words"),
+                              ("detached", "how much lower a passage detached from the question ranks")):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 10.0:
+                raise InputError(f"{name} ({meaning}) must be a number in [0, 10], got {value!r}")
+            setattr(self, name, float(value))
         if self.hop_by not in LINK_BY:
             raise InputError(f"hop_by must be one of {', '.join(LINK_BY)}, got {self.hop_by!r}")
         if self.hop_from not in LINK_FROM:

@@ -84,17 +84,24 @@ def find_links(*, units: Sequence[tuple[int, str]], scores: Sequence[float], pas
     own = {units[k][0] for k in best}
     if source == "passage":
         best = [k for k, (pi, _) in enumerate(units) if pi in own]
+    return links_from(units=units, via=best, passages=passages, by=by, question=question, skip=own)
+
+
+def links_from(*, units: Sequence[tuple[int, str]], via: Sequence[int], passages: Sequence[Passage], by: str,
+               question: str, skip: set[int]) -> dict[int, list[int]]:
+    """{passage index: the units of ``via`` that link it}: the passages with units, outside ``skip``, that a unit
+    of ``via`` links by the ``by`` rule (:func:`find_links`)."""
     scored = {pi for pi, _ in units}
-    mentioned = {k: names(units[k][1], question) for k in best} if by != "title" else {}
+    mentioned = {k: names(units[k][1], question) for k in via} if by != "title" else {}
     links: dict[int, list[int]] = {}
     for pi, passage in enumerate(passages):
-        if pi in own or pi not in scored:
+        if pi in skip or pi not in scored:
             continue
         named = f"{passage.title}\n{passage.text}" if by == "mention" else passage.title
-        via = [k for k in sorted(best) if names_title(units[k][1], passage.title)
-               or (mentioned and named and any(n.search(named) for n in mentioned[k]))]
-        if via:
-            links[pi] = via
+        linking = [k for k in sorted(via) if names_title(units[k][1], passage.title)
+                   or (mentioned and named and any(n.search(named) for n in mentioned[k]))]
+        if linking:
+            links[pi] = linking
     return links
 
 

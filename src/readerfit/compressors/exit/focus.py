@@ -1,0 +1,77 @@
+"""What EXIT's budgeted ranking adds to the classifier's r (beyond the paper): the question's words, and
+whether a passage is connected to the question at all.
+
+Two weak spots of the classifier showed in the frontier's lost answers (README, Budgets and the frontier):
+
+- Off the classifier's training data it ranks a sentence that restates the question's words below a
+  vaguer one of the same passage ("Where did Super Bowl 50 take place?": "The game was played on February 7,
+  2016, at Levi's Stadium ..." under "Super Bowl 50 was an American football game ..."). :func:`lexical_overlap`
+  is the share of the question's words (stop words left out, each weighted by its inverse document frequency
+  over the question's own sentences) that a sentence holds.
+- It ranks distractor passages that echo the question's words ("Thomas Morse is an American composer of film
+  ..." for "Where was the composer of film Marupacha born?") above the bridge passage the answer is in.
+  :func:`connected_passages` are the passages the question names by title, the best sentence's passage, and
+  the passages those link by title or name (:func:`~readerfit.compressors.exit.hop.links_from`), up to
+  :data:`LINK_DEPTH` links away; the others are *detached*. A passage without a title cannot be linked, so
+  it is never counted detached.
+
+>>> from readerfit.types import Passage
+>>> ps = [Passage("Marupacha is a film. Its music is by A. T. Ummer.", title="Marupacha"),
+...       Passage("A. T. Ummer was born in Kannur.", title="A. T. Ummer"),
+...       Passage("Thomas Morse is a composer of film music.", title="Thomas Morse")]
+>>> units = [(0, "Marupacha is a film."), (0, "Its music is by A. T. Ummer."), (1, ps[1].text), (2, ps[2].text)]
+>>> sorted(connected_passages(question="Where was the composer of film Marupacha born?", units=units,
+...                           scores=[0.9, 0.5, 0.1, 0.8], passages=ps))
+[0, 1]
+>>> [round(x, 2) for x in lexical_overlap("Where was Ummer born?", [u for _, u in units])]
+[0.0, 0.37, 1.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+from readerfit.compressors.exit.hop import links_from, names_title, top_units
+from readerfit.types import Passage
+
+# how many links away from the question's passages a passage still counts as connected (a MuSiQue question
+# chains three or four passages; two links kept 2 more of its 50 answers at 30% than one, README)
+LINK_DEPTH = 2
+WORD = re.compile(r"\w+")
+
+
+def words(text: str) -> set[str]:
+    return {w.lower() for w in WORD.findall(text)}
+
+
+def lexical_overlap(question: str, sentences: Sequence[str]) -> list[float]:
+    """Each sentence's share of the question's words (in [0, 1]): the question's words other than stop words,
+    each weighted by log((n + 1) / (df + 0.5)), df the number of the n ``sentences`` that hold it."""
+    held = [words(s) for s in sentences]
+    terms = sorted(words(question) - ENGLISH_STOP_WORDS)
+    weight = {t: math.log((len(held) + 1) / (sum(t in h for h in held) + 0.5)) for t in terms}
+    total = sum(weight.values())
+    if total <= 0:
+        return [0.0] * len(held)
+    return [sum(weight[t] for t in terms if t in h) / total for h in held]
+
+
+def connected_passages(*, question: str, units: Sequence[tuple[int, str]], scores: Sequence[float],
+                       passages: Sequence[Passage], depth: int = LINK_DEPTH) -> set[int]:
+    """The passages (indices) connected to the question: those whose title it names, the best-scored unit's,
+    and those they link by title or name, ``depth`` links deep; untitled passages with units count as connected
+    (they cannot be linked)."""
+    anchors = {pi for pi, p in enumerate(passages) if p.title and names_title(question, p.title)}
+    if scores:
+        anchors.add(units[top_units(scores, 1)[0]][0])
+    connected, frontier = set(anchors), anchors
+    for _ in range(depth):
+        via = [k for k, (pi, _) in enumerate(units) if pi in frontier]
+        frontier = set(links_from(units=units, via=via, passages=passages, by="name", question=question,
+                                  skip=connected))
+        connected |= frontier
+    return connected | {pi for pi, _ in units if not passages[pi].title}

@@ -1,0 +1,171 @@
+"""EXIT's budgeted ranking beyond r and the hop: the question's words (``lexical``) and the passages detached
+from the question (``detached``), each against a slow reference, and the whole ranking through the compressor."""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+
+import pytest
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+from readerfit.compressors.base import assemble
+from readerfit.compressors.budget import Budget, fit_units, word_count
+from readerfit.compressors.exit import ExitCompressor, ExitConfig, GroupScores
+from readerfit.compressors.exit.focus import connected_passages, lexical_overlap
+from readerfit.errors import InputError
+from readerfit.types import Passage
+from test_exit_hop import BatchedOverlap, Overlap, random_bridge, sentence_names
+
+
+def slow_overlap(question: str, sentences: list[str]) -> list[float]:
+    """Word by word: each question word not a stop word, weighted log((n + 1) / (df + 0.5))."""
+    def tokens(text):
+        return {w.lower() for w in re.findall(r"\w+", text)}
+
+    terms = [t for t in tokens(question) if t not in ENGLISH_STOP_WORDS]
+    out = []
+    for s in sentences:
+        got = total = 0.0
+        for t in terms:
+            df = sum(1 for other in sentences if t in tokens(other))
+            w = math.log((len(sentences) + 1) / (df + 0.5))
+            total += w
+            got += w if t in tokens(s) else 0.0
+        out.append(got / total if total > 0 else 0.0)
+    return out
+
+
+def slow_links(question: str, units: list[tuple[int, str]], passages: list[Passage], source: int, target: int) -> bool:
+    """Whether a sentence of passage ``source`` names ``target``'s title, or a name of it is in that title."""
+    title = passages[target].title
+    name = re.sub(r"\s*\([^()]*\)\s*$", "", title).strip().lower()
+    for pi, s in units:
+        if pi != source:
+            continue
+        if len(name) >= 4 and re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", s.lower()):
+            return True
+        if any(re.search(r"(?<!\w)" + re.escape(n) + r"(?!\w)", title) for n in sentence_names(s, question)):
+            return True
+    return False
+
+
+def slow_connected(question: str, units, scores, passages, depth: int = 2) -> set[int]:
+    """Breadth first, one link at a time, from the passages the question names and the best unit's."""
+    named = {pi for pi, p in enumerate(passages) if p.title and len(re.sub(r"\s*\([^()]*\)\s*$", "", p.title).strip()) >= 4
+             and re.search(r"(?<!\w)" + re.escape(re.sub(r"\s*\([^()]*\)\s*$", "", p.title).strip().lower()) + r"(?!\w)",
+                           question.lower())}
+    best = max(range(len(units)), key=lambda k: (scores[k], -k))
+    seen, layer = named | {units[best][0]}, named | {units[best][0]}
+    with_units = {pi for pi, _ in units}
+    for _ in range(depth):
+        layer = {t for t in with_units - seen if any(slow_links(question, units, passages, s, t) for s in layer)}
+        seen |= layer
+    return seen | {pi for pi in with_units if not passages[pi].title}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_lexical_overlap_matches_the_slow_reference(seed):
+    rng = random.Random(seed)
+    question, passages = random_bridge(rng)
+    sentences = [s for p in passages for s in p.sentences]
+    assert lexical_overlap(question, sentences) == pytest.approx(slow_overlap(question, sentences))
+
+
+def test_lexical_overlap_bounds():
+    assert lexical_overlap("Where was Ummer born?", ["Ummer was born in Kannur.", "No.", "Ummer sang."]) == \
+        pytest.approx([1.0, 0.0, math.log(4 / 2.5) / (math.log(4 / 2.5) + math.log(4 / 1.5))])
+    assert lexical_overlap("Who was it?", ["It was him."]) == [0.0]  # stop words only: no term to hold
+    assert lexical_overlap("Anna?", []) == []
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_connected_passages_match_the_slow_reference(seed):
+    rng = random.Random(seed)
+    question, passages = random_bridge(rng)
+    if seed % 3 == 0:  # name a passage in the question
+        question = f"Where was {passages[-1].title} born?"
+    if seed % 5 == 0:
+        passages.append(Passage("Anna Berg lived here.", sentences=("Anna Berg lived here.",)))  # untitled
+    units = [(pi, s) for pi, p in enumerate(passages) for s in p.sentences]
+    scores = [rng.random() for _ in units]
+    for depth in (0, 1, 2, 3):
+        got = connected_passages(question=question, units=units, scores=scores, passages=passages, depth=depth)
+        assert got == slow_connected(question, units, scores, passages, depth)
+
+
+MARUPACHA = [
+    Passage("Marupacha is a film. Its music is by A. T. Ummer.", title="Marupacha",
+            sentences=("Marupacha is a film.", "Its music is by A. T. Ummer.")),
+    Passage("A. T. Ummer was born in Kannur. He wrote songs.", title="A. T. Ummer",
+            sentences=("A. T. Ummer was born in Kannur.", "He wrote songs.")),
+    Passage("Thomas Morse is a composer of film music.", title="Thomas Morse",
+            sentences=("Thomas Morse is a composer of film music.",)),
+]
+
+
+class Fixed:
+    """A stand-in classifier: the distractor that echoes the question scores above the bridge's answer."""
+
+    name = "fixed"
+    table = {"Marupacha is a film.": 0.9, "Its music is by A. T. Ummer.": 0.05, "A. T. Ummer was born in Kannur.": 0.2,
+             "He wrote songs.": 0.1, "Thomas Morse is a composer of film music.": 0.8}
+
+    def score(self, question, groups):
+        return [GroupScores(scores=[self.table[s] for s in sentences]) for _, sentences in groups]
+
+
+def test_a_detached_distractor_ranks_below_the_bridge():
+    """2Wiki's "Where was the composer of film Marupacha born?": the film's passage names its composer, whose
+    passage holds the answer; "Thomas Morse is a composer of film music" echoes the question but nothing the
+    question's passages say leads to it."""
+    question = "Where was the composer of film Marupacha born?"
+    config = dict(target_tokens=16, hop=0, lexical=0.0)
+    on = ExitCompressor(Fixed(), splitter=str.split, config=ExitConfig(**config)).compress(question, MARUPACHA)
+    off = ExitCompressor(Fixed(), splitter=str.split, config=ExitConfig(**config, detached=0.0)).compress(question, MARUPACHA)
+    answer, distractor = on.units.index("A. T. Ummer was born in Kannur."), on.units.index(MARUPACHA[2].text)
+    assert on.details["detached"] == [2] and "detached" not in off.details
+    assert answer in on.kept and distractor not in on.kept
+    assert distractor in off.kept and answer not in off.kept
+    assert on.scores == off.scores  # r itself is unchanged
+
+
+def reference(question: str, passages: list[Passage], config: ExitConfig, c) -> list[int]:
+    """The budget rule over r (the compressor's, after the hop) + the hop's bonus + lexical · overlap −
+    detached · [detached], the last two by the slow references."""
+    units = list(zip(c.passage_of_unit, c.units))
+    lex = slow_overlap(question, c.units)
+    connected = slow_connected(question, units, c.scores, passages)
+    bonus = set(c.details["hop"]["bonus"]) if config.hop else set()
+    ranking = [r + config.hop_bonus * (pi in bonus) + config.lexical * x - config.detached * (pi not in connected)
+               for r, x, (pi, _) in zip(c.scores, lex, units)]
+    limit = Budget(rate=config.rate).limit(tokens_in=word_count("\n\n".join(
+        f"{p.title}\n{p.text}" if p.title else p.text for p in passages)))
+    return fit_units(ranking, passages=passages, units=units, count=word_count, limit=limit,
+                     assemble=lambda ks: assemble(passages, units, ks))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_ranking_matches_the_slow_reference_batched_and_through_at_budget(seed):
+    rng = random.Random(seed)
+    question, passages = random_bridge(rng)
+    if seed % 2:
+        question = f"What did {passages[0].title} found?"
+    config = ExitConfig(rate=0.4, hop=rng.choice([0, 1]), lexical=rng.choice([0.0, 0.7, 2.0]),
+                        detached=rng.choice([0.0, 1.0, 3.0]))
+    one = ExitCompressor(Overlap(), splitter=str.split, config=config).compress(question, passages)
+    assert one.kept == reference(question, passages, config, one)
+    batched = ExitCompressor(BatchedOverlap(), splitter=str.split, config=config)
+    many = batched.compress_many([(question, passages), ("anna?", passages)])
+    assert many[0].kept == one.kept and many[0].details == one.details
+    assert batched.at_budget(passages, one, Budget(rate=0.4)).kept == one.kept
+
+
+def test_focus_options_are_checked_and_off_under_the_presets():
+    for name in ("lexical", "detached"):
+        for bad in (-0.1, 11, "x", True):
+            with pytest.raises(InputError, match=name):
+                ExitConfig(**{name: bad})
+        assert ExitConfig.PRESETS["paper"][name] == ExitConfig.PRESETS["official"][name] == 0.0
+    assert ExitConfig(lexical=1).lexical == 1.0 and isinstance(ExitConfig(detached=2).detached, float)
