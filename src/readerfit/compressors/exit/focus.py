@@ -39,7 +39,7 @@ from readerfit.compressors.exit.hop import links_from, names_title, top_units
 from readerfit.types import Passage
 
 # how many links away from the question's passages a passage still counts as connected (a MuSiQue question
-# chains three or four passages; two links kept 2 more of its 50 answers at 30% than one, README)
+# chains three or four passages; two links kept 2 more of its 50 answers at 50% than one, README)
 LINK_DEPTH = 2
 WORD = re.compile(r"\w+")
 
