@@ -11,7 +11,7 @@ from readerfit.compressors.exit import ExitCompressor, ExitConfig, GroupScores
 from readerfit.compressors.none import RawPassages
 from readerfit.data.distractors import with_distractors
 from readerfit.errors import InputError
-from readerfit.experiments.frontier import Config, gold_units, question_records
+from readerfit.experiments.frontier import Config, gold_units, holds_answer, question_records
 from readerfit.experiments.frontier_summary import summarize, summary_table
 from readerfit.metrics.qa import contains
 from readerfit.types import Passage, QAExample, SupportingFact
@@ -85,6 +85,28 @@ def test_summary_counts_only_questions_whose_raw_passages_hold_the_answer():
     assert (d["n"], d["n_with_answer"], d["answers_kept"]) == (4, 3, 2)
     assert d["answer_recall"] == pytest.approx(2 / 3) and d["token_fraction"] == 0.25
     assert "| exit | 20% | 25.0% | 0.667 | 2/3 |" in summary_table(result)
+
+
+@pytest.mark.parametrize(("text", "answers", "held"), [
+    ("It reached no. 1 in May.", ["no"], False),  # a coincidence, not the answer
+    ("Yes, it is.", ["YES", "no"], False),
+    ("Yes, it is.", ["yes", "Yes Minister"], False),  # "Yes Minister" is not in the text
+    ("Yes Minister aired in 1980.", ["yes", "Yes Minister"], True),  # not only yes/no: a quotable answer
+    ("No Doubt formed in 1986.", ["No Doubt"], True),
+    ("Born in Paris.", ["paris"], True),
+    ("Born in Paris.", ["Lyon"], False),
+])
+def test_holds_answer_leaves_out_yes_no_questions(text, answers, held):
+    assert holds_answer(text, answers) is held
+
+
+def test_a_yes_no_question_is_not_counted_in_answer_recall():
+    ex = example()
+    ex = QAExample(id="yn", question="Is there a book?", answers=["no"], passages=[
+        Passage("Book\nAnna wrote no. 1 book.", title="Book", sentences=("Anna wrote no. 1 book.",))])
+    records = question_records(ex, compressors={"none": RawPassages()}, rates=[], budgeted={}, reader=WordReader(),
+                               read=False, splitter=str.split)
+    assert not records[0]["has_answer"] and "answer_kept" not in records[0]["points"]["default"]
 
 
 def test_distractors_hide_the_own_passage_and_never_hold_the_answer():

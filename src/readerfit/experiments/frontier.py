@@ -5,7 +5,9 @@ default, and, for one that selects scored units, at its own rule without a budge
 the top 5), over the questions of a dataset:
 
 * **answer recall**: of the questions whose raw passages hold a gold answer string (SQuAD normalisation,
-  :func:`readerfit.metrics.qa.contains`), the fraction whose compressed text still does;
+  :func:`readerfit.metrics.qa.contains`), the fraction whose compressed text still does. "yes" and "no" are
+  no answer strings (:func:`holds_answer`): the word in a passage is a coincidence, not the answer
+  (2WikiMultiHopQA's comparisons are answered "no", and "the no. 1 hit" holds it);
 * **support recall**: the fraction of a question's supporting sentences kept (HotpotQA, 2WikiMultiHopQA
   supporting facts), averaged over questions; **passage recall**: the fraction of its supporting passages
   with a kept sentence (MuSiQue), averaged;
@@ -45,10 +47,13 @@ from readerfit.models.specs import DEFAULT_LM
 from readerfit.reader import Reader
 from readerfit.registry import PRESET_NAMES, param, parse_options
 from readerfit.runs import Outcome, RunFolder
+from readerfit.text.normalize import normalize_answer
 from readerfit.text.split import get_splitter
 from readerfit.types import Compression, Passage, QAExample
 
 KEY = ("id", "method")
+# answers a passage cannot quote (normalised)
+YES_NO = frozenset({"yes", "no"})
 __all__ = ["KEY", "Config", "report_section", "run"]
 
 
@@ -151,13 +156,24 @@ def gold_units(example: QAExample, passages: Sequence[Passage]) -> tuple[list[in
     return support or None, support_passages or None
 
 
+def holds_answer(text: str, answers: Sequence[str]) -> bool:
+    """Whether ``text`` holds a gold answer string other than "yes"/"no" (a yes/no answer is inferred, not quoted:
+    the word in a passage is a coincidence).
+
+    >>> holds_answer("Was it no. 1? It was.", ["no"]), holds_answer("Born in Paris.", ["Paris"])
+    (False, True)
+    """
+    quotable = [a for a in answers if normalize_answer(a) not in YES_NO]
+    return bool(quotable) and bool(contains(prediction=text, references=quotable))
+
+
 def point_record(c: Compression, *, example: QAExample, count: Any, tokens_in: int, has_answer: bool,
                  support: list[int] | None, support_passages: list[list[int]] | None) -> dict[str, Any]:
     tokens_out = count(c.text) if c.text.strip() else 0
     out: dict[str, Any] = {"tokens_out": tokens_out, "fraction": tokens_out / tokens_in if tokens_in else 0.0,
                            "empty": not c.text.strip()}
     if has_answer:
-        out["answer_kept"] = bool(contains(prediction=c.text, references=example.answers))
+        out["answer_kept"] = holds_answer(c.text, example.answers)
     kept = set(c.kept)
     if support:
         out["support_recall"] = len(kept & set(support)) / len(support)
@@ -181,7 +197,7 @@ def question_records(example: QAExample, *, compressors: dict[str, BaseCompresso
     count = reader.count_tokens
     raw = join_passages(passages)
     tokens_in = count(raw)
-    has_answer = bool(contains(prediction=raw, references=example.answers))
+    has_answer = holds_answer(raw, example.answers)
     support, support_passages = gold_units(example, passages)
     out = []
     raw_read = None
