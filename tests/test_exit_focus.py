@@ -1,5 +1,6 @@
-"""EXIT's budgeted ranking beyond r and the hop: the question's words (``lexical``) and the passages detached
-from the question (``detached``), each against a slow reference, and the whole ranking through the compressor."""
+"""EXIT's budgeted ranking beyond r and the hop: the question's words (``lexical``), the passages detached
+from the question (``detached``) and the form of answer asked for (``answer_form``), each against a slow
+reference, and the whole ranking through the compressor."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from readerfit.compressors.base import assemble
 from readerfit.compressors.budget import Budget, fit_units, word_count
 from readerfit.compressors.exit import ExitCompressor, ExitConfig, GroupScores
-from readerfit.compressors.exit.focus import connected_passages, lexical_overlap
+from readerfit.compressors.exit.focus import answer_form, connected_passages, lexical_overlap
 from readerfit.errors import InputError
 from readerfit.types import Passage
 from test_exit_hop import BatchedOverlap, Overlap, random_bridge, sentence_names
@@ -35,6 +36,65 @@ def slow_overlap(question: str, sentences: list[str]) -> list[float]:
             got += w if t in tokens(s) else 0.0
         out.append(got / total if total > 0 else 0.0)
     return out
+
+
+MONTHS = {"January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December"}
+NUMBER_WORDS = set("one two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred "
+                   "thousand million billion dozen".split())
+
+
+def slow_form(question: str, sentences: list[str]) -> list[float]:
+    """Word pair by word pair: a date (a year 1000-2099 or a month) for "when"/"what year"..., else a number
+    (a digit or a number word) for "how many"/"what percentage"..."""
+    words = re.findall(r"\w+", question.lower())
+    pairs = set(zip(words, words[1:]))
+    if "when" in words or any((a, b) in pairs for a in ("what", "which")
+                              for b in ("year", "date", "day", "month", "century", "decade")):
+        def has(s):
+            return any(t in MONTHS or (t.isdecimal() and len(t) == 4 and 1000 <= int(t) <= 2099)
+                       for t in re.findall(r"\w+", s))
+    elif any(("how", b) in pairs for b in ("many", "much", "long", "far", "old", "tall", "high", "large", "big",
+                                           "deep", "wide")) \
+            or any(("what", b) in pairs for b in ("percentage", "percent", "number")):
+        def has(s):
+            return any(ch.isdecimal() for ch in s) or any(t.lower() in NUMBER_WORDS for t in re.findall(r"\w+", s))
+    else:
+        return [0.0] * len(sentences)
+    return [float(has(s)) for s in sentences]
+
+
+FORM_WORDS = ["1934", "2021", "999", "12345", "1934s", "May", "may", "Twenty", "two", "2", "a7", "dozens", "Octobers"]
+FORM_QUESTIONS = ["When did {} start?", "What year was {} born?", "In which decade did {} play?",
+                  "How many films did {} make?", "How long is {}?", "What percentage of {} voted?",
+                  "Where is {}?", "Whence came {}?", "What is the yearly {}?"]
+
+
+def with_forms(rng: random.Random, passages: list[Passage]) -> list[Passage]:
+    """The passages with a date or number word put into some of their sentences."""
+    out = []
+    for p in passages:
+        sentences = tuple(s if rng.random() < 0.5 else f"{rng.choice(FORM_WORDS)} {s}" for s in p.sentences)
+        out.append(Passage(" ".join(sentences), title=p.title, sentences=sentences))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_answer_form_matches_the_slow_reference(seed):
+    rng = random.Random(seed)
+    question = rng.choice(FORM_QUESTIONS).format(rng.choice(["Anna", "the club"]))
+    sentences = [" ".join(rng.choice(FORM_WORDS + ["film", "club", "born", "in"]) for _ in range(rng.randint(1, 5)))
+                 for _ in range(rng.randint(0, 8))]
+    assert answer_form(question, sentences) == slow_form(question, sentences)
+
+
+def test_answer_form_examples():
+    assert answer_form("When did the city fall?", ["Beijing fell on June 6.", "Beijing fell to the allies."]) \
+        == [1.0, 0.0]
+    assert answer_form("How many seats does the hall have?", ["It has 1,200 seats.", "It has two balconies.",
+                                                               "It is old."]) == [1.0, 1.0, 0.0]
+    assert answer_form("Who built the hall?", ["It was built in 1901."]) == [0.0]
+    assert answer_form("When was it?", []) == []
 
 
 def slow_links(question: str, units: list[tuple[int, str]], passages: list[Passage], source: int, target: int) -> bool:
@@ -132,14 +192,15 @@ def test_a_detached_distractor_ranks_below_the_bridge():
 
 
 def reference(question: str, passages: list[Passage], config: ExitConfig, c) -> list[int]:
-    """The budget rule over r (the compressor's, after the hop) + the hop's bonus + lexical · overlap −
-    detached · [detached], the last two by the slow references."""
+    """The budget rule over r (the compressor's, after the hop) + the hop's bonus + lexical · overlap +
+    answer_form · [the form asked for] − detached · [detached], the last three by the slow references."""
     units = list(zip(c.passage_of_unit, c.units))
     lex = slow_overlap(question, c.units)
+    form = slow_form(question, c.units)
     connected = slow_connected(question, units, c.scores, passages)
     bonus = set(c.details["hop"]["bonus"]) if config.hop else set()
-    ranking = [r + config.hop_bonus * (pi in bonus) + config.lexical * x - config.detached * (pi not in connected)
-               for r, x, (pi, _) in zip(c.scores, lex, units)]
+    ranking = [r + config.hop_bonus * (pi in bonus) + config.lexical * x + config.answer_form * f
+               - config.detached * (pi not in connected) for r, x, f, (pi, _) in zip(c.scores, lex, form, units)]
     limit = Budget(rate=config.rate).limit(tokens_in=word_count("\n\n".join(
         f"{p.title}\n{p.text}" if p.title else p.text for p in passages)))
     return fit_units(ranking, passages=passages, units=units, count=word_count, limit=limit,
@@ -150,10 +211,13 @@ def reference(question: str, passages: list[Passage], config: ExitConfig, c) -> 
 def test_the_ranking_matches_the_slow_reference_batched_and_through_at_budget(seed):
     rng = random.Random(seed)
     question, passages = random_bridge(rng)
+    passages = with_forms(rng, passages)
     if seed % 2:
         question = f"What did {passages[0].title} found?"
+    if seed % 3:
+        question = rng.choice(FORM_QUESTIONS).format(question.rstrip("?"))
     config = ExitConfig(rate=0.4, hop=rng.choice([0, 1]), lexical=rng.choice([0.0, 0.7, 2.0]),
-                        detached=rng.choice([0.0, 1.0, 3.0]))
+                        detached=rng.choice([0.0, 1.0, 3.0]), answer_form=rng.choice([0.0, 0.3, 1.0]))
     one = ExitCompressor(Overlap(), splitter=str.split, config=config).compress(question, passages)
     assert one.kept == reference(question, passages, config, one)
     batched = ExitCompressor(BatchedOverlap(), splitter=str.split, config=config)
@@ -163,9 +227,30 @@ def test_the_ranking_matches_the_slow_reference_batched_and_through_at_budget(se
 
 
 def test_focus_options_are_checked_and_off_under_the_presets():
-    for name in ("lexical", "detached"):
+    for name in ("lexical", "detached", "answer_form"):
         for bad in (-0.1, 11, "x", True):
             with pytest.raises(InputError, match=name):
                 ExitConfig(**{name: bad})
         assert ExitConfig.PRESETS["paper"][name] == ExitConfig.PRESETS["official"][name] == 0.0
     assert ExitConfig(lexical=1).lexical == 1.0 and isinstance(ExitConfig(detached=2).detached, float)
+    assert isinstance(ExitConfig(answer_form=1).answer_form, float)
+
+
+def test_the_date_asked_for_outranks_a_sentence_without_one():
+    """MuSiQue's "When did the city ... fall?": the classifier scores the sentence with the date under one that
+    only restates the fall."""
+    class Scores:
+        name = "fixed"
+
+        def score(self, question, groups):
+            return [GroupScores(scores=[0.3 if "fell" in s else 0.2 for s in sentences]) for _, sentences in groups]
+
+    passages = [Passage("Beijing fell to the allies. The armies captured Beijing on June 6.", title="Qing dynasty",
+                        sentences=("Beijing fell to the allies.", "The armies captured Beijing on June 6."))]
+    question = "When did the city fall?"
+    config = dict(target_tokens=10, hop=0, lexical=0.0, detached=0.0)  # room for the title and one sentence
+    on = ExitCompressor(Scores(), splitter=str.split, config=ExitConfig(**config)).compress(question, passages)
+    off = ExitCompressor(Scores(), splitter=str.split, config=ExitConfig(**config, answer_form=0.0)).compress(
+        question, passages)
+    assert on.details["answer_form"] == [0.0, 1.0] and "answer_form" not in off.details
+    assert on.kept == [1] and off.kept == [0]

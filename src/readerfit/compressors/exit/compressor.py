@@ -60,7 +60,7 @@ from readerfit.compressors.base import BaseCompressor, assemble, passage_sentenc
 from readerfit.compressors.budget import Budget, reader_counter, select_units
 from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig
-from readerfit.compressors.exit.focus import connected_passages, lexical_overlap
+from readerfit.compressors.exit.focus import answer_form, connected_passages, lexical_overlap
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
 from readerfit.compressors.sentence_sim import question_similarity
@@ -127,6 +127,8 @@ class ExitCompressor(BaseCompressor):
                 details["similarity"] = question_similarity(self.embedder, q, [s for _, s in units])
             if self.config.lexical > 0:
                 details["lexical"] = lexical_overlap(q, [s for _, s in units])
+            if self.config.answer_form > 0:
+                details["answer_form"] = answer_form(q, [s for _, s in units])
             if self.config.detached > 0:
                 connected = connected_passages(question=q, units=units, scores=scores, passages=passages)
                 details["detached"] = sorted({pi for pi, _ in units} - connected)
@@ -227,13 +229,14 @@ class ExitCompressor(BaseCompressor):
         cosines = details.get("similarity")
         w = self.config.similarity
         # τ compares r; the ranking that spends a budget (and picks min_keep's sentences) adds w · cos, the
-        # bridge hop's bonus and the question's words, and takes off the detached passages' penalty
+        # bridge hop's bonus, the question's words and the answer's form, and takes off the detached passages' penalty
         ranking = [r + w * c for r, c in zip(scores, cosines)] if w > 0 and cosines is not None else list(scores)
         bonus = set(details.get("hop", {}).get("bonus", []))
         lexical = details.get("lexical", [0.0] * len(units))
+        form = details.get("answer_form", [0.0] * len(units))
         detached = set(details.get("detached", []))
-        ranking = [x + self.config.hop_bonus * (pi in bonus) + self.config.lexical * lex
-                   - self.config.detached * (pi in detached) for x, (pi, _), lex in zip(ranking, units, lexical)]
+        ranking = [x + self.config.hop_bonus * (pi in bonus) + self.config.lexical * lex + self.config.answer_form * f
+                   - self.config.detached * (pi in detached) for x, (pi, _), lex, f in zip(ranking, units, lexical, form)]
         kept, more = select_units(ranking, passages=passages, units=units, candidates=candidates, budget=budget,
                                   count=count, counted_in=counted_in, min_keep=self.config.min_keep)
         return Compression(text=assemble(passages, units, kept), units=[s for _, s in units], scores=scores,

@@ -49,10 +49,12 @@ DEFAULT_HOP = 1
 DEFAULT_HOP_BONUS = 0.3
 DEFAULT_HOP_FROM = "passage"
 DEFAULT_HOP_BY = "name"
-# the budgeted ranking's other terms (compressors/exit/focus.py): the weight of the question's words, and how
-# much lower the sentences of passages detached from the question rank (README: the frontier with and without)
+# the budgeted ranking's other terms (compressors/exit/focus.py): the weight of the question's words, how much
+# lower the sentences of passages detached from the question rank, and how much higher those holding the form
+# of answer the question asks for (README: the frontier with and without)
 DEFAULT_LEXICAL = 0.7
 DEFAULT_DETACHED = 1.0
+DEFAULT_ANSWER_FORM = 0.3
 ARCHS = ("lm", "encoder", "onepass")
 # The authors' released classifier (ThisIsHwang/EXIT README, exit_rag.py): a LoRA adapter on Gemma-2B-it, both
 # by hub id. As ``model`` the adapter's id means "this adapter on its base"; ``adapter`` swaps the adapter.
@@ -146,11 +148,13 @@ class ExitConfig:
     :data:`DEFAULT_HOP`, :data:`DEFAULT_HOP_BONUS`, :data:`DEFAULT_HOP_FROM` and :data:`DEFAULT_HOP_BY` were
     chosen from the frontier (README).
 
-    ``lexical`` and ``detached`` (beyond the paper; 0 under the presets; :mod:`~readerfit.compressors.exit.focus`):
-    under a budget a sentence also ranks ``lexical`` · (its IDF-weighted share of the question's words) higher,
-    and ``detached`` lower when its passage is not connected to the question (neither named by it, nor the
-    best sentence's, nor linked from those by title or name, two links deep). :data:`DEFAULT_LEXICAL` and
-    :data:`DEFAULT_DETACHED` were chosen from the frontier (README).
+    ``lexical``, ``detached`` and ``answer_form`` (beyond the paper; 0 under the presets;
+    :mod:`~readerfit.compressors.exit.focus`): under a budget a sentence also ranks ``lexical`` · (its
+    IDF-weighted share of the question's words) higher, ``detached`` lower when its passage is not connected to
+    the question (neither named by it, nor the best sentence's, nor linked from those by title or name, two
+    links deep), and ``answer_form`` higher when it holds the form of answer asked for (a date for "When ...",
+    a number for "How many ..."). :data:`DEFAULT_LEXICAL`, :data:`DEFAULT_DETACHED` and
+    :data:`DEFAULT_ANSWER_FORM` were chosen from the frontier (README).
     """
 
     def tau(self, budget: Budget | None = None) -> float | None:
@@ -172,10 +176,10 @@ class ExitConfig:
         # both run the released checkpoint; they differ in the prompt (Table 4 / the released one) and context
         "paper": {"model": RELEASED_ADAPTER, "prompt": "paper", "labels": "single", "context": "passage",
                   "threshold": 0.5, "min_keep": 0, "similarity": 0.0, "hop": 0,
-                  "lexical": 0.0, "detached": 0.0},
+                  "lexical": 0.0, "detached": 0.0, "answer_form": 0.0},
         "official": {"model": RELEASED_ADAPTER, "prompt": "official", "labels": "single", "context": "all",
                      "threshold": 0.5, "min_keep": 0, "similarity": 0.0, "hop": 0,
-                     "lexical": 0.0, "detached": 0.0},
+                     "lexical": 0.0, "detached": 0.0, "answer_form": 0.0},
     }
 
     model: str = "default"
@@ -200,6 +204,7 @@ class ExitConfig:
     hop_from: str = DEFAULT_HOP_FROM
     lexical: float = DEFAULT_LEXICAL
     detached: float = DEFAULT_DETACHED
+    answer_form: float = DEFAULT_ANSWER_FORM
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -226,7 +231,8 @@ class ExitConfig:
                              f"[0, 10], got {self.hop_bonus!r}")
         self.hop_bonus = float(self.hop_bonus)
         for name, meaning in (("lexical", "the ranking weight of the question's words"),
-                              ("detached", "how much lower a passage detached from the question ranks")):
+                              ("detached", "how much lower a passage detached from the question ranks"),
+                              ("answer_form", "how much higher a sentence with the form of answer asked for ranks")):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 10.0:
                 raise InputError(f"{name} ({meaning}) must be a number in [0, 10], got {value!r}")

@@ -1,7 +1,7 @@
-"""What EXIT's budgeted ranking adds to the classifier's r (beyond the paper): the question's words, and
-whether a passage is connected to the question at all.
+"""What EXIT's budgeted ranking adds to the classifier's r (beyond the paper): the question's words, whether a
+passage is connected to the question at all, and whether a sentence holds the form of answer asked for.
 
-Two weak spots of the classifier showed in the frontier's lost answers (README, Budgets and the frontier):
+Three weak spots of the classifier showed in the frontier's lost answers (README, Budgets and the frontier):
 
 - Off the classifier's training data it ranks a sentence that restates the question's words below a
   vaguer one of the same passage ("Where did Super Bowl 50 take place?": "The game was played on February 7,
@@ -14,6 +14,10 @@ Two weak spots of the classifier showed in the frontier's lost answers (README, 
   the passages those link by title or name (:func:`~readerfit.compressors.exit.hop.links_from`), up to
   :data:`LINK_DEPTH` links away; the others are *detached*. A passage without a title cannot be linked, so
   it is never counted detached.
+- It ranks a sentence about the right thing without the date or number asked for above the one with it
+  ("When did the city ... fall?": "The newly allied armies captured Beijing on June 6."). :func:`answer_form`
+  marks the sentences holding a date when the question asks "When ..." or "What year ...", a number when it
+  asks "How many ..." or "How long ...".
 
 >>> from readerfit.types import Passage
 >>> ps = [Passage("Marupacha is a film. Its music is by A. T. Ummer.", title="Marupacha"),
@@ -25,6 +29,8 @@ Two weak spots of the classifier showed in the frontier's lost answers (README, 
 [0, 1]
 >>> [round(x, 2) for x in lexical_overlap("Where was Ummer born?", [u for _, u in units])]
 [0.0, 0.37, 1.0, 0.0]
+>>> answer_form("When was Ummer born?", ["He was born in Kannur.", "He was born in May 1934."])
+[0.0, 1.0]
 """
 
 from __future__ import annotations
@@ -42,6 +48,17 @@ from readerfit.types import Passage
 # chains three or four passages; two links kept 2 more of its 50 answers at 50% than one, README)
 LINK_DEPTH = 2
 WORD = re.compile(r"\w+")
+# the forms of answer a question can ask for, each with the question's words that ask for it and what a
+# sentence holding one has: a date (a year or a month's name), a number (digits or a number word)
+DATE = re.compile(r"\b(?:1\d{3}|20\d{2}|January|February|March|April|May|June|July|August|September|October"
+                  r"|November|December)\b")
+NUMBER = re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty"
+                    r"|fifty|hundred|thousand|million|billion|dozen)\b", re.IGNORECASE)
+ASKS_FOR = (
+    (re.compile(r"\bwhen\b|\b(?:what|which) (?:year|date|day|month|century|decade)\b", re.IGNORECASE), DATE),
+    (re.compile(r"\bhow (?:many|much|long|far|old|tall|high|large|big|deep|wide)\b"
+                r"|\bwhat (?:percentage|percent|number)\b", re.IGNORECASE), NUMBER),
+)
 
 
 def words(text: str) -> set[str]:
@@ -58,6 +75,15 @@ def lexical_overlap(question: str, sentences: Sequence[str]) -> list[float]:
     if total <= 0:
         return [0.0] * len(held)
     return [sum(weight[t] for t in terms if t in h) / total for h in held]
+
+
+def answer_form(question: str, sentences: Sequence[str]) -> list[float]:
+    """1.0 for each sentence holding the form of answer ``question`` asks for (:data:`ASKS_FOR`: the first form
+    whose words it has), else 0.0; all 0.0 when it asks for none of them."""
+    for asks, form in ASKS_FOR:
+        if asks.search(question):
+            return [float(form.search(s) is not None) for s in sentences]
+    return [0.0] * len(sentences)
 
 
 def connected_passages(*, question: str, units: Sequence[tuple[int, str]], scores: Sequence[float],
