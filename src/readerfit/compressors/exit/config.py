@@ -54,7 +54,7 @@ DEFAULT_HOP_BY = "name"
 # of answer the question asks for (README: the frontier with and without)
 DEFAULT_LEXICAL = 0.7
 DEFAULT_DETACHED = 1.0
-DEFAULT_ANSWER_FORM = 0.3
+DEFAULT_ANSWER_FORM = 0.5
 ARCHS = ("lm", "encoder", "onepass")
 # The authors' released classifier (ThisIsHwang/EXIT README, exit_rag.py): a LoRA adapter on Gemma-2B-it, both
 # by hub id. As ``model`` the adapter's id means "this adapter on its base"; ``adapter`` swaps the adapter.
