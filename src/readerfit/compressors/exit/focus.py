@@ -14,8 +14,9 @@ Three weak spots of the classifier showed in the frontier's lost answers (README
   the passages those link by title or name (:func:`~readerfit.compressors.exit.hop.links_from`), up to
   :data:`LINK_DEPTH` links away; the others are *detached*. A passage without a title cannot be linked, so
   it is never counted detached.
-- It ranks a sentence about the right thing without the date or number asked for above the one with it
-  ("When did the city ... fall?": "The newly allied armies captured Beijing on June 6."). :func:`answer_form`
+- It ranks sentences about the right thing without the date or number asked for above the one with it
+  ("When did the country in which the performer of Privilege is a citizen become part of the UK?": "James VI
+  ... inherited the throne of England in 1603, and ... 1707" ranked 24th). :func:`answer_form`
   marks the sentences holding a date when the question asks "When ..." or "What year ...", a number when it
   asks "How many ..." or "How long ...".
 
