@@ -88,11 +88,13 @@ def test_a_name_link_is_scored_again_without_the_bonus():
     stadium = ("The stadium has 31,000 seats.",)
     ps = [Passage(" ".join(hall), title="Imber Hall", sentences=hall),
           Passage(" ".join(stadium), title="Dunmere Stadium", sentences=stadium)]
-    c = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(target_tokens=14)).compress(question, ps)
+    # the hop's bonus rule alone: both seat counts hold the number asked for (answer_form: tests/test_exit_focus.py)
+    config = dict(target_tokens=14, answer_form=0.0)
+    c = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(**config)).compress(question, ps)
     assert c.details["hop"] == {"linked": {"1": [0]}, "bonus": []}
     assert c.units.index("It has 2,100 seats.") in c.kept and c.units.index(stadium[0]) not in c.kept
     assert c.scores[2] + ExitConfig().hop_bonus > max(c.scores[:2])  # with the bonus it would come first
-    title = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(target_tokens=14, hop_by="title"))
+    title = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(**config, hop_by="title"))
     assert title.compress(question, ps).details["hop"] == {"linked": {}, "bonus": []}
 
 
