@@ -123,12 +123,13 @@ class ExitCompressor(BaseCompressor):
         for (q, passages), (units, _, _), (scores, details), hop in zip(items, prepared, scored, hops):
             if hop is not None:
                 details["hop"] = hop
+            sentences = [s for _, s in units]
             if self.embedder is not None and units:
-                details["similarity"] = question_similarity(self.embedder, q, [s for _, s in units])
+                details["similarity"] = question_similarity(self.embedder, q, sentences)
             if self.config.lexical > 0:
-                details["lexical"] = lexical_overlap(q, [s for _, s in units])
+                details["lexical"] = lexical_overlap(q, sentences)
             if self.config.answer_form > 0:
-                details["answer_form"] = answer_form(q, [s for _, s in units])
+                details["answer_form"] = answer_form(q, sentences)
             if self.config.detached > 0:
                 connected = connected_passages(question=q, units=units, scores=scores, passages=passages)
                 details["detached"] = sorted({pi for pi, _ in units} - connected)
