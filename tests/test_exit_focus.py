@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import random
 import re
+from dataclasses import replace
 
 import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
@@ -122,7 +123,23 @@ def slow_connected(question: str, units, scores, passages, depth: int = 2) -> se
     for _ in range(depth):
         layer = {t for t in with_units - seen if any(slow_links(question, units, passages, s, t) for s in layer)}
         seen |= layer
-    return seen | {pi for pi in with_units if not passages[pi].title}
+    return seen | slow_bridged(question, units, best, passages, named) | {pi for pi in with_units
+                                                                          if not passages[pi].title}
+
+
+def slow_bridged(question: str, units, best: int, passages, named: set[int]) -> set[int]:
+    """Name by name: the one other passage holding a name of the best unit, when the question names its passage
+    and that passage links none by title or name."""
+    home = units[best][0]
+    if home not in named or any(slow_links(question, units, passages, home, t) for t in {pi for pi, _ in units} - {home}):
+        return set()
+    found = set()
+    for name in sentence_names(units[best][1], question):
+        holders = [pi for pi, p in enumerate(passages)
+                   if pi != home and re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", f"{p.title}\n{p.text}")]
+        if len(holders) == 1:
+            found |= set(holders)
+    return found
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -150,9 +167,71 @@ def test_connected_passages_match_the_slow_reference(seed):
         passages.append(Passage("Anna Berg lived here.", sentences=("Anna Berg lived here.",)))  # untitled
     units = [(pi, s) for pi, p in enumerate(passages) for s in p.sentences]
     scores = [rng.random() for _ in units]
+    if seed % 3 == 1:  # name the best unit's passage: the text bridge may follow its names
+        question = f"Where was {passages[units[scores.index(max(scores))][0]].title} born?"
     for depth in (0, 1, 2, 3):
         got = connected_passages(question=question, units=units, scores=scores, passages=passages, depth=depth)
         assert got == slow_connected(question, units, scores, passages, depth)
+
+
+def random_text_bridge(rng: random.Random) -> tuple[str, list[tuple[int, str]], list[float], list[Passage]]:
+    """Passages mostly titled by places their sentences do not name, whose sentences name people; the question
+    names the best unit's passage (so the text bridge may be followed)."""
+    people = ["Anna Berg", "Carl Dorn", "Eva Falk", "Gus Holm", "Ida Juhl", "Kai Lund"]
+    vocab = "lives near the club was born in a town".split()
+    passages = []
+    for i in range(rng.randint(3, 6)):
+        sentences = tuple(" ".join(rng.choice(people) if rng.random() < 0.3 else rng.choice(vocab)
+                                   for _ in range(rng.randint(3, 7))) + "." for _ in range(rng.randint(1, 3)))
+        title = rng.choice(people) if rng.random() < 0.2 else f"Lake {'Ost Pell Quay Torp Vik Yst'.split()[i]}"
+        passages.append(Passage(" ".join(sentences), title=title, sentences=sentences))
+    units = [(pi, s) for pi, p in enumerate(passages) for s in p.sentences]
+    scores = [rng.random() for _ in units]
+    return f"Who lives near {passages[units[scores.index(max(scores))][0]].title}?", units, scores, passages
+
+
+def test_the_text_bridge_matches_the_slow_reference():
+    fired = 0
+    for seed in range(40):
+        rng = random.Random(seed)
+        question, units, scores, passages = random_text_bridge(rng)
+        got = connected_passages(question=question, units=units, scores=scores, passages=passages)
+        assert got == slow_connected(question, units, scores, passages)
+        best = scores.index(max(scores))
+        fired += bool(slow_bridged(question, units, best, passages, {units[best][0]}))
+    assert fired >= 5  # the cases reach the rule (else their agreement would not test it)
+
+
+DAMERJOG = [
+    Passage("Damerjog is a village in eastern Djibouti. It has farmers.", title="Damerjog",
+            sentences=("Damerjog is a village in eastern Djibouti.", "It has farmers.")),
+    Passage("Somalis live in the Horn of Africa. Djibouti became independent in 1977 under Hassan Gouled.",
+            title="Somalis", sentences=("Somalis live in the Horn of Africa.",
+                                        "Djibouti became independent in 1977 under Hassan Gouled.")),
+    Passage("Park was the first woman to be President of South Korea.", title="Park Geun-hye",
+            sentences=("Park was the first woman to be President of South Korea.",)),
+]
+
+
+def test_the_passage_alone_holding_a_name_of_the_best_sentence_is_connected():
+    """MuSiQue's "Who was the first president of Damerjog's country?": no passage is titled "Djibouti"; the one
+    whose text alone holds it is connected, unless another holds it too, the question does not name the best
+    sentence's passage, or that passage links one by title or name."""
+    question = "Who was the first president of Damerjog's country?"
+
+    def connected(passages, q=question):
+        units = [(pi, s) for pi, p in enumerate(passages) for s in p.sentences]
+        scores = [0.9 if s.startswith("Damerjog") else 0.7 if s.startswith("Park") else 0.1 for _, s in units]
+        return connected_passages(question=q, units=units, scores=scores, passages=passages)
+
+    assert connected(DAMERJOG) == {0, 1}
+    also = Passage("Djibouti is a country.", title="Horn", sentences=("Djibouti is a country.",))
+    assert connected([*DAMERJOG, also]) == {0}  # two passages hold "Djibouti": no bridge
+    assert connected(DAMERJOG, "Who was the first president of the village's country?") == {0}
+    linked = replace(DAMERJOG[0], text=DAMERJOG[0].text + " Park Geun-hye visited it.",
+                     sentences=(*DAMERJOG[0].sentences, "Park Geun-hye visited it."))
+    # the village's passage links "Park Geun-hye" by title, so the text bridge is not followed
+    assert connected([linked, *DAMERJOG[1:]]) == {0, 2}
 
 
 MARUPACHA = [

@@ -12,8 +12,9 @@ Three weak spots of the classifier showed in the frontier's lost answers (README
   ..." for "Where was the composer of film Marupacha born?") above the bridge passage the answer is in.
   :func:`connected_passages` are the passages the question names by title, the best sentence's passage, and
   the passages those link by title or name (:func:`~readerfit.compressors.exit.hop.links_from`), up to
-  :data:`LINK_DEPTH` links away; the others are *detached*. A passage without a title cannot be linked, so
-  it is never counted detached.
+  :data:`LINK_DEPTH` links away, and (where no title is linked: MuSiQue's bridges) a passage that alone holds
+  a name of the best sentence (:func:`bridged_by_text`); the others are *detached*. A passage without a title
+  cannot be linked, so it is never counted detached.
 - It ranks sentences about the right thing without the date or number asked for above the one with it
   ("When did the country in which the performer of Privilege is a citizen become part of the UK?": "James VI
   ... inherited the throne of England in 1603, and ... 1707" ranked 24th). :func:`answer_form`
@@ -42,7 +43,7 @@ from collections.abc import Sequence
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from readerfit.compressors.exit.hop import links_from, names_title, top_units
+from readerfit.compressors.exit.hop import links_from, names, names_title, top_units
 from readerfit.types import Passage
 
 # how many links away from the question's passages a passage still counts as connected (a MuSiQue question
@@ -90,9 +91,10 @@ def answer_form(question: str, sentences: Sequence[str]) -> list[float]:
 def connected_passages(*, question: str, units: Sequence[tuple[int, str]], scores: Sequence[float],
                        passages: Sequence[Passage], depth: int = LINK_DEPTH) -> set[int]:
     """The passages (indices) connected to the question: those whose title it names, the best-scored unit's,
-    and those they link by title or name, ``depth`` links deep; untitled passages with units count as connected
-    (they cannot be linked)."""
-    anchors = {pi for pi, p in enumerate(passages) if p.title and names_title(question, p.title)}
+    those they link by title or name, ``depth`` links deep, and those :func:`bridged_by_text` adds; untitled
+    passages with units count as connected (they cannot be linked)."""
+    named = {pi for pi, p in enumerate(passages) if p.title and names_title(question, p.title)}
+    anchors = set(named)
     if scores:
         anchors.add(units[top_units(scores, 1)[0]][0])
     connected, frontier = set(anchors), anchors
@@ -101,4 +103,28 @@ def connected_passages(*, question: str, units: Sequence[tuple[int, str]], score
         frontier = set(links_from(units=units, via=via, passages=passages, by="name", question=question,
                                   skip=connected))
         connected |= frontier
+    if scores:
+        connected |= bridged_by_text(question=question, units=units, best=top_units(scores, 1)[0],
+                                     passages=passages, named=named)
     return connected | {pi for pi, _ in units if not passages[pi].title}
+
+
+def bridged_by_text(*, question: str, units: Sequence[tuple[int, str]], best: int, passages: Sequence[Passage],
+                    named: set[int]) -> set[int]:
+    """The passages that alone hold (in title or text) a name of the ``best`` unit the question lacks, when that
+    unit's passage is one the question names and it links no passage by title or name; else none. MuSiQue's
+    bridge passages are not titled by the entity that bridges them ("Damerjog ... is a village in eastern
+    Djibouti": the answer is in the passage "Somalis", which says "Djibouti finally gained its independence");
+    a name that more than one other passage holds ("American", "April") is no bridge."""
+    home = units[best][0]
+    own = [k for k, (pi, _) in enumerate(units) if pi == home]
+    if home not in named or links_from(units=units, via=own, passages=passages, by="name", question=question,
+                                       skip={home}):
+        return set()
+    texts = {pi: f"{p.title}\n{p.text}" for pi, p in enumerate(passages) if pi != home}
+    found = set()
+    for name in names(units[best][1], question):
+        holders = [pi for pi, text in texts.items() if name.search(text)]
+        if len(holders) == 1:
+            found.add(holders[0])
+    return found
