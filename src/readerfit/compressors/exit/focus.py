@@ -94,18 +94,16 @@ def connected_passages(*, question: str, units: Sequence[tuple[int, str]], score
     those they link by title or name, ``depth`` links deep, and those :func:`bridged_by_text` adds; untitled
     passages with units count as connected (they cannot be linked)."""
     named = {pi for pi, p in enumerate(passages) if p.title and names_title(question, p.title)}
-    anchors = set(named)
-    if scores:
-        anchors.add(units[top_units(scores, 1)[0]][0])
+    best = top_units(scores, 1)[0] if scores else None
+    anchors = named if best is None else named | {units[best][0]}
     connected, frontier = set(anchors), anchors
     for _ in range(depth):
         via = [k for k, (pi, _) in enumerate(units) if pi in frontier]
         frontier = set(links_from(units=units, via=via, passages=passages, by="name", question=question,
                                   skip=connected))
         connected |= frontier
-    if scores:
-        connected |= bridged_by_text(question=question, units=units, best=top_units(scores, 1)[0],
-                                     passages=passages, named=named)
+    if best is not None:
+        connected |= bridged_by_text(question=question, units=units, best=best, passages=passages, named=named)
     return connected | {pi for pi, _ in units if not passages[pi].title}
 
 
