@@ -1,20 +1,18 @@
-"""Dataset and corpus loaders: every format from small synthetic files, errors, limits, hf:, real data."""
+"""Dataset and corpus loaders: every format from small synthetic files, errors, limits (hf: in
+test_data_hf.py, the real files in test_data_real.py)."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from readerfit.data import FORMATS, detect_format, load_corpus, load_dataset, load_demo, write_examples
-from readerfit.errors import InputError, ReaderfitError
+from readerfit.errors import InputError
 from readerfit.types import Passage, QAExample, SupportingFact
-
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 # ----------------------------------------------------------------------------- synthetic rows
 
@@ -371,168 +369,3 @@ def test_limit_stops_reading(tmp_path: Path, gz: bool) -> None:
 def test_limit_larger_than_file(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "qa.jsonl", [QA_ROW, QA_ROW])
     assert len(load_dataset(path, limit=100)) == 2
-
-
-# ----------------------------------------------------------------------------- hf:
-
-
-def _hf_rows() -> dict[str, list[dict[str, Any]]]:
-    return {
-        "hotpot": [HOTPOT_ROW, HOTPOT_ROW | {"id": "hp2", "question": "Second?"}],
-        "nq_open": [{"question": "when did t win", "answer": ["1988"]}, {"question": "who", "answer": ["Kim", "K"]}],
-        "trivia": [{"question": "Which sport?", "question_id": "tc_1", "question_source": "x",
-                    "answer": {"value": "Boxing", "aliases": ["Boxing", "Pugilism"], "normalized_value": "boxing"}}],
-    }
-
-
-def test_hf_local_saved_datasets(tmp_path: Path) -> None:
-    datasets = pytest.importorskip("datasets")
-    rows = _hf_rows()
-    for name, data in rows.items():
-        datasets.Dataset.from_list(data).save_to_disk(str(tmp_path / name))
-    hp = load_dataset(f"hf:{tmp_path / 'hotpot'}")
-    assert [e.id for e in hp] == ["hp1", "hp2"]
-    assert hp[0].supporting == [SupportingFact("Acme", 0), SupportingFact("Jean Roux", 1)]
-    assert hp[0].passages[1].text == "Jean Roux was an engineer. He was born in Lyon."
-    nq = load_dataset(f"hf:{tmp_path / 'nq_open'}", limit=1)
-    assert len(nq) == 1 and nq[0].answers == ["1988"] and nq[0].id == "nq_open-0"
-    (tq,) = load_dataset(f"hf:{tmp_path / 'trivia'}")
-    assert tq.id == "tc_1" and tq.answers == ["Boxing", "Pugilism"]
-    assert detect_format(f"hf:{tmp_path / 'trivia'}") == "hf"
-
-
-def test_hf_local_dataset_dict_splits(tmp_path: Path) -> None:
-    datasets = pytest.importorskip("datasets")
-    rows = _hf_rows()["nq_open"]
-    dd = datasets.DatasetDict({"train": datasets.Dataset.from_list(rows[:1]),
-                               "validation": datasets.Dataset.from_list(rows[1:])})
-    dd.save_to_disk(str(tmp_path / "dd"))
-    assert load_dataset(f"hf:{tmp_path / 'dd'}")[0].question == "who"  # validation by default
-    assert load_dataset(f"hf:{tmp_path / 'dd'}:train")[0].question == "when did t win"
-    with pytest.raises(InputError, match="no split 'test'"):
-        load_dataset(f"hf:{tmp_path / 'dd'}:test")
-
-
-def test_hf_hub_name_maps_rows_and_reports_offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    datasets = pytest.importorskip("datasets")
-    calls = []
-
-    def fake_load(name: str, config: str | None = None, split: str | None = None) -> Any:
-        calls.append((name, config, split))
-        if name == "nq_open":
-            return datasets.Dataset.from_list(_hf_rows()["nq_open"])
-        raise ConnectionError("Couldn't reach the Hub")
-
-    monkeypatch.setattr(datasets, "load_dataset", fake_load)
-    ex = load_dataset("hf:nq_open")
-    assert [e.answers for e in ex] == [["1988"], ["Kim", "K"]]
-    assert calls[-1] == ("nq_open", None, "validation")
-    with pytest.raises(InputError, match=r"hf:hotpot_qa.*ConnectionError.*--data PATH"):
-        load_dataset("hf:hotpot_qa")
-    assert calls[-1] == ("hotpot_qa", "distractor", "validation")
-    with pytest.raises(InputError):
-        load_dataset("hf:trivia_qa:rc.nocontext:train")
-    assert calls[-1] == ("trivia_qa", "rc.nocontext", "train")
-
-
-def test_hf_unknown_schema(tmp_path: Path) -> None:
-    datasets = pytest.importorskip("datasets")
-    datasets.Dataset.from_list([{"foo": "x"}]).save_to_disk(str(tmp_path / "odd"))
-    with pytest.raises(InputError, match=r"unknown row schema.*'foo'"):
-        load_dataset(f"hf:{tmp_path / 'odd'}")
-
-
-def test_hf_without_datasets_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` fail
-    with pytest.raises(ReaderfitError, match="pip install datasets"):
-        load_dataset("hf:nq_open")
-
-
-def test_hf_spec_parsing() -> None:
-    from readerfit.data.hf import parse_hf_spec
-
-    assert parse_hf_spec("hf:hotpot_qa") == ("hotpot_qa", None, None)
-    assert parse_hf_spec("hf:hotpot_qa:fullwiki") == ("hotpot_qa", "fullwiki", None)
-    assert parse_hf_spec("hf:nq_open:train[:100]") == ("nq_open", None, "train[:100]")
-    with pytest.raises(InputError, match="hf:NAME"):
-        parse_hf_spec("hf:")
-
-
-# ----------------------------------------------------------------------------- real data
-
-shared = pytest.mark.shared_data
-
-
-def _real(relative: str) -> Path:
-    path = SHARED_DATA / relative
-    if not path.exists():
-        pytest.skip(f"{path} is absent (../shared/data not present)")
-    return path
-
-
-@shared
-@pytest.mark.parametrize("relative, fmt, passages", [
-    ("hotpotqa/rpt_train.jsonl", "hotpotqa", 10),
-    ("hotpotqa/rpt_dev.jsonl", "hotpotqa", 10),
-    ("hotpotqa/hipporag_train.json", "hotpotqa-json", 10),
-    ("2wikimultihopqa/train_500.json", "2wikimultihopqa", 10),
-    ("musique/train_100.json", "musique", 20),
-    ("nq/nq-open-oracle.even.jsonl.gz", "nq-ctxs", 1),
-    ("nq/NQ-open.efficientqa.dev.jsonl", "qa-jsonl", 0),
-    ("squad/dev_part1.json", "squad", 1),
-    ("triviaqa/dev_questions.tsv", "triviaqa-tsv", 0),
-])
-def test_real_datasets(relative: str, fmt: str, passages: int) -> None:
-    path = _real(relative)
-    assert detect_format(path) == fmt
-    ex = load_dataset(path, limit=20)
-    assert len(ex) == 20 and len({e.id for e in ex}) == 20
-    for e in ex:
-        assert e.question.strip() and e.answers and all(a.strip() for a in e.answers)
-        assert len(e.passages) == passages or (passages == 10 and 2 <= len(e.passages) < 10)
-        assert all(p.text.strip() for p in e.passages)
-    if fmt in ("hotpotqa", "hotpotqa-json", "2wikimultihopqa"):
-        for e in ex:
-            assert e.supporting and {f.title for f in e.supporting} <= {p.title for p in e.passages}
-            assert all(p.sentences and p.id.startswith(e.id) for p in e.passages)
-    if fmt == "musique":
-        assert all(len(e.metadata["supporting_titles"]) >= 2 for e in ex)
-    if fmt == "nq-ctxs":
-        assert all(e.metadata["gold_passage_ids"] == [e.passages[0].id] for e in ex)
-    if fmt == "squad":
-        assert all(any(a in e.passages[0].text for a in e.answers) for e in ex)
-
-
-@shared
-def test_real_hotpot_text_joins_sentences() -> None:
-    e = load_dataset(_real("hotpotqa/rpt_dev.jsonl"), limit=1)[0]
-    p = e.passages[0]
-    assert p.text == "".join(p.sentences) and p.sentences[1].startswith(" ")
-    w = load_dataset(_real("2wikimultihopqa/train_500.json"), limit=5)
-    multi = next(p for e in w for p in e.passages if len(p.sentences) > 1)
-    assert multi.text == " ".join(multi.sentences)
-
-
-@shared
-def test_real_corpus() -> None:
-    path = _real("corpus/wiki_sample_1000.jsonl")
-    assert detect_format(path) == "corpus-jsonl"
-    ps = load_corpus(path, limit=20)
-    assert len(ps) == 20 and ps[0].title == "Evan Morris" and ps[0].id == "0"
-    assert all(p.title and not p.title.startswith('"') and p.text for p in ps)
-
-
-@shared
-def test_real_evouna_full() -> None:
-    ex = load_dataset(_real("evouna/TQ.json"))
-    assert len(ex) == 2000
-    assert all(e.answers and all(a == a.strip() and a for a in e.answers) for e in ex)
-    assert any(len(e.answers) > 3 for e in ex)
-    improper = sum(e.metadata["improper"] for e in ex)
-    assert 0 < improper < 200
-    for system in ("fid", "gpt35", "chatgpt", "gpt4", "newbing"):
-        judges = [e.metadata["candidates"][system]["judge"] for e in ex]
-        known = [j for j in judges if j is not None]
-        assert 1900 <= len(known) < 2000, system  # a few "nan" judgments per column
-        assert 0.6 < sum(known) / len(known) < 0.95, system  # most candidate answers judged correct
-        assert all(isinstance(e.metadata["candidates"][system]["answer"], str) for e in ex)
