@@ -239,3 +239,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.failed and seen:
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, f"optional package absent: {seen[0]}")
+
+
+def manual_logits(lm, ids):
+    """The logits of ``ids`` from one plain forward pass of ``lm``'s model."""
+    import torch
+
+    with torch.no_grad():
+        return lm.model(input_ids=torch.tensor([ids])).logits[0].float()
+
+
+def manual_token_logprobs(lm, prompt_ids, tokens):
+    """log P(token | prompt, earlier tokens) of each token, from one plain forward pass."""
+    import torch
+
+    logp = torch.log_softmax(manual_logits(lm, prompt_ids + list(tokens)), dim=-1)
+    return [float(logp[len(prompt_ids) - 1 + j, t]) for j, t in enumerate(tokens)]
