@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -255,3 +258,49 @@ def manual_token_logprobs(lm, prompt_ids, tokens):
 
     logp = torch.log_softmax(manual_logits(lm, prompt_ids + list(tokens)), dim=-1)
     return [float(logp[len(prompt_ids) - 1 + j, t]) for j, t in enumerate(tokens)]
+
+
+# ----- the OpenAI-compatible stub server as a real process (test_models_openai*.py)
+# quick retries, so that failure tests take milliseconds
+FAST = {"backoff": 0.01, "max_retries": 2, "timeout": 20.0}
+
+
+class Stub:
+    """A stub server process; ``url`` is its /v1 base URL."""
+
+    def __init__(self, log: Path, *args: str, port: int = 0) -> None:
+        self.log = log.open("a")
+        self.proc = subprocess.Popen([sys.executable, "-m", "readerfit.testing.openai_stub", "--port", str(port), *args],
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            self.stop()
+            pytest.fail(f"stub did not start: {line!r}; see {log}")
+        self.url = line.split("listening on", 1)[1].strip()
+        self.port = int(self.url.rsplit(":", 1)[1].split("/")[0])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        self.proc.wait(timeout=10)
+        self.proc.stdout.close()
+        self.log.close()
+
+
+@pytest.fixture
+def start_stub(tmp_path):
+    started: list[Stub] = []
+
+    def start(*args: str, port: int = 0) -> Stub:
+        started.append(Stub(tmp_path / "stub.log", *args, port=port))
+        return started[-1]
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
