@@ -12,6 +12,7 @@ import pytest
 from readerfit.cli import main
 from readerfit.data import write_examples
 from readerfit.experiments.sps_correlation import summarize
+from readerfit.experiments.sps_summary import summary_table
 from readerfit.types import Passage, QAExample
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None  # reports plot only with it
@@ -95,6 +96,18 @@ def test_summarize_by_hand() -> None:
     assert bad["auroc"] == pytest.approx(0.0)
     assert r["details"]["selected"]["good"]["em"] == 1.0 and r["details"]["selected"]["bad"]["em"] == 0.0
     assert r["details"]["oracle"]["contains"] == 1.0
+
+
+def test_summary_table_gives_the_pcc_sign_against_the_papers() -> None:
+    # a scorer whose best-scored summaries answer: readerfit's binned PCC is negative, the paper's Table 1 sign positive
+    recs = [{"summaries": ["a", "b", "c", "d"], "em": [1, 1, 0, 0], "f1": [1, 1, 0, 0], "contains": [1, 1, 0, 0],
+             "scores": {"good": [1.0, 2.0, 3.0, 4.0]}}]
+    result = summarize(recs, ["good"], bins=4)
+    assert result["scorers"]["good"]["pcc_contains"] < 0
+    head = summary_table(result).split("\n\n")[0]
+    assert "negative = the scorer's preferred summaries answer better" in head
+    assert "Table 1 prints a good scorer's PCC as positive" in head and "negate" in head
+    assert "paper's convention" not in head  # the old label said the paper's good scorer was negative
 
 
 def test_calibrate_filter_cli(tiny_lm_dir, tiny_data, tmp_path, capsys, monkeypatch) -> None:

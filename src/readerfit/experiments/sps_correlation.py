@@ -20,7 +20,8 @@ Protocol, per question:
    (``metrics.binned_correlation``: a question's summaries ranked best first,
    rank → bin, outcomes averaged per bin, PCC of bin index vs mean outcome; a
    scorer whose preferred summaries lead to better answers gives a NEGATIVE
-   pcc) with EM, F1 and containment; and the AUROC of correct vs incorrect
+   pcc, where the paper's Table 1 prints it positive: negate it to compare)
+   with EM, F1 and containment; and the AUROC of correct vs incorrect
    summaries compared only within a question (``within_question_auroc``,
    oriented so 1.0 = the scorer always prefers correct summaries; "correct" is
    ``--correct``, default containment, because a 135M reader rarely matches

@@ -12,6 +12,12 @@ from readerfit.io import markdown_table
 from readerfit.metrics.correlation import binned_correlation, within_question_auroc
 from readerfit.metrics.qa import QA_METRICS
 
+# readerfit correlates the bin index (0 = the best-scored summaries) with the outcome, so its good scorer's PCC is
+# negative; the paper's Table 1 prints a good scorer's PCC as positive (SPS 0.643 on HotpotQA).
+PCC_SIGN = ("PCC over bins (bin 0 = the best-scored summaries), as computed: negative = the scorer's preferred "
+            "summaries answer better. The paper's Table 1 prints a good scorer's PCC as positive: negate these "
+            "values to compare with it.")
+
 
 def _finite_rows(record: dict[str, Any], scorers: Sequence[str]) -> list[int]:
     return [i for i in range(len(record["summaries"]))
@@ -115,8 +121,7 @@ def summary_table(result: dict[str, Any]) -> str:
             ("auroc", "AUROC mean per question", ".3f"),
             ("sel_em", "EM of pick", ".3f"), ("sel_contains", "contains of pick", ".3f")]
     head = (f"{result['n_questions']} questions, {result['n_summaries']} summaries; "
-            "PCC over bins (0 = best-scored): negative = the scorer's preferred summaries answer better (the "
-            "paper's convention: a higher SPS should mean a worse answer, so a good scorer's PCC is negative). "
+            f"{PCC_SIGN} "
             "AUROC: the paper's pools every within-question (correct, incorrect) pair; the second averages "
             "per-question AUROCs (each question weighs the same)")
     if "auroc_questions" in d:

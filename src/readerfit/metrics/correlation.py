@@ -122,7 +122,8 @@ def binned_correlation(
 
     Sign convention: bin 0 holds the best-scored candidates, so a GOOD scorer
     gives a NEGATIVE ``pcc`` (outcome falls as bin rank grows). ``pcc`` is
-    reported as computed, not sign-flipped.
+    reported as computed, not sign-flipped; the SPS paper's Table 1 prints a
+    good scorer's PCC as positive, so negate ``pcc`` to compare with it.
 
     >>> r = binned_correlation(scores=[[1, 2, 3, 4]], outcomes=[[1, 1, 0, 0]], bins=2)
     >>> r.bin_means, r.bin_counts
