@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-min lint clean
+.PHONY: install demo test test-fast test-min lint docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
+# the documentation site from docs/ (mkdocs.yml), warnings as errors: a broken link or API page fails
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not model and not slow"
 
@@ -42,4 +46,4 @@ test-min:
 	.venv-min/bin/python -m pytest -q -m "not model and not slow" --extras-absent -rs
 
 clean:
-	rm -rf $(VENV) .venv-min runs
+	rm -rf $(VENV) .venv-min runs site
