@@ -13,7 +13,7 @@ from readerfit.data import load_dataset
 from readerfit.errors import InputError, MissingPackageError
 
 REPO = Path(__file__).resolve().parents[1]
-# the README's table: each Hub benchmark and the same data as a local file
+# the table in docs/guides/evaluation.md: each Hub benchmark and the same data as a local file
 LOCAL_FILES = {
     "hotpot_qa": "../shared/data/hotpotqa/rpt_dev.jsonl",
     "nq_open": "../shared/data/nq/NQ-open.efficientqa.dev.jsonl",
