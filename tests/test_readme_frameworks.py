@@ -1,4 +1,5 @@
-"""The README's framework examples (LangChain, LlamaIndex, Haystack) run as written, on the packaged models."""
+"""The README's framework examples (LangChain, LlamaIndex, Haystack) run as written, on the packaged models; its
+links point inside the clone."""
 
 from __future__ import annotations
 
@@ -33,3 +34,13 @@ def test_a_readme_framework_example_runs(index: int) -> None:
         exec(compile(framework_blocks()[index], f"README.md frameworks block {index}", "exec"), {})
     out = printed.getvalue()
     assert "founded in 1887" in out and "cobalt-blue" not in out  # the answer kept, the other sentence dropped
+
+
+def test_the_readmes_links_point_to_files_in_the_clone() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert "../" not in text  # a user's clone has nothing beside it
+    links = [link.split("#", 1)[0] for link in re.findall(r"\]\(([^)\s]+)\)", text)
+             if not link.startswith(("http://", "https://", "#"))]
+    assert links, "the README links to the docs"
+    missing = [link for link in links if not (README.parent / link).is_file()]
+    assert not missing, f"README links to files that do not exist: {missing}"
