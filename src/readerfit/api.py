@@ -4,7 +4,8 @@ Models load on first use and stay loaded for the process (one shared :class:`~re
 or the ``pool=`` you pass); a compressor built once for a set of options is reused by later calls.
 
 >>> import readerfit
->>> readerfit.compress("Who founded the club?", ["Marta founded the club in 1887.", "Rain fell."], method="none").text
+>>> readerfit.compress("Who founded the club?", ["Marta founded the club in 1887.", "Rain fell."], method="none",
+...                    reader=None).text
 'Marta founded the club in 1887.\\n\\nRain fell.'
 """
 
@@ -76,7 +77,7 @@ def _checked(*, question: str | None = None, method: str | None = None, pool: An
 
 
 def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], method: str = "exit", *,
-             pool: ModelPool | None = None, reader: str | LanguageModel | None = None, preset: str | None = None,
+             pool: ModelPool | None = None, reader: str | LanguageModel | None = DEFAULT_LM, preset: str | None = None,
              options: Mapping[str, Any] | None = None, **kwargs: Any) -> Compression:
     """The passages compressed for the question by a registered compressor (``options`` and keyword
     arguments: its config's fields; a field named like an argument here, such as xcompress's ``reader``, goes
@@ -87,15 +88,19 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
         passages: strings, ``{"title", "text"}`` objects or :class:`Passage`\\ s; blank ones are dropped.
         method: a registered compressor (``readerfit.compressors.COMPRESSORS``); an unknown name lists them.
         pool: the :class:`ModelPool` whose models are used (default: one per process).
-        reader: the reader the context is for (a name or an LM): reader-aware methods score with it, budgets
-            count its tokens, and ``origin_tokens`` / ``compressed_tokens`` are its (0 without a reader).
+        reader: the reader the context is for (a name or an LM; default the packaged SmolLM2, loaded once into
+            the pool): reader-aware methods score with it, budgets count its tokens, and ``origin_tokens`` /
+            ``compressed_tokens`` are its. ``reader=None`` skips the reader: nothing is counted (both 0, ``rate``
+            1.0) and budgets count whitespace words.
         preset: ``paper`` or ``official``: the method as its paper defines it or its authors' code runs it.
-        options: the compressor's config fields (``{"rate": 0.2}``), over the preset's.
+        options: the compressor's config fields (``{"rate": 0.2}``; the token budget ``target_tokens``, also
+            read as LLMLingua's ``target_token``), over the preset's.
 
     Returns: a :class:`Compression` (text, units, scores, kept, token counts, ``rate``, ``ratio``, details).
 
     >>> import readerfit
-    >>> c = readerfit.compress("Who wrote it?", [{"title": "Book", "text": "Anna wrote it."}], method="none")
+    >>> c = readerfit.compress("Who wrote it?", [{"title": "Book", "text": "Anna wrote it."}], method="none",
+    ...                        reader=None)
     >>> c.text, c.kept
     ('Book\\nAnna wrote it.', [0])
     """
@@ -106,9 +111,9 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
 
 
 def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | dict[str, Any] | Passage]],
-                   method: str = "exit", *, pool: ModelPool | None = None, reader: str | LanguageModel | None = None,
-                   preset: str | None = None, options: Mapping[str, Any] | None = None,
-                   **kwargs: Any) -> list[Compression]:
+                   method: str = "exit", *, pool: ModelPool | None = None,
+                   reader: str | LanguageModel | None = DEFAULT_LM, preset: str | None = None,
+                   options: Mapping[str, Any] | None = None, **kwargs: Any) -> list[Compression]:
     """:func:`compress` of many questions at once, one :class:`Compression` per question in order:
     ``passages[i]`` are question ``i``'s. Everything is checked before any model loads (an error names the
     question's index); compressors that can batch model work across questions do (EXIT's one-pass classifier
@@ -117,7 +122,8 @@ def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | d
     Parameters: as :func:`compress`, with ``questions`` (one string each) and ``passages`` (one list each).
 
     >>> import readerfit
-    >>> [c.text for c in readerfit.compress_batch(["Who?", "When?"], [["Anna wrote it."], ["In 1887."]], method="none")]
+    >>> [c.text for c in readerfit.compress_batch(["Who?", "When?"], [["Anna wrote it."], ["In 1887."]], method="none",
+    ...                                           reader=None)]
     ['Anna wrote it.', 'In 1887.']
     """
     if isinstance(questions, str) or not isinstance(questions, Sequence):
@@ -144,7 +150,7 @@ async def acompress(question: str, passages: Sequence[str | dict[str, Any] | Pas
     while the models work.
 
     >>> import asyncio, readerfit
-    >>> asyncio.run(readerfit.acompress("Who?", ["Anna wrote it."], method="none")).text
+    >>> asyncio.run(readerfit.acompress("Who?", ["Anna wrote it."], method="none", reader=None)).text
     'Anna wrote it.'
     """
     return await asyncio.to_thread(compress, question, passages, method, **kwargs)
@@ -297,7 +303,7 @@ def compression_json(compression: Compression, *, question: str, compressor: str
     compressor decided (its budget and the achieved rate, its threshold, the W its scorer used, ...).
 
     The token counts are the reader's, in LLMLingua's names: ``origin_tokens``, ``compressed_tokens``, ``rate``
-    (compressed / origin) and ``ratio`` (origin / compressed); ``rate``/``ratio`` are null when not counted.
+    (compressed / origin) and ``ratio`` (origin / compressed), as :func:`readerfit.types.token_rate` defines them.
 
     >>> c = Compression(text="Anna wrote it.", units=["Anna wrote it."], kept=[0], origin_tokens=8, compressed_tokens=4)
     >>> d = compression_json(c, question="Who?", compressor="none")

@@ -186,14 +186,30 @@ def apply_preset(config: Any, *, unset: collections.abc.Mapping[str, Any] | None
             setattr(config, name, value)
 
 
+# other projects' names for an option, read as readerfit's wherever the config has that option: LLMLingua,
+# LlamaIndex and LangChain call the token budget ``target_token``
+OPTION_ALIASES: dict[str, str] = {"target_token": "target_tokens"}
+
+
 def renamed_options(config_class: type, options: dict[str, Any], *, what: str) -> dict[str, Any]:
-    """``options`` with each old option name the config class lists in ``RENAMED`` (old → new) given its new
-    name, so options written before a rename keep working; the old and the new name together is an error."""
+    """``options`` with each old option name the config class lists in ``RENAMED`` (old → new), and each
+    :data:`OPTION_ALIASES` name of one of its fields, given readerfit's name, so options written before a rename
+    or in another project's words keep working; the two names together is an error.
+
+    >>> @dataclasses.dataclass
+    ... class C:
+    ...     target_tokens: int | None = None
+    >>> renamed_options(C, {"target_token": 40}, what="demo")
+    {'target_tokens': 40}
+    """
     out = dict(options)
-    for old, new in getattr(config_class, "RENAMED", {}).items():
+    names = {f.name for f in dataclasses.fields(config_class)} if dataclasses.is_dataclass(config_class) else set()
+    aliases = {old: new for old, new in OPTION_ALIASES.items() if new in names}
+    for old, new in {**aliases, **getattr(config_class, "RENAMED", {})}.items():
         if old in out:
             if new in out:
-                raise InputError(f"{what}: options {old!r} and {new!r} are one option ({old!r} is its old name); "
+                why = "another name for it" if old in aliases else "its old name"
+                raise InputError(f"{what}: options {old!r} and {new!r} are one option ({old!r} is {why}); "
                                  f"give {new!r} only")
             out[new] = out.pop(old)
     return out

@@ -163,7 +163,7 @@ class Compression:
     their scores, aligned with ``units`` (None when the method does not score);
     ``kept`` are the indices of units kept, in output order. ``origin_tokens`` / ``compressed_tokens`` are the
     reader's tokens of the passages and of ``text`` (LLMLingua's names; 0 when no reader counted them), with
-    :attr:`rate` = compressed / origin and :attr:`ratio` = origin / compressed. ``passage_of_unit``
+    :attr:`rate` = compressed / origin and :attr:`ratio` = origin / compressed (:func:`token_rate`). ``passage_of_unit``
     (extractive methods) gives each unit's passage index among the non-empty input
     passages; ``metrics`` are numbers the eval averages per compressor (e.g.
     xcompress's ``sampled``); ``details`` is free-form provenance.
@@ -181,10 +181,16 @@ class Compression:
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The compression as a JSON object (``passage_of_unit`` and ``metrics`` only when set)."""
+        """The compression as a JSON object, with its :attr:`rate` and :attr:`ratio` (``passage_of_unit`` and
+        ``metrics`` only when set).
+
+        >>> d = Compression("Anna.", units=["Anna."], kept=[0], origin_tokens=8, compressed_tokens=2).to_dict()
+        >>> d["rate"], d["ratio"]
+        (0.25, 4.0)
+        """
         d: dict[str, Any] = {"text": self.text, "units": list(self.units), "scores": self.scores, "kept": list(self.kept),
                              "origin_tokens": self.origin_tokens, "compressed_tokens": self.compressed_tokens,
-                             "seconds": self.seconds, "details": self.details}
+                             "rate": self.rate, "ratio": self.ratio, "seconds": self.seconds, "details": self.details}
         if self.passage_of_unit is not None:
             d["passage_of_unit"] = list(self.passage_of_unit)
         if self.metrics:
@@ -199,20 +205,46 @@ class Compression:
         [0]
         """
         names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
+        unknown = sorted(set(d) - names - _DERIVED)
         if unknown:
             raise InputError(f"a compression has no field {', '.join(map(repr, unknown))}; fields: {', '.join(sorted(names))}")
-        return cls(**{"text": "", **d})
+        return cls(**{"text": "", **{k: v for k, v in d.items() if k not in _DERIVED}})
 
     @property
-    def rate(self) -> float | None:
-        """compressed / origin tokens (None when the tokens were not counted)."""
-        return self.compressed_tokens / self.origin_tokens if self.origin_tokens else None
+    def rate(self) -> float:
+        """compressed / origin tokens (:func:`token_rate`)."""
+        return token_rate(self.origin_tokens, self.compressed_tokens)
 
     @property
     def ratio(self) -> float | None:
-        """origin / compressed tokens, the compression ratio (None when nothing was kept or counted)."""
-        return self.origin_tokens / self.compressed_tokens if self.compressed_tokens else None
+        """origin / compressed tokens, the compression ratio (:func:`token_ratio`)."""
+        return token_ratio(self.origin_tokens, self.compressed_tokens)
+
+
+# what to_dict writes beside the fields, computed from them (from_dict reads past them)
+_DERIVED = frozenset({"rate", "ratio"})
+
+
+def token_rate(origin_tokens: int, compressed_tokens: int) -> float:
+    """The kept fraction of the reader's tokens, LLMLingua's ``rate``: compressed / origin. With no origin tokens
+    (nothing to compress, or counting skipped) nothing was removed: 1.0. The one definition every surface uses.
+
+    >>> token_rate(200, 50), token_rate(0, 0)
+    (0.25, 1.0)
+    """
+    return compressed_tokens / origin_tokens if origin_tokens else 1.0
+
+
+def token_ratio(origin_tokens: int, compressed_tokens: int) -> float | None:
+    """LLMLingua's ``ratio``, origin / compressed tokens: 1.0 with no origin tokens (as :func:`token_rate`), None
+    when something was there and nothing was kept (an infinite ratio, which JSON cannot hold).
+
+    >>> token_ratio(200, 50), token_ratio(0, 0), token_ratio(200, 0)
+    (4.0, 1.0, None)
+    """
+    if not origin_tokens:
+        return 1.0
+    return origin_tokens / compressed_tokens if compressed_tokens else None
 
 
 @dataclass
@@ -296,8 +328,8 @@ class Record:
 
     @property
     def rate(self) -> float:
-        """The kept fraction of the reader's tokens (1.0 when none were counted, as for no context at all)."""
-        return self.compressed_tokens / self.origin_tokens if self.origin_tokens else 1.0
+        """The kept fraction of the reader's tokens (:func:`token_rate`)."""
+        return self.compression.rate
 
     @property
     def compress_s(self) -> float:
@@ -312,8 +344,9 @@ class Record:
         return {**self.compression.metrics, **self.metrics}
 
     def to_dict(self) -> dict[str, Any]:
-        # the compression's token counts and seconds are written once, beside the other costs of the record
-        compression = {k: v for k, v in self.compression.to_dict().items() if k not in _COSTS}
+        # the compression's token counts and seconds are written once, beside the other costs of the record (its
+        # rate and ratio follow from them)
+        compression = {k: v for k, v in self.compression.to_dict().items() if k not in _COSTS and k not in _DERIVED}
         d: dict[str, Any] = {"id": self.id, "method": self.method, "question": self.question,
                              "answers": list(self.answers), "prediction": self.prediction, "scores": dict(self.scores),
                              **{key: getattr(self, key) for key in _COSTS.values()}, "read_s": self.read_s,

@@ -26,7 +26,7 @@ from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
-from readerfit.types import Compression, Passage
+from readerfit.types import Compression, Passage, token_rate, token_ratio
 
 # the metadata keys the adapters add; frameworks that put metadata in the LLM prompt are told to leave them out
 METADATA_KEYS = ("readerfit", "relevance_score")
@@ -59,13 +59,13 @@ class Piece:
 
     @property
     def rate(self) -> float:
-        """compressed / origin tokens (LLMLingua's ``rate``); 1.0 for an empty source."""
-        return self.compressed_tokens / self.origin_tokens if self.origin_tokens else 1.0
+        """compressed / origin tokens (LLMLingua's ``rate``, :func:`~readerfit.types.token_rate`)."""
+        return token_rate(self.origin_tokens, self.compressed_tokens)
 
     @property
     def ratio(self) -> float | None:
-        """origin / compressed tokens (LLMLingua's ``ratio``); None when nothing is kept."""
-        return self.origin_tokens / self.compressed_tokens if self.compressed_tokens else None
+        """origin / compressed tokens (LLMLingua's ``ratio``, :func:`~readerfit.types.token_ratio`)."""
+        return token_ratio(self.origin_tokens, self.compressed_tokens)
 
     def metadata(self) -> dict[str, Any]:
         """The ``readerfit`` metadata entry the adapters attach."""

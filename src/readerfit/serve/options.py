@@ -17,8 +17,9 @@ from typing import Any
 
 from readerfit.serve.config import MAX_SEPER_NEW_TOKENS, BadField
 
-_SUMMARY = frozenset({"max_new_tokens", "document_format", "split", "budget", "rate", "target_tokens"})
-_BUDGET = frozenset({"rate", "target_tokens"})
+# target_token: LLMLingua's name for target_tokens (registry.OPTION_ALIASES)
+_BUDGET = frozenset({"rate", "target_tokens", "target_token"})
+_SUMMARY = _BUDGET | {"max_new_tokens", "document_format", "split", "budget"}
 
 REQUEST_OPTIONS: dict[str, frozenset[str]] = {
     "none": frozenset(),

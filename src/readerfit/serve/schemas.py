@@ -155,8 +155,8 @@ class CompressResponse(BaseModel):
     scores: list[float | None] | None
     origin_tokens: int = Field(description="the reader's tokens of the passages")
     compressed_tokens: int = Field(description="the reader's tokens of text")
-    rate: float | None = Field(description="compressed_tokens / origin_tokens (LLMLingua's rate)")
-    ratio: float | None = Field(description="origin_tokens / compressed_tokens; null when nothing is kept")
+    rate: float = Field(description="compressed_tokens / origin_tokens (LLMLingua's rate; 1.0 with no origin tokens)")
+    ratio: float | None = Field(description="origin_tokens / compressed_tokens; null when nothing is kept of something")
     seconds: float
     details: dict[str, Any] = Field(default_factory=dict,
                                     description="what the compressor decided: budget and achieved rate, threshold, ...")
