@@ -76,10 +76,13 @@ def test_bad_adapter_arguments_are_clear(bad: dict[str, Any], match: str) -> Non
         DocumentCompression(compressor, **bad)
 
 
-def test_an_unknown_compressor_lists_the_registered_names() -> None:
-    engine = DocumentCompression("nope", count_tokens=words)
-    with pytest.raises(Exception, match="sentence-sim"):
-        engine.run(QUESTION, DOCS)
+def test_an_unknown_compressor_or_option_fails_at_construction_before_any_model_loads() -> None:
+    with pytest.raises(InputError, match="unknown compressor 'nope'.*sentence-sim"):
+        DocumentCompression("nope", count_tokens=words)
+    with pytest.raises(InputError, match="compressor 'exit': unknown option 'bogus'"):
+        DocumentCompression("exit", options={"bogus": 1})
+    engine = DocumentCompression("exit", options={"target_token": 40})  # LLMLingua's name for target_tokens
+    assert engine.name == "exit" and engine._built is None
 
 
 def test_an_empty_question_is_refused() -> None:

@@ -97,7 +97,7 @@ def test_empty_inputs_and_bad_arguments() -> None:
         ReaderfitCompressor("zip")
     with pytest.raises(TypeError, match="compressor name or a readerfit compressor"):
         ReaderfitCompressor(42)
-    with pytest.raises(TypeError, match="options apply"):
+    with pytest.raises(InputError, match="options and preset apply when the compressor is given by name"):
         ReaderfitCompressor(KeywordSentences(), options={"top_n": 2})
     with pytest.raises(InputError, match="non-empty question"):
         ReaderfitCompressor("none").compress_documents(DOCS, " ")

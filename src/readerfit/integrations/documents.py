@@ -21,11 +21,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from readerfit.compressors import BaseCompressor, build_compressor
+from readerfit.compressors import COMPRESSORS, BaseCompressor, build_compressor
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
+from readerfit.registry import make_config
 from readerfit.types import Compression, Passage, token_rate, token_ratio
 
 # the metadata keys the adapters add; frameworks that put metadata in the LLM prompt are told to leave them out
@@ -101,6 +102,12 @@ class DocumentCompression:
             raise InputError(f"options must be a mapping of the compressor's settings, got {type(options).__name__}")
         if count_tokens is not None and not callable(count_tokens):
             raise InputError(f"count_tokens must be a function from text to a token count, got {count_tokens!r}")
+        if reader is not None and not isinstance(reader, str | LanguageModel):
+            raise InputError(f"reader must be a model name (a string) or a loaded LM, got {type(reader).__name__}")
+        if isinstance(compressor, str):  # an unknown name or option fails here, before any model loads
+            name = compressor.strip().partition(":")[0]
+            make_config(COMPRESSORS.get(name).config_class, dict(options or {}), what=f"compressor {name!r}",
+                        preset=preset)
         self.spec = compressor
         self.options = dict(options or {})
         self.preset = preset

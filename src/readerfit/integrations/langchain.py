@@ -19,7 +19,8 @@ for a compressor that does not score), where LangChain's rerankers put theirs.
 >>> from langchain_core.documents import Document                     # doctest: +SKIP
 >>> from langchain_classic.retrievers import ContextualCompressionRetriever   # doctest: +SKIP
 >>> retriever = ContextualCompressionRetriever(
-...     base_compressor=ReaderfitCompressor("exit"), base_retriever=my_retriever)  # doctest: +SKIP
+...     base_compressor=ReaderfitCompressor(compressor="exit", options={"rate": 0.2}),
+...     base_retriever=my_retriever)                                     # doctest: +SKIP
 >>> retriever.invoke("Who founded the Halvik Glassworks?")             # doctest: +SKIP
 """
 
@@ -36,26 +37,26 @@ from readerfit.integrations.documents import DocumentCompression, Piece, SourceD
 require("langchain_core", extra="langchain", package="langchain-core", purpose="readerfit.integrations.langchain")
 from langchain_core.callbacks import Callbacks  # noqa: E402  (after the check that names what to install)
 from langchain_core.documents import BaseDocumentCompressor, Document  # noqa: E402
-from pydantic import ConfigDict  # noqa: E402
+from pydantic import ConfigDict, PrivateAttr  # noqa: E402
 
 
 class ReaderfitCompressor(BaseDocumentCompressor):
     """A readerfit compressor, by registered name or as a built instance, for LangChain retrievers.
 
-    Parameters:
-        compressor (str | BaseCompressor, default "none"): a registered name (``exit``, ``sentence-sim``, ...),
-            built on first use, or a built readerfit compressor (positional only).
-        pool (ModelPool | None, default None): where a compressor given by name loads its models (None: a new pool).
+    Parameters (the settings are fields, by keyword or the compressor first by position):
+        compressor (str | BaseCompressor, default "exit"): a registered name (``exit``, ``sentence-sim``, ...),
+            built on first use, or a built readerfit compressor.
         options (dict | None, default None): the compressor's config fields (``{"rate": 0.2}``); by name only.
         preset (str | None, default None): ``paper`` or ``official``, for a compressor given by name.
         reader (str | LanguageModel | None, default None): the reader whose tokens budgets and counts are in
             (None: the packaged SmolLM2, loaded on first use, unless ``count_tokens`` is given).
+        title_key (str, default "title"): the metadata key of a document's title.
+        pool (ModelPool | None, default None): where a compressor given by name loads its models (None: a new pool).
         count_tokens (Callable[[str], int] | None, default None): counts tokens instead of the reader.
-        **fields: LangChain's own fields (``title_key``, default ``"title"``: the metadata key of a title).
 
     >>> from langchain_core.documents import Document
     >>> docs = [Document(page_content="Marta founded the club in 1887.", metadata={"title": "Club"})]
-    >>> words = ReaderfitCompressor("none", count_tokens=lambda text: len(text.split()))
+    >>> words = ReaderfitCompressor(compressor="none", count_tokens=lambda text: len(text.split()))
     >>> out = words.compress_documents(docs, "Who founded the club?")
     >>> out[0].page_content, out[0].metadata["readerfit"]["origin_tokens"]
     ('Club\\nMarta founded the club in 1887.', 7)
@@ -63,28 +64,31 @@ class ReaderfitCompressor(BaseDocumentCompressor):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    engine: DocumentCompression
+    compressor: Any = "exit"
+    options: dict[str, Any] | None = None
+    preset: str | None = None
+    reader: Any = None
     title_key: str = "title"
+    _engine: DocumentCompression = PrivateAttr()
 
-    def __init__(self, compressor: Any = "none", /, *, pool: Any = None, options: dict[str, Any] | None = None,
-                 preset: str | None = None, reader: Any = None, count_tokens: Callable[[str], int] | None = None,
+    def __init__(self, compressor: Any = "exit", *, pool: Any = None, count_tokens: Callable[[str], int] | None = None,
                  **fields: Any) -> None:
         if not isinstance(compressor, str | BaseCompressor):
             raise TypeError(f"expected a compressor name or a readerfit compressor, got {type(compressor).__name__}")
-        if isinstance(compressor, BaseCompressor) and options:
-            raise TypeError("options apply when the compressor is given by name, not to an instance")
-        engine = DocumentCompression(compressor, pool=pool, options=options, preset=preset, reader=reader,
-                                     count_tokens=count_tokens)
-        if isinstance(compressor, str):
-            engine.compressor()  # an unknown name fails here, listing the registered ones
-        super().__init__(engine=engine, **fields)
+        super().__init__(compressor=compressor, **fields)
+        self._engine = DocumentCompression(compressor, pool=pool, options=self.options, preset=self.preset,
+                                           reader=self.reader, count_tokens=count_tokens)
+
+    @property
+    def engine(self) -> DocumentCompression:
+        return self._engine
 
     @property
     def name(self) -> str:
         return self.engine.name
 
-    @property
-    def compressor(self) -> BaseCompressor:
+    def built(self) -> BaseCompressor:
+        """The readerfit compressor (built from its name on first use)."""
         return self.engine.compressor()
 
     def to_source(self, doc: Document, index: int) -> SourceDocument:

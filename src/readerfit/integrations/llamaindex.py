@@ -19,47 +19,61 @@ from __future__ import annotations
 
 from typing import Any
 
-from readerfit.errors import require
+from readerfit.errors import InputError, require
 from readerfit.integrations.documents import METADATA_KEYS, DocumentCompression, Piece, SourceDocument
 
 require("llama_index.core", extra="llamaindex", package="llama-index-core", purpose="readerfit.integrations.llamaindex")
 from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode  # noqa: E402
-from pydantic import PrivateAttr  # noqa: E402
+from pydantic import Field, PrivateAttr  # noqa: E402
 
 
 class ReaderfitPostprocessor(BaseNodePostprocessor):
     """A readerfit compressor, by registered name or as a built instance, for LlamaIndex query engines.
 
-    Parameters:
+    Parameters (the settings are fields: ``to_dict()`` keeps them and ``from_dict()`` rebuilds the same
+    postprocessor; by keyword, or the compressor first by position):
         compressor (str | BaseCompressor, default "exit"): a registered name (``exit``, ``sentence-sim``, ...),
-            built on first use, or a built readerfit compressor.
+            built on first use, or (outside saved settings) a built readerfit compressor.
         options (dict | None, default None): the compressor's settings (a budget: ``{"rate": 0.2}`` or
             ``{"target_tokens": 300}``); by name only.
         preset (str | None, default None): ``paper`` or ``official``, for a compressor given by name.
         reader (str | LanguageModel | None, default None): the reader whose tokens are counted (None: the packaged
             SmolLM2, unless ``count_tokens`` is given).
+        title_key (str, default "title"): the metadata key of a node's title.
+        keep_empty (bool, default False): True keeps the nodes an extractive compressor kept nothing of, with
+            empty text and their scores.
         count_tokens (Callable[[str], int] | None, default None): counts tokens instead of the reader.
         pool (ModelPool | None, default None): where a compressor given by name loads its models.
-        **fields: LlamaIndex fields: ``title_key`` (default ``"title"``), ``keep_empty`` (default False: True keeps
-            the nodes an extractive compressor kept nothing of, with empty text and their scores).
 
     >>> from llama_index.core.schema import NodeWithScore, TextNode
     >>> nodes = [NodeWithScore(node=TextNode(text="Marta founded the club in 1887.", metadata={"title": "Club"}))]
-    >>> post = ReaderfitPostprocessor("none", count_tokens=lambda text: len(text.split()))
+    >>> post = ReaderfitPostprocessor(compressor="none", count_tokens=lambda text: len(text.split()))
     >>> post.postprocess_nodes(nodes, query_str="Who founded the club?")[0].node.get_content()
     'Club\\nMarta founded the club in 1887.'
+    >>> ReaderfitPostprocessor.from_dict(post.to_dict()).compressor
+    'none'
     """
 
+    compressor: Any = Field("exit", description="a registered readerfit compressor (or a built one)")
+    options: dict[str, Any] | None = Field(None, description="the compressor's settings, e.g. {'rate': 0.2}")
+    preset: str | None = Field(None, description="paper or official")
+    reader: Any = Field(None, description="the reader whose tokens are counted (None: the packaged SmolLM2)")
     title_key: str = "title"
     keep_empty: bool = False  # keep the nodes an extractive compressor left empty (with empty text)
     _engine: DocumentCompression = PrivateAttr()
 
-    def __init__(self, compressor: Any = "exit", *, options: dict[str, Any] | None = None, preset: str | None = None,
-                 reader: Any = None, count_tokens: Any = None, pool: Any = None, **fields: Any) -> None:
-        super().__init__(**fields)
-        self._engine = DocumentCompression(compressor, pool=pool, options=options, preset=preset, reader=reader,
-                                           count_tokens=count_tokens)
+    def __init__(self, compressor: Any = "exit", *, count_tokens: Any = None, pool: Any = None,
+                 **fields: Any) -> None:
+        super().__init__(compressor=compressor, **fields)
+        self._engine = DocumentCompression(compressor, pool=pool, options=self.options, preset=self.preset,
+                                           reader=self.reader, count_tokens=count_tokens)
+
+    def to_dict(self, **kwargs: Any) -> dict[str, Any]:
+        if not isinstance(self.compressor, str) or not isinstance(self.reader, str | None):
+            raise InputError("a postprocessor with a readerfit compressor or reader instance cannot be serialised: "
+                             "give their registered names (and the compressor's options) instead")
+        return super().to_dict(**kwargs)
 
     @classmethod
     def class_name(cls) -> str:
