@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-min lint docs clean
+.PHONY: install demo test test-fast test-min lint docs wheel-check clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ test-min:
 	.venv-min/bin/pip install -q torch==2.13.0
 	.venv-min/bin/pip install -q -e . pytest
 	.venv-min/bin/python -m pytest -q -m "not model and not slow" --extras-absent -rs
+
+# the wheel built from this repository installs in a clean venv and `readerfit compress` runs from it
+wheel-check: $(STAMP)
+	.ci/wheel-check $(PY)
 
 clean:
 	rm -rf $(VENV) .venv-min runs site

@@ -36,13 +36,34 @@ from readerfit.registry import PRESET_NAMES, parse_options
 from readerfit.runs import Pending, RunFolder
 
 
+EXAMPLES = """examples:
+  # the passages EXIT keeps for the question, then the result object (--json: last line of stdout)
+  echo '{"question": "Who founded the club?", "passages": ["Marta founded it in 1887.", "Rain fell."]}' \\
+      | readerfit compress --json
+
+  # a budget in the reader's tokens: keep at most 20% of them (rate), or at most 300 (target_tokens)
+  readerfit compress --option rate=0.2 < question.json
+  readerfit compress --compressor provence --option target_tokens=300 < question.json
+
+  # a JSONL file, one result line per question, resumable
+  readerfit compress --input questions.jsonl --out results.jsonl --json
+
+budgets: rate (a fraction of the passages' reader tokens) and target_tokens (a count; LLMLingua's target_token
+is read as it) are hard caps for the sentence selectors (exit, sentence-sim, provence, selective-context), with
+details.budget saying what was achieved; llmlingua2 and longllmlingua take them as LLMLingua's target, the
+summaries as a length. Without a budget each method keeps what its own rule keeps (EXIT's threshold, ...)."""
+
+
 def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
+    p.epilog = EXAMPLES
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("--input", default="-", metavar="FILE",
                    help="a JSON object or JSONL file ('-': stdin, the default)")
     p.add_argument("--compressor", default="exit", help=f"a registered compressor: {', '.join(COMPRESSORS.names())} "
                                                         "(default: exit)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a compressor option (KEY=VALUE or COMPRESSOR.KEY=VALUE), e.g. threshold=0.3 (repeatable)")
+                   help="a compressor option (KEY=VALUE or COMPRESSOR.KEY=VALUE), e.g. threshold=0.3 or a budget: "
+                        "rate=0.2, target_tokens=300 (repeatable)")
     p.add_argument("--preset", default=None, choices=list(PRESET_NAMES),
                    help="the method as its paper defines it (paper) or as its authors' released code runs it "
                         "(official); --option values override it")

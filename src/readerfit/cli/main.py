@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import NoReturn
 
+from readerfit import __version__
 from readerfit.errors import ReaderfitError
 from readerfit.registry import Registry
 
@@ -38,6 +39,7 @@ class Parser(argparse.ArgumentParser):
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser; only the command named in ``argv`` is imported to add its flags."""
     parser = Parser(prog="readerfit", description="Fit retrieved context to the reader LLM.")
+    parser.add_argument("--version", action="version", version=f"readerfit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = next((a for a in argv if a in COMMANDS), None)
     for name in COMMANDS:

@@ -76,8 +76,17 @@ class ReaderfitCompressor(BaseDocumentCompressor):
         if not isinstance(compressor, str | BaseCompressor):
             raise TypeError(f"expected a compressor name or a readerfit compressor, got {type(compressor).__name__}")
         super().__init__(compressor=compressor, **fields)
-        self._engine = DocumentCompression(compressor, pool=pool, options=self.options, preset=self.preset,
-                                           reader=self.reader, count_tokens=count_tokens)
+        if pool is not None or count_tokens is not None:
+            self._engine = self._make_engine(pool=pool, count_tokens=count_tokens)
+
+    def model_post_init(self, context: Any, /) -> None:
+        # also reached by model_validate / model_validate_json, which rebuild a saved compressor from its fields
+        super().model_post_init(context)
+        self._engine = self._make_engine()
+
+    def _make_engine(self, *, pool: Any = None, count_tokens: Callable[[str], int] | None = None) -> DocumentCompression:
+        return DocumentCompression(self.compressor, pool=pool, options=self.options, preset=self.preset,
+                                   reader=self.reader, count_tokens=count_tokens)
 
     @property
     def engine(self) -> DocumentCompression:
