@@ -174,7 +174,7 @@ def test_rerank_answers_text_embeddings_inference_shape_with_pruned_text(server,
     texts = ["The river runs north. It floods in spring.", "The book was written by Anna. It sold well.",
              "Anna lives by the river."]
     body = {"query": QUESTION, "texts": texts, "compressor": "exit", "options": {"threshold": 0.5}}
-    response = server.post("/v1/rerank", body)
+    response = server.post("/rerank", body)
     assert response.status_code == 200, response.text
     ranked = response.json()
     assert sorted(r["index"] for r in ranked) == [0, 1, 2] and all("text" not in r for r in ranked)
@@ -185,11 +185,11 @@ def test_rerank_answers_text_embeddings_inference_shape_with_pruned_text(server,
         units = [k for k, owner in enumerate(direct.passage_of_unit) if owner == r["index"]]
         assert r["score"] == pytest.approx(max(direct.scores[k] for k in units), abs=1e-5)
         assert r["pruned_text"] == " ".join(direct.units[k] for k in units if k in direct.kept)
-    echoed = server.post("/v1/rerank", {**body, "return_text": True}).json()
+    echoed = server.post("/rerank", {**body, "return_text": True}).json()
     assert all(r["text"] == texts[r["index"]] for r in echoed)
-    unscored = server.post("/v1/rerank", {"query": QUESTION, "texts": texts, "compressor": "none"})
+    unscored = server.post("/rerank", {"query": QUESTION, "texts": texts, "compressor": "none"})
     assert unscored.status_code == 400 and unscored.json()["field"] == "compressor"
-    assert server.post("/v1/rerank", {"query": QUESTION, "texts": []}).status_code == 422
+    assert server.post("/rerank", {"query": QUESTION, "texts": []}).status_code == 422
 
 
 def test_score_and_seper_equal_the_facade(server, tiny_lm_dir, pool):

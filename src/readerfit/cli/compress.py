@@ -35,7 +35,6 @@ from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import PRESET_NAMES, parse_options
 from readerfit.runs import Pending, RunFolder
 
-
 EXAMPLES = """examples:
   # the passages EXIT keeps for the question, then the result object (--json: last line of stdout)
   echo '{"question": "Who founded the club?", "passages": ["Marta founded it in 1887.", "Rain fell."]}' \\

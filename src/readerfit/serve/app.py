@@ -4,8 +4,9 @@
     GET  /v1/compressors    the served compressors (the first is the default) and every registered one
     POST /v1/compress       {"question", "passages", "compressor"?, "options"?, "preset"?, "id"?} → compress --json's object;
                             a list of such objects → a list of results
-    POST /v1/rerank         {"query", "texts", "return_text"?, "compressor"?, ...} → text-embeddings-inference's
-                            rerank answer, best first, each with its pruned_text
+    POST /rerank            text-embeddings-inference's rerank body and answer, best first, each with its pruned_text
+    POST /v1/rerank         the Cohere/Jina rerank body and answer as vLLM serves them, each with its pruned_text
+    POST /v2/rerank         (the same; :mod:`readerfit.serve.rerank_routes`)
     POST /v1/score          {"texts", "scorer"?, "options"?, "preset"?} → score --json's object
     POST /v1/seper          {"question", "answers", "context"?, "options"?, "preset"?} → seper --json's object
     GET  /openapi.json      the schema
@@ -40,14 +41,14 @@ from readerfit.serve.cancel import install as install_cancel_hook
 from readerfit.serve.config import BadField, ServeConfig
 from readerfit.serve.errors import Refused, error_response, validation_response
 from readerfit.serve.pool import ServingPool
+from readerfit.serve.rerank import RerankItem, rerank_batch
+from readerfit.serve.rerank_routes import add_rerank_routes
 from readerfit.serve.schemas import (
     CompressorInfo,
     CompressorsResponse,
     CompressResponse,
     ErrorResponse,
     HealthResponse,
-    RerankRequest,
-    RerankResult,
     ScoreResponse,
     SePerRequest,
     SePerResponse,
@@ -107,12 +108,16 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
     def run_batch(items: list[dict[str, Any]], stop: threading.Event) -> list[dict[str, Any]]:
         return in_service(lambda: service.compress_batch(items), stop)  # type: ignore[no-any-return]
 
-    batcher = Batcher(run_batch, window=config.batch_window, size=config.max_batch, limiter=limiter) \
-        if config.batch_window > 0 else None
-    app.state.batcher = batcher
+    def run_rerank_batch(items: list[RerankItem], stop: threading.Event) -> list[Any]:
+        return in_service(lambda: rerank_batch(service, items), stop)  # type: ignore[no-any-return]
 
-    async def batched(item: dict[str, Any], request: Request) -> Any:
-        """One short compress request through the batcher, withdrawn when its client goes or its time is up."""
+    batcher, rerank_batcher = (Batcher(run, window=config.batch_window, size=config.max_batch, limiter=limiter)
+                               if config.batch_window > 0 else None for run in (run_batch, run_rerank_batch))
+    app.state.batcher = batcher
+    app.state.rerank_batcher = rerank_batcher
+
+    async def batched(batcher: Batcher, item: Any, request: Request) -> Any:
+        """One short request through ``batcher``, withdrawn when its client goes or its time is up."""
         leave: list[Any] = []
         gone: str | None = None
         result: Any = None
@@ -131,7 +136,7 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
             async def wait() -> None:
                 nonlocal result, error
                 try:
-                    result = await batcher.submit(item, on_join=leave.append)  # type: ignore[union-attr]
+                    result = await batcher.submit(item, on_join=leave.append)
                 except Exception as err:  # raised after the group, so the handlers see it
                     error = err
                 tasks.cancel_scope.cancel()
@@ -205,18 +210,18 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
                               options=one.options, preset=one.preset, id=one.id))
         chars = sum(len(t) for item in items for t in [item["question"], *passage_texts(item["passages"])])
         if batcher is not None and not isinstance(body, list) and chars <= config.long_request_chars:
-            return await batched(items[0], request)
+            return await batched(batcher, items[0], request)
         out = await work(service.compress_batch, request, chars, items=items)
         return out if isinstance(body, list) else out[0]
 
-    @app.post("/v1/rerank", response_model=list[RerankResult], response_model_exclude_none=True, responses=ERRORS)
-    async def rerank(body: RerankRequest, request: Request) -> Any:
-        """text-embeddings-inference's rerank: the texts best first, each with the compressor's ``pruned_text``."""
-        fixed(body)
-        chars = len(body.query) + sum(map(len, body.texts))
-        return await work(service.rerank, request, chars, query=body.query, texts=body.texts,
-                          compressor=body.compressor, options=body.options, preset=body.preset,
-                          return_text=body.return_text)
+    async def rerank(item: RerankItem, request: Request) -> Any:
+        """One rerank request: a short one through the rerank batcher, as /v1/compress batches."""
+        chars = item.chars()
+        if rerank_batcher is not None and chars <= config.long_request_chars:
+            return await batched(rerank_batcher, item, request)
+        return (await work(rerank_batch, request, chars, service=service, items=[item]))[0]
+
+    add_rerank_routes(app, rerank=rerank, fixed=fixed, responses=ERRORS)
 
     @app.post("/v1/score", response_model=ScoreResponse, responses=ERRORS)
     async def score(body: ScoreRequest, request: Request) -> Any:  # type: ignore[valid-type]

@@ -91,24 +91,6 @@ class ScoreBody(Strict):
     preset: Preset | None = None
 
 
-class RerankRequest(Strict):
-    """text-embeddings-inference's ``/rerank`` body, with a readerfit compressor's options."""
-
-    query: NonBlank = Field(description="the question the texts are ranked and pruned for")
-    texts: list[NonBlank] = Field(min_length=1, description="the texts (passages) to rank")
-    return_text: bool = Field(False, description="echo each text in its result")
-    compressor: str | None = Field(None, description="a served compressor that scores sentences (default: the server's)")
-    options: dict[str, Any] = Field(default_factory=dict, description="the compressor's options a request may set")
-    preset: Preset | None = None
-
-
-class RerankResult(BaseModel):
-    index: int
-    score: float = Field(description="the text's best sentence's score")
-    text: str | None = None
-    pruned_text: str = Field(description="the sentences the compressor keeps of this text, in order ('' for none)")
-
-
 class SePerRequest(Strict):
     question: NonBlank
     answers: list[NonBlank] = Field(min_length=1, description="reference answers (first = canonical)")

@@ -102,7 +102,7 @@ class Service:
         jobs: dict[tuple[str, str, str | None], list[int]] = {}
         settings = []
         for i, item in enumerate(items):
-            name, merged, preset = self._compress_settings(item, where="" if len(items) == 1 else f"[{i}].")
+            name, merged, preset = self.compress_settings(item, where="" if len(items) == 1 else f"[{i}].")
             settings.append((name, merged, preset))
             jobs.setdefault((name, repr(sorted(merged.items())), preset), []).append(i)
         out: list[dict[str, Any]] = [{} for _ in items]
@@ -116,7 +116,7 @@ class Service:
                                               id=items[i].get("id"))
         return out
 
-    def _compress_settings(self, item: dict[str, Any], *, where: str = "",
+    def compress_settings(self, item: dict[str, Any], *, where: str = "",
                            passages_field: str = "passages") -> tuple[str, dict[str, Any], str | None]:
         """(compressor, options, preset) of one compress item, checked: served, allowed options, size, config."""
         name = item.get("compressor") or self.config.default_compressor
@@ -128,29 +128,6 @@ class Service:
         checked_config(COMPRESSORS.get(name).config_class, merged, what=f"compressor {name!r}", preset=preset,
                        field=f"{where}options")
         return name, merged, preset
-
-    def rerank(self, query: str, texts: Sequence[str], *, compressor: str | None = None,
-               options: dict[str, Any] | None = None, preset: str | None = None,
-               return_text: bool = False) -> list[dict[str, Any]]:
-        """The texts ranked for ``query`` as text-embeddings-inference's ``/rerank`` answers (``index``, ``score``,
-        ``text`` when asked), best first, each with its ``pruned_text``: the sentences the compressor keeps of it.
-        ``score`` is the text's best sentence's score (``relevance_score`` in the framework adapters)."""
-        item = dict(question=query, passages=list(texts), compressor=compressor, options=options, preset=preset)
-        name, merged, preset = self._compress_settings(item, passages_field="texts")
-        c = api.compress(query, list(texts), method=name, pool=self.pool, reader=self.reader_lm, preset=preset,
-                         options=merged)
-        if c.scores is None or c.passage_of_unit is None:
-            raise BadField(f"compressor {name!r} does not score the sentences of each text; rerank with one that "
-                           f"does (exit, sentence-sim, provence)", field="compressor")
-        kept = set(c.kept)
-        out = []
-        for index, text in enumerate(texts):
-            units = [k for k, owner in enumerate(c.passage_of_unit) if owner == index]
-            score = max((float(c.scores[k]) for k in units), default=0.0)
-            pruned = " ".join(c.units[k].strip() for k in units if k in kept)
-            out.append({"index": index, "score": score, **({"text": text} if return_text else {}),
-                        "pruned_text": pruned})
-        return sorted(out, key=lambda r: (-r["score"], r["index"]))
 
     def score(self, texts: Sequence[str], *, contexts: Sequence[str | None] | None = None,
               scorers: Sequence[str] = ("sps",), options: dict[str, dict[str, Any]] | None = None,

@@ -1,0 +1,106 @@
+"""Rerank without HTTP: each text's score and the sentences a compressor keeps of it, for many requests at once.
+
+A rerank request is a compress request whose passages are the texts: the requests that share compressor, options
+and preset are compressed together (:func:`readerfit.compress_batch`), as ``POST /v1/compress`` batches. Each text
+then gets a score: under ``provence`` its ranking head's (as ``eval --rerank provence`` ranks), under the others
+(``exit``, ``sentence-sim``) its best sentence's, the ``relevance_score`` the framework adapters report.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from readerfit import api
+from readerfit.serve.config import MAX_BATCH, BadField, TooLarge
+from readerfit.serve.service import Service, passage_texts
+from readerfit.types import Compression
+
+
+@dataclass
+class RerankItem:
+    """One request: ``passages`` are its texts (strings or ``{"text", "title"}``); ``field`` names the request
+    field that chose the compressor (``compressor`` or ``model``), for errors."""
+
+    query: str
+    passages: list[str | dict[str, str]]
+    compressor: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    preset: str | None = None
+    raw_scores: bool = False
+    field: str = "compressor"
+
+    def chars(self) -> int:
+        return len(self.query) + sum(map(len, passage_texts(self.passages)))
+
+
+@dataclass
+class Ranked:
+    """One text's place: its ``index`` in the request, ``score`` and ``pruned_text``."""
+
+    index: int
+    score: float
+    pruned_text: str
+
+
+def rerank_batch(service: Service, items: Sequence[RerankItem]) -> list[tuple[str, list[Ranked]]]:
+    """Each item's (compressor, texts best first); every item is checked before any model work."""
+    if len(items) > MAX_BATCH:
+        raise TooLarge(f"a batch may hold at most {MAX_BATCH} requests, got {len(items)}", field="body")
+    settings = [_settings(service, item) for item in items]
+    groups: dict[tuple[str, str, str | None], list[int]] = {}
+    for i, (name, merged, preset) in enumerate(settings):
+        groups.setdefault((name, repr(sorted(merged.items())), preset), []).append(i)
+    out: list[tuple[str, list[Ranked]]] = [("", []) for _ in items]
+    for indices in groups.values():
+        name, merged, preset = settings[indices[0]]
+        compressions = api.compress_batch([items[i].query for i in indices], [items[i].passages for i in indices],
+                                          method=name, pool=service.pool, reader=service.reader_lm, preset=preset,
+                                          options=merged)
+        for i, c in zip(indices, compressions):
+            out[i] = (name, ranked(name, c, len(items[i].passages), raw=items[i].raw_scores, field=items[i].field))
+    return out
+
+
+def _settings(service: Service, item: RerankItem) -> tuple[str, dict[str, Any], str | None]:
+    name = item.compressor or service.config.default_compressor
+    if name not in service.config.compressors:
+        raise BadField(f"{item.field} {name!r} is not served here; {item.field} names the readerfit compressor that "
+                       f"ranks and prunes, one of: {', '.join(service.config.compressors)}", field=item.field)
+    return service.compress_settings(dict(question=item.query, passages=item.passages, compressor=name,
+                                          options=item.options, preset=item.preset), passages_field="texts")
+
+
+def ranked(compressor: str, c: Compression, n: int, *, raw: bool = False, field: str = "compressor") -> list[Ranked]:
+    """The ``n`` texts of compression ``c`` best first (ties in request order), each with its kept sentences."""
+    if c.scores is None or c.passage_of_unit is None:
+        raise BadField(f"compressor {compressor!r} does not score the sentences of each text; rerank with one "
+                       f"that does (exit, sentence-sim, provence)", field=field)
+    head = ranking_head(compressor, c, n)
+    kept = set(c.kept)
+    out = []
+    for index in range(n):
+        units = [k for k, owner in enumerate(c.passage_of_unit) if owner == index]
+        if head is not None:
+            score = head[index] if raw else _sigmoid(head[index])
+        else:
+            score = max((float(c.scores[k]) for k in units), default=0.0)
+        out.append(Ranked(index, score, " ".join(c.units[k].strip() for k in units if k in kept)))
+    return sorted(out, key=lambda r: (-r.score, r.index))
+
+
+def ranking_head(compressor: str, c: Compression, n: int) -> list[float] | None:
+    """Provence's ranking-head logit of each text, which its compressor reports beside the sentence scores (the
+    same forward pass); None for a compressor without one."""
+    if compressor != "provence":
+        return None
+    scores = c.details.get("ranking_scores")
+    if not isinstance(scores, list) or len(scores) != n:
+        raise RuntimeError(f"provence reported {scores!r:.80} as its ranking scores, expected one per text ({n})")
+    return [float(s) for s in scores]
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))

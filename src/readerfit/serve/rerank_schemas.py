@@ -1,0 +1,87 @@
+"""The rerank bodies stock clients send, and the answers they read, each with readerfit's pruned text.
+
+- ``POST /rerank``: text-embeddings-inference's shape (``HuggingFaceTEIRanker``, TEI clients).
+- ``POST /v1/rerank``, ``POST /v2/rerank``: the Cohere/Jina shape as vLLM serves it (the ``cohere`` SDK's v1 and
+  v2 clients, LiteLLM, Jina clients).
+
+A field the client sends that changes nothing here is accepted and said so in its description (readerfit reads
+whole texts: nothing is truncated); a field readerfit does not know is refused (422 naming it).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from readerfit.serve.schemas import NonBlank, Preset, Strict
+
+_OPTIONS = "the compressor's options a request may set (a budget: rate, target_tokens; threshold, ...)"
+
+
+class TEIRerankRequest(Strict):
+    """text-embeddings-inference's ``/rerank`` body, with a readerfit compressor's options."""
+
+    query: NonBlank = Field(description="the question the texts are ranked and pruned for")
+    texts: list[NonBlank] = Field(min_length=1, description="the texts (passages) to rank")
+    return_text: bool = Field(False, description="echo each text in its result")
+    raw_scores: bool = Field(False, description="under provence, the ranking head's logit instead of its sigmoid; "
+                                                "other compressors' scores have no raw form (the same either way)")
+    truncate: bool | None = Field(None, description="accepted for TEI clients; readerfit reads whole texts (a "
+                                                    "request over --max-input-tokens gets 413)")
+    truncation_direction: Literal["Left", "Right", "left", "right"] | None = Field(
+        None, description="accepted for TEI clients; nothing is truncated")
+    compressor: str | None = Field(None, description="a served compressor that scores sentences (default: the server's)")
+    options: dict[str, Any] = Field(default_factory=dict, description=_OPTIONS)
+    preset: Preset | None = None
+
+
+class TEIRank(BaseModel):
+    index: int
+    score: float = Field(description="exit, sentence-sim: the text's best sentence's score; provence: its ranking "
+                                     "head's score (sigmoid, or the logit with raw_scores)")
+    text: str | None = None
+    pruned_text: str = Field(description="the sentences the compressor keeps of this text, in order ('' for none)")
+
+
+class DocumentObject(Strict):
+    text: NonBlank
+    title: str = Field("", description="readerfit reads it as the passage's title line")
+
+
+class CohereRerankRequest(Strict):
+    """The Cohere/Jina rerank body as vLLM serves it, with a readerfit compressor's options; ``model`` names the
+    compressor."""
+
+    model: str | None = Field(None, description="a served compressor that scores sentences (default: the server's)")
+    query: NonBlank = Field(description="the question the documents are ranked and pruned for")
+    documents: list[NonBlank | DocumentObject] = Field(min_length=1, description="strings or {text, title?} objects")
+    top_n: StrictInt | None = Field(None, ge=1, description="the best top_n documents (default: all)")
+    return_documents: bool = Field(True, description="each result's document: {text}")
+    # what the cohere SDK's clients may send besides; none changes readerfit's work
+    max_chunks_per_doc: StrictInt | None = Field(None, ge=1, description="accepted; readerfit reads whole documents")
+    max_tokens_per_doc: StrictInt | None = Field(None, ge=1, description="accepted; readerfit reads whole documents")
+    rank_fields: list[str] | None = Field(None, description="accepted: only 'text' (and 'title') are read")
+    priority: StrictInt | None = Field(None, description="accepted; requests run in arrival order")
+    options: dict[str, Any] = Field(default_factory=dict, description=_OPTIONS)
+    preset: Preset | None = None
+
+
+class ResultDocument(BaseModel):
+    text: str
+
+
+class CohereResult(BaseModel):
+    index: int
+    relevance_score: float = Field(description="exit, sentence-sim: the document's best sentence's score; provence: "
+                                               "the sigmoid of its ranking head")
+    document: ResultDocument | None = None
+    pruned_text: str = Field(description="the sentences the compressor keeps of this document, in order")
+
+
+class CohereRerankResponse(BaseModel):
+    model_config = ConfigDict(protected_namespaces=())
+
+    id: str
+    model: str = Field(description="the compressor that ranked and pruned")
+    results: list[CohereResult]
