@@ -45,7 +45,7 @@ class SlowWork:
         finally:
             self.finished.set()
         return {"question": question, "compressor": "none", "text": "", "units": [], "kept": [], "scores": None,
-                "origin_tokens": 0, "compressed_tokens": 0, "rate": None, "ratio": None,
+                "origin_tokens": 0, "compressed_tokens": 0, "rate": 1.0, "ratio": 1.0,
                 "seconds": seconds}
 
 

@@ -10,11 +10,15 @@ whole texts: nothing is truncated); a field readerfit does not know is refused (
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
 
-from readerfit.serve.schemas import NonBlank, Preset, Strict
+from readerfit.serve.schemas import NonBlank, Preset, Strict, integral
+
+# 120.0 is an integer to JSON Schema: taken as 120 (120.5 and "120" are refused)
+Count = Annotated[StrictInt, BeforeValidator(integral)]
+Positive = Annotated[StrictInt, Field(ge=1), BeforeValidator(integral)]
 
 _OPTIONS = "the compressor's options a request may set (a budget: rate, target_tokens; threshold, ...)"
 
@@ -56,13 +60,13 @@ class CohereRerankRequest(Strict):
     model: str | None = Field(None, description="a served compressor that scores sentences (default: the server's)")
     query: NonBlank = Field(description="the question the documents are ranked and pruned for")
     documents: list[NonBlank | DocumentObject] = Field(min_length=1, description="strings or {text, title?} objects")
-    top_n: StrictInt | None = Field(None, ge=1, description="the best top_n documents (default: all)")
+    top_n: Positive | None = Field(None, description="the best top_n documents (default: all)")
     return_documents: bool = Field(True, description="each result's document: {text}")
     # what the cohere SDK's clients may send besides; none changes readerfit's work
-    max_chunks_per_doc: StrictInt | None = Field(None, ge=1, description="accepted; readerfit reads whole documents")
-    max_tokens_per_doc: StrictInt | None = Field(None, ge=1, description="accepted; readerfit reads whole documents")
+    max_chunks_per_doc: Positive | None = Field(None, description="accepted; readerfit reads whole documents")
+    max_tokens_per_doc: Positive | None = Field(None, description="accepted; readerfit reads whole documents")
     rank_fields: list[str] | None = Field(None, description="accepted: only 'text' (and 'title') are read")
-    priority: StrictInt | None = Field(None, description="accepted; requests run in arrival order")
+    priority: Count | None = Field(None, description="accepted; requests run in arrival order")
     options: dict[str, Any] = Field(default_factory=dict, description=_OPTIONS)
     preset: Preset | None = None
 

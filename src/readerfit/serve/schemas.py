@@ -40,13 +40,13 @@ def _not_blank(text: str) -> str:
 # the separators U+001C-U+001F that Python's str.strip() removes, so those are named too
 NonBlank = Annotated[str, StringConstraints(pattern=r"[^\s\u001c-\u001f\u0085\ufeff]"), AfterValidator(_not_blank)]
 Preset = Literal[PRESET_NAMES]  # type: ignore[valid-type]
-def _integral(value: Any) -> Any:
+def integral(value: Any) -> Any:
     """120.0 is an integer to JSON Schema (and to schemathesis): take it as 120; 120.5 stays a float (refused)."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 # strict: pydantic's lax mode would take true/false for an int or a float, which the schema does not allow
-Id = Annotated[StrictStr | StrictInt, BeforeValidator(_integral)]
+Id = Annotated[StrictStr | StrictInt, BeforeValidator(integral)]
 
 
 def _names(keys: Any) -> dict[str, Any]:
