@@ -18,13 +18,14 @@ def pool(tiny_lm) -> ModelPool:
 
 def test_compress_takes_strings_and_objects_and_reuses_the_compressor(pool, monkeypatch):
     passages = ["Marta founded the club.", {"title": "Rain", "text": "Rain fell all day."}, "  "]
-    c = readerfit.compress("Who founded the club?", passages, method="none", pool=pool)
+    c = readerfit.compress("Who founded the club?", passages, method="none", pool=pool, reader="tiny")
     assert c.text == "Marta founded the club.\n\nRain\nRain fell all day." and c.kept == [0, 1]
     built = []
     real = readerfit.compressors.COMPRESSORS.build
     monkeypatch.setattr(readerfit.compressors.COMPRESSORS, "build", lambda *a, **k: built.append(a) or real(*a, **k))
     for _ in range(3):
-        readerfit.compress("Who?", ["A b."], method="summary", pool=pool, compressor="tiny", max_new_tokens=3)
+        readerfit.compress("Who?", ["A b."], method="summary", pool=pool, reader="tiny", compressor="tiny",
+                           max_new_tokens=3)
     assert len(built) == 1  # one compressor for these options, its models loaded once
 
 

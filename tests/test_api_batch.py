@@ -29,8 +29,8 @@ def test_a_batch_equals_one_call_per_question(tiny_lm):
 
 
 def test_acompress_equals_compress():
-    got = asyncio.run(readerfit.acompress(QUESTIONS[0], PASSAGES[0], method="none"))
-    assert got.text == readerfit.compress(QUESTIONS[0], PASSAGES[0], method="none").text
+    got = asyncio.run(readerfit.acompress(QUESTIONS[0], PASSAGES[0], method="none", reader=None))
+    assert got.text == readerfit.compress(QUESTIONS[0], PASSAGES[0], method="none", reader=None).text
 
 
 @pytest.mark.parametrize("questions, passages, match", [

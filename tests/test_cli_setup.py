@@ -1,0 +1,39 @@
+"""What a new user types first: ``readerfit --version`` and ``readerfit compress --help`` (examples, budgets);
+LLMLingua's ``target_token`` read as ``target_tokens``."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+import readerfit
+from readerfit.compressors.exit import ExitConfig
+from readerfit.errors import InputError
+from readerfit.registry import make_config
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "readerfit.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_version() -> None:
+    proc = cli("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"readerfit {readerfit.__version__}"
+
+
+def test_compress_help_has_examples_and_budgets() -> None:
+    proc = cli("compress", "--help")
+    assert proc.returncode == 0
+    examples = proc.stdout.split("examples:", 1)[1]
+    commands = [line.strip() for line in examples.splitlines() if line.strip().startswith(("readerfit", "echo"))]
+    assert len(commands) >= 3 and any("rate=0.2" in c for c in commands) and any("target_tokens=" in c for c in commands)
+    assert "budgets:" in examples and re.search(r"\btarget_token\b", examples)  # LLMLingua's name, read too
+
+
+def test_target_token_is_target_tokens_and_both_at_once_is_an_error() -> None:
+    assert make_config(ExitConfig, {"target_token": "40"}, what="exit").target_tokens == 40
+    with pytest.raises(InputError, match="'target_token' and 'target_tokens' are one option .*another name"):
+        make_config(ExitConfig, {"target_token": 40, "target_tokens": 30}, what="exit")
