@@ -75,18 +75,17 @@ class ReaderfitCompressor(BaseDocumentCompressor):
                  **fields: Any) -> None:
         if not isinstance(compressor, str | BaseCompressor):
             raise TypeError(f"expected a compressor name or a readerfit compressor, got {type(compressor).__name__}")
+        # built first, so a bad name or option is readerfit's InputError rather than pydantic's wrapper of it
+        engine = DocumentCompression(compressor, pool=pool, options=fields.get("options"), preset=fields.get("preset"),
+                                     reader=fields.get("reader"), count_tokens=count_tokens)
         super().__init__(compressor=compressor, **fields)
-        if pool is not None or count_tokens is not None:
-            self._engine = self._make_engine(pool=pool, count_tokens=count_tokens)
+        self._engine = engine
 
     def model_post_init(self, context: Any, /) -> None:
-        # also reached by model_validate / model_validate_json, which rebuild a saved compressor from its fields
+        # reached by model_validate / model_validate_json too, which rebuild a saved compressor from its fields
         super().model_post_init(context)
-        self._engine = self._make_engine()
-
-    def _make_engine(self, *, pool: Any = None, count_tokens: Callable[[str], int] | None = None) -> DocumentCompression:
-        return DocumentCompression(self.compressor, pool=pool, options=self.options, preset=self.preset,
-                                   reader=self.reader, count_tokens=count_tokens)
+        self._engine = DocumentCompression(self.compressor, options=self.options, preset=self.preset,
+                                           reader=self.reader)
 
     @property
     def engine(self) -> DocumentCompression:
