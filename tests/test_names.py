@@ -128,7 +128,13 @@ def test_the_facade_counts_the_packaged_reader_by_default_and_skips_when_told(ti
 def test_the_facade_loads_the_packaged_reader_once() -> None:
     from readerfit.api import default_pool
 
+    def loaded() -> int:
+        return sum(1 for key in default_pool()._cache if key[0] == "lm")
+
+    before = loaded()
     first = readerfit.compress(QUESTION, [TEXT], method="none")
     assert first.origin_tokens > 0 and first.compressed_tokens == first.origin_tokens
-    readerfit.compress(QUESTION, [TEXT], method="none")
-    assert sum(1 for key in default_pool()._cache if key[0] == "lm") == 1
+    after_first = loaded()
+    again = readerfit.compress(QUESTION, [TEXT], method="sentence-sim", embedder="minilm")
+    assert again.origin_tokens == first.origin_tokens
+    assert after_first <= before + 1 and loaded() == after_first  # the reader loaded once, then reused

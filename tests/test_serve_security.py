@@ -218,7 +218,7 @@ def test_the_leak_check_can_fail():
 def test_the_schema_names_the_options_a_request_may_set(app):
     schemas = app.openapi()["components"]["schemas"]
     compress = schemas["CompressRequest"]["properties"]["options"]["propertyNames"]["enum"]
-    assert compress == sorted(REQUEST_OPTIONS["exit"] | REQUEST_OPTIONS["none"])
+    assert compress == sorted(REQUEST_OPTIONS["exit"] | REQUEST_OPTIONS["none"] | {"target_token"})  # LLMLingua's name
     score = schemas["ScoreRequest"]["properties"]["options"]
     assert score["properties"]["sps"]["propertyNames"]["enum"] == sorted(REQUEST_OPTIONS["sps"])
     assert "source" not in score["properties"]["sps"]["propertyNames"]["enum"]

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from readerfit.registry import OPTION_ALIASES
 from readerfit.serve.config import MAX_SEPER_NEW_TOKENS, BadField
 
-# target_token: LLMLingua's name for target_tokens (registry.OPTION_ALIASES)
-_BUDGET = frozenset({"rate", "target_tokens", "target_token"})
+_BUDGET = frozenset({"rate", "target_tokens"})
 _SUMMARY = _BUDGET | {"max_new_tokens", "document_format", "split", "budget"}
 
 REQUEST_OPTIONS: dict[str, frozenset[str]] = {
@@ -52,10 +52,21 @@ REQUEST_LIMITS: dict[str, int] = {"max_new_tokens": MAX_SEPER_NEW_TOKENS, "k": 1
                                   "n_probes": 256, "top_n": 1000}
 
 
+def request_option_names(component: str) -> frozenset[str]:
+    """The options a request may set for ``component``, with other projects' names for them
+    (:data:`~readerfit.registry.OPTION_ALIASES`: LLMLingua's ``target_token``).
+
+    >>> sorted(request_option_names("llmlingua2"))
+    ['rate', 'target_token', 'target_tokens']
+    """
+    allowed = REQUEST_OPTIONS.get(component, frozenset())
+    return allowed | {alias for alias, name in OPTION_ALIASES.items() if name in allowed}
+
+
 def check_request_options(component: str, options: Mapping[str, Any], *, field: str) -> None:
     """Refuse (400, naming ``field``) every option a request may not set for ``component``, and counts over
     :data:`REQUEST_LIMITS`."""
-    allowed = REQUEST_OPTIONS.get(component, frozenset())
+    allowed = request_option_names(component)
     for key in options:
         if key not in allowed:
             listed = ", ".join(sorted(allowed)) or "none"

@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from readerfit.registry import PRESET_NAMES
-from readerfit.serve.options import REQUEST_OPTIONS
+from readerfit.serve.options import REQUEST_OPTIONS, request_option_names
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -108,7 +108,7 @@ def request_models(compressors: tuple[str, ...], scorers: tuple[str, ...]) -> tu
     several: Any = Annotated[list[scorer_name], Field(min_length=1, json_schema_extra={"uniqueItems": True}),
                              AfterValidator(_unique)]
     # the options a request may set (REQUEST_OPTIONS), named in the schema; the service refuses the rest (400)
-    compress_keys = sorted(set().union(*(REQUEST_OPTIONS.get(c, frozenset()) for c in compressors)))
+    compress_keys = sorted(set().union(*(request_option_names(c) for c in compressors)))
     score_keys = {s: sorted(REQUEST_OPTIONS.get(s, frozenset())) for s in scorers}
     compress = create_model(
         "CompressRequest", __base__=CompressBody,
