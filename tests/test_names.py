@@ -19,6 +19,7 @@ from readerfit.cli import main
 NAMES = Path(__file__).resolve().parents[1] / "docs" / "names.md"
 QUESTION = "Who founded the club?"
 TITLE, TEXT = "Club", "Marta Velez founded the club in 1887. It plays in red."
+OTHER = "Rain fell on the harbour all week."  # a second passage: the combined context is counted as one text
 SURFACES = ["CLI", "façade", "HTTP", "LangChain", "LlamaIndex", "Haystack"]
 SAME_VALUE = {"origin_tokens", "compressed_tokens", "rate", "ratio", "text", "compressor"}
 MISSING = object()
@@ -51,7 +52,8 @@ def look_up(root: Any, path: str) -> Any:
 
 @pytest.fixture(scope="module")
 def outputs(tiny_lm_dir) -> dict[str, Any]:
-    """One question and one titled passage through compressor ``none`` on every surface, the tiny reader counting."""
+    """One question and two passages (one titled) through compressor ``none`` on every surface, the tiny reader
+    counting."""
     pytest.importorskip("langchain_core")
     pytest.importorskip("llama_index.core")
     pytest.importorskip("haystack")
@@ -68,7 +70,7 @@ def outputs(tiny_lm_dir) -> dict[str, Any]:
     from readerfit.serve.app import create_app
 
     reader = str(tiny_lm_dir)
-    body = {"question": QUESTION, "passages": [{"title": TITLE, "text": TEXT}]}
+    body = {"question": QUESTION, "passages": [{"title": TITLE, "text": TEXT}, OTHER]}
     stdin, sys.stdin = sys.stdin, io.StringIO(json.dumps(body))
     out = io.StringIO()
     try:
@@ -89,11 +91,13 @@ def outputs(tiny_lm_dir) -> dict[str, Any]:
         "façade": readerfit.compress(QUESTION, body["passages"], method="none", reader=reader),
         "HTTP": http,
         "LangChain": ReaderfitCompressor(**settings).compress_documents(
-            [Document(page_content=TEXT, metadata={"title": TITLE})], QUESTION)[0],
+            [Document(page_content=TEXT, metadata={"title": TITLE}), Document(page_content=OTHER)], QUESTION)[0],
         "LlamaIndex": ReaderfitPostprocessor(**settings).postprocess_nodes(
-            [NodeWithScore(node=TextNode(text=TEXT, metadata={"title": TITLE}))], query_str=QUESTION)[0].node,
+            [NodeWithScore(node=TextNode(text=TEXT, metadata={"title": TITLE})), NodeWithScore(node=TextNode(text=OTHER))],
+            query_str=QUESTION)[0].node,
         "Haystack": HaystackCompressor(**settings).run(
-            query=QUESTION, documents=[HaystackDocument(content=TEXT, meta={"title": TITLE})])["documents"][0],
+            query=QUESTION, documents=[HaystackDocument(content=TEXT, meta={"title": TITLE}),
+                                       HaystackDocument(content=OTHER)])["documents"][0],
     }
 
 

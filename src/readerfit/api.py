@@ -18,7 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from readerfit.compressors import COMPRESSORS, BaseCompressor
+from readerfit.compressors import COMPRESSORS, BaseCompressor, join_passages
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, PromptText
 from readerfit.models.pool import ModelPool
@@ -171,7 +171,7 @@ def _compressor(method: str, *, options: dict[str, Any], preset: str | None, poo
 
 def _counted(compression: Compression, given: Sequence[Passage], reader_lm: LanguageModel | None) -> Compression:
     if reader_lm is not None:  # counted as the eval pipeline counts them: the reader's tokens, blank passages left out
-        compression.origin_tokens = reader_lm.count_tokens("\n\n".join(p.render() for p in given if p.text.strip()))
+        compression.origin_tokens = reader_lm.count_tokens(join_passages([p for p in given if p.text.strip()]))
         compression.compressed_tokens = reader_lm.count_tokens(compression.text) if compression.text else 0
     return compression
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from readerfit.compressors import COMPRESSORS, BaseCompressor, build_compressor
+from readerfit.compressors import COMPRESSORS, BaseCompressor, build_compressor, join_passages
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.pool import ModelPool
@@ -175,7 +175,7 @@ class DocumentCompression:
         if not compression.text.strip():
             return []
         count = self.counter()
-        origin = sum(count(p.render()) for p in passages)  # as the compressor saw them, title lines included
+        origin = count(join_passages(passages))  # as the reader would read them uncompressed, as the façade counts
         return [Piece(text=compression.text, source=None, compressor=self.name, origin_tokens=origin,
                       compressed_tokens=count(compression.text), scores=compression.scores, kept=list(compression.kept),
                       relevance_score=_best(compression, compression.kept), seconds=compression.seconds,
