@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from readerfit import api
 from readerfit.serve.config import MAX_BATCH, BadField, TooLarge
 from readerfit.serve.service import Service, passage_texts
 from readerfit.types import Compression
@@ -21,8 +20,9 @@ from readerfit.types import Compression
 
 @dataclass
 class RerankItem:
-    """One request: ``passages`` are its texts (strings or ``{"text", "title"}``); ``field`` names the request
-    field that chose the compressor (``compressor`` or ``model``), for errors."""
+    """One request: ``passages`` are its texts (strings or ``{"text", "title"}``); ``field`` and ``texts_field``
+    name the request fields that chose the compressor (``compressor`` or ``model``) and held the texts (``texts``
+    or ``documents``), for errors."""
 
     query: str
     passages: list[str | dict[str, str]]
@@ -31,6 +31,7 @@ class RerankItem:
     preset: str | None = None
     raw_scores: bool = False
     field: str = "compressor"
+    texts_field: str = "texts"
 
     def chars(self) -> int:
         return len(self.query) + sum(map(len, passage_texts(self.passages)))
@@ -50,18 +51,10 @@ def rerank_batch(service: Service, items: Sequence[RerankItem]) -> list[tuple[st
     if len(items) > MAX_BATCH:
         raise TooLarge(f"a batch may hold at most {MAX_BATCH} requests, got {len(items)}", field="body")
     settings = [_settings(service, item) for item in items]
-    groups: dict[tuple[str, str, str | None], list[int]] = {}
-    for i, (name, merged, preset) in enumerate(settings):
-        groups.setdefault((name, repr(sorted(merged.items())), preset), []).append(i)
-    out: list[tuple[str, list[Ranked]]] = [("", []) for _ in items]
-    for indices in groups.values():
-        name, merged, preset = settings[indices[0]]
-        compressions = api.compress_batch([items[i].query for i in indices], [items[i].passages for i in indices],
-                                          method=name, pool=service.pool, reader=service.reader_lm, preset=preset,
-                                          options=merged)
-        for i, c in zip(indices, compressions):
-            out[i] = (name, ranked(name, c, len(items[i].passages), raw=items[i].raw_scores, field=items[i].field))
-    return out
+    compressions = service.compressions([dict(question=item.query, passages=item.passages) for item in items],
+                                        settings)
+    return [(name, ranked(name, c, len(item.passages), raw=item.raw_scores, field=item.field))
+            for item, (name, _, _), c in zip(items, settings, compressions)]
 
 
 def _settings(service: Service, item: RerankItem) -> tuple[str, dict[str, Any], str | None]:
@@ -70,7 +63,7 @@ def _settings(service: Service, item: RerankItem) -> tuple[str, dict[str, Any], 
         raise BadField(f"{item.field} {name!r} is not served here; {item.field} names the readerfit compressor that "
                        f"ranks and prunes, one of: {', '.join(service.config.compressors)}", field=item.field)
     return service.compress_settings(dict(question=item.query, passages=item.passages, compressor=name,
-                                          options=item.options, preset=item.preset), passages_field="texts")
+                                          options=item.options, preset=item.preset), passages_field=item.texts_field)
 
 
 def ranked(compressor: str, c: Compression, n: int, *, raw: bool = False, field: str = "compressor") -> list[Ranked]:

@@ -44,7 +44,7 @@ def add_rerank_routes(app: FastAPI, *, rerank: Rerank, fixed: Callable[[Any], No
         passages = [d if isinstance(d, str) else d.model_dump() for d in body.documents]
         texts = [d if isinstance(d, str) else d.text for d in body.documents]
         item = RerankItem(query=body.query, passages=passages, compressor=body.model, options=body.options,
-                          preset=body.preset, field="model")
+                          preset=body.preset, field="model", texts_field="documents")
         name, ranks = await rerank(item, request)
         top = ranks[: body.top_n] if body.top_n is not None else ranks
         return {"id": f"rerank-{uuid.uuid4().hex}", "model": name,

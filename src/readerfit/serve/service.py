@@ -30,7 +30,7 @@ from readerfit.serve.config import (
 )
 from readerfit.serve.options import check_request_options
 from readerfit.serve.pool import ServingPool
-from readerfit.types import Passage
+from readerfit.types import Compression, Passage
 
 log = logging.getLogger("readerfit.serve")
 
@@ -99,25 +99,30 @@ class Service:
         items that share compressor, options and preset are compressed together (:func:`readerfit.compress_batch`)."""
         if len(items) > MAX_BATCH:
             raise TooLarge(f"a request may hold at most {MAX_BATCH} questions, got {len(items)}", field="body")
+        settings = [self.compress_settings(item, where="" if len(items) == 1 else f"[{i}].")
+                    for i, item in enumerate(items)]
+        return [api.compression_json(c, question=item["question"], compressor=name, id=item.get("id"))
+                for item, (name, _, _), c in zip(items, settings, self.compressions(items, settings))]
+
+    def compressions(self, items: Sequence[dict[str, Any]],
+                     settings: Sequence[tuple[str, dict[str, Any], str | None]]) -> list[Compression]:
+        """Each item (``question``, ``passages``) compressed under its checked (compressor, options, preset), in
+        order; the items that share them are compressed together (:func:`readerfit.compress_batch`)."""
         jobs: dict[tuple[str, str, str | None], list[int]] = {}
-        settings = []
-        for i, item in enumerate(items):
-            name, merged, preset = self.compress_settings(item, where="" if len(items) == 1 else f"[{i}].")
-            settings.append((name, merged, preset))
+        for i, (name, merged, preset) in enumerate(settings):
             jobs.setdefault((name, repr(sorted(merged.items())), preset), []).append(i)
-        out: list[dict[str, Any]] = [{} for _ in items]
+        out: list[Compression] = [Compression("") for _ in items]
         for indices in jobs.values():
             name, merged, preset = settings[indices[0]]
             compressions = api.compress_batch([items[i]["question"] for i in indices],
                                               [items[i]["passages"] for i in indices], method=name, pool=self.pool,
                                               reader=self.reader_lm, preset=preset, options=merged)
             for i, compression in zip(indices, compressions):
-                out[i] = api.compression_json(compression, question=items[i]["question"], compressor=name,
-                                              id=items[i].get("id"))
+                out[i] = compression
         return out
 
     def compress_settings(self, item: dict[str, Any], *, where: str = "",
-                           passages_field: str = "passages") -> tuple[str, dict[str, Any], str | None]:
+                          passages_field: str = "passages") -> tuple[str, dict[str, Any], str | None]:
         """(compressor, options, preset) of one compress item, checked: served, allowed options, size, config."""
         name = item.get("compressor") or self.config.default_compressor
         self._check_served(name)
