@@ -165,8 +165,10 @@ class Compression:
     reader's tokens of the passages and of ``text`` (LLMLingua's names; 0 when no reader counted them), with
     :attr:`rate` = compressed / origin and :attr:`ratio` = origin / compressed (:func:`token_rate`). ``passage_of_unit``
     (extractive methods) gives each unit's passage index among the non-empty input
-    passages; ``metrics`` are numbers the eval averages per compressor (e.g.
-    xcompress's ``sampled``); ``details`` is free-form provenance.
+    passages; ``ranking`` (compressors that select units under a budget) is what a budget spends by, aligned with
+    ``units``: a compressor re-selects from it at another budget without scoring again, and code reads it, never
+    ``details``; ``metrics`` are numbers the eval averages per compressor (e.g. xcompress's ``sampled``);
+    ``details`` is free-form provenance for people.
     """
 
     text: str
@@ -177,6 +179,7 @@ class Compression:
     compressed_tokens: int = 0
     seconds: float = 0.0
     passage_of_unit: list[int] | None = None
+    ranking: list[float] | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -193,6 +196,8 @@ class Compression:
                              "rate": self.rate, "ratio": self.ratio, "seconds": self.seconds, "details": self.details}
         if self.passage_of_unit is not None:
             d["passage_of_unit"] = list(self.passage_of_unit)
+        if self.ranking is not None:
+            d["ranking"] = list(self.ranking)
         if self.metrics:
             d["metrics"] = dict(self.metrics)
         return d
