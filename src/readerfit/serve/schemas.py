@@ -17,10 +17,13 @@ from pydantic import (
     StrictStr,
     StringConstraints,
     create_model,
+    field_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from readerfit.registry import PRESET_NAMES
 from readerfit.serve.options import REQUEST_OPTIONS
+from readerfit.text.unicode import unencodable, unencodable_message
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -56,6 +59,16 @@ def _names(keys: Any) -> dict[str, Any]:
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _readable_text(cls, value: Any) -> Any:
+        """Every request's text, options included, is valid Unicode: a lone surrogate (``"\\udc00"``) is a 422
+        naming its field (``at`` extends the field's path to the item), never a model's crash."""
+        found = unencodable(value)
+        if found:
+            raise PydanticCustomError("unencodable_text", unencodable_message(found[1]), {"at": found[0]})
+        return value
 
 
 class PassageObject(Strict):
