@@ -73,6 +73,8 @@ class SePerResult:
     clusters: list[int]
     baselines: dict[str, float] = field(default_factory=dict)
     context: str | None = None
+    judge: str = ""  # the judge that scored it (its spec: lexical, nli:<model>, ...)
+    judge_warning: str | None = None  # why a preset's result is not the paper's SePer (its judge), or None
 
     def to_dict(self, *, samples: bool = True) -> dict[str, Any]:
         d = asdict(self)

@@ -74,9 +74,10 @@ from readerfit.retrieval_utility.config import (
     SEPER_CONTEXT_PROMPT,
     SEPER_PROMPT,
     SePerConfig,
+    judge_warning,
     render_documents,
 )
-from readerfit.retrieval_utility.judge import build_judge
+from readerfit.retrieval_utility.judge import Judge, build_judge
 from readerfit.types import Generation, Passage
 
 __all__ = ["OFFICIAL_CONTEXT_PROMPT", "OFFICIAL_PROMPT", "SEPER_CONTEXT_PROMPT", "SEPER_PROMPT", "DeltaSePer",
@@ -123,16 +124,23 @@ class DeltaSePer:
     def hard(self) -> float:
         return self.with_context.hard - self.without.hard
 
+    @property
+    def judge(self) -> str:
+        return self.with_context.judge
 
-def seper_json(result: SePerResult | DeltaSePer, *, preset: str | None = None,
-               judge_warning: str | None = None) -> dict[str, Any]:
-    """``{"without": {soft, hard}, "with": {soft, hard} or None, "delta": {soft, hard} or None, "preset"}``,
-    and ``"judge_warning"`` when one is given (a preset run with another judge than the paper's).
+    @property
+    def judge_warning(self) -> str | None:
+        return self.with_context.judge_warning
+
+
+def seper_json(result: SePerResult | DeltaSePer, *, preset: str | None = None) -> dict[str, Any]:
+    """``{"without": {soft, hard}, "with": {soft, hard} or None, "delta": {soft, hard} or None, "preset", "judge"}``,
+    and ``"judge_warning"`` when the result has one (a preset run with another judge than the paper's).
 
     >>> r = SePerResult(soft=0.5, hard=0.25, soft_per_reference=[0.5], hard_per_reference=[0.25], responses=["a"],
-    ...                 weights=[1.0], clusters=[0])
+    ...                 weights=[1.0], clusters=[0], judge="lexical")
     >>> seper_json(r)
-    {'without': {'soft': 0.5, 'hard': 0.25}, 'with': None, 'delta': None, 'preset': None}
+    {'without': {'soft': 0.5, 'hard': 0.25}, 'with': None, 'delta': None, 'preset': None, 'judge': 'lexical'}
     """
     if isinstance(result, DeltaSePer):
         out = {"without": {"soft": result.without.soft, "hard": result.without.hard},
@@ -140,8 +148,9 @@ def seper_json(result: SePerResult | DeltaSePer, *, preset: str | None = None,
                "delta": {"soft": result.soft, "hard": result.hard}, "preset": preset}
     else:
         out = {"without": {"soft": result.soft, "hard": result.hard}, "with": None, "delta": None, "preset": preset}
-    if judge_warning:
-        out["judge_warning"] = judge_warning
+    out["judge"] = result.judge
+    if result.judge_warning:
+        out["judge_warning"] = result.judge_warning
     return out
 
 
@@ -170,12 +179,16 @@ class SePer:
     (0.0, 1.0, 1.0)
     """
 
-    def __init__(self, generator: Any, judge: Any = None, config: SePerConfig | None = None, *, pool: Any = None) -> None:
+    def __init__(self, generator: Any, judge: Any = None, config: SePerConfig | None = None, *, pool: Any = None,
+                 preset: str | None = None) -> None:
         self.generator = generator
         self.config = config or SePerConfig()
         if judge is None:
             judge = build_judge(self.config.judge, pool=pool)
         self.judge = judge
+        # what each result says: the judge that scored it, and why it is not the preset's SePer when it is not
+        self.judge_name = judge.name if isinstance(judge, Judge) else type(judge).__name__
+        self.judge_warning = judge_warning(self.judge_name, preset=preset)
 
     @classmethod
     def from_pool(cls, pool: Any, *, generator: str | None = None, judge: str | None = None,
@@ -201,7 +214,7 @@ class SePer:
         config = make_config(SePerConfig, options, what="SePer", preset=preset)
         judge_obj = build_judge(config.judge, pool=pool)  # first: a judge that cannot load stops before the generator
         lm = pool.lm(generator or DEFAULT_LM) if load_generator else None
-        return cls(lm, judge_obj, config)
+        return cls(lm, judge_obj, config, preset=preset)
 
     def _need_generator(self) -> Any:
         if self.generator is None:
@@ -317,7 +330,7 @@ class SePer:
                 reference_agg=cfg.reference_agg, soft_entailment=cfg.soft_entailment, decision=cfg.decision,
                 answer_match=cfg.answer_match, hard_reference=cfg.hard_reference, cluster_assign=cfg.cluster_assign,
                 empty=cfg.empty_responses)
-            r.context = s.context
+            r.context, r.judge, r.judge_warning = s.context, self.judge_name, self.judge_warning
             r.baselines = sample_baselines(s.generations, refs, weights=r.weights, clusters=r.clusters,
                                            likelihood=cfg.likelihood if s.token_counts else "sum",
                                            empty=cfg.empty_responses)

@@ -192,6 +192,9 @@ class SePerResponse(BaseModel):
     with_context: SoftHard | None = Field(alias="with")
     delta: SoftHard | None
     preset: str | None
+    judge: str = Field(description="the judge that scored the samples (lexical, nli:<model>, ...)")
+    judge_warning: str | None = Field(None, description="why the result is not the preset's SePer: its judge is not "
+                                                        "the paper's (null when it is, or without a preset)")
 
 
 class FieldError(BaseModel):
