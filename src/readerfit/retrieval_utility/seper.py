@@ -61,12 +61,14 @@ from readerfit.models.lm import LocalLanguageModel, PromptText
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import make_config
 from readerfit.retrieval_utility.belief import (
+    DeltaSePer,
     SePerResult,
     check_references,
     judge_pairs,
     sample_baselines,
     sample_weights,
     seper_from_judgments,
+    seper_json,
 )
 from readerfit.retrieval_utility.config import (
     OFFICIAL_CONTEXT_PROMPT,
@@ -107,51 +109,6 @@ class SampleSet:
     @property
     def texts(self) -> list[str]:
         return [g.text.strip() for g in self.generations]
-
-
-@dataclass
-class DeltaSePer:
-    """SePer without and with the context; ``soft``/``hard`` are the ΔSePer values."""
-
-    without: SePerResult
-    with_context: SePerResult
-
-    @property
-    def soft(self) -> float:
-        return self.with_context.soft - self.without.soft
-
-    @property
-    def hard(self) -> float:
-        return self.with_context.hard - self.without.hard
-
-    @property
-    def judge(self) -> str:
-        return self.with_context.judge
-
-    @property
-    def judge_warning(self) -> str | None:
-        return self.with_context.judge_warning
-
-
-def seper_json(result: SePerResult | DeltaSePer, *, preset: str | None = None) -> dict[str, Any]:
-    """``{"without": {soft, hard}, "with": {soft, hard} or None, "delta": {soft, hard} or None, "preset", "judge"}``,
-    and ``"judge_warning"`` when the result has one (a preset run with another judge than the paper's).
-
-    >>> r = SePerResult(soft=0.5, hard=0.25, soft_per_reference=[0.5], hard_per_reference=[0.25], responses=["a"],
-    ...                 weights=[1.0], clusters=[0], judge="lexical")
-    >>> seper_json(r)
-    {'without': {'soft': 0.5, 'hard': 0.25}, 'with': None, 'delta': None, 'preset': None, 'judge': 'lexical'}
-    """
-    if isinstance(result, DeltaSePer):
-        out = {"without": {"soft": result.without.soft, "hard": result.without.hard},
-               "with": {"soft": result.with_context.soft, "hard": result.with_context.hard},
-               "delta": {"soft": result.soft, "hard": result.hard}, "preset": preset}
-    else:
-        out = {"without": {"soft": result.soft, "hard": result.hard}, "with": None, "delta": None, "preset": preset}
-    out["judge"] = result.judge
-    if result.judge_warning:
-        out["judge_warning"] = result.judge_warning
-    return out
 
 
 # ----- with a generator and a judge -----------------------------------------------------------------
