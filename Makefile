@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-min lint clean
+.PHONY: install demo test test-fast test-min lint bench-smoke clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ test-min:
 	.venv-min/bin/pip install -q torch==2.13.0
 	.venv-min/bin/pip install -q -e . pytest
 	.venv-min/bin/python -m pytest -q -m "not model and not slow" --extras-absent -rs
+
+# every benchmark script once, on its smallest setting: a check that each still runs (no timing looked at)
+bench-smoke: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) benchmarks/smoke.py
 
 clean:
 	rm -rf $(VENV) .venv-min runs
