@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the local reader's dtype")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "llamacpp_reader.json"))
     p.add_argument("--json", action="store_true")
-    from smoke import add_smoke_flag, skip
+    from smoke import add_smoke_flag, skip, smallest
 
     add_smoke_flag(p)
     args = smallest(p.parse_args(argv), limit=1)
