@@ -16,6 +16,7 @@ import torch
 
 from readerfit.errors import ContextLengthError, InputError, MissingPackageError, UnknownModelError
 from readerfit.models.device import auto_device, resolve_dtype
+from readerfit.models.progress import quiet_loading
 from readerfit.models.specs import resolve
 from readerfit.retrieval_utility.judge import Judge, Relation, Triple
 
@@ -86,11 +87,13 @@ class NLIJudge(Judge):
 
         source = resolve(name_or_path, "nli").path()
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(source)
+            with quiet_loading():
+                self.tokenizer = AutoTokenizer.from_pretrained(source)
             # safetensors when the copy has them; else pytorch_model.bin (all the hub's main branch of the paper's
             # deberta-v2-xlarge-mnli holds) through torch's weights-only unpickler, which refuses pickled code
-            self.model = AutoModelForSequenceClassification.from_pretrained(
-                source, dtype=resolve_dtype(dtype), weights_only=True)
+            with quiet_loading():
+                self.model = AutoModelForSequenceClassification.from_pretrained(
+                    source, dtype=resolve_dtype(dtype), weights_only=True)
         except pickle.UnpicklingError as err:
             raise UnknownModelError(
                 f"refused NLI model {name_or_path!r}: its .bin weights hold more than tensors (pickled objects, "
