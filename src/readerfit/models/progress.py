@@ -77,7 +77,7 @@ def _silence() -> dict[str, Any]:
 
 
 def _silence_gguf(saved: dict[str, Any]) -> None:
-    gguf = sys.modules.get(GGUF_MODULE)
+    gguf: Any = sys.modules.get(GGUF_MODULE)
     if gguf is not None and "gguf_tqdm" not in saved:
         saved["gguf_tqdm"] = gguf.tqdm
         gguf.tqdm = functools.partial(gguf.tqdm, disable=True)
@@ -85,7 +85,8 @@ def _silence_gguf(saved: dict[str, Any]) -> None:
 
 def _restore(saved: dict[str, Any]) -> None:
     if "gguf_tqdm" in saved:
-        sys.modules[GGUF_MODULE].tqdm = saved["gguf_tqdm"]
+        gguf: Any = sys.modules[GGUF_MODULE]
+        gguf.tqdm = saved["gguf_tqdm"]
     if "transformers" not in saved:
         return
     from huggingface_hub import utils as hub
