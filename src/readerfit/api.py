@@ -229,10 +229,8 @@ def score(texts: Sequence[str], scorer: str = "sps", *, reader: str | LanguageMo
         raise InputError(f"scorer must be one of {', '.join(SCORERS.names())}, got {scorer!r:.60}")
     options = _checked(pool=pool, reader=reader, options=options, preset=preset, keywords=kwargs)
     texts = _strings("texts", texts)
-    if contexts is not None and (isinstance(contexts, str) or not isinstance(contexts, Sequence)):
-        raise InputError(f"contexts must be a list (one context or None per text), got {type(contexts).__name__}")
     if contexts is not None:
-        _strings("contexts", contexts, none_items=True)
+        _strings("contexts", contexts, none_items=True)  # one context or None per text
     if prompts is not None and len(_strings("prompts", prompts)) != len(texts):
         raise InputError(f"prompts must hold one prompt per text: {len(texts)} texts, got {len(prompts)} prompts")
     pool = pool or default_pool()
