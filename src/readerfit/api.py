@@ -277,7 +277,9 @@ def seper(question: str, answers: Sequence[str], *, context: str | None = None, 
         judge: ``lexical``, ``nli:<model>`` or ``lm:<model>`` (default ``lexical``; under a preset the paper's).
         pool: the :class:`ModelPool` whose models are used; ``options``: SePerConfig's fields and ``preset``.
 
-    Returns: a :class:`SePerResult` without a context, a :class:`DeltaSePer` with one.
+    Returns: a :class:`SePerResult` without a context, a :class:`DeltaSePer` with one; each says the ``judge``
+    that scored it and, under a preset with another judge than the paper's, why it is not the paper's SePer
+    (``judge_warning``; None otherwise).
 
     >>> import readerfit
     >>> d = readerfit.seper("Who wrote Hamlet?", ["Shakespeare"], context="Hamlet is a play by Shakespeare.")  # doctest: +SKIP

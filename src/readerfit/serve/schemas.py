@@ -128,7 +128,9 @@ class SePerRequest(Strict):
     context: str | None = Field(None, description="retrieved context: ΔSePer when given (blank = no retrieval)")
     options: dict[str, Any] = Field(default_factory=dict, description="SePer's options a request may set",
                                     json_schema_extra=_names(REQUEST_OPTIONS["seper"]))
-    preset: Preset | None = None
+    preset: Preset | None = Field(None, description="SePer as its paper defines it or its code runs it; refused (400) "
+                                                    "unless this server's judge is the preset's (the paper's NLI "
+                                                    "model: readerfit serve --judge nli:...)")
 
 
 def request_models(compressors: tuple[str, ...], scorers: tuple[str, ...]) -> tuple[type[BaseModel], type[BaseModel]]:
