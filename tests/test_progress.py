@@ -35,6 +35,7 @@ def test_asked_for_the_bars_show(tiny_lm_dir, capsys):
 
 
 def test_nested_loads_restore_once_at_the_end():
+    initial = (hf_logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())
     hf_logging.enable_progress_bar()
     try:
         with quiet_loading():
@@ -46,8 +47,9 @@ def test_nested_loads_restore_once_at_the_end():
         with quiet_loading():
             pass
         assert not hf_logging.is_progress_bar_enabled()  # a user's own choice is kept
-    finally:
-        hf_logging.enable_progress_bar()
+    finally:  # the test's own changes undone
+        (hf_logging.enable_progress_bar if initial[0] else hf_logging.disable_progress_bar)()
+        (hub.disable_progress_bars if initial[1] else hub.enable_progress_bars)()
 
 
 @pytest.mark.parametrize("quiet", [True, False])
