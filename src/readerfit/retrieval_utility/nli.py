@@ -87,11 +87,10 @@ class NLIJudge(Judge):
 
         source = resolve(name_or_path, "nli").path()
         try:
-            with quiet_loading():
-                self.tokenizer = AutoTokenizer.from_pretrained(source)
             # safetensors when the copy has them; else pytorch_model.bin (all the hub's main branch of the paper's
             # deberta-v2-xlarge-mnli holds) through torch's weights-only unpickler, which refuses pickled code
             with quiet_loading():
+                self.tokenizer = AutoTokenizer.from_pretrained(source)
                 self.model = AutoModelForSequenceClassification.from_pretrained(
                     source, dtype=resolve_dtype(dtype), weights_only=True)
         except pickle.UnpicklingError as err:
