@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-min lint docs wheel-check clean
+.PHONY: install demo test test-fast test-min lint docs wheel-check bench-smoke clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,10 @@ test-min:
 # the wheel built from this repository installs in a clean venv and `readerfit compress` runs from it
 wheel-check: $(STAMP)
 	.ci/wheel-check $(PY)
+
+# every benchmark script once, on its smallest setting: a check that each still runs (no timing looked at)
+bench-smoke: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) benchmarks/smoke.py
 
 clean:
 	rm -rf $(VENV) .venv-min runs site

@@ -37,7 +37,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (set once, here)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "e2e_latency.json"))
     p.add_argument("--json", action="store_true")
-    return p.parse_args(argv)
+    from smoke import add_smoke_flag, smallest
+
+    add_smoke_flag(p)
+    args = smallest(p.parse_args(argv), limit=1, max_new_tokens=4, peers=[])
+    if args.smoke and not Path(args.data).exists():
+        from readerfit.data import demo_path
+
+        args.data = str(demo_path())
+    return args
 
 
 def summarise(records: list, *, compressed: bool) -> dict[str, float]:

@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=None, help=f"HotpotQA-style file (default: {DEFAULT_DATA}, else the demo set)")
     p.add_argument("--questions", type=int, default=3)
+    p.add_argument("--passages", type=int, default=None, help="the first N passages of each question (default: all)")
     p.add_argument("--classifier", default="smollm2-135m", help="LM name/path (the LM classifier is what caching speeds up)")
     p.add_argument("--adapter", default=None)
     p.add_argument("--batch-size", type=int, default=16, help="sentences per packed forward pass")
@@ -121,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-lm", action="store_true", help="time the encoder classifiers only")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "exit_speed.json"))
     p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
+    from smoke import add_smoke_flag, smallest
+
+    add_smoke_flag(p)
+    args = smallest(p.parse_args(argv), questions=1, passages=1, variants=["float32"])
 
     import torch
 
@@ -139,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     for ex in examples:
         groups = []
         support = {(f.title, f.sentence) for f in ex.supporting or ()}
-        for passage in ex.passages:
+        for passage in ex.passages[: args.passages]:
             if passage.sentences:
                 indexed = [(j, s.strip()) for j, s in enumerate(passage.sentences) if s.strip()]
             else:

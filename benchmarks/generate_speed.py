@@ -34,9 +34,13 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-beams", action="store_true")
+    parser.add_argument("--passages", type=int, default=None, help="the first N passages in the prompt (default: all)")
     parser.add_argument("--out", default="benchmarks/results/generate_speed.json")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    from smoke import add_smoke_flag, smallest
+
+    add_smoke_flag(parser)
+    args = smallest(parser.parse_args(), n=2, new_tokens=4, passages=1)
 
     import torch
     from transformers import DynamicCache
@@ -50,7 +54,7 @@ def main() -> None:
 
     lm = ModelPool(device="cpu").lm(args.model)
     example = load_dataset(args.data, limit=1)[0] if Path(args.data).exists() else load_demo(limit=1)[0]
-    prompt = summary_prompt(lm, PROMPTS["table1"], example.question, example.passages)
+    prompt = summary_prompt(lm, PROMPTS["table1"], example.question, example.passages[: args.passages])
     ids = torch.tensor([lm.encode_prompt(prompt)])  # the ids generate() decodes from
     n, new, pad = args.n, args.new_tokens, lm.tokenizer.pad_token_id
     sample = dict(do_sample=True, temperature=1.0, top_k=0, repetition_penalty=1.2, max_new_tokens=new, pad_token_id=pad)

@@ -14,6 +14,7 @@ writes JSON (``--out``). Timings on a shared machine are upper bounds; compare t
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import socket
@@ -76,8 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the local reader's dtype")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "llamacpp_reader.json"))
     p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
+    from smoke import add_smoke_flag, skip, smallest
 
+    add_smoke_flag(p)
+    args = smallest(p.parse_args(argv), limit=1)
+
+    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llama_cpp.server") is None:
+        skip("llama.cpp's server is not installed: pip install 'llama-cpp-python[server]'")
     import llama_cpp
     import torch
 

@@ -30,7 +30,10 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=10)
     parser.add_argument("--out", default="benchmarks/results/models_speed.json")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    from smoke import add_smoke_flag, smallest
+
+    add_smoke_flag(parser)
+    args = smallest(parser.parse_args(), questions=1)
 
     from readerfit.compressors.none import RawPassages
     from readerfit.data import load_demo

@@ -28,7 +28,10 @@ def main() -> None:
     parser.add_argument("--answer-tokens", type=int, default=32)
     parser.add_argument("--out", default="benchmarks/results/reader_answers_speed.json")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    from smoke import add_smoke_flag, smallest
+
+    add_smoke_flag(parser)
+    args = smallest(parser.parse_args(), questions=1, answer_tokens=4)
 
     import torch
 

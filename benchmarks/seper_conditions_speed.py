@@ -22,9 +22,14 @@ def main() -> None:
     parser.add_argument("--data", default="../shared/data/nq/nq-open-oracle.even.jsonl.gz")
     parser.add_argument("--preset", default="paper", choices=["paper", "official", "default"])
     parser.add_argument("--questions", type=int, default=2)
+    parser.add_argument("--n", type=int, default=None, help="samples per condition (default: the preset's)")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="(default: the preset's)")
     parser.add_argument("--out", default="benchmarks/results/seper_conditions_speed.json")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    from smoke import add_smoke_flag, smallest
+
+    add_smoke_flag(parser)
+    args = smallest(parser.parse_args(), questions=1, preset="default", n=2, max_new_tokens=4)
 
     import torch
     from seper_speed import load_questions
@@ -36,7 +41,8 @@ def main() -> None:
     from readerfit.retrieval_utility.seper import SePer, SePerConfig
 
     lm = ModelPool(device="cpu").lm(args.model)
-    cfg = make_config(SePerConfig, {}, what="SePer", preset=None if args.preset == "default" else args.preset)
+    given = {k: v for k, v in (("n", args.n), ("max_new_tokens", args.max_new_tokens)) if v is not None}
+    cfg = make_config(SePerConfig, given, what="SePer", preset=None if args.preset == "default" else args.preset)
     seper = SePer(lm, LexicalJudge(), cfg)
     questions, source = load_questions(args.data, args.questions + 1)
     lm.generate(["warm-up"], max_new_tokens=2)

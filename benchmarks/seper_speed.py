@@ -54,7 +54,10 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/seper_speed.json")
     parser.add_argument("--lm-judge-real", action="store_true", help="also time the LM judge on the real samples")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    from smoke import add_smoke_flag, smallest
+
+    add_smoke_flag(parser)
+    args = smallest(parser.parse_args(), n=2, questions=1, max_new_tokens=4)
 
     from readerfit.io import write_json
     from readerfit.models.pool import ModelPool

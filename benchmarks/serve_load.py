@@ -186,7 +186,10 @@ def main() -> None:
                    help="the started server's --batch-window (0: no batching of concurrent compress requests)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "serve_load.json"))
     p.add_argument("--json", action="store_true")
-    args = p.parse_args()
+    from smoke import add_smoke_flag, smallest
+
+    add_smoke_flag(p)
+    args = smallest(p.parse_args(), requests=2, levels=[1, 2], threads=1)
 
     import httpx
 

@@ -1,7 +1,9 @@
 """A battery of bad inputs, as a new user makes them: every one a clear error, never a traceback.
 
 Command-line cases: exit status 2 and one line on stderr naming the problem. API cases: a ReaderfitError
-(an InputError where the input is at fault) whose message names what was expected and what came.
+(an InputError where the input is at fault) whose message names what was expected and what came. The battery
+goes on in test_bad_inputs_facade.py (every argument of every public function of readerfit.api) and
+test_serve_bad_inputs.py (every field of every HTTP route).
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
 """The benchmark scripts import readerfit lazily, inside main(): every name they import must exist (a module
-move once broke benchmarks/e2e_latency.py unseen, since no test runs the scripts end to end)."""
+move once broke benchmarks/e2e_latency.py unseen). Each has a smallest setting (``--smoke``), which
+``make bench-smoke`` (CI, after ``make test``) runs end to end."""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,3 +49,18 @@ def test_the_latency_benchmark_summarises_real_records():
     row = module.summarise(records, compressed=True)
     assert row["contains"] == pytest.approx(sum(r.scores["contains"] for r in records) / len(records))
     assert row["total_s"] == pytest.approx(row["compress_s"] + row["read_s"]) and row["context_tokens"] > 0
+
+
+@pytest.mark.parametrize("script", [s for s in SCRIPTS if s.name != "smoke.py"], ids=lambda s: s.name)
+def test_every_benchmark_has_a_smoke_setting(script):
+    text = script.read_text(encoding="utf-8")
+    assert "add_smoke_flag(" in text and "smallest(" in text, f"{script.name}: no --smoke setting"
+
+
+@pytest.mark.model
+def test_sps_speed_runs_end_to_end():
+    """It died with AttributeError: 'SPSScorer' object has no attribute 'score_vectors' (a refactor, unseen)."""
+    root = SCRIPTS[0].parents[1]
+    done = subprocess.run([sys.executable, "benchmarks/smoke.py", "sps_speed.py"], capture_output=True, text=True,
+                          cwd=root, timeout=600)
+    assert done.returncode == 0 and "ok       sps_speed.py" in done.stdout, done.stdout + done.stderr

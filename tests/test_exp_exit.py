@@ -286,11 +286,13 @@ def test_balanced_view_needs_two_questions_and_can_be_left_out():
     assert Config(data="x").settings()["sample"] == "paper" and Config(data="x").settings()["sample_seed"] == 0
     official = Config(data="x", preset="official").settings()
     assert (official["sample"], official["sample_seed"]) == ("official", 42)
+    paper = Config(data="x", preset="paper").settings()  # the EXIT paper's A.6: all seeds 42
+    assert (paper["sample"], paper["sample_seed"]) == ("paper", 42)
     assert Config(data="x", preset="official", sample_seed=7).settings()["sample_seed"] == 7
     assert Config(data="x", sample="none").settings()["sample"] == "none"
 
 
-@pytest.mark.parametrize("preset", [None, "official"])
+@pytest.mark.parametrize("preset", [None, "paper", "official"])
 def test_cli_balanced_view_is_the_exit_data_sample_and_resumes(preset, tiny_lm_dir, tmp_path, capsys):
     from readerfit.cli import main
     from readerfit.data import write_examples
@@ -303,7 +305,9 @@ def test_cli_balanced_view_is_the_exit_data_sample_and_resumes(preset, tiny_lm_d
     printed = capsys.readouterr().out.strip().splitlines()
     result = json.loads(printed[-1])
     b = result["balanced"]
-    assert (b["mix"], b["seed"]) == ("official", 42) if preset else ("paper", 0)
+    assert (b["mix"], b["seed"]) == {None: ("paper", 0), "paper": ("paper", 42), "official": ("official", 42)}[preset]
+    assert set(b["by_negative"]) == {k for k in ("hard", "random", "distractor") if b["counts"][k]}
+    assert "Positives with" in "\n".join(printed)
     for name in ("yes", "no"):
         assert {"precision", "recall", "f1", "support"} <= set(b[name])
     assert b["n"] == b["yes"]["support"] + b["no"]["support"] == sum(sum(r) for r in b["confusion"])
@@ -366,3 +370,4 @@ def test_report_of_a_run_in_progress_shows_the_balanced_samples_so_far(tmp_path)
     assert "| true Yes | 0.000 (0) | 1.000 (1) |" in md and "| true No | 0.500 (1) | 0.500 (1) |" in md
     assert md.index("| Yes |") < md.index("| EXIT classifier |")
     assert (folder / "report-confusion.png").is_file() or not HAS_MATPLOTLIB
+

@@ -298,7 +298,8 @@ def test_seper_cli_json_contract(capsys, tmp_path, tiny_lm_dir):
     out = capsys.readouterr().out
     assert code == 0
     result = json.loads(out.strip().splitlines()[-1])
-    assert set(result) == {"without", "with", "delta", "preset"} and result["preset"] is None
+    assert set(result) == {"without", "with", "delta", "preset", "judge"} and result["preset"] is None
+    assert result["judge"] == "lexical"
     for key in ("soft", "hard"):
         assert result["delta"][key] == pytest.approx(result["with"][key] - result["without"][key])
     assert "ΔSePer" in out

@@ -15,6 +15,7 @@ import asyncio
 import functools
 import json
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,9 +24,11 @@ from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, PromptText
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
+from readerfit.registry import PRESET_NAMES
 from readerfit.retrieval_utility.belief import SePerResult
 from readerfit.retrieval_utility.seper import DeltaSePer, SePer
 from readerfit.scorers import SCORERS
+from readerfit.text.unicode import check_text
 from readerfit.types import Compression, Passage
 
 
@@ -53,16 +56,37 @@ def as_passages(passages: Sequence[str | dict[str, Any] | Passage]) -> list[Pass
             out.append(Passage.from_dict(p))
         else:
             raise InputError(f"passages[{i}]: expected a string or {{\"title\", \"text\"}}, got {type(p).__name__}")
+        check_text(f"passages[{i}]", {"title": out[-1].title, "text": out[-1].text, "sentences": out[-1].sentences})
     return out
 
 
-def _checked(*, question: str | None = None, method: str | None = None, pool: Any = None, reader: Any = None,
-             options: Mapping[str, Any] | None = None, keywords: dict[str, Any]) -> dict[str, Any]:
+def _strings(name: str, value: Any, *, none_items: bool = False) -> list[Any]:
+    """``value`` as a list of strings (``None`` items too under ``none_items``), or an InputError naming the
+    argument and the item."""
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise InputError(f"{name} must be a list of strings, got "
+                         + ("a single string; wrap it in a list" if isinstance(value, str) else type(value).__name__))
+    for i, item in enumerate(value):
+        if not isinstance(item, str) and not (none_items and item is None):
+            raise InputError(f"{name}[{i}] must be a string{' or None' if none_items else ''}, "
+                             f"got {type(item).__name__}")
+    check_text(name, list(value))
+    return list(value)
+
+
+_UNSET: Any = object()  # an argument the caller has not (``method``: a function without one)
+
+
+def _checked(*, question: str | None = None, method: str | None = _UNSET, pool: Any = None, reader: Any = None,
+             options: Mapping[str, Any] | None = None, preset: Any = None, keywords: dict[str, Any]) -> dict[str, Any]:
     """The façade's arguments checked before any model loads; ``options`` and keyword options merged (an option
     named like a façade argument, such as xcompress's ``reader``, goes in ``options=``)."""
     if question is not None and (not isinstance(question, str) or not question.strip()):
         raise InputError(f"expected a non-empty question (a string), got {type(question).__name__} {question!r:.60}")
-    if method is not None and not isinstance(method, str):
+    check_text("question", question)
+    if preset is not None and preset not in PRESET_NAMES:
+        raise InputError(f"preset must be one of {', '.join(PRESET_NAMES)} or None, got {preset!r:.60}")
+    if method is not _UNSET and not isinstance(method, str):
         raise InputError(f"method must be a registered name (a string), got {type(method).__name__}")
     if pool is not None and not isinstance(pool, ModelPool):
         raise InputError(f"pool must be a readerfit.ModelPool or None, got {type(pool).__name__}")
@@ -73,7 +97,9 @@ def _checked(*, question: str | None = None, method: str | None = None, pool: An
     both = sorted(set(options or {}) & set(keywords))
     if both:
         raise InputError(f"option {both[0]!r} is given twice (in options= and as a keyword)")
-    return {**(options or {}), **keywords}
+    merged = {**(options or {}), **keywords}
+    check_text("options", merged)
+    return merged
 
 
 def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], method: str = "exit", *,
@@ -104,7 +130,8 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
     >>> c.text, c.kept
     ('Book\\nAnna wrote it.', [0])
     """
-    options = _checked(question=question, method=method, pool=pool, reader=reader, options=options, keywords=kwargs)
+    options = _checked(question=question, method=method, pool=pool, reader=reader, options=options, preset=preset,
+                       keywords=kwargs)
     given = as_passages(passages)  # checked before any model loads
     built, reader_lm = _compressor(method, options=options, preset=preset, pool=pool, reader=reader)
     return _counted(built.compress(question, given), given, reader_lm)
@@ -131,7 +158,7 @@ def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | d
     if isinstance(passages, str) or not isinstance(passages, Sequence) or len(passages) != len(questions):
         raise InputError(f"passages must be a list with one list of passages per question: {len(questions)} "
                          f"questions, got {len(passages) if isinstance(passages, Sequence) else type(passages).__name__}")
-    options = _checked(method=method, pool=pool, reader=reader, options=options, keywords=kwargs)
+    options = _checked(method=method, pool=pool, reader=reader, options=options, preset=preset, keywords=kwargs)
     given = []
     for i, (question, ps) in enumerate(zip(questions, passages)):
         try:
@@ -204,16 +231,14 @@ def score(texts: Sequence[str], scorer: str = "sps", *, reader: str | LanguageMo
     >>> import readerfit
     >>> scores = readerfit.score(["Paris is the capital of France."], scorer="ppl")   # doctest: +SKIP
     """
-    options = _checked(method=scorer, pool=pool, reader=reader, options=options, keywords=kwargs)
-    if isinstance(texts, str) or not isinstance(texts, Sequence):
-        raise InputError("texts must be a list of strings, got "
-                         + ("a single string; wrap it in a list" if isinstance(texts, str) else type(texts).__name__))
-    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
-    if bad is not None:
-        raise InputError(f"texts[{bad}] must be a string, got {type(texts[bad]).__name__}")
-    if contexts is not None and (isinstance(contexts, str) or not isinstance(contexts, Sequence)):
-        raise InputError(f"contexts must be a list (one context or None per text), got {type(contexts).__name__}")
-    texts = list(texts)
+    if not isinstance(scorer, str) or scorer.strip().partition(":")[0] not in SCORERS:
+        raise InputError(f"scorer must be one of {', '.join(SCORERS.names())}, got {scorer!r:.60}")
+    options = _checked(pool=pool, reader=reader, options=options, preset=preset, keywords=kwargs)
+    texts = _strings("texts", texts)
+    if contexts is not None:
+        _strings("contexts", contexts, none_items=True)  # one context or None per text
+    if prompts is not None and len(_strings("prompts", prompts)) != len(texts):
+        raise InputError(f"prompts must hold one prompt per text: {len(texts)} texts, got {len(prompts)} prompts")
     pool = pool or default_pool()
     lm = pool.lm(reader) if isinstance(reader, str) else reader
     key = _options_key(options, what="scorer options")
@@ -258,18 +283,23 @@ def seper(question: str, answers: Sequence[str], *, context: str | None = None, 
         judge: ``lexical``, ``nli:<model>`` or ``lm:<model>`` (default ``lexical``; under a preset the paper's).
         pool: the :class:`ModelPool` whose models are used; ``options``: SePerConfig's fields and ``preset``.
 
-    Returns: a :class:`SePerResult` without a context, a :class:`DeltaSePer` with one.
+    Returns: a :class:`SePerResult` without a context, a :class:`DeltaSePer` with one; each says the ``judge``
+    that scored it and, under a preset with another judge than the paper's, why it is not the paper's SePer
+    (``judge_warning``; None otherwise).
 
     >>> import readerfit
     >>> d = readerfit.seper("Who wrote Hamlet?", ["Shakespeare"], context="Hamlet is a play by Shakespeare.")  # doctest: +SKIP
     >>> d.soft                                                                                                # doctest: +SKIP
     """
-    _checked(question=question, pool=pool, keywords={})
+    _checked(question=question, pool=pool, preset=options.get("preset"), keywords={})
     if isinstance(answers, str) or not isinstance(answers, Sequence) or not answers \
             or not all(isinstance(a, str) and a.strip() for a in answers):
         raise InputError(f"answers must be a non-empty list of non-empty strings, got {answers!r:.80}")
     if context is not None and not isinstance(context, str):
         raise InputError(f"context must be a string or None, got {type(context).__name__}")
+    check_text("answers", list(answers))
+    check_text("context", context)
+    check_text("options", options)
     for name, value in (("generator", generator), ("judge", judge)):
         if value is not None and not isinstance(value, str):
             raise InputError(f"{name} must be a name (a string), got {type(value).__name__}")
@@ -310,6 +340,13 @@ def compression_json(compression: Compression, *, question: str, compressor: str
     >>> list(d)[6:11], d["rate"], d["ratio"]
     (['origin_tokens', 'compressed_tokens', 'rate', 'ratio', 'seconds'], 0.5, 2.0)
     """
+    if not isinstance(compression, Compression):
+        raise InputError(f"compression must be a readerfit Compression, got {type(compression).__name__}")
+    for name, value in (("question", question), ("compressor", compressor)):
+        if not isinstance(value, str):
+            raise InputError(f"{name} must be a string, got {type(value).__name__}")
+    if id is not None and (isinstance(id, bool) or not isinstance(id, str | int)):
+        raise InputError(f"id must be a string, an integer or None, got {type(id).__name__}")
     head: dict[str, Any] = {} if id is None else {"id": id}
     return {**head, "question": question, "compressor": compressor, "text": compression.text,
             "units": list(compression.units), "kept": list(compression.kept),
@@ -328,8 +365,12 @@ def score_json(scores: dict[str, list[float]]) -> dict[str, Any]:
     >>> score_json({"sps": [1.0], "ppl": [3.0]})
     {'scorer': ['sps', 'ppl'], 'scores': {'sps': [1.0], 'ppl': [3.0]}}
     """
-    if not scores:
-        raise InputError("no scorer given")
+    if not isinstance(scores, Mapping) or not scores:
+        raise InputError(f"scores must be a non-empty dict of scorer name -> scores, got {scores!r:.60}")
+    for name, values in scores.items():
+        if not isinstance(values, Sequence) or isinstance(values, str) \
+                or not all(isinstance(v, numbers.Real) for v in values):
+            raise InputError(f"scores[{name!r}] must be a list of numbers, got {values!r:.60}")
     if len(scores) == 1:
         ((name, values),) = scores.items()
         return {"scorer": name, "scores": _finite([float(v) for v in values])}

@@ -10,6 +10,7 @@ from typing import NoReturn
 
 from readerfit import __version__
 from readerfit.errors import ReaderfitError
+from readerfit.models.progress import load_progress
 from readerfit.registry import Registry
 
 # a command is a module with add_args(parser, argv) and run(args) -> exit status; imported when it runs
@@ -56,7 +57,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser(argv)
         args = parser.parse_args(argv)
-        return int(args.run(args) or 0)
+        # the libraries' model-load bars (transformers' "Loading weights"): shown, unless --no-progress
+        with load_progress(not vars(args).get("no_progress", False)):
+            return int(args.run(args) or 0)
     except ReaderfitError as err:
         command = next((a for a in argv if a in COMMANDS), "")
         print(f"readerfit {command}: error: {err}".replace("readerfit : ", "readerfit: "), file=sys.stderr)

@@ -5,7 +5,7 @@
     readerfit seper --question Q --answers A [A ...] --responses FILE [--context-responses FILE] [--judge J] \
         [--preset P] --json        # responses generated elsewhere: no sampling, no generator loaded
 
-``--json`` prints ``{"without": {"soft", "hard"}, "with": {...} or null, "delta": {...} or null, "preset"}``
+``--json`` prints ``{"without": {"soft", "hard"}, "with": {...} or null, "delta": {...} or null, "preset", "judge"}``
 as the last line, with ``"judge_warning"`` when a preset runs with another judge than the paper's (also a
 warning line on stderr). Models load in :func:`run`, the judge first.
 """
@@ -116,9 +116,9 @@ def run(args: argparse.Namespace) -> int:
     columns = [("condition", "", ""), ("soft", "SePer soft", ".3f"), ("hard", "SePer hard", ".3f"),
                ("entropy", "entropy", ".3f"), ("semantic_entropy", "sem. entropy", ".3f"),
                ("contains", "contains", ".2f")]
-    table = markdown_table(rows, columns)
+    table = markdown_table(rows, columns) + f"\n\njudge: {result.judge}"
     if args.preset:
-        table += f"\n\npreset: {args.preset}"
+        table += f"\npreset: {args.preset}"
     if warning:
         table += f"\nwarning: {warning}"
     if args.show_samples:
@@ -126,5 +126,5 @@ def run(args: argparse.Namespace) -> int:
             if r is not None:
                 table += f"\n\nsamples {label} context (weight, cluster):\n" + "\n".join(
                     f"  {w:.3f} [{c}] {t!r}" for t, w, c in zip(r.responses, r.weights, r.clusters))
-    emit(seper_json(result, preset=args.preset, judge_warning=warning), table, as_json=args.json)
+    emit(seper_json(result, preset=args.preset), table, as_json=args.json)
     return 0

@@ -3,7 +3,8 @@ row-normalised confusion matrix on a balanced sample.
 
 The sample is drawn from the evaluated questions by the training-data sampler itself
 (:mod:`readerfit.train.exit_data`), so it holds exactly what ``readerfit train exit-data --data D --limit N``
-writes for them: ``paper``, the paper's 2:1:1 (positives : hard : random negatives, seed 0); ``official``, the
+writes for them: ``paper``, the paper's 2:1:1 (positives : hard : random negatives; seed 42 under the preset, as
+the paper's A.6, 0 without one); ``official``, the
 released ``datasampling.py`` mix (every positive, hard and distractor negatives, 4:1:1, seed 42). Each sample
 is scored by the experiment's classifier with its own passage as the only document (as in training, and as the
 released ``train/evalutate.py`` scores its test split); Yes = r ≥ τ. Scores go to ``balanced.jsonl`` in the
@@ -24,7 +25,7 @@ from readerfit.metrics.classification import yes_no_report
 from readerfit.metrics.correlation import auroc
 from readerfit.report_engine import fmt
 from readerfit.runs import RunFolder
-from readerfit.train.exit_data import RATIO, build_samples, build_samples_official
+from readerfit.train.exit_data import DEFAULT_SEED, RATIO, build_samples, build_samples_official
 from readerfit.train.exit_data import Config as DataConfig
 from readerfit.train.exit_samples import ExitSample
 from readerfit.types import QAExample
@@ -32,9 +33,19 @@ from readerfit.types import QAExample
 MIXES = ("paper", "official", "none")
 # the sampler's own presets: the sample is what `train exit-data --preset P` draws
 SEEDS = {name: int(DataConfig.PRESETS[name]["seed"]) for name in ("paper", "official")}
+
+
+def sample_seed(mix: str, *, preset: str | None) -> int:
+    """The seed `train exit-data` draws ``mix`` with: under a preset, the mix's preset seed (42, the EXIT paper's
+    A.6, for both); without one, the paper's mix with readerfit's default seed."""
+    return SEEDS.get(mix, DEFAULT_SEED) if preset is not None or mix == "official" else DEFAULT_SEED
 OFFICIAL_POSITIVE_RATIO = float(DataConfig.PRESETS["official"]["positive_ratio"])
 LOG = "balanced.jsonl"
 NEGATIVES = ("hard", "random", "distractor")
+# Table 8's blocks, one per negative type: the paper's names ("Hard Negative", "Negative"); distractors are the
+# released mix's
+BLOCK_NAMES = {"hard": "hard negatives (Table 8: Hard Negative)", "random": "random negatives (Table 8: Negative)",
+               "distractor": "distractor negatives"}
 
 
 def draw_sample(examples: Sequence[QAExample], *, mix: str, seed: int) -> tuple[list[ExitSample], dict[str, int]]:
@@ -74,8 +85,9 @@ def score_samples(samples: Sequence[ExitSample], *, examples: Sequence[QAExample
 
 def balanced_result(records: Sequence[dict[str, Any]], *, threshold: float, mix: str, seed: int,
                     counts: dict[str, int]) -> dict[str, Any]:
-    """The Yes/No report and confusion matrix of the scored sample, AUROC, and each negative type's share
-    said No; with the sample's mix, seed and counts."""
+    """The Yes/No report and confusion matrix of the scored sample, AUROC, each negative type's share said No,
+    and Table 8's per-type blocks (``by_negative``: the Yes/No report of the positives with that type's negatives
+    only); with the sample's mix, seed and counts."""
     labels = [int(r["label"]) for r in records]
     scores = [float(r["score"]) for r in records]
     result: dict[str, Any] = {"mix": mix, "seed": seed, "ratio": _ratio(mix),
@@ -90,6 +102,12 @@ def balanced_result(records: Sequence[dict[str, Any]], *, threshold: float, mix:
             by_type[kind] = {"n": len(said_yes), "said_yes" if kind == "positive" else "said_no":
                              share if kind == "positive" else 1 - share}
     result["by_type"] = by_type
+    result["by_negative"] = {}
+    for kind in NEGATIVES:
+        mine = [i for i, r in enumerate(records) if r["type"] in ("positive", kind)]
+        if any(records[i]["type"] == kind for i in mine):
+            result["by_negative"][kind] = yes_no_report(labels=[labels[i] for i in mine],
+                                                        scores=[scores[i] for i in mine], threshold=threshold)
     return result
 
 
@@ -121,12 +139,11 @@ def run_balanced(*, examples: Sequence[QAExample], mix: str, seed: int, threshol
 
 
 def balanced_table(b: dict[str, Any]) -> str:
-    """The paper's Table 8 (both classes) and Fig. 4 (the row-normalised confusion matrix) as markdown."""
-    rows = [{"class": "Yes", **b["yes"]}, {"class": "No", **b["no"]},
-            {"class": "macro avg", "f1": b["macro_f1"], "support": b["n"]},
-            {"class": "accuracy", "f1": b["accuracy"], "support": b["n"]}]
-    report = markdown_table(rows, [("class", "class", ""), ("precision", "precision", ".3f"),
-                                   ("recall", "recall", ".3f"), ("f1", "F1", ".3f"), ("support", "support", "d")])
+    """The paper's Table 8 (both classes, pooled, then one block per negative type) and Fig. 4 (the
+    row-normalised confusion matrix) as markdown."""
+    report = _report(b)
+    blocks = [f"Positives with {BLOCK_NAMES[kind]} only:\n\n{_report(r)}"
+              for kind, r in b.get("by_negative", {}).items()]
     norm, counts = b["confusion_normalised"], b["confusion"]
     matrix = markdown_table(
         [{"true": name, "yes": f"{fmt(norm[i][0])} ({counts[i][0]})", "no": f"{fmt(norm[i][1])} ({counts[i][1]})"}
@@ -137,7 +154,16 @@ def balanced_table(b: dict[str, Any]) -> str:
     said = "; ".join(f"{k} said No {fmt(v['said_no'])}" for k, v in b["by_type"].items() if "said_no" in v)
     head = (f"Balanced sample ({b['mix']}, seed {b['seed']}; {b['ratio']}): {c['positive']} positive, {kinds}; "
             f"τ = {b['threshold']}, AUROC {fmt(b['auroc'])}; {said}.")
-    return "\n\n".join([head, report, matrix])
+    return "\n\n".join([head, report, *blocks, matrix])
+
+
+def _report(r: dict[str, Any]) -> str:
+    """One Yes/No classification report (precision, recall, F1, support; macro average and accuracy)."""
+    rows = [{"class": "Yes", **r["yes"]}, {"class": "No", **r["no"]},
+            {"class": "macro avg", "f1": r["macro_f1"], "support": r["n"]},
+            {"class": "accuracy", "f1": r["accuracy"], "support": r["n"]}]
+    return markdown_table(rows, [("class", "class", ""), ("precision", "precision", ".3f"),
+                                 ("recall", "recall", ".3f"), ("f1", "F1", ".3f"), ("support", "support", "d")])
 
 
 def plot_confusion(fig: Any, b: dict[str, Any]) -> None:

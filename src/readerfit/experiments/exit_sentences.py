@@ -93,7 +93,8 @@ class Config:
                                           "leaves it out (default: the preset's; without one, paper)",
                                choices=balanced.MIXES)
     sample_seed: int | None = param(None, help="seed of the balanced sample (default: its mix's, as `train "
-                                               "exit-data --preset` draws it: paper 0, official 42)")
+                                               "exit-data` draws it: 42 under a preset, else 0 for the "
+                                               "paper's mix)")
 
     def __post_init__(self) -> None:
         if self.limit is not None and self.limit < 1:
@@ -102,7 +103,7 @@ class Config:
         if self.sample not in balanced.MIXES:
             raise InputError(f"sample must be one of {', '.join(balanced.MIXES)}, got {self.sample!r}")
         if self.sample_seed is None:
-            self.sample_seed = int(balanced.SEEDS.get(str(self.sample), balanced.SEEDS[self.preset or "paper"]))
+            self.sample_seed = balanced.sample_seed(str(self.sample), preset=self.preset)
 
     def exit_config(self) -> ExitConfig:
         options: dict[str, Any] = {"threshold": self.threshold, "batch_size": self.batch_size,

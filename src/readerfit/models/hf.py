@@ -22,6 +22,7 @@ from readerfit.models import hf_generate
 from readerfit.models.attention import use_grouped_attention
 from readerfit.models.device import auto_device, cache_root, resolve_dtype
 from readerfit.models.lm import Prompt, PromptText
+from readerfit.models.progress import quiet_loading
 from readerfit.models.specs import DEFAULT_LM, ModelSpec, resolve
 from readerfit.types import CandidateProbs
 
@@ -36,17 +37,23 @@ def converted_gguf_dir(spec: ModelSpec) -> Path:
         return target
     require("gguf", extra="gguf", purpose="loading a GGUF model")
     require("accelerate", extra="gguf", purpose="loading a GGUF model")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        modeling_gguf_pytorch_utils,  # noqa: F401  (imported first: its bar can be quieted)
+    )
 
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32)
-    # The dequantized weights are plain tensors; without this save_pretrained refuses or re-tags them as GGUF.
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    with atomic_dir(target) as tmp:  # another process converting it at the same time: the first rename wins
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+    with quiet_loading():
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name,
+                                                     dtype=torch.float32)
+        # The dequantized weights are plain tensors; without this save_pretrained refuses or re-tags them as GGUF.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        with atomic_dir(target) as tmp:  # another process converting it at the same time: the first rename wins
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
     return target
 
 
@@ -78,11 +85,13 @@ class HFLanguageModel:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
         self.batch_size = batch_size
         start = time.perf_counter()
-        source = str(converted_gguf_dir(spec)) if spec.gguf_file else spec.path()
         kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-            self.model = AutoModelForCausalLM.from_pretrained(source, dtype=self.dtype, use_safetensors=True, **kwargs)
+            with quiet_loading():
+                source = str(converted_gguf_dir(spec)) if spec.gguf_file else spec.path()
+                self.tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+                self.model = AutoModelForCausalLM.from_pretrained(source, dtype=self.dtype, use_safetensors=True,
+                                                                  **kwargs)
         except (OSError, ValueError, KeyError) as err:  # transformers' ways of saying "no model here"
             raise UnknownModelError(
                 f"could not load model {name_or_path!r} from {source!r}: expected a model directory with config.json, "

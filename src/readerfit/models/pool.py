@@ -12,6 +12,7 @@ from readerfit.models.embed import SentenceEmbedder
 from readerfit.models.hf import HFLanguageModel
 from readerfit.models.lm import LanguageModel, LocalLanguageModel, not_local, require_local
 from readerfit.models.openai import OpenAILanguageModel, parse_model_name
+from readerfit.models.progress import quiet_loading
 from readerfit.models.specs import DEFAULT_EMBEDDER, DEFAULT_LM
 
 T = TypeVar("T")
@@ -59,7 +60,8 @@ class ModelPool:
             return self._cache[key]
         with self._load_lock:
             if key not in self._cache:
-                self._cache[key] = factory()
+                with quiet_loading():  # the libraries' load bars: off unless asked (load_progress)
+                    self._cache[key] = factory()
             return self._cache[key]
 
     def lm(self, name: str = DEFAULT_LM, *, dtype: str | None = None, adapter: str | None = None) -> LanguageModel:

@@ -1,4 +1,5 @@
-"""SePer's arithmetic, without models: sample weights, clusters, the belief in the references, baselines.
+"""SePer's arithmetic, without models: sample weights, clusters, the belief in the references, baselines; the
+results (SePer, ΔSePer) and their JSON object.
 
 Every function here takes responses, their log-likelihoods and an entailment lookup, so it can be
 checked against hand-computed values and run on responses generated elsewhere.
@@ -73,6 +74,8 @@ class SePerResult:
     clusters: list[int]
     baselines: dict[str, float] = field(default_factory=dict)
     context: str | None = None
+    judge: str = ""  # the judge that scored it (its spec: lexical, nli:<model>, ...)
+    judge_warning: str | None = None  # why a preset's result is not the paper's SePer (its judge), or None
 
     def to_dict(self, *, samples: bool = True) -> dict[str, Any]:
         d = asdict(self)
@@ -301,3 +304,48 @@ def check_references(references: Sequence[str]) -> list[str]:
         if not a:
             raise InputError(f"reference answer {i} is empty")
     return refs
+
+
+@dataclass
+class DeltaSePer:
+    """SePer without and with the context; ``soft``/``hard`` are the ΔSePer values."""
+
+    without: SePerResult
+    with_context: SePerResult
+
+    @property
+    def soft(self) -> float:
+        return self.with_context.soft - self.without.soft
+
+    @property
+    def hard(self) -> float:
+        return self.with_context.hard - self.without.hard
+
+    @property
+    def judge(self) -> str:
+        return self.with_context.judge
+
+    @property
+    def judge_warning(self) -> str | None:
+        return self.with_context.judge_warning
+
+
+def seper_json(result: SePerResult | DeltaSePer, *, preset: str | None = None) -> dict[str, Any]:
+    """``{"without": {soft, hard}, "with": {soft, hard} or None, "delta": {soft, hard} or None, "preset", "judge"}``,
+    and ``"judge_warning"`` when the result has one (a preset run with another judge than the paper's).
+
+    >>> r = SePerResult(soft=0.5, hard=0.25, soft_per_reference=[0.5], hard_per_reference=[0.25], responses=["a"],
+    ...                 weights=[1.0], clusters=[0], judge="lexical")
+    >>> seper_json(r)
+    {'without': {'soft': 0.5, 'hard': 0.25}, 'with': None, 'delta': None, 'preset': None, 'judge': 'lexical'}
+    """
+    if isinstance(result, DeltaSePer):
+        out = {"without": {"soft": result.without.soft, "hard": result.without.hard},
+               "with": {"soft": result.with_context.soft, "hard": result.with_context.hard},
+               "delta": {"soft": result.soft, "hard": result.hard}, "preset": preset}
+    else:
+        out = {"without": {"soft": result.soft, "hard": result.hard}, "with": None, "delta": None, "preset": preset}
+    out["judge"] = result.judge
+    if result.judge_warning:
+        out["judge_warning"] = result.judge_warning
+    return out

@@ -45,6 +45,7 @@ from typing import Any
 
 from readerfit.errors import InputError, ReaderfitError
 from readerfit.models.lm import LanguageModel
+from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import Registry
 from readerfit.text.normalize import normalize_answer
@@ -281,10 +282,13 @@ class LMJudge(Judge):
 def build_judge(spec: str, pool: Any = None, *, dedupe: bool = True, **options: Any) -> Judge:
     """A judge from its spec: ``lexical``, ``lexical:word``, ``nli:<id or path>``, ``lm:<model>``.
 
-    ``pool`` (a :class:`~readerfit.models.pool.ModelPool`) holds the LM of an ``lm:`` judge, shared
-    with the rest of the run; its device is used for NLI models.
+    ``pool`` (a :class:`~readerfit.models.pool.ModelPool`) holds the judge, loaded once per spec (an NLI model
+    is not reloaded by every ``readerfit.seper`` call), and the LM of an ``lm:`` judge, shared with the rest of
+    the run; its device is used for NLI models.
 
     >>> build_judge("lexical").name
     'lexical'
     """
+    if isinstance(pool, ModelPool) and isinstance(spec, str) and dedupe and not options:
+        return pool.cached(("judge", spec.strip()), lambda: JUDGES.build(spec, {}, pool=pool, dedupe=True))
     return JUDGES.build(spec, options, pool=pool, dedupe=dedupe)

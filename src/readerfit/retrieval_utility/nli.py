@@ -7,6 +7,7 @@ E(x ⊢ y) is the softmax probability of the entailment label; :meth:`NLIJudge.r
 from __future__ import annotations
 
 import importlib.util
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import torch
 
 from readerfit.errors import ContextLengthError, InputError, MissingPackageError, UnknownModelError
 from readerfit.models.device import auto_device, resolve_dtype
+from readerfit.models.progress import quiet_loading
 from readerfit.models.specs import resolve
 from readerfit.retrieval_utility.judge import Judge, Relation, Triple
 
@@ -85,9 +87,17 @@ class NLIJudge(Judge):
 
         source = resolve(name_or_path, "nli").path()
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(source)
-            self.model = AutoModelForSequenceClassification.from_pretrained(
-                source, dtype=resolve_dtype(dtype), use_safetensors=True)
+            # safetensors when the copy has them; else pytorch_model.bin (all the hub's main branch of the paper's
+            # deberta-v2-xlarge-mnli holds) through torch's weights-only unpickler, which refuses pickled code
+            with quiet_loading():
+                self.tokenizer = AutoTokenizer.from_pretrained(source)
+                self.model = AutoModelForSequenceClassification.from_pretrained(
+                    source, dtype=resolve_dtype(dtype), weights_only=True)
+        except pickle.UnpicklingError as err:
+            raise UnknownModelError(
+                f"refused NLI model {name_or_path!r}: its .bin weights hold more than tensors (pickled objects, "
+                "which could run code); readerfit loads .bin weights with torch's weights-only loader only. Use a "
+                "copy with model.safetensors, or pass another judge (--judge lexical)") from err
         except ValueError as err:
             # a SentencePiece-only tokenizer (DeBERTa-v2's spm.model) without the package fails with a parse error
             if importlib.util.find_spec("sentencepiece") is None and sentencepiece_only(source):
@@ -181,7 +191,8 @@ def load_failure(name: str, err: Exception) -> str:
     cause = str(err).strip().splitlines()[0].rstrip(".") if str(err).strip() else type(err).__name__
     return (f"could not load NLI model {name!r}: {cause}. Offline or without its weights, pass another judge: "
             "--judge lexical (judge='lexical' in the API), or --judge nli:<local directory> holding a copy of an "
-            "MNLI model (config, tokenizer, safetensors weights)")
+            "MNLI model (config.json, its tokenizer's files, and model.safetensors or pytorch_model.bin); see "
+            "docs/seper-judge.md")
 
 
 def label_index(id2label: dict[Any, str], word: str) -> int | None:

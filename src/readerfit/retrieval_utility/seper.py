@@ -61,12 +61,14 @@ from readerfit.models.lm import LocalLanguageModel, PromptText
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import make_config
 from readerfit.retrieval_utility.belief import (
+    DeltaSePer,
     SePerResult,
     check_references,
     judge_pairs,
     sample_baselines,
     sample_weights,
     seper_from_judgments,
+    seper_json,
 )
 from readerfit.retrieval_utility.config import (
     OFFICIAL_CONTEXT_PROMPT,
@@ -74,9 +76,10 @@ from readerfit.retrieval_utility.config import (
     SEPER_CONTEXT_PROMPT,
     SEPER_PROMPT,
     SePerConfig,
+    judge_warning,
     render_documents,
 )
-from readerfit.retrieval_utility.judge import build_judge
+from readerfit.retrieval_utility.judge import Judge, build_judge
 from readerfit.types import Generation, Passage
 
 __all__ = ["OFFICIAL_CONTEXT_PROMPT", "OFFICIAL_PROMPT", "SEPER_CONTEXT_PROMPT", "SEPER_PROMPT", "DeltaSePer",
@@ -108,43 +111,6 @@ class SampleSet:
         return [g.text.strip() for g in self.generations]
 
 
-@dataclass
-class DeltaSePer:
-    """SePer without and with the context; ``soft``/``hard`` are the ΔSePer values."""
-
-    without: SePerResult
-    with_context: SePerResult
-
-    @property
-    def soft(self) -> float:
-        return self.with_context.soft - self.without.soft
-
-    @property
-    def hard(self) -> float:
-        return self.with_context.hard - self.without.hard
-
-
-def seper_json(result: SePerResult | DeltaSePer, *, preset: str | None = None,
-               judge_warning: str | None = None) -> dict[str, Any]:
-    """``{"without": {soft, hard}, "with": {soft, hard} or None, "delta": {soft, hard} or None, "preset"}``,
-    and ``"judge_warning"`` when one is given (a preset run with another judge than the paper's).
-
-    >>> r = SePerResult(soft=0.5, hard=0.25, soft_per_reference=[0.5], hard_per_reference=[0.25], responses=["a"],
-    ...                 weights=[1.0], clusters=[0])
-    >>> seper_json(r)
-    {'without': {'soft': 0.5, 'hard': 0.25}, 'with': None, 'delta': None, 'preset': None}
-    """
-    if isinstance(result, DeltaSePer):
-        out = {"without": {"soft": result.without.soft, "hard": result.without.hard},
-               "with": {"soft": result.with_context.soft, "hard": result.with_context.hard},
-               "delta": {"soft": result.soft, "hard": result.hard}, "preset": preset}
-    else:
-        out = {"without": {"soft": result.soft, "hard": result.hard}, "with": None, "delta": None, "preset": preset}
-    if judge_warning:
-        out["judge_warning"] = judge_warning
-    return out
-
-
 # ----- with a generator and a judge -----------------------------------------------------------------
 class SePer:
     """SePer / ΔSePer of contexts for questions, with a generator LM and an entailment judge.
@@ -170,12 +136,16 @@ class SePer:
     (0.0, 1.0, 1.0)
     """
 
-    def __init__(self, generator: Any, judge: Any = None, config: SePerConfig | None = None, *, pool: Any = None) -> None:
+    def __init__(self, generator: Any, judge: Any = None, config: SePerConfig | None = None, *, pool: Any = None,
+                 preset: str | None = None) -> None:
         self.generator = generator
         self.config = config or SePerConfig()
         if judge is None:
             judge = build_judge(self.config.judge, pool=pool)
         self.judge = judge
+        # what each result says: the judge that scored it, and why it is not the preset's SePer when it is not
+        self.judge_name = judge.name if isinstance(judge, Judge) else type(judge).__name__
+        self.judge_warning = judge_warning(self.judge_name, preset=preset)
 
     @classmethod
     def from_pool(cls, pool: Any, *, generator: str | None = None, judge: str | None = None,
@@ -201,7 +171,7 @@ class SePer:
         config = make_config(SePerConfig, options, what="SePer", preset=preset)
         judge_obj = build_judge(config.judge, pool=pool)  # first: a judge that cannot load stops before the generator
         lm = pool.lm(generator or DEFAULT_LM) if load_generator else None
-        return cls(lm, judge_obj, config)
+        return cls(lm, judge_obj, config, preset=preset)
 
     def _need_generator(self) -> Any:
         if self.generator is None:
@@ -317,7 +287,7 @@ class SePer:
                 reference_agg=cfg.reference_agg, soft_entailment=cfg.soft_entailment, decision=cfg.decision,
                 answer_match=cfg.answer_match, hard_reference=cfg.hard_reference, cluster_assign=cfg.cluster_assign,
                 empty=cfg.empty_responses)
-            r.context = s.context
+            r.context, r.judge, r.judge_warning = s.context, self.judge_name, self.judge_warning
             r.baselines = sample_baselines(s.generations, refs, weights=r.weights, clusters=r.clusters,
                                            likelihood=cfg.likelihood if s.token_counts else "sum",
                                            empty=cfg.empty_responses)

@@ -46,14 +46,23 @@ def field_path(loc: Sequence[Any]) -> str | None:
     return out or None
 
 
+# the errors of the body's other shape, when it may be one object or a list of them
+WHOLE_BODY_SHAPES = frozenset({"list_type", "model_attributes_type", "model_type", "dict_type"})
+
+
 def validation_response(errors: Sequence[Mapping[str, Any]], *, compressors: Sequence[str],
                         scorers: Sequence[str]) -> JSONResponse:
     """422 naming each bad field; an unknown compressor or scorer lists the registered and served names."""
     items: list[dict[str, Any]] = []
     fields = [field_path(e.get("loc", ())) for e in errors]
+    named = any(fields)
     for e, field in zip(errors, fields):
         message = str(e.get("msg", "invalid"))
-        if e.get("type") == "json_invalid":
+        if field is None and named and e.get("type") in WHOLE_BODY_SHAPES:
+            continue  # a body that may be an object or a list: the branch it took says what is wrong
+        if e.get("type") == "unencodable_text":  # the validator names the item inside the field
+            field = f"{field or ''}{(e.get('ctx') or {}).get('at', '')}".lstrip(".") or None
+        elif e.get("type") == "json_invalid":
             field, message = None, f"the body is not valid JSON ({e.get('ctx', {}).get('error', 'decode error')})"
         elif e.get("type") == "string_pattern_mismatch" and (e.get("ctx") or {}).get("pattern") == r"\S":
             message = "must not be blank"

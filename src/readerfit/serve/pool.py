@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from readerfit.models.pool import ModelPool
+from readerfit.models.progress import quiet_loading
 from readerfit.serve.config import BadField
 
 T = TypeVar("T")
@@ -61,7 +62,8 @@ class ServingPool(ModelPool):
                 raise BadField(f"this server loads its models at start; this request needs {key[0]} {name!r}, "
                                "which is not loaded (start the server with the compressor, options or reader "
                                "that need it)", field="options")
-            value = factory()
+            with quiet_loading():
+                value = factory()
             self._cache[key] = value
             if self._frozen:
                 self._drop_least_recent()

@@ -17,10 +17,13 @@ from pydantic import (
     StrictStr,
     StringConstraints,
     create_model,
+    field_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from readerfit.registry import PRESET_NAMES
 from readerfit.serve.options import REQUEST_OPTIONS, request_option_names
+from readerfit.text.unicode import unencodable, unencodable_message
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -56,6 +59,16 @@ def _names(keys: Any) -> dict[str, Any]:
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _readable_text(cls, value: Any) -> Any:
+        """Every request's text, options included, is valid Unicode: a lone surrogate (``"\\udc00"``) is a 422
+        naming its field (``at`` extends the field's path to the item), never a model's crash."""
+        found = unencodable(value)
+        if found:
+            raise PydanticCustomError("unencodable_text", unencodable_message(found[1]), {"at": found[0]})
+        return value
 
 
 class PassageObject(Strict):
@@ -97,7 +110,9 @@ class SePerRequest(Strict):
     context: str | None = Field(None, description="retrieved context: ΔSePer when given (blank = no retrieval)")
     options: dict[str, Any] = Field(default_factory=dict, description="SePer's options a request may set",
                                     json_schema_extra=_names(REQUEST_OPTIONS["seper"]))
-    preset: Preset | None = None
+    preset: Preset | None = Field(None, description="SePer as its paper defines it or its code runs it; refused (400) "
+                                                    "unless this server's judge is the preset's (the paper's NLI "
+                                                    "model: readerfit serve --judge nli:...)")
 
 
 def request_models(compressors: tuple[str, ...], scorers: tuple[str, ...]) -> tuple[type[BaseModel], type[BaseModel]]:
@@ -161,6 +176,9 @@ class SePerResponse(BaseModel):
     with_context: SoftHard | None = Field(alias="with")
     delta: SoftHard | None
     preset: str | None
+    judge: str = Field(description="the judge that scored the samples (lexical, nli:<model>, ...)")
+    judge_warning: str | None = Field(None, description="why the result is not the preset's SePer: its judge is not "
+                                                        "the paper's (null when it is, or without a preset)")
 
 
 class FieldError(BaseModel):

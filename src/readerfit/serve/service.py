@@ -16,7 +16,7 @@ from readerfit import api
 from readerfit.compressors import COMPRESSORS
 from readerfit.errors import InputError
 from readerfit.registry import make_config
-from readerfit.retrieval_utility.config import SePerConfig, judge_warning, seper_judge
+from readerfit.retrieval_utility.config import PAPER_JUDGE, SePerConfig, judge_warning, seper_judge
 from readerfit.retrieval_utility.judge import build_judge
 from readerfit.retrieval_utility.seper import SePer, seper_json
 from readerfit.scorers import SCORERS
@@ -165,13 +165,18 @@ class Service:
         if options.get("judge", self.judge_name) != self.judge_name:
             raise BadField(f"this server's SePer judge is {self.judge_name!r} (set at start with --judge); "
                            f"a request cannot change it, got {options['judge']!r}", field="options.judge")
+        if preset is not None and judge_warning(self.judge_name, preset=preset):
+            raise BadField(f"preset {preset!r} judges with the paper's {PAPER_JUDGE}, but this server's SePer judge "
+                           f"is {self.judge_name!r}, and a request cannot load another; leave preset out, or start "
+                           f"the server with the paper's judge: readerfit serve --judge {PAPER_JUDGE} (or "
+                           "--judge nli:<local copy of deberta-v2-xlarge-mnli>)", field="preset")
         preset = preset or self.config.preset
         config = checked_config(SePerConfig, {**options, "judge": self.judge_name}, what="SePer", preset=preset)
         if config.n > MAX_SEPER_SAMPLES or config.max_new_tokens > MAX_SEPER_NEW_TOKENS:
             raise BadField(f"a request may sample at most n={MAX_SEPER_SAMPLES} responses of at most "
                              f"max_new_tokens={MAX_SEPER_NEW_TOKENS}; got n={config.n}, "
                            f"max_new_tokens={config.max_new_tokens}", field="options")
-        seper = SePer(self.reader_lm, judge=self.judge, config=config, pool=self.pool)
+        seper = SePer(self.reader_lm, judge=self.judge, config=config, pool=self.pool, preset=preset)
         result = seper.seper(question, list(answers)) if context is None else seper.delta(question, list(answers),
                                                                                            context)
         return seper_json(result, preset=preset)
