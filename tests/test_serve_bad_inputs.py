@@ -20,11 +20,14 @@ from test_serve import no_leak
 BAD = "Anna \udc00 wrote it."
 GOOD = {
     "/v1/compress": {"question": "Who wrote it?", "passages": ["Anna wrote it.", {"title": "T", "text": "It sold."}]},
-    "/v1/rerank": {"query": "Who wrote it?", "texts": ["Anna wrote it.", "It sold."], "compressor": "exit"},
+    "/rerank": {"query": "Who wrote it?", "texts": ["Anna wrote it.", "It sold."], "compressor": "exit"},
+    "/v1/rerank": {"model": "exit", "query": "Who wrote it?",
+                   "documents": ["Anna wrote it.", {"text": "It sold.", "title": "T"}], "rank_fields": ["text"]},
     "/v1/score": {"texts": ["Anna wrote it.", {"text": "It sold.", "context": "Anna wrote it."}], "scorer": "ppl"},
     "/v1/seper": {"question": "Who wrote it?", "answers": ["Anna"], "context": "Anna wrote it.",
                   "options": {"n": 2, "max_new_tokens": 2}},
 }
+GOOD["/v2/rerank"] = GOOD["/v1/rerank"]  # the same Cohere body on both versions
 # each field of each route (a path into the body) and wrong values for it; every text field also gets BAD
 FIELDS: dict[str, list[tuple[tuple[Any, ...], list[Any]]]] = {
     "/v1/compress": [
@@ -34,10 +37,22 @@ FIELDS: dict[str, list[tuple[tuple[Any, ...], list[Any]]]] = {
         (("passages", 1, "score"), ["high"]), (("options",), [[1], "rate"]), (("options", "rate"), []),
         (("preset",), ["fancy", 5]), (("id",), [[1], 1.5]), (("compressor",), [5, "zip", ["none"]]),
     ],
+    # text-embeddings-inference's shape
+    "/rerank": [
+        (("query",), [5, None, " "]), (("texts",), ["x", [], [5], None]), (("texts", 1), [5, " ", None]),
+        (("return_text",), ["maybe", [1], 5]), (("raw_scores",), ["maybe", [1], 5]), (("truncate",), ["maybe", 5]),
+        (("truncation_direction",), ["up", 5]), (("compressor",), [5, "zip", "none"]), (("options",), [[1], "rate"]),
+        (("options", "rate"), ["half", 5]), (("options", "colour"), [1]), (("preset",), ["fancy", 5]),
+    ],
+    # the Cohere/Jina shape, the same on /v1 and /v2
     "/v1/rerank": [
-        (("query",), [5, None, " "]), (("texts",), ["x", [], [5]]), (("texts", 1), [5, " "]),
-        (("return_text",), ["maybe", [1], 5]), (("compressor",), [5]), (("options",), [[1]]), (("options", "rate"), []),
-        (("preset",), ["fancy"]),
+        (("model",), [5, "zip", "none"]), (("query",), [5, None, " "]), (("documents",), ["x", [], [5], None]),
+        (("documents", 0), [5, " ", None]), (("documents", 1, "text"), [5, None, " "]),
+        (("documents", 1, "title"), [5]), (("documents", 1, "colour"), [1]), (("top_n",), [0, "2", 1.5, [1]]),
+        (("return_documents",), ["maybe", 5]), (("max_chunks_per_doc",), [0, "x"]),
+        (("max_tokens_per_doc",), [0, "x"]), (("rank_fields",), ["text", 5]), (("rank_fields", 0), [5]),
+        (("priority",), ["high", 1.5]), (("options",), [[1], "rate"]), (("options", "rate"), ["half", 5]),
+        (("options", "colour"), [1]), (("preset",), ["fancy", 5]),
     ],
     "/v1/score": [
         (("texts",), ["x", [], 5]), (("texts", 0), [5, " "]), (("texts", 1, "text"), [5, None]),
@@ -50,6 +65,7 @@ FIELDS: dict[str, list[tuple[tuple[Any, ...], list[Any]]]] = {
         (("preset",), ["fancy"]),
     ],
 }
+FIELDS["/v2/rerank"] = FIELDS["/v1/rerank"]
 
 
 def shown(path: tuple[Any, ...]) -> str:
@@ -71,8 +87,9 @@ def cases() -> list[tuple[str, Any, str]]:
     for route, fields in FIELDS.items():
         for path, values in fields:
             name = shown(path)
-            text_field = path[-1] not in ("score", "return_text", "preset", "compressor", "scorer")
-            for value in [*values, *([BAD] if text_field else [])]:
+            # every field also gets text that is not valid Unicode: a text field refuses it as such, the others
+            # as a wrong type or name
+            for value in [*values, BAD]:
                 out.append((route, with_value(GOOD[route], path, value), name))
         # a whole body of the wrong shape, and an unknown field
         out += [(route, 5, ""), (route, {**GOOD[route], "colour": BAD}, "colour")]
@@ -113,7 +130,25 @@ def test_every_field_of_every_route_is_a_4xx_naming_it(app):
         if not (400 <= response.status_code < 500 and names and error.get("error")):
             failures.append((route, json.dumps(body)[:120], field, response.status_code, response.text[:200]))
     assert not failures, f"{len(failures)} of {len(CASES)} cases: " + "\n".join(map(str, failures))
-    assert len(CASES) >= 100
+    assert len(CASES) >= 250
+
+
+def test_the_battery_covers_every_field_of_every_route(app):
+    """A route or a field added later without its bad inputs here fails this test."""
+    schema = app.openapi()
+    posted = {path for path, methods in schema["paths"].items() if "post" in methods}
+    assert posted == set(FIELDS)
+
+    def properties(ref: dict[str, Any]) -> set[str]:
+        refs = [ref, *ref.get("anyOf", [])]  # a body that may be one object or a list of them
+        refs = [r.get("items", r) for r in refs]
+        names = [r["$ref"].rsplit("/", 1)[-1] for r in refs if "$ref" in r]
+        return {p for n in names for p in schema["components"]["schemas"][n]["properties"]}
+
+    for route in posted:
+        body = schema["paths"][route]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        covered = {path[0] for path, _ in FIELDS[route]}
+        assert properties(body) and properties(body) <= covered, (route, properties(body) - covered)
 
 
 def test_the_good_bodies_are_answered(app):
@@ -125,5 +160,17 @@ def test_the_good_bodies_are_answered(app):
 def test_a_lone_surrogate_in_a_compress_request_is_a_422_naming_it(app, where):
     # was: 500 internal error (TypeError) from the tokenizer; the id's was a PydanticSerializationError
     (response,) = post_all(app, [("/v1/compress", with_value(GOOD["/v1/compress"], where, BAD))])
+    assert response.status_code == 422 and response.json()["field"] == shown(where), response.text
+    assert "lone surrogate (U+DC00)" in response.json()["error"]
+
+
+@pytest.mark.parametrize(("route", "where"), [
+    ("/rerank", ("query",)), ("/rerank", ("texts", 1)), ("/rerank", ("options", "rate")),
+    *[(route, where) for route in ("/v1/rerank", "/v2/rerank")
+      for where in [("query",), ("documents", 0), ("documents", 1, "text"), ("documents", 1, "title"),
+                    ("rank_fields", 0), ("options", "rate")]],
+])
+def test_a_lone_surrogate_in_a_rerank_request_is_a_422_naming_it(app, route, where):
+    (response,) = post_all(app, [(route, with_value(GOOD[route], where, BAD))])
     assert response.status_code == 422 and response.json()["field"] == shown(where), response.text
     assert "lone surrogate (U+DC00)" in response.json()["error"]

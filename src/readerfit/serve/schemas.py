@@ -38,10 +38,25 @@ def _not_blank(text: str) -> str:
     return text
 
 
+def _readable(value: Any) -> Any:
+    """Every request's text is valid Unicode: a lone surrogate (``"\\udc00"``) is a 422 naming its field (``at``
+    extends the field's path to the item), never a model's crash."""
+    found = unencodable(value)
+    if found:
+        raise PydanticCustomError("unencodable_text", unencodable_message(found[1]), {"at": found[0]})
+    return value
+
+
+def _readable_str(value: Any) -> Any:
+    # before the pattern, whose regex engine would refuse a surrogate with a message that does not say so
+    return _readable(value) if isinstance(value, str) else value
+
+
 # a pattern in the schema (what clients read) and Python's own idea of blank (what the methods check). The
 # pattern needs one character that is blank to neither: a regex's \s (ECMA's has U+FEFF, Unicode's U+0085) misses
 # the separators U+001C-U+001F that Python's str.strip() removes, so those are named too
-NonBlank = Annotated[str, StringConstraints(pattern=r"[^\s\u001c-\u001f\u0085\ufeff]"), AfterValidator(_not_blank)]
+NonBlank = Annotated[str, StringConstraints(pattern=r"[^\s\u001c-\u001f\u0085\ufeff]"), AfterValidator(_not_blank),
+                     BeforeValidator(_readable_str)]
 Preset = Literal[PRESET_NAMES]  # type: ignore[valid-type]
 def integral(value: Any) -> Any:
     """120.0 is an integer to JSON Schema (and to schemathesis): take it as 120; 120.5 stays a float (refused)."""
@@ -63,12 +78,8 @@ class Strict(BaseModel):
     @field_validator("*", mode="after")
     @classmethod
     def _readable_text(cls, value: Any) -> Any:
-        """Every request's text, options included, is valid Unicode: a lone surrogate (``"\\udc00"``) is a 422
-        naming its field (``at`` extends the field's path to the item), never a model's crash."""
-        found = unencodable(value)
-        if found:
-            raise PydanticCustomError("unencodable_text", unencodable_message(found[1]), {"at": found[0]})
-        return value
+        """Every field's text, options included, is valid Unicode (:func:`_readable`)."""
+        return _readable(value)
 
 
 class PassageObject(Strict):
