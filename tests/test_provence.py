@@ -10,6 +10,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from readerfit.compressors import build_compressor
+from readerfit.compressors.budget import Budget
+from readerfit.compressors.provence import title_units
 from readerfit.errors import ContextLengthError, InputError, UnknownModelError
 from readerfit.models.pool import ModelPool
 from readerfit.retrieve.rerank import build_reranker
@@ -97,7 +99,8 @@ def test_the_threshold_rule_against_a_slow_reference(tiny_provence_dir, pool, al
     (always_select_title) when a sentence of its passage is kept. Thresholds between the scores."""
     base = provence(pool, tiny_provence_dir, threshold=0.0, always_select_title=always)
     full = base.compress(QUESTION, PASSAGES)
-    titles = set(full.details["title_units"])
+    titles = title_units(PASSAGES, full.passage_of_unit)
+    assert sorted(titles) == full.details["title_units"]  # shown for people, never read back
     assert [full.units[t] for t in sorted(titles)] == ["Clubs", "Paris"]
     for pi in range(len(PASSAGES)):
         own = [k for k, p in enumerate(full.passage_of_unit) if p == pi]
@@ -158,7 +161,8 @@ def test_the_sentence_whose_tokens_the_head_keeps_is_kept_with_its_title(tiny_pr
 
 def test_reorder_puts_passages_in_ranking_order_and_keeps_the_top_k(tiny_provence_dir, pool):
     plain = provence(pool, tiny_provence_dir, threshold=0.0).compress(QUESTION, PASSAGES)
-    ranking = plain.details["ranking_scores"]
+    ranking = plain.passage_scores
+    assert ranking == plain.details["ranking_scores"]
     reranker = build_reranker(f"provence:{tiny_provence_dir}", pool)
     assert reranker.rerank(QUESTION, PASSAGES).scores == pytest.approx(ranking, abs=1e-5)
     out = provence(pool, tiny_provence_dir, threshold=0.0, reorder=True, top_k=2).compress(QUESTION, PASSAGES)
@@ -185,6 +189,23 @@ def test_the_budget_is_a_hard_cap_reported_with_the_achieved_rate(tiny_provence_
         assert out.text  # something fits
         again = c.at_budget(PASSAGES, out, c.config.budget())
         assert (again.text, again.kept) == (out.text, out.kept)
+
+
+@pytest.mark.parametrize("options", [{}, {"reorder": True, "top_k": 2}, {"always_select_title": False}])
+def test_at_budget_reads_the_typed_ranking_never_the_details(tiny_provence_dir, pool, tiny_lm, options):
+    """Re-selection under a budget equals the compressor built with it, from ``ranking`` and ``passage_scores``
+    alone: the scoring's details emptied change nothing."""
+    scorer = build_compressor("provence", pool, reader=tiny_lm, model=str(tiny_provence_dir), splitter="regex",
+                              threshold=0.0, **options)
+    scored = scorer.compress(QUESTION, PASSAGES)
+    assert scored.ranking == scored.scores and len(scored.passage_scores) == len(PASSAGES)
+    scored.details = {}
+    for rate in (0.2, 0.5, 0.9):
+        direct = build_compressor("provence", pool, reader=tiny_lm, model=str(tiny_provence_dir), splitter="regex",
+                                  threshold=0.0, rate=rate, **options).compress(QUESTION, PASSAGES)
+        again = scorer.at_budget(PASSAGES, scored, Budget(rate=rate))
+        assert (again.text, again.kept, again.passage_scores) == (direct.text, direct.kept, direct.passage_scores)
+        assert again.details["budget"] == direct.details["budget"]
 
 
 def test_a_passage_longer_than_the_model_is_read_in_blocks_and_a_long_question_is_refused(tiny_provence_dir, pool):

@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from readerfit.compressors import COMPRESSORS, BaseCompressor, join_passages
+from readerfit.compressors.budget import Budget
+from readerfit.compressors.per_call import budget_options, compress_at_budgets, split_budget
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, PromptText
 from readerfit.models.pool import ModelPool
@@ -103,7 +105,8 @@ def _checked(*, question: str | None = None, method: str | None = _UNSET, pool: 
 
 
 def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], method: str = "exit", *,
-             pool: ModelPool | None = None, reader: str | LanguageModel | None = DEFAULT_LM, preset: str | None = None,
+             rate: float | None = None, target_tokens: int | None = None, pool: ModelPool | None = None,
+             reader: str | LanguageModel | None = DEFAULT_LM, preset: str | None = None,
              options: Mapping[str, Any] | None = None, **kwargs: Any) -> Compression:
     """The passages compressed for the question by a registered compressor (``options`` and keyword
     arguments: its config's fields; a field named like an argument here, such as xcompress's ``reader``, goes
@@ -113,14 +116,18 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
         question: the question the passages are compressed for (non-empty).
         passages: strings, ``{"title", "text"}`` objects or :class:`Passage`\\ s; blank ones are dropped.
         method: a registered compressor (``readerfit.compressors.COMPRESSORS``); an unknown name lists them.
+        rate, target_tokens: this call's token budget (the fraction of the reader's tokens to keep, a count;
+            ``target_token=`` is read as ``target_tokens``), also accepted in ``options``. The compressor is
+            built once whatever the budget: the sentence selectors (exit, sentence-sim, provence) score once and
+            select under it, keeping exactly what the compressor built with that budget keeps; ``none`` takes
+            no budget.
         pool: the :class:`ModelPool` whose models are used (default: one per process).
         reader: the reader the context is for (a name or an LM; default the packaged SmolLM2, loaded once into
             the pool): reader-aware methods score with it, budgets count its tokens, and ``origin_tokens`` /
             ``compressed_tokens`` are its. ``reader=None`` skips the reader: nothing is counted (both 0, ``rate``
             1.0) and budgets count whitespace words.
         preset: ``paper`` or ``official``: the method as its paper defines it or its authors' code runs it.
-        options: the compressor's config fields (``{"rate": 0.2}``; the token budget ``target_tokens``, also
-            read as LLMLingua's ``target_token``), over the preset's.
+        options: the compressor's config fields (``{"threshold": 0.3}``), over the preset's.
 
     Returns: a :class:`Compression` (text, units, scores, kept, token counts, ``rate``, ``ratio``, details).
 
@@ -131,14 +138,16 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
     ('Book\\nAnna wrote it.', [0])
     """
     options = _checked(question=question, method=method, pool=pool, reader=reader, options=options, preset=preset,
-                       keywords=kwargs)
+                       keywords=_with_budget(kwargs, rate=rate, target_tokens=target_tokens))
     given = as_passages(passages)  # checked before any model loads
-    built, reader_lm = _compressor(method, options=options, preset=preset, pool=pool, reader=reader)
-    return _counted(built.compress(question, given), given, reader_lm)
+    options, budget = split_budget(options, what=f"compressor {method!r}")
+    return compress_budgeted([question], [given], [budget], method, options=options, preset=preset, pool=pool,
+                             reader=reader)[0]
 
 
 def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | dict[str, Any] | Passage]],
-                   method: str = "exit", *, pool: ModelPool | None = None,
+                   method: str = "exit", *, rate: float | None = None, target_tokens: int | None = None,
+                   pool: ModelPool | None = None,
                    reader: str | LanguageModel | None = DEFAULT_LM, preset: str | None = None,
                    options: Mapping[str, Any] | None = None, **kwargs: Any) -> list[Compression]:
     """:func:`compress` of many questions at once, one :class:`Compression` per question in order:
@@ -158,7 +167,9 @@ def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | d
     if isinstance(passages, str) or not isinstance(passages, Sequence) or len(passages) != len(questions):
         raise InputError(f"passages must be a list with one list of passages per question: {len(questions)} "
                          f"questions, got {len(passages) if isinstance(passages, Sequence) else type(passages).__name__}")
-    options = _checked(method=method, pool=pool, reader=reader, options=options, preset=preset, keywords=kwargs)
+    options = _checked(method=method, pool=pool, reader=reader, options=options, preset=preset,
+                       keywords=_with_budget(kwargs, rate=rate, target_tokens=target_tokens))
+    options, budget = split_budget(options, what=f"compressor {method!r}")
     given = []
     for i, (question, ps) in enumerate(zip(questions, passages)):
         try:
@@ -166,9 +177,30 @@ def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | d
             given.append(as_passages(ps))
         except InputError as err:
             raise InputError(f"question {i}: {err}") from None
-    built, reader_lm = _compressor(method, options=options, preset=preset, pool=pool, reader=reader)
-    compressions = built.compress_many(list(zip(questions, given)))
-    return [_counted(c, ps, reader_lm) for c, ps in zip(compressions, given)]
+    return compress_budgeted(list(questions), given, [budget] * len(given), method, options=options, preset=preset,
+                             pool=pool, reader=reader)
+
+
+def compress_budgeted(questions: Sequence[str], passages: Sequence[Sequence[Passage]], budgets: Sequence[Budget | None],
+                      method: str, *, options: dict[str, Any], preset: str | None, pool: ModelPool | None,
+                      reader: str | LanguageModel | None) -> list[Compression]:
+    """Question ``i``'s passages compressed under ``budgets[i]`` (None: the compressor's own), all with one
+    compressor per (method, ``options`` without a budget, preset, reader) whatever the budgets
+    (:func:`~readerfit.compressors.per_call.compress_at_budgets`); what :func:`compress`, :func:`compress_batch`
+    and the server's ``/v1/compress`` (which batches requests of different budgets together) run."""
+    reader_lm = (pool or default_pool()).lm(reader) if isinstance(reader, str) else reader
+
+    def build(budget: Budget | None) -> BaseCompressor:
+        return _compressor(method, options={**options, **budget_options(budget)}, preset=preset, pool=pool,
+                           reader=reader_lm)[0]
+
+    compressions = compress_at_budgets(COMPRESSORS.get(method), list(zip(questions, passages)), budgets, build=build)
+    return [_counted(c, ps, reader_lm) for c, ps in zip(compressions, passages)]
+
+
+def _with_budget(keywords: dict[str, Any], *, rate: float | None, target_tokens: int | None) -> dict[str, Any]:
+    """The keyword options with the budget arguments given (None: not given)."""
+    return {**keywords, **{k: v for k, v in (("rate", rate), ("target_tokens", target_tokens)) if v is not None}}
 
 
 async def acompress(question: str, passages: Sequence[str | dict[str, Any] | Passage], method: str = "exit",

@@ -33,8 +33,10 @@ class Compression:
     (extractive methods) gives each unit's passage index among the non-empty input
     passages; ``ranking`` (compressors that select units under a budget) is what a budget spends by, aligned with
     ``units``: a compressor re-selects from it at another budget without scoring again, and code reads it, never
-    ``details``; ``metrics`` are numbers the eval averages per compressor (e.g. xcompress's ``sampled``);
-    ``details`` is free-form provenance for people.
+    ``details``; ``passage_scores`` (compressors that also rank passages, as Provence's ranking head) is one
+    relevance score per passage, aligned with the non-empty input passages, what a reranker orders them by;
+    ``metrics`` are numbers the eval averages per compressor (e.g. xcompress's ``sampled``); ``details`` is
+    free-form provenance for people, never read back by code.
     """
 
     text: str
@@ -46,6 +48,7 @@ class Compression:
     seconds: float = 0.0
     passage_of_unit: list[int] | None = None
     ranking: list[float] | None = None
+    passage_scores: list[float] | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -64,6 +67,8 @@ class Compression:
             d["passage_of_unit"] = list(self.passage_of_unit)
         if self.ranking is not None:
             d["ranking"] = list(self.ranking)
+        if self.passage_scores is not None:
+            d["passage_scores"] = list(self.passage_scores)
         if self.metrics:
             d["metrics"] = dict(self.metrics)
         return d

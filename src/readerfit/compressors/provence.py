@@ -71,9 +71,22 @@ class ProvenceConfig:
         return Budget(rate=self.rate, target_tokens=self.target_tokens)
 
 
+# what a selection writes into the details (re-selection writes them anew)
+_SELECTION_DETAILS = ("budget", "passage_order", "kept_sentences")
+
+
+def title_units(passages: Sequence[Passage], passage_of_unit: Sequence[int]) -> set[int]:
+    """The units that are titles: a titled passage's first unit (:meth:`ProvenceCompressor._units`)."""
+    first: dict[int, int] = {}
+    for k, pi in enumerate(passage_of_unit):
+        first.setdefault(pi, k)
+    return {k for pi, k in first.items() if passages[pi].title.strip()}
+
+
 class ProvenceCompressor(BaseCompressor):
-    """``provence``: units are each passage's title (when it has one) and sentences; ``scores`` their mean
-    P(keep); ``details["ranking_scores"]`` each passage's ranking score."""
+    """``provence``: units are each passage's title (when it has one) and sentences; ``scores`` (and
+    ``ranking``) their mean P(keep); ``passage_scores`` each passage's ranking-head score (``details`` shows
+    them as ``ranking_scores``)."""
 
     name = "provence"
     config_class = ProvenceConfig
@@ -89,20 +102,18 @@ class ProvenceCompressor(BaseCompressor):
     def from_config(cls, config: ProvenceConfig, *, pool: Any, reader_lm: LanguageModel | None = None) -> ProvenceCompressor:
         return cls(pooled_provence(pool, config.model), get_splitter(config.splitter), config, reader_lm=reader_lm)
 
-    def _units(self, passages: Sequence[Passage]) -> tuple[list[tuple[int, str]], set[int]]:
-        """(passage index, unit) pairs, each passage's title first; and which units are titles."""
+    def _units(self, passages: Sequence[Passage]) -> list[tuple[int, str]]:
+        """(passage index, unit) pairs, each passage's title first (:func:`title_units`)."""
         units: list[tuple[int, str]] = []
-        titles: set[int] = set()
         for i, p in enumerate(passages):
             if p.title.strip():
-                titles.add(len(units))
                 units.append((i, p.title.strip()))
             sentences = [s.strip() for s in p.sentences] if p.sentences else self.splitter(p.text)
             units.extend((i, s) for s in sentences if s.strip())
-        return units, titles
+        return units
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
-        units, titles = self._units(passages)
+        units = self._units(passages)
         grouped: list[list[str]] = [[] for _ in passages]
         for pi, unit in units:
             grouped[pi].append(unit)
@@ -110,25 +121,25 @@ class ProvenceCompressor(BaseCompressor):
                                normalize=self.config.normalize_question)
         scores = [s for passage in out for s in passage.units]
         details: dict[str, Any] = {"ranking_scores": [s.ranking for s in out], "threshold": self.config.threshold,
-                                   "title_units": sorted(titles)}
+                                   "title_units": sorted(title_units(passages, [pi for pi, _ in units]))}
         blocks = {str(i): s.blocks for i, s in enumerate(out) if s.blocks > 1}
         if blocks:
             details["read_in_blocks"] = blocks
-        return self._select(passages, units, scores, details, self.config.budget())
+        return self._select(passages, units, scores, [s.ranking for s in out], details, self.config.budget())
 
     def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
-        """This compressor's selection of ``compression``'s scored units under ``budget``."""
-        assert compression.scores is not None and compression.passage_of_unit is not None
-        details: dict[str, Any] = {k: compression.details[k] for k in ("ranking_scores", "threshold", "title_units", "read_in_blocks")
-                   if k in compression.details}
-        return self._select(passages, list(zip(compression.passage_of_unit, compression.units)), compression.scores,
-                            details, budget)
+        """This compressor's selection of ``compression``'s ranked units (its ``ranking``, and its passages' by
+        ``passage_scores``) under ``budget``; the scoring's details are carried over for people."""
+        assert compression.ranking is not None and compression.passage_of_unit is not None \
+            and compression.passage_scores is not None
+        details = {k: v for k, v in compression.details.items() if k not in _SELECTION_DETAILS}
+        return self._select(passages, list(zip(compression.passage_of_unit, compression.units)), compression.ranking,
+                            compression.passage_scores, details, budget)
 
     def _select(self, passages: Sequence[Passage], units: list[tuple[int, str]], scores: list[float],
-                details: dict[str, Any], budget: Budget) -> Compression:
+                ranking: list[float], details: dict[str, Any], budget: Budget) -> Compression:
         cfg = self.config
-        titles = set(details["title_units"])
-        ranking = details["ranking_scores"]
+        titles = title_units(passages, [pi for pi, _ in units])
         order = list(range(len(passages)))
         if cfg.reorder:  # best ranking score first; ties keep the retrieval order
             order = sorted(order, key=lambda i: (-ranking[i], i))[: cfg.top_k]
@@ -165,7 +176,8 @@ class ProvenceCompressor(BaseCompressor):
         rank = {pi: r for r, pi in enumerate(order)}
         return Compression(text=render(kept), units=[u for _, u in units], scores=scores,
                            kept=sorted(kept, key=lambda k: (rank[units[k][0]], k)),
-                           passage_of_unit=[pi for pi, _ in units], details=details)
+                           passage_of_unit=[pi for pi, _ in units], ranking=list(scores),
+                           passage_scores=list(ranking), details=details)
 
     def _render(self, passages: Sequence[Passage], units: Sequence[tuple[int, str]], titles: set[int],
                 kept: Sequence[int], order: Sequence[int]) -> str:

@@ -74,9 +74,9 @@ class SentenceSimilarity(BaseCompressor):
         return self._select(passages, units, scores, self.config.budget())
 
     def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
-        """This compressor's selection of ``compression``'s scored sentences under ``budget``."""
-        assert compression.scores is not None and compression.passage_of_unit is not None
-        return self._select(passages, list(zip(compression.passage_of_unit, compression.units)), compression.scores,
+        """This compressor's selection of ``compression``'s ranked sentences (its ``ranking``) under ``budget``."""
+        assert compression.ranking is not None and compression.passage_of_unit is not None
+        return self._select(passages, list(zip(compression.passage_of_unit, compression.units)), compression.ranking,
                             budget)
 
     def _select(self, passages: Sequence[Passage], units: list[tuple[int, str]], scores: list[float],
@@ -87,4 +87,4 @@ class SentenceSimilarity(BaseCompressor):
         kept, details = select_units(scores, passages=passages, units=units, candidates=candidates, budget=budget,
                                      count=count, counted_in=counted_in)
         return Compression(text=assemble(passages, units, kept), units=[s for _, s in units], scores=scores,
-                           kept=kept, passage_of_unit=[pi for pi, _ in units], details=details)
+                           kept=kept, passage_of_unit=[pi for pi, _ in units], ranking=list(scores), details=details)

@@ -85,14 +85,13 @@ def ranked(compressor: str, c: Compression, n: int, *, raw: bool = False, field:
 
 
 def ranking_head(compressor: str, c: Compression, n: int) -> list[float] | None:
-    """Provence's ranking-head logit of each text, which its compressor reports beside the sentence scores (the
-    same forward pass); None for a compressor without one."""
-    if compressor != "provence":
+    """Each text's score from the compressor's own passage ranking (``Compression.passage_scores``: Provence's
+    ranking-head logits, from the same forward pass); None for a compressor without one."""
+    if c.passage_scores is None:
         return None
-    scores = c.details.get("ranking_scores")
-    if not isinstance(scores, list) or len(scores) != n:
-        raise RuntimeError(f"provence reported {scores!r:.80} as its ranking scores, expected one per text ({n})")
-    return [float(s) for s in scores]
+    if len(c.passage_scores) != n:
+        raise RuntimeError(f"{compressor} reported {len(c.passage_scores)} passage scores, expected one per text ({n})")
+    return [float(s) for s in c.passage_scores]
 
 
 def _sigmoid(x: float) -> float:

@@ -1,0 +1,97 @@
+"""A budget per call: one compressor per method and settings, whatever the budget.
+
+The budget (``rate`` / ``target_tokens``, LLMLingua's ``target_token``) is taken out of a call's options
+(:func:`split_budget`); :func:`compress_at_budgets` then compresses with the compressor built without it and
+spends each item's budget after:
+
+* a :class:`~readerfit.compressors.budget.Budgeted` compressor (exit, sentence-sim, provence) scores once at its
+  own default and re-selects each compression under its item's budget (``at_budget``), which is exactly what
+  the compressor built with that budget keeps;
+* a compressor that takes a budget only as config (llmlingua2, longllmlingua, selective-context, the summaries)
+  is built with it, once per budget (the caller caches builds);
+* a compressor that takes no budget (``none``) refuses one, naming it.
+
+>>> split_budget({"threshold": 0.3, "target_token": 40}, what="exit")
+({'threshold': 0.3}, Budget(rate=None, target_tokens=40, hard=True))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from readerfit.compressors.base import BaseCompressor, check_inputs
+from readerfit.compressors.budget import Budget, Budgeted
+from readerfit.errors import InputError
+from readerfit.types import Compression, Passage
+
+BUDGET_OPTIONS = ("rate", "target_tokens", "target_token")
+
+
+def split_budget(options: Mapping[str, Any], *, what: str) -> tuple[dict[str, Any], Budget | None]:
+    """(``options`` without the budget, the :class:`Budget` they ask or None): ``target_token`` is
+    ``target_tokens`` (both is an error); a value out of range is an :class:`InputError` naming ``what``."""
+    rest = {k: v for k, v in options.items() if k not in BUDGET_OPTIONS}
+    if "target_token" in options and "target_tokens" in options:
+        raise InputError(f"{what}: options 'target_token' and 'target_tokens' are one option ('target_token' is "
+                         "another name for it); give 'target_tokens' only")
+    rate = options.get("rate")
+    target = options.get("target_tokens", options.get("target_token"))
+    if rate is None and target is None:
+        return rest, None
+    try:
+        return rest, Budget(rate=rate, target_tokens=target)
+    except InputError as err:
+        raise InputError(f"{what}: {err}") from None
+
+
+def takes_budget(cls: type[BaseCompressor]) -> bool:
+    """Whether compressors of ``cls`` take a budget: they re-select (Budgeted) or their config has one."""
+    names = {f.name for f in dataclasses.fields(cls.config_class)}
+    return issubclass(cls, Budgeted) or {"rate", "target_tokens"} <= names
+
+
+def budget_options(budget: Budget | None) -> dict[str, Any]:
+    """The config options of ``budget`` (those set)."""
+    if budget is None:
+        return {}
+    return {k: v for k, v in (("rate", budget.rate), ("target_tokens", budget.target_tokens)) if v is not None}
+
+
+def compress_at_budgets(cls: type[BaseCompressor], items: Sequence[tuple[str, Sequence[Passage]]],
+                        budgets: Sequence[Budget | None], *,
+                        build: Callable[[Budget | None], BaseCompressor]) -> list[Compression]:
+    """Each (question, passages) of ``items`` compressed under its budget (None: the compressor's own), in order.
+
+    ``build(budget)`` gives the compressor of ``cls`` with the call's settings and that budget as config
+    (``build(None)``: without one); a Budgeted compressor is built once, without, and re-selects. A
+    re-selected compression's ``seconds`` are the scoring's and the re-selection's.
+    """
+    if len(budgets) != len(items):
+        raise InputError(f"expected one budget (or None) per question: {len(items)} questions, {len(budgets)} budgets")
+    if all(b is None for b in budgets):
+        return build(None).compress_many(items)
+    if not takes_budget(cls):
+        raise InputError(f"compressor {cls.name!r} takes no budget (rate, target_tokens): it keeps what its own rule "
+                         "keeps; leave the budget out, or choose a compressor that selects (exit, sentence-sim, ...)")
+    if issubclass(cls, Budgeted):
+        compressor = build(None)
+        assert isinstance(compressor, Budgeted)
+        out = compressor.compress_many(items)
+        for i, budget in enumerate(budgets):
+            if budget is not None:
+                start = time.perf_counter()
+                reselected = compressor.at_budget(check_inputs(*items[i]), out[i], budget)
+                reselected.seconds = out[i].seconds + time.perf_counter() - start
+                out[i] = reselected
+        return out
+    groups: dict[Budget | None, list[int]] = {}
+    for i, budget in enumerate(budgets):
+        groups.setdefault(budget, []).append(i)
+    results: list[Compression | None] = [None] * len(items)
+    for budget, indices in groups.items():
+        for i, compression in zip(indices, build(budget).compress_many([items[i] for i in indices])):
+            results[i] = compression
+    return [c for c in results if c is not None]
