@@ -2,7 +2,8 @@
 
     GET  /health            what is loaded, and the requests in flight
     GET  /v1/compressors    the served compressors (the first is the default) and every registered one
-    POST /v1/compress       {"question", "passages", "compressor"?, "options"?, "preset"?, "id"?} → compress --json's object;
+    POST /v1/compress       {"question", "passages", "compressor"?, "options"?, "preset"?, "rate"?, "target_tokens"?,
+                            "id"?} → compress --json's object;
                             a list of such objects → a list of results
     POST /rerank            text-embeddings-inference's rerank body and answer, best first, each with its pruned_text
     POST /v1/rerank         the Cohere/Jina rerank body and answer as vLLM serves them, each with its pruned_text
@@ -207,7 +208,8 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
             fixed(one)
             passages = [p if isinstance(p, str) else p.model_dump(exclude_none=True) for p in one.passages]
             items.append(dict(question=one.question, passages=passages, compressor=one.compressor,
-                              options=one.options, preset=one.preset, id=one.id))
+                              options=one.options, preset=one.preset, rate=one.rate,
+                              target_tokens=one.target_tokens, id=one.id))
         chars = sum(len(t) for item in items for t in [item["question"], *passage_texts(item["passages"])])
         if batcher is not None and not isinstance(body, list) and chars <= config.long_request_chars:
             return await batched(batcher, items[0], request)

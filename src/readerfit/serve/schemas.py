@@ -67,6 +67,15 @@ def integral(value: Any) -> Any:
 Id = Annotated[StrictStr | StrictInt, BeforeValidator(integral)]
 
 
+def _number(value: Any) -> Any:
+    """An integer is a number (1 is a rate); true/false stay what they are (refused)."""
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+Rate = Annotated[StrictFloat, BeforeValidator(_number), Field(gt=0, le=1)]
+TargetTokens = Annotated[StrictInt, BeforeValidator(integral), Field(ge=1)]
+
+
 def _names(keys: Any) -> dict[str, Any]:
     """JSON Schema: an object whose keys are among ``keys``."""
     return {"propertyNames": {"enum": sorted(keys)}}
@@ -105,6 +114,10 @@ class CompressBody(Strict):
     passages: list[str | PassageObject] = Field(min_length=1, description="strings or {title, text} objects")
     options: dict[str, Any] = Field(default_factory=dict, description="the compressor's options (its config fields)")
     preset: Preset | None = Field(None, description="the method as its paper defines it, or as its authors' code runs it")
+    rate: Rate | None = Field(None, description="this request's budget: the fraction of the reader's tokens to keep "
+                                                "(requests of different budgets share a batch)")
+    target_tokens: TargetTokens | None = Field(None, description="this request's budget: the most reader tokens to "
+                                                                 "keep (with rate: the smaller)")
     id: Id | None = Field(None, description="echoed in the response")
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from readerfit import api
 from readerfit.compressors import COMPRESSORS
+from readerfit.compressors.per_call import BUDGET_OPTIONS, split_budget, takes_budget
 from readerfit.errors import InputError
 from readerfit.registry import make_config
 from readerfit.retrieval_utility.config import PAPER_JUDGE, SePerConfig, judge_warning, seper_judge
@@ -89,14 +90,18 @@ class Service:
     # ----- the work ------------------------------------------------------------------------------------------
     def compress(self, question: str, passages: Sequence[str | dict[str, Any] | Passage], *,
                  compressor: str | None = None, options: dict[str, Any] | None = None, preset: str | None = None,
+                 rate: float | None = None, target_tokens: int | None = None,
                  id: str | int | None = None) -> dict[str, Any]:
-        """``compress --json``'s object for one question and its passages."""
+        """``compress --json``'s object for one question and its passages (``rate`` / ``target_tokens``: its
+        budget)."""
         return self.compress_batch([dict(question=question, passages=passages, compressor=compressor,
-                                         options=options, preset=preset, id=id)])[0]
+                                         options=options, preset=preset, rate=rate, target_tokens=target_tokens,
+                                         id=id)])[0]
 
     def compress_batch(self, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """:meth:`compress` of each item (its keyword arguments), in order: every item is checked first, then the
-        items that share compressor, options and preset are compressed together (:func:`readerfit.compress_batch`)."""
+        items that share compressor, options and preset are compressed together, whatever their budgets
+        (:meth:`compressions`)."""
         if len(items) > MAX_BATCH:
             raise TooLarge(f"a request may hold at most {MAX_BATCH} questions, got {len(items)}", field="body")
         settings = [self.compress_settings(item, where="" if len(items) == 1 else f"[{i}].")
@@ -107,31 +112,49 @@ class Service:
     def compressions(self, items: Sequence[dict[str, Any]],
                      settings: Sequence[tuple[str, dict[str, Any], str | None]]) -> list[Compression]:
         """Each item (``question``, ``passages``) compressed under its checked (compressor, options, preset), in
-        order; the items that share them are compressed together (:func:`readerfit.compress_batch`)."""
+        order. The items that share them but the budget are compressed together, each under its own budget
+        (:func:`readerfit.api.compress_budgeted`: one compressor whatever the budgets)."""
         jobs: dict[tuple[str, str, str | None], list[int]] = {}
-        for i, (name, merged, preset) in enumerate(settings):
-            jobs.setdefault((name, repr(sorted(merged.items())), preset), []).append(i)
+        split = [split_budget(merged, what=f"compressor {name!r}") for name, merged, _ in settings]
+        for i, ((name, _, preset), (rest, _)) in enumerate(zip(settings, split)):
+            jobs.setdefault((name, repr(sorted(rest.items())), preset), []).append(i)
         out: list[Compression] = [Compression("") for _ in items]
         for indices in jobs.values():
-            name, merged, preset = settings[indices[0]]
-            compressions = api.compress_batch([items[i]["question"] for i in indices],
-                                              [items[i]["passages"] for i in indices], method=name, pool=self.pool,
-                                              reader=self.reader_lm, preset=preset, options=merged)
+            name, _, preset = settings[indices[0]]
+            compressions = api.compress_budgeted(
+                [items[i]["question"] for i in indices], [api.as_passages(items[i]["passages"]) for i in indices],
+                [split[i][1] for i in indices], name, pool=self.pool, reader=self.reader_lm, preset=preset,
+                options=split[indices[0]][0])
             for i, compression in zip(indices, compressions):
                 out[i] = compression
         return out
 
     def compress_settings(self, item: dict[str, Any], *, where: str = "",
                           passages_field: str = "passages") -> tuple[str, dict[str, Any], str | None]:
-        """(compressor, options, preset) of one compress item, checked: served, allowed options, size, config."""
+        """(compressor, options, preset) of one compress item, checked: served, allowed options, size, config; the
+        options hold the item's budget (its ``rate`` / ``target_tokens`` fields over its options')."""
         name = item.get("compressor") or self.config.default_compressor
         self._check_served(name)
-        check_request_options(name, item.get("options") or {}, field=f"{where}options")
+        given = item.get("options") or {}
+        check_request_options(name, given, field=f"{where}options")
         self._check_size([item["question"], *passage_texts(item["passages"])], field=f"{where}{passages_field}")
-        merged = {**self.config.options.get(name, {}), **(item.get("options") or {})}
+        budget = {k: item[k] for k in ("rate", "target_tokens") if item.get(k) is not None}
+        twice = sorted(k for k in given if k in BUDGET_OPTIONS and budget)
+        if twice:
+            raise BadField(f"the budget is given twice: option {twice[0]!r} and the request's "
+                           f"{', '.join(sorted(budget))}; give it once", field=f"{where}{next(iter(budget))}")
+        merged = {**self.config.options.get(name, {}), **given, **budget}
         preset = item.get("preset") or self.config.preset
-        checked_config(COMPRESSORS.get(name).config_class, merged, what=f"compressor {name!r}", preset=preset,
-                       field=f"{where}options")
+        cls = COMPRESSORS.get(name)
+        field = f"{where}{next(iter(budget), 'options')}"
+        try:
+            rest, asked = split_budget(merged, what=f"compressor {name!r}")
+        except InputError as err:
+            raise BadField(str(err), field=field) from None
+        if asked is not None and not takes_budget(cls):
+            raise BadField(f"compressor {name!r} takes no budget (rate, target_tokens): it keeps what its own rule "
+                           "keeps", field=field)
+        checked_config(cls.config_class, rest, what=f"compressor {name!r}", preset=preset, field=f"{where}options")
         return name, merged, preset
 
     def score(self, texts: Sequence[str], *, contexts: Sequence[str | None] | None = None,

@@ -1,0 +1,121 @@
+"""Budgets per call: one compressor per method and settings whatever the budget, and the per-call budget keeps
+exactly what the compressor built with that budget keeps (the façade, compress_batch, acompress; the per-call
+helper with a stub EXIT classifier)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+from test_api_batch import WordEmbedder
+from test_budget import QUESTION, exit_with, random_passages
+
+import readerfit
+from readerfit.api import as_passages
+from readerfit.compressors import COMPRESSORS
+from readerfit.compressors.budget import Budget
+from readerfit.compressors.exit import ExitCompressor, ExitConfig
+from readerfit.compressors.per_call import budget_options, compress_at_budgets, split_budget
+from readerfit.errors import InputError
+from readerfit.models.pool import ModelPool
+
+PASSAGES = ["Anna wrote the book. It sold well. The book is about a river.",
+            {"title": "Rain", "text": "Rain fell on Paris. The river rose. Anna wrote about the rain in a book."}]
+
+
+def same(a, b):
+    return (a.text, a.kept, a.details.get("budget")) == (b.text, b.kept, b.details.get("budget"))
+
+
+def compressors_built(pool: ModelPool) -> int:
+    return sum(1 for key in pool._cache if key[0] == "compressor")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exit_scores_once_and_each_budget_equals_exit_built_with_it(seed):
+    """Through the one helper every surface uses: EXIT (a stub classifier) is built once, without a budget, and
+    each question's budget re-selects (at_budget) exactly what ExitConfig(rate=...) keeps."""
+    rng = random.Random(seed)
+    items = [(QUESTION, random_passages(rng)) for _ in range(4)]
+    budgets = [Budget(rate=0.2), None, Budget(target_tokens=12), Budget(rate=0.6, target_tokens=30)]
+    asked: list[Budget | None] = []
+
+    def build(budget):
+        asked.append(budget)
+        return exit_with(ExitConfig(**budget_options(budget)), seed)
+
+    got = compress_at_budgets(ExitCompressor, items, budgets, build=build)
+    assert asked == [None]  # one compressor, whatever the budgets
+    for (question, passages), budget, c in zip(items, budgets, got):
+        direct = exit_with(ExitConfig(**budget_options(budget)), seed).compress(question, passages)
+        assert same(c, direct)
+
+
+@pytest.fixture()
+def pool():
+    p = ModelPool()
+    p.put("embedder", "minilm", WordEmbedder())
+    return p
+
+
+@pytest.mark.parametrize("budget", [{"rate": 0.3}, {"target_tokens": 9}, {"target_token": 9},
+                                    {"rate": 0.8, "target_tokens": 14}])
+def test_facade_budget_per_call_equals_the_compressor_built_with_it(pool, tiny_lm, budget):
+    options = {"splitter": "regex"}
+    direct = COMPRESSORS.build("sentence-sim", {**options, **budget}, pool=pool, reader_lm=tiny_lm).compress(
+        "Who wrote the book?", as_passages(PASSAGES))
+    got = readerfit.compress("Who wrote the book?", PASSAGES, method="sentence-sim", pool=pool, reader=tiny_lm,
+                             options=options, **budget)
+    assert same(got, direct) and got.details["budget"]["limit"] > 0
+    assert got.compressed_tokens == tiny_lm.count_tokens(got.text) if got.text else got.compressed_tokens == 0
+    batch = readerfit.compress_batch(["Who wrote the book?"] * 2, [PASSAGES, PASSAGES], method="sentence-sim",
+                                     pool=pool, reader=tiny_lm, options={**options, **budget})
+    assert all(same(c, direct) for c in batch)
+    again = asyncio.run(readerfit.acompress("Who wrote the book?", PASSAGES, method="sentence-sim", pool=pool,
+                                            reader=tiny_lm, options=options, **budget))
+    assert same(again, direct)
+
+
+def test_one_compressor_whatever_the_budget(pool, tiny_lm):
+    for rate in (0.2, 0.4, 0.6, None):
+        readerfit.compress("Who wrote the book?", PASSAGES, method="sentence-sim", pool=pool, reader=tiny_lm,
+                           splitter="regex", rate=rate)
+    readerfit.compress("Who wrote the book?", PASSAGES, method="sentence-sim", pool=pool, reader=tiny_lm,
+                       options={"splitter": "regex", "target_tokens": 20})
+    assert compressors_built(pool) == 1
+    readerfit.compress("Who wrote the book?", PASSAGES, method="sentence-sim", pool=pool, reader=tiny_lm,
+                       splitter="regex", top_n=2, rate=0.5)
+    assert compressors_built(pool) == 2  # other settings: another compressor
+
+
+def test_a_compressor_with_a_budget_only_as_config_is_built_with_it(tiny_lm):
+    """selective-context is not Budgeted: built with the budget (once per budget), the same as by hand."""
+    pool = ModelPool()
+    pool.put("lm", "tiny", tiny_lm)
+    options = {"model": "tiny", "splitter": "regex"}
+    direct = COMPRESSORS.build("selective-context", {**options, "rate": 0.4}, pool=pool, reader_lm=tiny_lm).compress(
+        "Who wrote the book?", as_passages(PASSAGES))
+    got = readerfit.compress("Who wrote the book?", PASSAGES, method="selective-context", pool=pool, reader=tiny_lm,
+                             rate=0.4, options=options)
+    assert same(got, direct)
+    readerfit.compress("Who wrote the book?", PASSAGES, method="selective-context", pool=pool, reader=tiny_lm,
+                       rate=0.4, options=options)
+    assert compressors_built(pool) == 1
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"method": "none", "rate": 0.2}, "compressor 'none' takes no budget"),
+    ({"method": "sentence-sim", "rate": 1.5}, r"compressor 'sentence-sim': rate .* must be a number in \(0, 1\]"),
+    ({"method": "sentence-sim", "target_tokens": 0}, "target_tokens must be an integer >= 1"),
+    ({"method": "sentence-sim", "rate": 0.2, "options": {"rate": 0.3}}, "option 'rate' is given twice"),
+    ({"method": "sentence-sim", "target_token": 5, "target_tokens": 6}, "'target_token' and 'target_tokens' are one"),
+])
+def test_bad_per_call_budgets_are_clear_errors(pool, kwargs, match):
+    with pytest.raises(InputError, match=match):
+        readerfit.compress("Who wrote the book?", PASSAGES, pool=pool, reader=None, **kwargs)
+
+
+def test_split_budget_takes_the_budget_out_of_the_options():
+    assert split_budget({"top_n": 2}, what="x") == ({"top_n": 2}, None)
+    assert split_budget({"top_n": 2, "rate": 0.5}, what="x") == ({"top_n": 2}, Budget(rate=0.5))
