@@ -248,3 +248,35 @@ def test_out_without_ids_survives_an_edited_input(tiny_lm_dir, tmp_path, capsys,
     results = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(r["question"] for r in results) == sorted(x["question"] for x in inserted)  # each once
     assert all(r["text"].split(" wrote ")[1].rstrip(".") in r["question"] for r in results)  # paired right
+
+
+def test_rate_and_target_tokens_flags_equal_exit_built_with_the_budget(tiny_lm_dir, pool, capsys, monkeypatch):
+    from readerfit.api import as_passages
+    from readerfit.compressors import COMPRESSORS
+
+    body = json.dumps({"question": QUESTION, "passages": PASSAGES})
+    options = {"classifier": str(tiny_lm_dir), "splitter": "regex"}
+    for flags, budget in ((["--rate", "0.5"], {"rate": 0.5}), (["--target-tokens", "9"], {"target_tokens": 9}),
+                          (["--target-token", "9", "--rate", "0.9"], {"target_tokens": 9, "rate": 0.9})):
+        code, out, err = run_cli(exit_args(tiny_lm_dir, "--json", *flags), capsys, monkeypatch, stdin=body)
+        assert code == 0, err
+        got = json.loads(out.splitlines()[-1])
+        direct = COMPRESSORS.build("exit", {**options, **budget}, pool=pool, reader_lm=pool.lm(str(tiny_lm_dir))
+                                   ).compress(QUESTION, as_passages(PASSAGES))
+        assert (got["text"], got["kept"], got["details"]["budget"]) == (direct.text, direct.kept,
+                                                                        direct.details["budget"])
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--compressor", "none", "--rate", "0.2"], "compressor 'none' takes no budget"),
+    (["--compressor", "sentence-sim", "--rate", "0.2", "--option", "rate=0.3"], "the budget is given twice"),
+    (["--compressor", "sentence-sim", "--rate", "1.5"], "must be a number in (0, 1]"),
+])
+def test_bad_budget_flags_fail_before_any_model_loads(args, expected, capsys, monkeypatch):
+    class NoModels(ModelPool):
+        def lm(self, *a, **k):
+            raise AssertionError("a model loaded before the budget was checked")
+
+    monkeypatch.setattr("readerfit.cli.compress.ModelPool", NoModels)
+    code, out, err = run_cli(["compress", *args], capsys, monkeypatch, stdin='{"question": "Q", "passages": ["a"]}')
+    assert code == 2 and out == "" and expected in err and "Traceback" not in err, err

@@ -27,8 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from readerfit import api
-from readerfit.cli.options import add_model_args, add_server_args, add_threads_arg, emit, set_threads
+from readerfit.cli.options import (
+    add_model_args,
+    add_server_args,
+    add_threads_arg,
+    emit,
+    finite_float,
+    positive_int,
+    set_threads,
+)
 from readerfit.compressors import COMPRESSORS
+from readerfit.compressors.per_call import BUDGET_OPTIONS, checked_budget
 from readerfit.errors import InputError
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
@@ -41,8 +50,8 @@ EXAMPLES = """examples:
       | readerfit compress --json
 
   # a budget in the reader's tokens: keep at most 20% of them (rate), or at most 300 (target_tokens)
-  readerfit compress --option rate=0.2 < question.json
-  readerfit compress --compressor provence --option target_tokens=300 < question.json
+  readerfit compress --rate 0.2 < question.json
+  readerfit compress --compressor provence --target-tokens 300 < question.json
 
   # a JSONL file, one result line per question, resumable
   readerfit compress --input questions.jsonl --out results.jsonl --json
@@ -50,7 +59,8 @@ EXAMPLES = """examples:
 budgets: rate (a fraction of the passages' reader tokens) and target_tokens (a count; LLMLingua's target_token
 is read as it) are hard caps for the sentence selectors (exit, sentence-sim, provence, selective-context), with
 details.budget saying what was achieved; llmlingua2 and longllmlingua take them as LLMLingua's target, the
-summaries as a length. Without a budget each method keeps what its own rule keeps (EXIT's threshold, ...)."""
+summaries as a length. Without a budget each method keeps what its own rule keeps (EXIT's threshold, ...).
+The compressor is built once whatever the budget: exit, sentence-sim and provence score once and select under it."""
 
 
 def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
@@ -66,6 +76,10 @@ def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
     p.add_argument("--preset", default=None, choices=list(PRESET_NAMES),
                    help="the method as its paper defines it (paper) or as its authors' released code runs it "
                         "(official); --option values override it")
+    p.add_argument("--rate", type=finite_float, default=None,
+                   help="the budget: the fraction of the reader's tokens to keep, in (0, 1]")
+    p.add_argument("--target-tokens", "--target-token", type=positive_int, default=None, metavar="N",
+                   help="the budget: at most N reader tokens (with --rate: the smaller)")
     p.add_argument("--reader", default=DEFAULT_LM,
                    help="the reader the context is for: reader-aware compressors use it, tokens are its tokens")
     p.add_argument("--out", default=None, metavar="FILE",
@@ -248,6 +262,13 @@ def run(args: argparse.Namespace) -> int:
     if name not in COMPRESSORS:
         raise COMPRESSORS.unknown(name)
     options = named_options(args.option, [name]).get(name, {})
+    budget = {k: v for k, v in (("rate", args.rate), ("target_tokens", args.target_tokens)) if v is not None}
+    twice = sorted(k for k in options if k in BUDGET_OPTIONS and budget)
+    if twice:
+        raise InputError(f"the budget is given twice: --option {twice[0]} and --{next(iter(budget)).replace('_', '-')}; "
+                         "give it once")
+    options = {**options, **budget}
+    checked_budget(COMPRESSORS.get(name), options)  # before any model loads
     items, many = read_items(*read_source(args.input))
     out = open_out(args.out, name) if args.out else None
     try:

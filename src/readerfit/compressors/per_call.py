@@ -53,6 +53,20 @@ def takes_budget(cls: type[BaseCompressor]) -> bool:
     return issubclass(cls, Budgeted) or {"rate", "target_tokens"} <= names
 
 
+def checked_budget(cls: type[BaseCompressor], options: Mapping[str, Any]) -> tuple[dict[str, Any], Budget | None]:
+    """:func:`split_budget` for compressors of ``cls``: a budget for one that takes none is an
+    :class:`InputError` saying so."""
+    rest, budget = split_budget(options, what=f"compressor {cls.name!r}")
+    if budget is not None and not takes_budget(cls):
+        raise no_budget(cls)
+    return rest, budget
+
+
+def no_budget(cls: type[BaseCompressor]) -> InputError:
+    return InputError(f"compressor {cls.name!r} takes no budget (rate, target_tokens): it keeps what its own rule "
+                      "keeps; leave the budget out, or choose a compressor that selects (exit, sentence-sim, ...)")
+
+
 def budget_options(budget: Budget | None) -> dict[str, Any]:
     """The config options of ``budget`` (those set)."""
     if budget is None:
@@ -74,8 +88,7 @@ def compress_at_budgets(cls: type[BaseCompressor], items: Sequence[tuple[str, Se
     if all(b is None for b in budgets):
         return build(None).compress_many(items)
     if not takes_budget(cls):
-        raise InputError(f"compressor {cls.name!r} takes no budget (rate, target_tokens): it keeps what its own rule "
-                         "keeps; leave the budget out, or choose a compressor that selects (exit, sentence-sim, ...)")
+        raise no_budget(cls)
     if issubclass(cls, Budgeted):
         compressor = build(None)
         assert isinstance(compressor, Budgeted)

@@ -14,7 +14,7 @@ from typing import Any
 
 from readerfit import api
 from readerfit.compressors import COMPRESSORS
-from readerfit.compressors.per_call import BUDGET_OPTIONS, split_budget, takes_budget
+from readerfit.compressors.per_call import BUDGET_OPTIONS, checked_budget, split_budget
 from readerfit.errors import InputError
 from readerfit.registry import make_config
 from readerfit.retrieval_utility.config import PAPER_JUDGE, SePerConfig, judge_warning, seper_judge
@@ -148,12 +148,9 @@ class Service:
         cls = COMPRESSORS.get(name)
         field = f"{where}{next(iter(budget), 'options')}"
         try:
-            rest, asked = split_budget(merged, what=f"compressor {name!r}")
+            rest, _ = checked_budget(cls, merged)
         except InputError as err:
             raise BadField(str(err), field=field) from None
-        if asked is not None and not takes_budget(cls):
-            raise BadField(f"compressor {name!r} takes no budget (rate, target_tokens): it keeps what its own rule "
-                           "keeps", field=field)
         checked_config(cls.config_class, rest, what=f"compressor {name!r}", preset=preset, field=f"{where}options")
         return name, merged, preset
 
