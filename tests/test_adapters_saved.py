@@ -11,7 +11,8 @@ import pytest
 
 from readerfit.errors import InputError
 
-SETTINGS = {"compressor": "sentence-sim", "options": {"rate": 0.2}, "preset": None, "reader": "smollm2-135m"}
+SETTINGS = {"compressor": "sentence-sim", "options": {"top_n": 3}, "preset": None, "reader": "smollm2-135m",
+            "rate": 0.2, "target_tokens": 300}
 TEXTS = [("Halvik Glassworks", "The Halvik Glassworks was founded in 1887 by the chemist Marta Velez. It made "
                                "cobalt-blue bottles for the breweries of the Carrow region. Its old furnace hall now "
                                "houses the Halvik Glass Museum."),

@@ -4,12 +4,14 @@ BM25 retriever -> readerfit -> an LLM that echoes its prompt, so the test sees w
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import sys
 from typing import Any
 
 import pytest
 
+from readerfit.compressors import build_compressor
 from readerfit.data.loaders import demo_corpus_path, load_demo
 from readerfit.errors import InputError, MissingPackageError
 from readerfit.integrations.documents import DocumentCompression, SourceDocument
@@ -82,7 +84,7 @@ def test_an_unknown_compressor_or_option_fails_at_construction_before_any_model_
     with pytest.raises(InputError, match="compressor 'exit': unknown option 'bogus'"):
         DocumentCompression("exit", options={"bogus": 1})
     engine = DocumentCompression("exit", options={"target_token": 40})  # LLMLingua's name for target_tokens
-    assert engine.name == "exit" and engine._built is None
+    assert engine.name == "exit" and engine._built == {}
 
 
 def test_an_empty_question_is_refused() -> None:
@@ -181,6 +183,26 @@ def test_llamaindex_postprocessor_with_a_registered_compressor_and_budget(tiny_l
     assert 0 < kept <= limit  # the budget is in the reader's tokens, as the metadata
 
 
+@pytest.mark.parametrize("budget", [{"rate": 0.4}, {"target_tokens": 25}])
+def test_an_adapter_budget_scores_once_and_equals_the_compressor_built_with_it(tiny_lm: Any, budget: dict) -> None:
+    from readerfit.models.pool import ModelPool
+
+    pool = ModelPool()
+    pool.put("embedder", "minilm", _WordOverlap())
+    sources = [SourceDocument(text=d.text, title=d.title, id=d.id) for d in DOCS]
+    engine = DocumentCompression("sentence-sim", options={"splitter": "regex"}, reader=tiny_lm, pool=pool, **budget)
+    by_options = DocumentCompression("sentence-sim", options={"splitter": "regex", **budget}, reader=tiny_lm, pool=pool)
+    built = DocumentCompression(build_compressor("sentence-sim", pool, reader=tiny_lm, splitter="regex", **budget),
+                                reader=tiny_lm)
+    runs = [[dataclasses.replace(p, seconds=0.0) for p in e.run(QUESTION, sources)] for e in (engine, by_options, built)]
+    assert runs[0] and runs[0] == runs[1] == runs[2]
+    assert list(engine._built) == [None]  # built once, without the budget: it re-selects
+    with pytest.raises(InputError, match="the budget is given twice"):
+        DocumentCompression("sentence-sim", options={"rate": 0.3}, **budget)
+    with pytest.raises(InputError, match="compressor 'none' takes no budget"):
+        DocumentCompression("none", **budget)
+
+
 class _WordOverlap:
     """An embedder stand-in: bag-of-words vectors over a fixed vocabulary (no model download)."""
 
@@ -247,12 +269,14 @@ def test_haystack_component_serialises_and_refuses_bad_documents() -> None:
     pytest.importorskip("haystack", reason="haystack-ai is not installed (pip install 'readerfit[haystack]')")
     from readerfit.integrations.haystack import ReaderfitCompressor
 
-    comp = ReaderfitCompressor("sentence-sim", options={"rate": 0.2}, reader="smollm2-135m")
+    comp = ReaderfitCompressor("sentence-sim", options={"top_n": 2}, rate=0.2, reader="smollm2-135m")
     data = comp.to_dict()
-    assert data["init_parameters"] == {"compressor": "sentence-sim", "options": {"rate": 0.2}, "preset": None,
-                                       "reader": "smollm2-135m", "title_key": "title"}
+    assert data["init_parameters"] == {"compressor": "sentence-sim", "options": {"top_n": 2}, "preset": None,
+                                       "reader": "smollm2-135m", "title_key": "title", "rate": 0.2,
+                                       "target_tokens": None}
     back = ReaderfitCompressor.from_dict(data)
-    assert (back.compressor, back.options, back.reader) == ("sentence-sim", {"rate": 0.2}, "smollm2-135m")
+    assert (back.compressor, back.options, back.reader, back.rate) == ("sentence-sim", {"top_n": 2}, "smollm2-135m",
+                                                                        0.2)
     with pytest.raises(InputError, match="cannot be serialised"):
         ReaderfitCompressor(KeywordSentences()).to_dict()
     with pytest.raises(InputError, match=r"documents\[1\]: expected a Haystack Document"):

@@ -8,8 +8,6 @@ import asyncio
 import random
 
 import pytest
-from test_api_batch import WordEmbedder
-from test_budget import QUESTION, exit_with, random_passages
 
 import readerfit
 from readerfit.api import as_passages
@@ -19,6 +17,8 @@ from readerfit.compressors.exit import ExitCompressor, ExitConfig
 from readerfit.compressors.per_call import budget_options, compress_at_budgets, split_budget
 from readerfit.errors import InputError
 from readerfit.models.pool import ModelPool
+from test_api_batch import WordEmbedder
+from test_budget import QUESTION, exit_with, random_passages
 
 PASSAGES = ["Anna wrote the book. It sold well. The book is about a river.",
             {"title": "Rain", "text": "Rain fell on Paris. The river rose. Anna wrote about the rain in a book."}]

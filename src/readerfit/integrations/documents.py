@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from readerfit.compressors import COMPRESSORS, BaseCompressor, build_compressor, join_passages
+from readerfit.compressors.budget import Budget, Budgeted
+from readerfit.compressors.per_call import BUDGET_OPTIONS, budget_options, checked_budget, compress_at_budgets
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.pool import ModelPool
@@ -82,7 +84,11 @@ class DocumentCompression:
     Parameters:
         compressor (str | BaseCompressor, default "exit"): a registered name or a built readerfit compressor.
         pool (ModelPool | None, default None): where a compressor given by name loads its models (None: a new pool).
-        options (Mapping | None, default None): the compressor's config fields (``{"rate": 0.2}``); by name only.
+        options (Mapping | None, default None): the compressor's config fields (``{"threshold": 0.3}``); by name only.
+        rate (float | None, default None), target_tokens (int | None, default None): the budget (the fraction of
+            the reader's tokens to keep, a count; also read from ``options``). The compressor is built without it:
+            one that re-selects (exit, sentence-sim, provence) scores once and keeps what it would keep built with
+            it; another is built with it.
         preset (str | None, default None): ``paper`` or ``official``; by name only.
         reader (str | LanguageModel | None, default None): the reader the context is for: budgets and the reported
             token counts are in its tokens (None: the packaged SmolLM2, loaded on first use).
@@ -92,7 +98,8 @@ class DocumentCompression:
 
     def __init__(self, compressor: str | BaseCompressor = "exit", *, pool: ModelPool | None = None,
                  options: Mapping[str, Any] | None = None, preset: str | None = None,
-                 reader: str | LanguageModel | None = None, count_tokens: Callable[[str], int] | None = None) -> None:
+                 reader: str | LanguageModel | None = None, count_tokens: Callable[[str], int] | None = None,
+                 rate: float | None = None, target_tokens: int | None = None) -> None:
         if isinstance(compressor, BaseCompressor):
             if options or preset:
                 raise InputError("options and preset apply when the compressor is given by name, not to an instance")
@@ -104,17 +111,27 @@ class DocumentCompression:
             raise InputError(f"count_tokens must be a function from text to a token count, got {count_tokens!r}")
         if reader is not None and not isinstance(reader, str | LanguageModel):
             raise InputError(f"reader must be a model name (a string) or a loaded LM, got {type(reader).__name__}")
-        if isinstance(compressor, str):  # an unknown name or option fails here, before any model loads
-            name = compressor.strip().partition(":")[0]
-            make_config(COMPRESSORS.get(name).config_class, dict(options or {}), what=f"compressor {name!r}",
-                        preset=preset)
+        given = {k: v for k, v in (("rate", rate), ("target_tokens", target_tokens)) if v is not None}
+        twice = sorted(k for k in options or {} if k in BUDGET_OPTIONS and given)
+        if twice:
+            raise InputError(f"the budget is given twice: options[{twice[0]!r}] and {', '.join(sorted(given))}; "
+                             "give it once")
+        self.cls = type(compressor) if isinstance(compressor, BaseCompressor) \
+            else COMPRESSORS.get(compressor.strip().partition(":")[0])
+        # an unknown name, option or budget fails here, before any model loads
+        self.options, self.budget = checked_budget(self.cls, {**(options or {}), **given})
+        if isinstance(compressor, str):
+            make_config(self.cls.config_class, self.options, what=f"compressor {self.cls.name!r}", preset=preset)
+        elif self.budget is not None and not isinstance(compressor, Budgeted):
+            raise InputError(f"a budget needs a compressor given by name, or one that re-selects (exit, sentence-sim, "
+                             f"provence); {type(compressor).__name__} is neither")
         self.spec = compressor
-        self.options = dict(options or {})
         self.preset = preset
         self.reader = reader
         self._pool = pool
         self._count = count_tokens
-        self._built = compressor if isinstance(compressor, BaseCompressor) else None
+        self._built: dict[Budget | None, BaseCompressor] = \
+            {None: compressor} if isinstance(compressor, BaseCompressor) else {}
 
     @property
     def name(self) -> str:
@@ -128,7 +145,7 @@ class DocumentCompression:
 
     def warm_up(self) -> None:
         """Build the compressor (and load the token counter) now rather than on the first documents."""
-        self.compressor()
+        self.compressor(None if issubclass(self.cls, Budgeted) else self.budget)
         self.counter()
 
     def reader_lm(self) -> LanguageModel | None:
@@ -139,11 +156,12 @@ class DocumentCompression:
             return None
         return self.pool.lm(self.reader or DEFAULT_LM)
 
-    def compressor(self) -> BaseCompressor:
-        if self._built is None:  # given the reader, a budget (rate, target_tokens) counts the reader's tokens
-            self._built = build_compressor(self.name, self.pool, preset=self.preset, reader=self.reader_lm(),
-                                           **self.options)
-        return self._built
+    def compressor(self, budget: Budget | None = None) -> BaseCompressor:
+        """The compressor with ``budget`` as config (built once; given the reader, a budget counts its tokens)."""
+        if budget not in self._built:
+            self._built[budget] = build_compressor(self.name, self.pool, preset=self.preset, reader=self.reader_lm(),
+                                                   **self.options, **budget_options(budget))
+        return self._built[budget]
 
     def counter(self) -> Callable[[str], int]:
         if self._count is None:
@@ -168,7 +186,7 @@ class DocumentCompression:
         if not indexed:
             return []
         passages = [Passage(text=d.text, title=d.title, id=d.id or str(i)) for i, d in indexed]
-        compression = self.compressor().compress(query, passages)
+        compression = compress_at_budgets(self.cls, [(query, passages)], [self.budget], build=self.compressor)[0]
         owners = compression.passage_of_unit
         if owners is not None and len(owners) == len(compression.units):
             return self._per_document(indexed, compression, owners, keep_empty=keep_empty)

@@ -19,7 +19,7 @@ for a compressor that does not score), where LangChain's rerankers put theirs.
 >>> from langchain_core.documents import Document                     # doctest: +SKIP
 >>> from langchain_classic.retrievers import ContextualCompressionRetriever   # doctest: +SKIP
 >>> retriever = ContextualCompressionRetriever(
-...     base_compressor=ReaderfitCompressor(compressor="exit", options={"rate": 0.2}),
+...     base_compressor=ReaderfitCompressor(compressor="exit", rate=0.2),
 ...     base_retriever=my_retriever)                                     # doctest: +SKIP
 >>> retriever.invoke("Who founded the Halvik Glassworks?")             # doctest: +SKIP
 """
@@ -46,7 +46,10 @@ class ReaderfitCompressor(BaseDocumentCompressor):
     Parameters (the settings are fields, by keyword or the compressor first by position):
         compressor (str | BaseCompressor, default "exit"): a registered name (``exit``, ``sentence-sim``, ...),
             built on first use, or a built readerfit compressor.
-        options (dict | None, default None): the compressor's config fields (``{"rate": 0.2}``); by name only.
+        options (dict | None, default None): the compressor's config fields (``{"threshold": 0.3}``); by name only.
+        rate (float | None, default None), target_tokens (int | None, default None): the budget, in the reader's
+            tokens (the compressor is built once without it; exit, sentence-sim and provence score once and select
+            under it).
         preset (str | None, default None): ``paper`` or ``official``, for a compressor given by name.
         reader (str | LanguageModel | None, default None): the reader whose tokens budgets and counts are in
             (None: the packaged SmolLM2, loaded on first use, unless ``count_tokens`` is given).
@@ -67,6 +70,8 @@ class ReaderfitCompressor(BaseDocumentCompressor):
     compressor: Any = "exit"
     options: dict[str, Any] | None = None
     preset: str | None = None
+    rate: float | None = None
+    target_tokens: int | None = None
     reader: Any = None
     title_key: str = "title"
     _engine: DocumentCompression = PrivateAttr()
@@ -77,7 +82,8 @@ class ReaderfitCompressor(BaseDocumentCompressor):
             raise TypeError(f"expected a compressor name or a readerfit compressor, got {type(compressor).__name__}")
         # built first, so a bad name or option is readerfit's InputError rather than pydantic's wrapper of it
         engine = DocumentCompression(compressor, pool=pool, options=fields.get("options"), preset=fields.get("preset"),
-                                     reader=fields.get("reader"), count_tokens=count_tokens)
+                                     reader=fields.get("reader"), count_tokens=count_tokens, rate=fields.get("rate"),
+                                     target_tokens=fields.get("target_tokens"))
         super().__init__(compressor=compressor, **fields)
         self._engine = engine
 
@@ -85,7 +91,7 @@ class ReaderfitCompressor(BaseDocumentCompressor):
         # reached by model_validate / model_validate_json too, which rebuild a saved compressor from its fields
         super().model_post_init(context)
         self._engine = DocumentCompression(self.compressor, options=self.options, preset=self.preset,
-                                           reader=self.reader)
+                                           reader=self.reader, rate=self.rate, target_tokens=self.target_tokens)
 
     @property
     def engine(self) -> DocumentCompression:

@@ -11,7 +11,7 @@ what the LLM and the embedder see.
 
 >>> from llama_index.core.query_engine import RetrieverQueryEngine        # doctest: +SKIP
 >>> engine = RetrieverQueryEngine.from_args(
-...     my_retriever, node_postprocessors=[ReaderfitPostprocessor(compressor="exit", options={"rate": 0.2})])  # doctest: +SKIP
+...     my_retriever, node_postprocessors=[ReaderfitPostprocessor(compressor="exit", rate=0.2)])  # doctest: +SKIP
 >>> engine.query("Who founded the Halvik Glassworks?")                   # doctest: +SKIP
 """
 
@@ -35,8 +35,10 @@ class ReaderfitPostprocessor(BaseNodePostprocessor):
     postprocessor; by keyword, or the compressor first by position):
         compressor (str | BaseCompressor, default "exit"): a registered name (``exit``, ``sentence-sim``, ...),
             built on first use, or (outside saved settings) a built readerfit compressor.
-        options (dict | None, default None): the compressor's settings (a budget: ``{"rate": 0.2}`` or
-            ``{"target_tokens": 300}``); by name only.
+        options (dict | None, default None): the compressor's settings (``{"threshold": 0.3}``); by name only.
+        rate (float | None, default None), target_tokens (int | None, default None): the budget, in the reader's
+            tokens (the compressor is built once without it; exit, sentence-sim and provence score once and select
+            under it).
         preset (str | None, default None): ``paper`` or ``official``, for a compressor given by name.
         reader (str | LanguageModel | None, default None): the reader whose tokens are counted (None: the packaged
             SmolLM2, unless ``count_tokens`` is given).
@@ -56,8 +58,10 @@ class ReaderfitPostprocessor(BaseNodePostprocessor):
     """
 
     compressor: Any = Field("exit", description="a registered readerfit compressor (or a built one)")
-    options: dict[str, Any] | None = Field(None, description="the compressor's settings, e.g. {'rate': 0.2}")
+    options: dict[str, Any] | None = Field(None, description="the compressor's settings, e.g. {'threshold': 0.3}")
     preset: str | None = Field(None, description="paper or official")
+    rate: float | None = Field(None, description="the budget: the fraction of the reader's tokens to keep")
+    target_tokens: int | None = Field(None, description="the budget: the most reader tokens to keep")
     reader: Any = Field(None, description="the reader whose tokens are counted (None: the packaged SmolLM2)")
     title_key: str = "title"
     keep_empty: bool = False  # keep the nodes an extractive compressor left empty (with empty text)
@@ -67,7 +71,8 @@ class ReaderfitPostprocessor(BaseNodePostprocessor):
                  **fields: Any) -> None:
         super().__init__(compressor=compressor, **fields)
         self._engine = DocumentCompression(compressor, pool=pool, options=self.options, preset=self.preset,
-                                           reader=self.reader, count_tokens=count_tokens)
+                                           reader=self.reader, count_tokens=count_tokens, rate=self.rate,
+                                           target_tokens=self.target_tokens)
 
     def to_dict(self, **kwargs: Any) -> dict[str, Any]:
         if not isinstance(self.compressor, str) or not isinstance(self.reader, str | None):

@@ -13,7 +13,7 @@ and ``relevance_score`` (the best kept sentence's score).
 >>> from haystack_integrations.components.compressors.readerfit import ReaderfitCompressor   # doctest: +SKIP
 >>> pipe = Pipeline()                                                     # doctest: +SKIP
 >>> pipe.add_component("retriever", InMemoryBM25Retriever(document_store=store))   # doctest: +SKIP
->>> pipe.add_component("compressor", ReaderfitCompressor(compressor="exit", options={"rate": 0.2}))  # doctest: +SKIP
+>>> pipe.add_component("compressor", ReaderfitCompressor(compressor="exit", rate=0.2))  # doctest: +SKIP
 >>> pipe.connect("retriever.documents", "compressor.documents")            # doctest: +SKIP
 >>> pipe.run({"retriever": {"query": q}, "compressor": {"query": q}})       # doctest: +SKIP
 >>> Pipeline.loads(pipe.dumps())                                          # doctest: +SKIP
@@ -40,23 +40,28 @@ class ReaderfitCompressor:
     Parameters:
         compressor (str | BaseCompressor, default "exit"): a registered name (``exit``, ``sentence-sim``, ...) or,
             outside serialised pipelines, a built readerfit compressor.
-        options (dict | None, default None): the compressor's settings (a budget: ``{"rate": 0.2}``).
+        options (dict | None, default None): the compressor's settings (``{"threshold": 0.3}``).
         preset (str | None, default None): ``paper`` or ``official``.
+        rate (float | None, default None), target_tokens (int | None, default None): the budget, in the reader's
+            tokens (the compressor is built once without it; exit, sentence-sim and provence score once and select
+            under it).
         reader (str | None, default None): the reader whose tokens are counted (None: the packaged SmolLM2).
         title_key (str, default "title"): the ``meta`` key of a document's title.
 
     A pipeline stores it by name and options (nothing loads until it runs):
 
-    >>> data = ReaderfitCompressor(compressor="sentence-sim", options={"rate": 0.2}).to_dict()
-    >>> data["init_parameters"]["compressor"], ReaderfitCompressor.from_dict(data).options
-    ('sentence-sim', {'rate': 0.2})
+    >>> data = ReaderfitCompressor(compressor="sentence-sim", rate=0.2).to_dict()
+    >>> data["init_parameters"]["compressor"], ReaderfitCompressor.from_dict(data).rate
+    ('sentence-sim', 0.2)
     """
 
     def __init__(self, compressor: Any = "exit", *, options: dict[str, Any] | None = None, preset: str | None = None,
-                 reader: str | None = None, title_key: str = "title") -> None:
+                 reader: str | None = None, title_key: str = "title", rate: float | None = None,
+                 target_tokens: int | None = None) -> None:
         self.compressor, self.options, self.preset, self.reader = compressor, options, preset, reader
-        self.title_key = title_key
-        self._engine = DocumentCompression(compressor, options=options, preset=preset, reader=reader)
+        self.title_key, self.rate, self.target_tokens = title_key, rate, target_tokens
+        self._engine = DocumentCompression(compressor, options=options, preset=preset, reader=reader, rate=rate,
+                                           target_tokens=target_tokens)
 
     def warm_up(self) -> None:
         self._engine.warm_up()
@@ -93,7 +98,8 @@ class ReaderfitCompressor:
             raise InputError("a pipeline with a readerfit compressor instance cannot be serialised: give its "
                              "registered name and options instead")
         return default_to_dict(self, compressor=self.compressor, options=self.options, preset=self.preset,
-                               reader=self.reader, title_key=self.title_key)
+                               reader=self.reader, title_key=self.title_key, rate=self.rate,
+                               target_tokens=self.target_tokens)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReaderfitCompressor:
