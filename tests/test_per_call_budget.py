@@ -119,3 +119,15 @@ def test_bad_per_call_budgets_are_clear_errors(pool, kwargs, match):
 def test_split_budget_takes_the_budget_out_of_the_options():
     assert split_budget({"top_n": 2}, what="x") == ({"top_n": 2}, None)
     assert split_budget({"top_n": 2, "rate": 0.5}, what="x") == ({"top_n": 2}, Budget(rate=0.5))
+
+
+def test_the_achieved_rate_is_the_one_rate_function():
+    """details.budget.achieved_rate is types.token_rate: 1.0 with nothing to count, as Compression.rate."""
+    from readerfit.compressors.budget import budget_details
+    from readerfit.types import Compression, token_rate
+
+    for tokens_in, tokens_out in ((200, 50), (0, 0), (7, 0)):
+        got = budget_details(Budget(rate=0.5), limit=1, tokens_in=tokens_in, tokens_out=tokens_out,
+                             counted_in="words")["achieved_rate"]
+        assert got == token_rate(tokens_in, tokens_out) == Compression("", origin_tokens=tokens_in,
+                                                                       compressed_tokens=tokens_out).rate

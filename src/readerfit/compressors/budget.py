@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 from readerfit.compressors.base import assemble, join_passages
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
-from readerfit.types import Compression, Passage, render_passage
+from readerfit.types import Compression, Passage, render_passage, token_rate
 
 TokenCounter = Callable[[str], int]
 
@@ -139,10 +139,11 @@ def fit_units(scores: Sequence[float], *, passages: Sequence[Passage], units: Se
 
 
 def budget_details(budget: Budget, *, limit: int, tokens_in: int, tokens_out: int, counted_in: str) -> dict[str, Any]:
-    """What ``details["budget"]`` records: the budget asked, its limit, tokens in and out, the achieved rate."""
+    """What ``details["budget"]`` records: the budget asked, its limit, tokens in and out, the achieved rate
+    (:func:`~readerfit.types.token_rate`, the one definition)."""
     return {"rate": budget.rate, "target_tokens": budget.target_tokens, "limit": limit, "hard": budget.hard,
             "counted_in": counted_in, "origin_tokens": tokens_in, "compressed_tokens": tokens_out,
-            "achieved_rate": tokens_out / tokens_in if tokens_in else 0.0}
+            "achieved_rate": token_rate(tokens_in, tokens_out)}
 
 
 def select_units(scores: Sequence[float], *, passages: Sequence[Passage], units: Sequence[tuple[int, str]],

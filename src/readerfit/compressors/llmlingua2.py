@@ -30,7 +30,7 @@ from readerfit.errors import InputError, UnknownModelError, require
 from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.lm import LanguageModel
 from readerfit.retrieve.rerank_provence import model_dir
-from readerfit.types import Compression, Passage
+from readerfit.types import Compression, Passage, token_rate
 
 LLMLINGUA2_MODEL = "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"
 # llmlingua's word merging knows two tokenizer families, by a substring of the model name
@@ -160,5 +160,5 @@ class LLMLingua2(BaseCompressor):
             text=text, units=units, kept=kept, passage_of_unit=list(range(len(units))),
             origin_tokens=tokens_in if counted else 0, compressed_tokens=tokens_out if counted else 0,
             details={"target_rate": self.config.rate, "target_tokens": self.config.target_tokens,
-                     "rate": tokens_out / tokens_in if tokens_in else 1.0, "token_counter": self.counted_in,
+                     "rate": token_rate(tokens_in, tokens_out), "token_counter": self.counted_in,
                      "compressed_passages": pieces})

@@ -30,7 +30,7 @@ from readerfit.models.hf import converted_gguf_dir
 from readerfit.models.kv_cache import LegacyCacheModel
 from readerfit.models.lm import LanguageModel
 from readerfit.models.specs import DEFAULT_LM, resolve
-from readerfit.types import Compression, Passage
+from readerfit.types import Compression, Passage, token_rate
 
 # llmlingua evaluates "target_token" + context_budget with eval(); only an operator and a number may pass
 _BUDGET = re.compile(r"^\s*[-+*/]\s*\d+(\.\d+)?\s*$")
@@ -206,6 +206,6 @@ class LongLLMLingua(BaseCompressor):
             kept=list(used) if used is not None else [],
             origin_tokens=origin,
             compressed_tokens=kept_tokens,
-            details={"target_rate": self.config.rate, "target_tokens": self.config.target_tokens, "rate": kept_tokens / origin if origin else 1.0,
+            details={"target_rate": self.config.rate, "target_tokens": self.config.target_tokens, "rate": token_rate(origin, kept_tokens),
                      "token_counter": "small LM tokenizer"},
         )
