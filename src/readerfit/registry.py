@@ -158,20 +158,22 @@ def presets_of(config_class: type) -> dict[str, dict[str, Any]]:
 def apply_preset(config: Any, *, unset: collections.abc.Mapping[str, Any] | None = None) -> None:
     """Give a config built from every flag its ``preset`` field's preset (:func:`presets_of`); for ``__post_init__``.
 
-    A field the preset names takes the preset's value when it is None or still at its declared default (argparse
-    cannot tell a flag given its default from one not given); a field still None then takes ``unset``'s value,
-    the defaults without a preset. :func:`make_config` with ``preset=`` is the way in for options given by name.
+    A field the preset names takes the preset's value only when it is unset (None): a value given, even one equal
+    to readerfit's default, beats the preset. A field still None then takes ``unset``'s value, the defaults without
+    a preset. So a field a preset sets to something other than its declared default must be declared None, its
+    default in ``unset`` (else a flag given its default could not be told from one not given: a ``ValueError``
+    says so). :func:`make_config` with ``preset=`` is the way in for options given by name.
 
     >>> @dataclasses.dataclass
     ... class C:
     ...     PRESETS: typing.ClassVar = {"paper": {"lr": 0.1, "batch": 64}}
-    ...     lr: float = 0.5
+    ...     lr: float | None = None
     ...     batch: int | None = None
     ...     preset: str | None = None
     ...     def __post_init__(self):
-    ...         apply_preset(self, unset={"batch": 8})
-    >>> C(), C(preset="paper"), C(preset="paper", lr=0.2)
-    (C(lr=0.5, batch=8, preset=None), C(lr=0.1, batch=64, preset='paper'), C(lr=0.2, batch=64, preset='paper'))
+    ...         apply_preset(self, unset={"lr": 0.5, "batch": 8})
+    >>> C(), C(preset="paper"), C(preset="paper", lr=0.5)
+    (C(lr=0.5, batch=8, preset=None), C(lr=0.1, batch=64, preset='paper'), C(lr=0.5, batch=64, preset='paper'))
     """
     presets = presets_of(type(config))
     preset = getattr(config, "preset", None)
@@ -179,11 +181,35 @@ def apply_preset(config: Any, *, unset: collections.abc.Mapping[str, Any] | None
         raise InputError(f"unknown preset {preset!r}; expected one of {', '.join(presets)}")
     declared = {f.name: f.default for f in dataclasses.fields(config)}
     for name, value in presets.get(preset, {}).items() if preset is not None else ():
-        if getattr(config, name) is None or getattr(config, name) == declared[name]:
+        if declared[name] is not None and declared[name] != value:
+            raise ValueError(f"{type(config).__name__}.PRESETS[{preset!r}] sets {name}={value!r} over its declared "
+                             f"default {declared[name]!r}: declare {name} None and give its default in unset, so "
+                             "that a value given is told from one not given")
+        if getattr(config, name) is None:
             setattr(config, name, value)
     for name, value in (unset or {}).items():
         if getattr(config, name) is None:
             setattr(config, name, value)
+
+
+def preset_overrides(config_class: type, preset: str | None, given: collections.abc.Mapping[str, Any]
+                     ) -> dict[str, tuple[Any, Any]]:
+    """``{field: (the preset's value, the value given)}`` for each option given over another value of
+    ``preset``'s: what a command reports beside the preset, since the value given wins.
+
+    >>> @dataclasses.dataclass
+    ... class C:
+    ...     PRESETS: typing.ClassVar = {"paper": {"threshold": 0.5}}
+    ...     threshold: float | None = None
+    >>> preset_overrides(C, "paper", {"threshold": 0.3}), preset_overrides(C, "paper", {"threshold": 0.5})
+    ({'threshold': (0.5, 0.3)}, {})
+    """
+    if preset is None:
+        return {}
+    what = f"{getattr(config_class, '__name__', 'config')} preset {preset!r}"
+    values = renamed_options(config_class, presets_of(config_class).get(preset, {}), what=what)
+    given = renamed_options(config_class, dict(given), what=what)
+    return {k: (values[k], v) for k, v in given.items() if k in values and values[k] != v}
 
 
 # other projects' names for an option, read as readerfit's wherever the config has that option: LLMLingua,
