@@ -76,6 +76,11 @@ def test_options_bare_and_named_and_the_preset_reach_the_compressor(tiny_lm_dir,
                                 preset="official", classifier=str(tiny_lm_dir), splitter="regex")
     assert official["scores"] == pytest.approx(direct.scores, abs=1e-6) and official["kept"] == direct.kept
     assert official["scores"] != pytest.approx(default["scores"], abs=1e-6)
+    # an option given over the preset's value wins, and the preset's value is reported (stderr)
+    code, out, err = run_cli(exit_args(tiny_lm_dir, "--json", "--preset", "paper", "--option", "threshold=0.0",
+                                       "--option", "min_keep=1"), capsys, monkeypatch, stdin=body)
+    assert code == 0 and json.loads(out.splitlines()[-1])["kept"] == everything["kept"]
+    assert "threshold=0.0 given over the paper preset's 0.5" in err and "min_keep=1 given over" in err
     code, _, err = run_cli(exit_args(tiny_lm_dir, "--option", "sentence-sim.top_n=1"), capsys, monkeypatch, stdin=body)
     assert code == 2 and "is for 'sentence-sim'" in err
 

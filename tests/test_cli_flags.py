@@ -191,3 +191,44 @@ def test_every_added_setting_is_written_as_before(tmp_path):
 
 if __name__ == "__main__":  # the fixture: python tests/test_cli_flags.py > tests/fixtures/cli_flags/before.json
     json.dump({c: flag_specs(c) for c in ("eval", "demo")}, sys.stdout, indent=1, default=str, ensure_ascii=False)
+
+
+SCORE_SEPER = json.loads((Path(__file__).parent / "fixtures" / "cli_flags" / "score_seper_before.json").read_text(
+    encoding="utf-8"))
+
+
+@pytest.mark.parametrize("command", ["score", "seper"])
+def test_generated_score_and_seper_flags_are_todays(command):
+    """``score`` and ``seper`` flags generated from their dataclasses (ScoreRun; SePerRun and SePerSettings, whose
+    fields are SePerConfig's) keep the hand-written ones of commit 78c1da8 (fixtures/cli_flags/score_seper_before.json):
+    names, arity, defaults, choices, metavars, types; list flags may now be repeated."""
+    before, now = SCORE_SEPER[command], json.loads(json.dumps(flag_specs(command), default=str))
+    assert sorted(now) == sorted(before)
+    for flag, old in before.items():
+        new = now[flag]
+        for key in ("nargs", "default", "choices", "required"):
+            if not (key == "nargs" and old["action"] == "_AppendAction"):  # --option: repeatable, now also a list
+                assert new[key] == old[key], (command, flag, key)
+        assert new["action"] == old["action"] or new["action"] == "_Repeatable", (command, flag)
+        assert shown_metavar(new) == shown_metavar(old), (command, flag)
+        assert (new["type"] or "str") == (old["type"] or "str"), (command, flag)
+        assert (new["help"] or "").startswith(old["help"] or ""), (command, flag, new["help"])
+
+
+def test_seper_settings_are_seper_config_fields_with_its_choices():
+    import typing
+
+    from readerfit.cli.seper import SePerSettings
+    from readerfit.retrieval_utility.config import SePerConfig
+
+    config = {f.name for f in dataclasses.fields(SePerConfig)}
+    assert {f.name for f in dataclasses.fields(SePerSettings)} <= config
+    parser = command_parser("seper")
+    choices = {a.dest: a.choices for a in parser._actions}
+    hints = typing.get_type_hints(SePerConfig)
+    for name in ("likelihood", "reference_agg"):
+        assert list(choices[name]) == list(typing.get_args(hints[name]))
+    args = parser.parse_args(["--question", "Q", "--answers", "A", "-n", "3", "--likelihood", "sum"])
+    from readerfit.cli.seper import _options
+
+    assert _options(args) == {"n": 3, "likelihood": "sum"}

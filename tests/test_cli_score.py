@@ -171,3 +171,19 @@ def test_the_facade_builds_each_scorer_once_and_checks_contexts(tiny_lm, tiny_lm
     mixed = readerfit.score(TEXTS, scorer="ppl", reader=str(tiny_lm_dir), pool=pool, contexts=[None, "Q: "])
     assert mixed == pytest.approx([reference_ppl(tiny_lm, TEXTS[0]), reference_ppl(tiny_lm, TEXTS[1], "Q: ")],
                                   rel=1e-4)
+
+
+def test_an_option_over_the_preset_wins_and_the_presets_value_is_reported(tiny_lm, tiny_lm_dir, pool, capsys,
+                                                                          monkeypatch):
+    """longppl's official preset scores without BOS; --option bos=true given over it wins, and both the stderr
+    note and the table say what the preset had."""
+    code, out, err = run_cli(score_args(tiny_lm_dir, "--scorer", "longppl", "--preset", "official", "--option",
+                                        "bos=true", "--json"), capsys, monkeypatch, "\n".join(TEXTS))
+    assert code == 0, err
+    got = json.loads(out.splitlines()[-1])["scores"]
+    with_bos = readerfit.score(TEXTS, scorer="longppl", reader=str(tiny_lm_dir), pool=pool, preset="official",
+                               bos=True)
+    without = readerfit.score(TEXTS, scorer="longppl", reader=str(tiny_lm_dir), pool=pool, preset="official")
+    assert got == pytest.approx(with_bos, rel=1e-6) and got != pytest.approx(without, rel=1e-6)
+    note = "longppl.bos=True given over the official preset's False"
+    assert note in err and note in out

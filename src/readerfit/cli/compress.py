@@ -34,6 +34,7 @@ from readerfit.cli.options import (
     emit,
     finite_float,
     positive_int,
+    report_overrides,
     set_threads,
 )
 from readerfit.compressors import COMPRESSORS
@@ -269,6 +270,7 @@ def run(args: argparse.Namespace) -> int:
                          "give it once")
     options = {**options, **budget}
     checked_budget(COMPRESSORS.get(name), options)  # before any model loads
+    report_overrides("compress", COMPRESSORS.get(name).config_class, args.preset, options)
     items, many = read_items(*read_source(args.input))
     out = open_out(args.out, name) if args.out else None
     try:

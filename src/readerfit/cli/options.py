@@ -6,13 +6,14 @@ import argparse
 import dataclasses
 import json
 import math
+import sys
 import types
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from readerfit.errors import InputError
-from readerfit.registry import parse_options
+from readerfit.registry import parse_options, preset_overrides
 
 
 def positive_int(text: str) -> int:
@@ -65,7 +66,7 @@ def add_dataclass_args(parser: argparse.ArgumentParser, config_class: type, *, e
     """One flag per field of ``config_class`` (``--field-name``), typed, defaulted and documented from the field.
 
     A field's metadata (see :func:`readerfit.registry.param`) gives its help, and optionally its flag,
-    aliases, choices and an argparse type; a field without a default is a required flag. A list field
+    aliases, choices (else a ``Literal`` type's values) and an argparse type; a field without a default is a required flag. A list field
     takes one or more values, and may be repeated; a ``{NAME: {KEY: value}}`` dict field is a repeated ``NAME.KEY=VALUE`` flag
     (read by :func:`config_from_args`). ``only`` keeps those fields; ``extra`` adds argparse keywords by
     field name for what the metadata cannot say (a metavar, ``nargs``/``const``, a CLI-only type, another
@@ -99,9 +100,10 @@ def add_dataclass_args(parser: argparse.ArgumentParser, config_class: type, *, e
                 kwargs["nargs"] = "+"
                 kwargs["action"] = _Repeatable
                 tp = typing.get_args(tp)[0] if typing.get_args(tp) else str
+            literal = typing.get_args(tp) if typing.get_origin(tp) is typing.Literal else None
             kwargs["type"] = meta.get("type") or {int: int, float: finite_float}.get(tp, str)
-            if meta.get("choices"):
-                kwargs["choices"] = list(meta["choices"])
+            if meta.get("choices") or literal:
+                kwargs["choices"] = list(meta.get("choices") or literal)
         if default is dataclasses.MISSING:
             kwargs["required"] = True
         else:
@@ -126,6 +128,17 @@ def config_from_args(config_class: type, args: argparse.Namespace, **fixed: Any)
         return config_class(**{**values, **fixed})
     except TypeError as err:
         raise InputError(str(err)) from err
+
+
+def report_overrides(command: str, config_class: type, preset: str | None, given: Mapping[str, Any], *,
+                     prefix: str = "") -> list[str]:
+    """A note on stderr for each option given over another value of ``preset``'s (the value given wins), and the
+    same lines for the command's table (:func:`~readerfit.registry.preset_overrides`)."""
+    lines = [f"{prefix}{name}={value!r} given over the {preset} preset's {theirs!r}"
+             for name, (theirs, value) in preset_overrides(config_class, preset, given).items()]
+    for line in lines:
+        print(f"readerfit {command}: note: {line}", file=sys.stderr)
+    return lines
 
 
 def emit(result: dict[str, Any], table: str, *, as_json: bool) -> None:

@@ -7,7 +7,9 @@ Texts come one per line (a blank line is an error: every line is a text), or as 
 a JSON object (``--format`` forces either): ``{"text": str, "context": str?}`` per line, other keys ignored.
 A context is plain text the text is scored after (never control tokens); SPS scores a text alone, so it
 refuses contexts. ``--json`` prints ``{"scorer": name, "scores": [..]}`` on the last line, or
-``{"scorer": [names], "scores": {name: [..]}}`` for several scorers.
+``{"scorer": [names], "scores": {name: [..]}}`` for several scorers. The flags are generated from
+:class:`ScoreRun`; an ``--option`` given over a ``--preset`` value wins, and the preset's value is reported beside
+it (stderr and the table).
 """
 
 from __future__ import annotations
@@ -16,35 +18,56 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tqdm import tqdm
 
 from readerfit import api
 from readerfit.cli.compress import json_lines, named_options, read_source
-from readerfit.cli.options import add_model_args, add_server_args, add_threads_arg, emit, set_threads
+from readerfit.cli.options import (
+    add_dataclass_args,
+    add_model_args,
+    add_server_args,
+    add_threads_arg,
+    emit,
+    report_overrides,
+    set_threads,
+)
 from readerfit.errors import InputError
 from readerfit.io import markdown_table
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
-from readerfit.registry import PRESET_NAMES
+from readerfit.registry import PRESET_NAMES, param
 from readerfit.scorers import SCORERS
 
 CHUNK = 32  # texts per scorer call: the progress bar moves, batches stay the model's
 
 
+@dataclass
+class ScoreRun:
+    """What ``readerfit score`` is asked: the texts, the scorers and their options, the reader."""
+
+    input: str = param("-", help="texts, one per line, or JSONL ('-': stdin, the default)")
+    format: str = param("auto", choices=("auto", "text", "jsonl"),
+                        help="auto: JSONL when the first non-blank line is a JSON object, else one text per line")
+    scorer: list[str] | None = param(None, choices=tuple(SCORERS.names()),
+                                     help=f"one or more of {', '.join(SCORERS.names())} (default: sps)")
+    option: list[str] = param(default_factory=list, help="a scorer option, e.g. sps.variance_ratio=0.9 (KEY=VALUE "
+                                                         "with one scorer; repeatable)")
+    preset: str | None = param(None, choices=PRESET_NAMES,
+                               help="each scorer as its paper defines it (paper) or as its authors' released code "
+                                    "runs it (official); --option values override it")
+    reader: str = param(DEFAULT_LM, help="the reader LM: registered name, local directory or HF id")
+
+
+# what the fields' metadata cannot say: today's metavars
+FLAGS: dict[str, dict[str, Any]] = {"input": {"metavar": "FILE"}, "scorer": {"metavar": "SCORER"},
+                                    "option": {"metavar": "SCORER.KEY=VALUE"}}
+
+
 def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
-    p.add_argument("--input", default="-", metavar="FILE", help="texts, one per line, or JSONL ('-': stdin, the default)")
-    p.add_argument("--format", default="auto", choices=["auto", "text", "jsonl"],
-                   help="auto: JSONL when the first non-blank line is a JSON object, else one text per line")
-    p.add_argument("--scorer", nargs="+", action="extend", default=None, choices=SCORERS.names(), metavar="SCORER",
-                   help=f"one or more of {', '.join(SCORERS.names())} (default: sps)")
-    p.add_argument("--option", action="append", default=[], metavar="SCORER.KEY=VALUE",
-                   help="a scorer option, e.g. sps.variance_ratio=0.9 (KEY=VALUE with one scorer; repeatable)")
-    p.add_argument("--preset", default=None, choices=list(PRESET_NAMES),
-                   help="each scorer as its paper defines it (paper) or as its authors' released code runs it "
-                        "(official); --option values override it")
-    p.add_argument("--reader", default=DEFAULT_LM, help="the reader LM: registered name, local directory or HF id")
+    add_dataclass_args(p, ScoreRun, extra=FLAGS)
     add_threads_arg(p)
     add_model_args(p)
     add_server_args(p)
@@ -97,6 +120,8 @@ def _is_object(line: str) -> bool:
 def run(args: argparse.Namespace) -> int:
     scorers = list(dict.fromkeys(args.scorer or ["sps"]))
     options = named_options(args.option, scorers)
+    overridden = [line for name in scorers for line in report_overrides(
+        "score", SCORERS.get(name).config_class, args.preset, options.get(name, {}), prefix=f"{name}.")]
     source, label = read_source(args.input, what="texts")
     texts, contexts, numbers = read_texts(source, label, format=args.format)
     if contexts is not None and "sps" in scorers:
@@ -121,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
                     raise InputError(f"{name}: {_line_named(str(err), label, numbers[start:])}") from None
                 bar.update(len(chunk))
     result = api.score_json(scores)
-    emit(result, _table(texts, scores, args.preset), as_json=args.json)
+    emit(result, _table(texts, scores, args.preset) + "".join(f"\n{line}" for line in overridden), as_json=args.json)
     return 0
 
 

@@ -7,60 +7,86 @@
 
 ``--json`` prints ``{"without": {"soft", "hard"}, "with": {...} or null, "delta": {...} or null, "preset", "judge"}``
 as the last line, with ``"judge_warning"`` when a preset runs with another judge than the paper's (also a
-warning line on stderr). Models load in :func:`run`, the judge first.
+warning line on stderr). Models load in :func:`run`, the judge first. The flags are generated from
+:class:`SePerRun` and :class:`SePerSettings` (whose fields are SePerConfig's); a flag given beats the preset, and
+the preset's value is reported beside it (stderr and the table).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from readerfit.cli.compress import read_source
-from readerfit.cli.options import add_model_args, emit, finite_float, positive_int
+from readerfit.cli.options import (
+    add_dataclass_args,
+    add_model_args,
+    config_from_args,
+    emit,
+    positive_int,
+    report_overrides,
+)
 from readerfit.errors import InputError
 from readerfit.io import markdown_table
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
-from readerfit.retrieval_utility.belief import SePerResult
-from readerfit.retrieval_utility.config import PRESET_CHOICES, judge_warning, seper_judge
+from readerfit.registry import param
+from readerfit.retrieval_utility.belief import Likelihood, ReferenceAgg, SePerResult
+from readerfit.retrieval_utility.config import PRESET_CHOICES, SePerConfig, judge_warning, seper_judge
 from readerfit.retrieval_utility.responses import read_responses
 from readerfit.retrieval_utility.seper import DeltaSePer, SePer, seper_json
 
-# flag -> SePerConfig field; a flag left out keeps the preset's (or readerfit's default) value
-CONFIG_FLAGS = {"samples": "n", "max_new_tokens": "max_new_tokens", "temperature": "temperature", "top_k": "top_k",
-                "likelihood": "likelihood", "reference_agg": "reference_agg", "threshold": "threshold", "seed": "seed"}
+
+@dataclass
+class SePerRun:
+    """What ``readerfit seper`` is asked: the question, answers, context or given responses, and the models."""
+
+    question: str = param(help="")
+    answers: list[str] = param(help="reference answers (first = canonical)")
+    context: str | None = param(None, help="file holding the retrieved context ('-' reads stdin); without it only "
+                                           "the no-context SePer is computed")
+    responses: str | None = param(None, help="JSONL of responses generated elsewhere, without context: {\"text\", "
+                                             "\"logprob\"[, \"n_tokens\"]} or {\"text\", \"token_logprobs\"} per "
+                                             "line; nothing is sampled")
+    context_responses: str | None = param(None, help="JSONL of the responses generated with the context (with "
+                                                     "--responses): gives ΔSePer")
+    preset: str | None = param(None, choices=PRESET_CHOICES,
+                               help="SePer as the paper defines it (paper) or as its authors' released code runs it "
+                                    "(official); flags given override it (default: readerfit's defaults)")
+    generator: str = param(DEFAULT_LM, help="generator LM: registered name, local directory or HF id")
+    judge: str | None = param(None, help="lexical | nli:<id or path> | lm:<model> (default lexical; with --preset "
+                                         "the paper's nli:microsoft/deberta-v2-xlarge-mnli)")
+
+
+@dataclass
+class SePerSettings:
+    """The :class:`SePerConfig` fields a flag sets, by the same names; a flag left out (None) keeps the preset's
+    value, else readerfit's default."""
+
+    n: int | None = param(None, flag="--samples", aliases=("-n",), type=positive_int,
+                          help="sampled responses per condition (10)")
+    max_new_tokens: int | None = param(None, type=positive_int, help="(32; paper 512, official 128)")
+    temperature: float | None = param(None, help="(1.0)")
+    top_k: int | None = param(None, type=positive_int,
+                              help="sample among the k likeliest tokens (default all; official 50)")
+    likelihood: Likelihood | None = param(None, help="sample weights: softmax of mean token log-lik (default, "
+                                                     "released code), of summed log-lik (paper), or 1/N")
+    reference_agg: ReferenceAgg | None = param(None, help="over several references (mean; official max)")
+    threshold: float | None = param(None, help="entailment threshold τ (0.5)")
+    seed: int | None = param(None, help="sampling seed (0)")
+
+    def options(self) -> dict[str, Any]:
+        """The settings given, as SePerConfig options."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
 
 
 def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
-    p.add_argument("--question", required=True)
-    p.add_argument("--answers", nargs="+", required=True, help="reference answers (first = canonical)")
-    p.add_argument("--context", default=None, help="file holding the retrieved context ('-' reads stdin); "
-                   "without it only the no-context SePer is computed")
-    p.add_argument("--responses", default=None,
-                   help="JSONL of responses generated elsewhere, without context: {\"text\", \"logprob\"[, \"n_tokens\"]} "
-                        "or {\"text\", \"token_logprobs\"} per line; nothing is sampled")
-    p.add_argument("--context-responses", default=None,
-                   help="JSONL of the responses generated with the context (with --responses): gives ΔSePer")
-    p.add_argument("--preset", default=None, choices=list(PRESET_CHOICES),
-                   help="SePer as the paper defines it (paper) or as its authors' released code runs it (official); "
-                        "flags given override it (default: readerfit's defaults)")
-    p.add_argument("--generator", default=DEFAULT_LM, help="generator LM: registered name, local directory or HF id")
-    p.add_argument("--judge", default=None, help="lexical | nli:<id or path> | lm:<model> (default lexical; with "
-                   "--preset the paper's nli:microsoft/deberta-v2-xlarge-mnli)")
-    p.add_argument("-n", "--samples", type=positive_int, default=None, help="sampled responses per condition (10)")
-    p.add_argument("--max-new-tokens", type=positive_int, default=None, help="(32; paper 512, official 128)")
-    p.add_argument("--temperature", type=finite_float, default=None, help="(1.0)")
-    p.add_argument("--top-k", type=positive_int, default=None, help="sample among the k likeliest tokens "
-                   "(default all; official 50)")
-    p.add_argument("--likelihood", choices=["mean", "sum", "uniform"], default=None,
-                   help="sample weights: softmax of mean token log-lik (default, released code), of summed log-lik "
-                        "(paper), or 1/N")
-    p.add_argument("--reference-agg", choices=["mean", "max"], default=None,
-                   help="over several references (mean; official max)")
-    p.add_argument("--threshold", type=finite_float, default=None, help="entailment threshold τ (0.5)")
-    p.add_argument("--seed", type=int, default=None, help="sampling seed (0)")
+    add_dataclass_args(p, SePerRun)
+    add_dataclass_args(p, SePerSettings, extra={"n": {"metavar": "SAMPLES"}})
     p.add_argument("--show-samples", action="store_true", help="print the responses and their weights")
     add_model_args(p)
 
@@ -73,7 +99,8 @@ def _read_context(path: str) -> str:
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
-    return {field: getattr(args, flag) for flag, field in CONFIG_FLAGS.items() if getattr(args, flag) is not None}
+    settings: SePerSettings = config_from_args(SePerSettings, args)
+    return settings.options()
 
 
 def _score(args: argparse.Namespace) -> SePerResult | DeltaSePer:
@@ -101,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
     warning = judge_warning(seper_judge(args.judge, preset=args.preset), preset=args.preset)
     if warning:
         print(f"readerfit seper: warning: {warning}", file=sys.stderr)
+    given = {**_options(args), **({"judge": args.judge} if args.judge else {})}
+    overridden = report_overrides("seper", SePerConfig, args.preset, given)
     result = _score(args)
     if isinstance(result, DeltaSePer):
         without, with_ctx = result.without, result.with_context
@@ -118,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
                ("contains", "contains", ".2f")]
     table = markdown_table(rows, columns) + f"\n\njudge: {result.judge}"
     if args.preset:
-        table += f"\npreset: {args.preset}"
+        table += f"\npreset: {args.preset}" + "".join(f"\n{line}" for line in overridden)
     if warning:
         table += f"\nwarning: {warning}"
     if args.show_samples:
