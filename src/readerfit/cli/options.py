@@ -100,10 +100,11 @@ def add_dataclass_args(parser: argparse.ArgumentParser, config_class: type, *, e
                 kwargs["nargs"] = "+"
                 kwargs["action"] = _Repeatable
                 tp = typing.get_args(tp)[0] if typing.get_args(tp) else str
-            literal = typing.get_args(tp) if typing.get_origin(tp) is typing.Literal else None
+            literal = typing.get_args(tp) if typing.get_origin(tp) is typing.Literal else ()
             kwargs["type"] = meta.get("type") or {int: int, float: finite_float}.get(tp, str)
-            if meta.get("choices") or literal:
-                kwargs["choices"] = list(meta.get("choices") or literal)
+            choices: Sequence[Any] = meta.get("choices") or literal
+            if choices:
+                kwargs["choices"] = list(choices)
         if default is dataclasses.MISSING:
             kwargs["required"] = True
         else:

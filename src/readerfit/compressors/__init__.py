@@ -14,6 +14,7 @@ from typing import Any
 
 from readerfit.compressors.base import BaseCompressor, ReadsCompressed, check_inputs, join_passages
 from readerfit.models.lm import LanguageModel
+from readerfit.models.source import ModelSource
 from readerfit.registry import Registry
 
 # imported on first use, so a compressor's heavy dependencies load only when it is chosen
@@ -42,7 +43,7 @@ def registered_compressors() -> list[str]:
     return COMPRESSORS.names()
 
 
-def build_compressor(name: str, pool: Any, *, reader: LanguageModel | str | None = None, preset: str | None = None,
+def build_compressor(name: str, pool: ModelSource, *, reader: LanguageModel | str | None = None, preset: str | None = None,
                      **options: Any) -> BaseCompressor:
     """A compressor by registered name, its models from ``pool``.
 

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
+from readerfit.models.source import ModelSource
 from readerfit.reader import Reader, Reading
 from readerfit.types import Compression, Passage, render_passage
 
@@ -41,7 +42,7 @@ class BaseCompressor:
     passthrough: ClassVar[bool] = False  # hands the passages on whole (``none``): they must fit the reader as they are
 
     @classmethod
-    def from_config(cls, config: Any, *, pool: Any, reader_lm: LanguageModel | None = None) -> BaseCompressor:
+    def from_config(cls, config: Any, *, pool: ModelSource, reader_lm: LanguageModel | None = None) -> BaseCompressor:
         """The compressor for ``config``, its models from ``pool`` (a ModelPool); ``reader_lm``: the pipeline's
         reader LM (tokens are counted in it; reader-aware compressors score with it)."""
         raise NotImplementedError

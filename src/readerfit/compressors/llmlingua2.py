@@ -29,6 +29,7 @@ from readerfit.compressors.longllmlingua import init_offline
 from readerfit.errors import InputError, UnknownModelError, require
 from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.lm import LanguageModel
+from readerfit.models.source import ModelSource
 from readerfit.retrieve.rerank_provence import model_dir
 from readerfit.types import Compression, Passage, token_rate
 
@@ -134,7 +135,7 @@ class LLMLingua2(BaseCompressor):
         self.counted_in = "reader tokens" if reader_lm is not None else "LLMLingua-2 tokenizer tokens"
 
     @classmethod
-    def from_config(cls, config: LLMLingua2Config, *, pool: Any, reader_lm: LanguageModel | None = None) -> LLMLingua2:
+    def from_config(cls, config: LLMLingua2Config, *, pool: ModelSource, reader_lm: LanguageModel | None = None) -> LLMLingua2:
         """Loads the classifier from its files (not shared through the pool: llmlingua resizes its embeddings)."""
         dtype = None if pool.dtype == "float32" else resolve_dtype(pool.dtype)
         engine = load_llmlingua2(config.model, device=str(auto_device(pool.device)), dtype=dtype,

@@ -29,6 +29,7 @@ from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.hf import converted_gguf_dir
 from readerfit.models.kv_cache import LegacyCacheModel
 from readerfit.models.lm import LanguageModel
+from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM, resolve
 from readerfit.types import Compression, Passage, token_rate
 
@@ -169,7 +170,7 @@ class LongLLMLingua(BaseCompressor):
         self.config = config or LongLLMLinguaConfig()
 
     @classmethod
-    def from_config(cls, config: LongLLMLinguaConfig, *, pool: Any,
+    def from_config(cls, config: LongLLMLinguaConfig, *, pool: ModelSource,
                     reader_lm: LanguageModel | None = None) -> LongLLMLingua:
         """Loads the small LM from its files (llmlingua loads its own copy; the pool's models are not shared)."""
         spec = resolve(config.model, "lm")

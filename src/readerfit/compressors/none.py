@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from readerfit.compressors.base import BaseCompressor, NoOptions, join_passages
 from readerfit.models.lm import LanguageModel
+from readerfit.models.source import ModelSource
 from readerfit.types import Compression, Passage
 
 
@@ -20,7 +19,7 @@ class RawPassages(BaseCompressor):
     passthrough = True
 
     @classmethod
-    def from_config(cls, config: NoOptions, *, pool: Any, reader_lm: LanguageModel | None = None) -> RawPassages:
+    def from_config(cls, config: NoOptions, *, pool: ModelSource, reader_lm: LanguageModel | None = None) -> RawPassages:
         return cls()
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:

@@ -21,6 +21,7 @@ from readerfit.compressors.base import BaseCompressor, join_passages
 from readerfit.compressors.budget import Budget, budget_details, check_budget, fit_units, reader_counter
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
+from readerfit.models.source import ModelSource
 from readerfit.retrieve.rerank_provence import PROVENCE_MODEL, Provence, pooled_provence
 from readerfit.text.split import get_splitter
 from readerfit.types import Compression, Passage, render_passage
@@ -99,7 +100,7 @@ class ProvenceCompressor(BaseCompressor):
         self.counter = reader_counter(reader_lm)
 
     @classmethod
-    def from_config(cls, config: ProvenceConfig, *, pool: Any, reader_lm: LanguageModel | None = None) -> ProvenceCompressor:
+    def from_config(cls, config: ProvenceConfig, *, pool: ModelSource, reader_lm: LanguageModel | None = None) -> ProvenceCompressor:
         return cls(pooled_provence(pool, config.model), get_splitter(config.splitter), config, reader_lm=reader_lm)
 
     def _units(self, passages: Sequence[Passage]) -> list[tuple[int, str]]:

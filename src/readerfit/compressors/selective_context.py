@@ -51,6 +51,7 @@ from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget import Budget, check_budget, reader_counter, select_units
 from readerfit.errors import ContextLengthError, InputError, MissingPackageError, require
 from readerfit.models.lm import LanguageModel
+from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.text.split import SPACY_MODEL, get_splitter
 from readerfit.types import Compression, Passage, render_passage
@@ -181,11 +182,11 @@ class _Window:
         return self.prefix + "".join(p for _, p in self.pieces)
 
 
-def _fits(lm: Any, text: str, limit: int) -> bool:
+def _fits(lm: LanguageModel, text: str, limit: int) -> bool:
     return lm.count_tokens(text) + 1 <= limit  # + 1: the BOS token the text is scored after
 
 
-def build_windows(lm: Any, prefix: str, pieces: Sequence[tuple[int, str]], limit: int) -> list[_Window]:
+def build_windows(lm: LanguageModel, prefix: str, pieces: Sequence[tuple[int, str]], limit: int) -> list[_Window]:
     """Pieces packed into as few windows as fit ``limit`` tokens, each window led by ``prefix``."""
     whole = _Window(prefix, list(pieces))
     if _fits(lm, whole.text(), limit):
@@ -224,7 +225,7 @@ def _lstrip_first(pieces: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return [(pieces[0][0], pieces[0][1].lstrip())] + pieces[1:] if pieces else pieces
 
 
-def token_self_information(lm: Any, windows: Sequence[_Window]) -> list[list[tuple[int, float]]]:
+def token_self_information(lm: LanguageModel, windows: Sequence[_Window]) -> list[list[tuple[int, float]]]:
     """Per window, (unit, -log p) of every scored token of its pieces (title tokens excluded).
 
     Token j of a window belongs to the piece whose text end is the first at or after it, found by
@@ -290,7 +291,7 @@ class SelectiveContext(BaseCompressor):
     name = "selective-context"
     config_class = SelectiveContextConfig
 
-    def __init__(self, lm: Any, *, splitter: Callable[[str], list[str]] | None = None,
+    def __init__(self, lm: LanguageModel, *, splitter: Callable[[str], list[str]] | None = None,
                  config: SelectiveContextConfig | None = None, nlp: Any | None = None,
                  reader_lm: LanguageModel | None = None) -> None:
         self.lm = lm
@@ -302,7 +303,7 @@ class SelectiveContext(BaseCompressor):
         self._nlp = nlp
 
     @classmethod
-    def from_config(cls, config: SelectiveContextConfig, *, pool: Any,
+    def from_config(cls, config: SelectiveContextConfig, *, pool: ModelSource,
                     reader_lm: LanguageModel | None = None) -> SelectiveContext:
         splitter = get_splitter(config.splitter) if config.unit == "sentence" else None
         return cls(pool.lm(config.model, dtype=config.dtype), splitter=splitter, config=config, reader_lm=reader_lm)

@@ -10,6 +10,7 @@ from readerfit.compressors.base import BaseCompressor, assemble, passage_sentenc
 from readerfit.compressors.budget import Budget, check_budget, reader_counter, select_units
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
+from readerfit.models.source import ModelSource
 from readerfit.text.split import get_splitter
 from readerfit.types import Compression, Passage
 
@@ -64,7 +65,7 @@ class SentenceSimilarity(BaseCompressor):
         self.counter = reader_counter(reader_lm)
 
     @classmethod
-    def from_config(cls, config: SentenceSimConfig, *, pool: Any,
+    def from_config(cls, config: SentenceSimConfig, *, pool: ModelSource,
                     reader_lm: LanguageModel | None = None) -> SentenceSimilarity:
         return cls(pool.embedder(config.embedder), get_splitter(config.splitter), config, reader_lm=reader_lm)
 

@@ -33,6 +33,7 @@ from typing import Any
 from readerfit.compressors import BaseCompressor
 from readerfit.errors import InputError, require
 from readerfit.integrations.documents import DocumentCompression, Piece, SourceDocument
+from readerfit.models.source import ModelSource
 
 require("langchain_core", extra="langchain", package="langchain-core", purpose="readerfit.integrations.langchain")
 from langchain_core.callbacks import Callbacks  # noqa: E402  (after the check that names what to install)
@@ -76,7 +77,7 @@ class ReaderfitCompressor(BaseDocumentCompressor):
     title_key: str = "title"
     _engine: DocumentCompression = PrivateAttr()
 
-    def __init__(self, compressor: Any = "exit", *, pool: Any = None, count_tokens: Callable[[str], int] | None = None,
+    def __init__(self, compressor: Any = "exit", *, pool: ModelSource | None = None, count_tokens: Callable[[str], int] | None = None,
                  **fields: Any) -> None:
         if not isinstance(compressor, str | BaseCompressor):
             raise TypeError(f"expected a compressor name or a readerfit compressor, got {type(compressor).__name__}")

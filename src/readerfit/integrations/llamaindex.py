@@ -21,6 +21,7 @@ from typing import Any
 
 from readerfit.errors import InputError, require
 from readerfit.integrations.documents import METADATA_KEYS, DocumentCompression, Piece, SourceDocument
+from readerfit.models.source import ModelSource
 
 require("llama_index.core", extra="llamaindex", package="llama-index-core", purpose="readerfit.integrations.llamaindex")
 from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
@@ -67,7 +68,7 @@ class ReaderfitPostprocessor(BaseNodePostprocessor):
     keep_empty: bool = False  # keep the nodes an extractive compressor left empty (with empty text)
     _engine: DocumentCompression = PrivateAttr()
 
-    def __init__(self, compressor: Any = "exit", *, count_tokens: Any = None, pool: Any = None,
+    def __init__(self, compressor: Any = "exit", *, count_tokens: Any = None, pool: ModelSource | None = None,
                  **fields: Any) -> None:
         super().__init__(compressor=compressor, **fields)
         self._engine = DocumentCompression(compressor, pool=pool, options=self.options, preset=self.preset,

@@ -38,6 +38,7 @@ from typing import Any, Protocol, runtime_checkable
 from readerfit.errors import InputError, UnknownModelError, require
 from readerfit.models.device import auto_device
 from readerfit.models.lm import LanguageModel
+from readerfit.models.source import ModelSource
 from readerfit.models.specs import resolve
 from readerfit.registry import Registry
 from readerfit.text.split import word_runs
@@ -187,7 +188,7 @@ class CrossEncoderReranker(RerankerBase):
         self.max_length = int(limit or 512)
 
     @classmethod
-    def from_config(cls, config: CrossEncoderConfig, *, pool: Any,
+    def from_config(cls, config: CrossEncoderConfig, *, pool: ModelSource,
                     reader: LanguageModel | None = None) -> CrossEncoderReranker:
         return cls(config.model, device=pool.device, batch_size=config.batch_size)
 
@@ -222,7 +223,7 @@ class LMReranker(RerankerBase):
         self.name = name or f"lm:{lm.name}"
 
     @classmethod
-    def from_config(cls, config: LMRerankerConfig, *, pool: Any, reader: LanguageModel | None = None) -> LMReranker:
+    def from_config(cls, config: LMRerankerConfig, *, pool: ModelSource, reader: LanguageModel | None = None) -> LMReranker:
         if config.model:
             return cls(pool.lm(config.model))
         if reader is None:
@@ -246,7 +247,7 @@ def registered_rerankers() -> list[str]:
     return RERANKERS.names()
 
 
-def build_reranker(spec: str, pool: Any, *, reader: LanguageModel | str | None = None) -> Reranker:
+def build_reranker(spec: str, pool: ModelSource, *, reader: LanguageModel | str | None = None) -> Reranker:
     """A reranker from a spec: ``cross-encoder:<id or path>``, ``lm`` (the ``reader``, an LM or its name) or ``lm:<model>``.
 
     >>> build_reranker("bm42", None)   # doctest: +IGNORE_EXCEPTION_DETAIL

@@ -30,6 +30,7 @@ from typing import Any
 from readerfit.errors import ContextLengthError, InputError, UnknownModelError
 from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.lm import LanguageModel
+from readerfit.models.source import ModelSource
 from readerfit.models.specs import resolve
 from readerfit.retrieve.rerank import RerankerBase
 from readerfit.types import Passage
@@ -229,7 +230,7 @@ class ProvenceRerankerConfig:
             raise InputError(f"batch_size must be a positive integer, got {self.batch_size!r}")
 
 
-def pooled_provence(pool: Any, model: str) -> Provence:
+def pooled_provence(pool: ModelSource, model: str) -> Provence:
     """The pool's Provence model (one copy for the reranker and the compressor)."""
     device = getattr(pool, "device", None)
     dtype = getattr(pool, "dtype", "float32")
@@ -251,7 +252,7 @@ class ProvenceReranker(RerankerBase):
         self.name = f"provence:{model.name}"
 
     @classmethod
-    def from_config(cls, config: ProvenceRerankerConfig, *, pool: Any,
+    def from_config(cls, config: ProvenceRerankerConfig, *, pool: ModelSource,
                     reader: LanguageModel | None = None) -> ProvenceReranker:
         return cls(pooled_provence(pool, config.model), batch_size=config.batch_size)
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from readerfit.models.lm import LanguageModel
+from readerfit.models.source import ModelSource
 from readerfit.registry import Registry
 
 SCORERS: Registry[Any] = Registry("scorer")
@@ -36,7 +37,7 @@ def registered_scorers() -> list[str]:
     return SCORERS.names()
 
 
-def build_scorer(name: str, reader_lm: LanguageModel, *, pool: Any = None, **options: Any) -> Scorer:
+def build_scorer(name: str, reader_lm: LanguageModel, *, pool: ModelSource | None = None, **options: Any) -> Scorer:
     """A scorer by registered name over the reader LM ``reader_lm``; ``options`` go to its config dataclass.
 
     ``pool`` resolves the model names an option may give (LongPPL's ``evaluator``).

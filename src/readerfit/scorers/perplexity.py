@@ -51,6 +51,7 @@ import torch
 
 from readerfit.errors import ContextLengthError, InputError
 from readerfit.models.lm import LanguageModel, LocalLanguageModel, require_local
+from readerfit.models.source import ModelSource
 
 
 def _check_texts(texts: Sequence[str], prompts: Sequence[str] | None) -> None:
@@ -96,7 +97,7 @@ class PPLScorer:
         self.lm = lm
 
     @classmethod
-    def from_config(cls, config: PPLConfig, *, reader_lm: LanguageModel, pool: Any = None) -> PPLScorer:
+    def from_config(cls, config: PPLConfig, *, reader_lm: LanguageModel, pool: ModelSource | None = None) -> PPLScorer:
         return cls(reader_lm)
 
     def score(self, texts: Sequence[str], *, prompts: Sequence[str] | None = None) -> list[float]:
@@ -204,10 +205,12 @@ class LongPPLScorer:
         self.config = config or LongPPLConfig()
 
     @classmethod
-    def from_config(cls, config: LongPPLConfig, *, reader_lm: LanguageModel, pool: Any = None) -> LongPPLScorer:
-        if config.evaluator is not None and pool is None:
-            raise InputError("LongPPL's evaluator option names a model; build the scorer with pool= to load it")
-        evaluator = pool.local_lm(config.evaluator, purpose="LongPPL's evaluator") if config.evaluator else None
+    def from_config(cls, config: LongPPLConfig, *, reader_lm: LanguageModel, pool: ModelSource | None = None) -> LongPPLScorer:
+        evaluator = None
+        if config.evaluator is not None:
+            if pool is None:
+                raise InputError("LongPPL's evaluator option names a model; build the scorer with pool= to load it")
+            evaluator = pool.local_lm(config.evaluator, purpose="LongPPL's evaluator")
         return cls(reader_lm, config, evaluator=evaluator)
 
     def score(self, texts: Sequence[str], *, prompts: Sequence[str] | None = None) -> list[float]:

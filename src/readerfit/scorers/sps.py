@@ -56,6 +56,7 @@ import torch
 from readerfit.data import load_corpus
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, LocalLanguageModel, require_local
+from readerfit.models.source import ModelSource
 from readerfit.scorers.subspace import (
     POOLINGS,
     Subspace,
@@ -216,7 +217,7 @@ class SPSScorer:
         self.subspace_cached = False
 
     @classmethod
-    def from_config(cls, config: SPSConfig, *, reader_lm: LanguageModel, pool: Any = None) -> SPSScorer:
+    def from_config(cls, config: SPSConfig, *, reader_lm: LanguageModel, pool: ModelSource | None = None) -> SPSScorer:
         return cls(reader_lm, config, write_cache=pool is None or pool.cache_writes)
 
     # W and its subspace

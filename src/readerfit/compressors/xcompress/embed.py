@@ -10,6 +10,7 @@ from readerfit.compressors.xcompress.probes import ProbeConfig, XCompressEmbed
 from readerfit.compressors.xcompress.summary import Summary, SummaryConfig, document_input
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, require_local
+from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.reader import READER_PROMPT, Reader, Reading
 from readerfit.registry import PRESET_NAMES, make_config
@@ -97,7 +98,7 @@ class XCompressEmbedCompressor(Summary):
         self._answerers: dict[tuple[int, int, str], XCompressEmbed] = {}
 
     @classmethod
-    def from_config(cls, config: XCompressEmbedConfig, *, pool: Any,  # type: ignore[override]
+    def from_config(cls, config: XCompressEmbedConfig, *, pool: ModelSource,  # type: ignore[override]
                     reader_lm: LanguageModel | None = None) -> XCompressEmbedCompressor:
         lm = pool.lm(config.model, dtype=config.dtype) if config.summary_from == "compressor" else None
         return cls(lm, reader_lm if reader_lm is not None else pool.local_lm(DEFAULT_LM, purpose=PURPOSE), config)

@@ -30,6 +30,7 @@ from readerfit.compressors.xcompress.prompts import (
 )
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
+from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.text.split import split_sentences
 from readerfit.types import Compression, Generation, Passage
@@ -47,7 +48,7 @@ def document_input(passages: Sequence[Passage], document_format: str = "blocks")
     return join_passages(passages)
 
 
-def summary_prompt(lm: Any, template: str, question: str, passages: Sequence[Passage], *,
+def summary_prompt(lm: LanguageModel, template: str, question: str, passages: Sequence[Passage], *,
                    document_format: str = "blocks", **fields: str) -> str:
     """The chat-templated summarisation prompt for one question (``fields``: the follow-up prompt's)."""
     return lm.chat(template.format(question=question, document_input=document_input(passages, document_format),
@@ -155,7 +156,7 @@ class Summary(BaseCompressor):
         self.counted_in = "reader tokens" if counter is not None else "compressor tokens"
 
     @classmethod
-    def from_config(cls, config: SummaryConfig, *, pool: Any, reader_lm: LanguageModel | None = None) -> Summary:
+    def from_config(cls, config: SummaryConfig, *, pool: ModelSource, reader_lm: LanguageModel | None = None) -> Summary:
         return cls(pool.lm(config.model, dtype=config.dtype), config, counter=reader_lm)
 
     # prompts and parsing

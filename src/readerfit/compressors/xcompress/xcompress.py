@@ -49,6 +49,7 @@ from readerfit.compressors.xcompress.filter import FilterCalibration, OnlineBuff
 from readerfit.compressors.xcompress.summary import Step, Summary, SummaryConfig
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, require_local
+from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import PRESET_NAMES
 from readerfit.scorers import SCORERS, Scorer
@@ -57,7 +58,7 @@ from readerfit.types import Generation
 FILTERS = ("threshold", "online")
 
 
-def reader_for(name: str | None, *, pool: Any, reader_lm: LanguageModel | None) -> LanguageModel:
+def reader_for(name: str | None, *, pool: ModelSource, reader_lm: LanguageModel | None) -> LanguageModel:
     """The reader LM a reader-aware compressor scores with: a named one, else the pipeline's, else the default."""
     if name is not None:
         return pool.lm(name)
@@ -174,7 +175,7 @@ class XCompress(Summary):
 
     @classmethod
     def from_config(  # type: ignore[override]
-        cls, config: XCompressConfig, *, pool: Any, reader_lm: LanguageModel | None = None
+        cls, config: XCompressConfig, *, pool: ModelSource, reader_lm: LanguageModel | None = None
     ) -> XCompress:
         lm = pool.lm(config.model, dtype=config.dtype)
         scoring_lm = reader_for(config.reader, pool=pool, reader_lm=reader_lm)
