@@ -66,6 +66,8 @@ for name, fn in (("compress", compress), ("acompress", acompress)):
     cases(name, fn, "preset", ("fancy", "preset"), (5, "preset"))
     cases(name, fn, "options", ([1], "options"), ("rate=0.2", "options"), ({"query": BAD}, "options.query"))
     cases(name, fn, "**kwargs", (("nope", 1), "unknown option 'nope'"))
+    cases(name, fn, "rate", ("half", "rate"), (1.5, "rate"), (True, "rate"), (0.5, "'none' takes no budget (rate"))
+    cases(name, fn, "target_tokens", (0, "target_tokens"), ("ten", "target_tokens"), (2.5, "target_tokens"))
 cases("compress_batch", batch, "questions", ("q", "questions"), (None, "questions"), ([5], "question 0"),
       ([BAD], "question 0"), ([" "], "question 0"))
 cases("compress_batch", batch, "passages", ("x", "passages"), ([P, P], "passages"), ([[5]], "passages[0]"),
@@ -74,6 +76,8 @@ cases("compress_batch", batch, "method", (3, "method"), (None, "method"))
 cases("compress_batch", batch, "pool", ("x", "pool"))
 cases("compress_batch", batch, "reader", (5, "reader"))
 cases("compress_batch", batch, "preset", ("fancy", "preset"))
+cases("compress_batch", batch, "rate", ("half", "rate"), (0, "rate"))
+cases("compress_batch", batch, "target_tokens", (0, "target_tokens"), (BAD, "target_tokens"))
 cases("compress_batch", batch, "options", ([1], "options"), ({"query": BAD}, "options.query"))
 cases("compress_batch", batch, "**kwargs", (("nope", 1), "unknown option 'nope'"), (("query", BAD), "options.query"))
 cases("score", score, "texts", (None, "texts"), ("a", "texts"), ([3], "texts[0]"), (["ok", BAD], "texts[1]"),

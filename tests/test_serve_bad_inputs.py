@@ -36,6 +36,7 @@ FIELDS: dict[str, list[tuple[tuple[Any, ...], list[Any]]]] = {
         (("passages", 1, "id"), [5]), (("passages", 1, "sentences"), ["one", [5]]),
         (("passages", 1, "score"), ["high"]), (("options",), [[1], "rate"]), (("options", "rate"), []),
         (("preset",), ["fancy", 5]), (("id",), [[1], 1.5]), (("compressor",), [5, "zip", ["none"]]),
+        (("rate",), ["half", 0, 1.5, True, [1]]), (("target_tokens",), ["ten", 0, 2.5, [1]]),
     ],
     # text-embeddings-inference's shape
     "/rerank": [
