@@ -8,7 +8,10 @@ object; the table's ``errors`` column must read 0, else the script exits 1.
 
     python benchmarks/serve_load.py [--endpoint compress|score|seper] [--compressor exit] [--requests 48] \
         [--levels 1 4 16] [--max-concurrency 1] [--threads 1] [--url http://127.0.0.1:8080] [--json] \
-        [--mixed 12000]
+        [--mixed 12000] [--budgets 0.1 0.2 0.3 0.5 0.7]
+
+``--budgets R [R ...]``: compress requests carry these rates (``"rate"``), in turn, so that concurrent requests of
+different budgets share batches (the server builds one compressor whatever the budget: /health's ``built``).
 
 ``--mixed CHARS``: at each level, the short requests alone and then beside one client that sends a request of
 CHARS characters of text over and over (a server with ``--long-request-chars`` below CHARS runs it in its own lane).
@@ -42,14 +45,15 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
-def bodies(endpoint: str, compressor: str) -> list[dict]:
+def bodies(endpoint: str, compressor: str, budgets: list[float] | None = None) -> list[dict]:
     from readerfit.data import load_demo
 
     out = []
-    for ex in load_demo():
+    for i, ex in enumerate(load_demo()):
         if endpoint == "compress":
+            rate = {"rate": budgets[i % len(budgets)]} if budgets else {}
             out.append({"question": ex.question, "passages": [p.to_dict() for p in ex.passages][:5],
-                        "compressor": compressor})
+                        "compressor": compressor, **rate})
         elif endpoint == "score":
             out.append({"texts": [p.render() for p in ex.passages[:2]], "scorer": "sps"})
         else:
@@ -184,6 +188,8 @@ def main() -> None:
     p.add_argument("--long-request-chars", type=int, default=8000, help="the started server's --long-request-chars")
     p.add_argument("--batch-window", type=float, default=0.005,
                    help="the started server's --batch-window (0: no batching of concurrent compress requests)")
+    p.add_argument("--budgets", type=float, nargs="+", default=None, metavar="RATE",
+                   help="compress requests carry these rates in turn (requests of mixed budgets share batches)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "serve_load.json"))
     p.add_argument("--json", action="store_true")
     from smoke import add_smoke_flag, smallest
@@ -202,7 +208,7 @@ def main() -> None:
         url = args.url.rstrip("/")
     try:
         health = httpx.get(url + "/health", timeout=30).json()
-        payloads = bodies(args.endpoint, args.compressor)
+        payloads = bodies(args.endpoint, args.compressor, args.budgets)
         asyncio.run(run_level(url, args.endpoint, payloads, clients=1, requests=2))  # warm-up, not counted
         levels = [asyncio.run(run_level(url, args.endpoint, payloads, clients=c, requests=args.requests))
                   for c in args.levels]
@@ -213,6 +219,7 @@ def main() -> None:
                 alone = asyncio.run(run_level(url, args.endpoint, payloads, clients=c, requests=args.requests))
                 beside = asyncio.run(run_mixed(url, args.endpoint, payloads, long, clients=c, requests=args.requests))
                 mixed += [{**alone, "load": "short alone"}, {**beside, "load": f"beside one {args.mixed}-char request"}]
+        built = httpx.get(url + "/health", timeout=30).json().get("built")
     finally:
         if process is not None:
             process.terminate()
@@ -220,6 +227,7 @@ def main() -> None:
     result = {"endpoint": args.endpoint, "compressor": args.compressor if args.endpoint == "compress" else None,
               "server": {k: health.get(k) for k in ("reader", "compressors", "scorers", "max_concurrency",
                                                              "batch_window", "max_batch")},
+              "budgets": args.budgets, "built_after": built,
               "threads": args.threads, "machine": f"{platform.machine()}, {os.cpu_count()} CPUs", "levels": levels,
               "errors": sum(level["errors"] for level in levels + mixed)
               + sum(len(m.get("long_errors", [])) for m in mixed), "mixed": mixed}
@@ -235,7 +243,8 @@ def main() -> None:
                                      ("p99_ms", "short p99 ms", ".0f"), ("long_requests", "long requests", ""),
                                      ("long_mean_ms", "long mean ms", ".0f")]))
     print(f"\n{args.endpoint} ({result['compressor'] or ''}) on {url}; server max_concurrency "
-          f"{health.get('max_concurrency')}; errors: {result['errors']}; written to {args.out}")
+          f"{health.get('max_concurrency')}; budgets {args.budgets or 'the compressor default'}; compressors built "
+          f"{health.get('built')} before, {built} after; errors: {result['errors']}; written to {args.out}")
     if args.json:
         print(json.dumps(result))
     if result["errors"]:

@@ -72,8 +72,8 @@ def _number(value: Any) -> Any:
     return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-Rate = Annotated[StrictFloat, BeforeValidator(_number), Field(gt=0, le=1)]
-TargetTokens = Annotated[StrictInt, BeforeValidator(integral), Field(ge=1)]
+Rate = Annotated[StrictFloat, Field(gt=0, le=1), BeforeValidator(_number)]
+TargetTokens = Annotated[StrictInt, Field(ge=1), BeforeValidator(integral)]
 
 
 def _names(keys: Any) -> dict[str, Any]:
