@@ -103,8 +103,7 @@ def compress_at_budgets(cls: type[BaseCompressor], items: Sequence[tuple[str, Se
     groups: dict[Budget | None, list[int]] = {}
     for i, budget in enumerate(budgets):
         groups.setdefault(budget, []).append(i)
-    results: list[Compression | None] = [None] * len(items)
+    results: dict[int, Compression] = {}
     for budget, indices in groups.items():
-        for i, compression in zip(indices, build(budget).compress_many([items[i] for i in indices])):
-            results[i] = compression
-    return [c for c in results if c is not None]
+        results.update(zip(indices, build(budget).compress_many([items[i] for i in indices])))
+    return [results[i] for i in range(len(items))]
