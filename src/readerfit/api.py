@@ -21,7 +21,7 @@ from typing import Any
 
 from readerfit.compressors import COMPRESSORS, BaseCompressor, join_passages
 from readerfit.compressors.budget import Budget
-from readerfit.compressors.per_call import budget_options, compress_at_budgets, split_budget
+from readerfit.compressors.per_call import budget_options, compress_at_budgets, given_budget, split_budget
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, PromptText
 from readerfit.models.pool import ModelPool
@@ -116,11 +116,8 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
         question: the question the passages are compressed for (non-empty).
         passages: strings, ``{"title", "text"}`` objects or :class:`Passage`\\ s; blank ones are dropped.
         method: a registered compressor (``readerfit.compressors.COMPRESSORS``); an unknown name lists them.
-        rate, target_tokens: this call's token budget (the fraction of the reader's tokens to keep, a count;
-            ``target_token=`` is read as ``target_tokens``), also accepted in ``options``. The compressor is
-            built once whatever the budget: the sentence selectors (exit, sentence-sim, provence) score once and
-            select under it, keeping exactly what the compressor built with that budget keeps; ``none`` takes
-            no budget.
+        rate, target_tokens: this call's budget (a fraction of the reader's tokens, a count; also ``target_token``
+            or in ``options``): one compressor whatever the budget (:mod:`readerfit.compressors.per_call`).
         pool: the :class:`ModelPool` whose models are used (default: one per process).
         reader: the reader the context is for (a name or an LM; default the packaged SmolLM2, loaded once into
             the pool): reader-aware methods score with it, budgets count its tokens, and ``origin_tokens`` /
@@ -138,7 +135,7 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
     ('Book\\nAnna wrote it.', [0])
     """
     options = _checked(question=question, method=method, pool=pool, reader=reader, options=options, preset=preset,
-                       keywords=_with_budget(kwargs, rate=rate, target_tokens=target_tokens))
+                       keywords={**kwargs, **given_budget(rate=rate, target_tokens=target_tokens)})
     given = as_passages(passages)  # checked before any model loads
     options, budget = split_budget(options, what=f"compressor {method!r}")
     return compress_budgeted([question], [given], [budget], method, options=options, preset=preset, pool=pool,
@@ -168,7 +165,7 @@ def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | d
         raise InputError(f"passages must be a list with one list of passages per question: {len(questions)} "
                          f"questions, got {len(passages) if isinstance(passages, Sequence) else type(passages).__name__}")
     options = _checked(method=method, pool=pool, reader=reader, options=options, preset=preset,
-                       keywords=_with_budget(kwargs, rate=rate, target_tokens=target_tokens))
+                       keywords={**kwargs, **given_budget(rate=rate, target_tokens=target_tokens)})
     options, budget = split_budget(options, what=f"compressor {method!r}")
     given = []
     for i, (question, ps) in enumerate(zip(questions, passages)):
@@ -184,10 +181,8 @@ def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | d
 def compress_budgeted(questions: Sequence[str], passages: Sequence[Sequence[Passage]], budgets: Sequence[Budget | None],
                       method: str, *, options: dict[str, Any], preset: str | None, pool: ModelPool | None,
                       reader: str | LanguageModel | None) -> list[Compression]:
-    """Question ``i``'s passages compressed under ``budgets[i]`` (None: the compressor's own), all with one
-    compressor per (method, ``options`` without a budget, preset, reader) whatever the budgets
-    (:func:`~readerfit.compressors.per_call.compress_at_budgets`); what :func:`compress`, :func:`compress_batch`
-    and the server's ``/v1/compress`` (which batches requests of different budgets together) run."""
+    """Question ``i``'s passages under ``budgets[i]`` (None: the compressor's own), with one compressor whatever
+    the budgets (:func:`~readerfit.compressors.per_call.compress_at_budgets`): the façade's and the server's."""
     reader_lm = (pool or default_pool()).lm(reader) if isinstance(reader, str) else reader
 
     def build(budget: Budget | None) -> BaseCompressor:
@@ -196,11 +191,6 @@ def compress_budgeted(questions: Sequence[str], passages: Sequence[Sequence[Pass
 
     compressions = compress_at_budgets(COMPRESSORS.get(method), list(zip(questions, passages)), budgets, build=build)
     return [_counted(c, ps, reader_lm) for c, ps in zip(compressions, passages)]
-
-
-def _with_budget(keywords: dict[str, Any], *, rate: float | None, target_tokens: int | None) -> dict[str, Any]:
-    """The keyword options with the budget arguments given (None: not given)."""
-    return {**keywords, **{k: v for k, v in (("rate", rate), ("target_tokens", target_tokens)) if v is not None}}
 
 
 async def acompress(question: str, passages: Sequence[str | dict[str, Any] | Passage], method: str = "exit",

@@ -38,7 +38,7 @@ from readerfit.cli.options import (
     set_threads,
 )
 from readerfit.compressors import COMPRESSORS
-from readerfit.compressors.per_call import BUDGET_OPTIONS, checked_budget
+from readerfit.compressors.per_call import checked_budget, with_budget
 from readerfit.errors import InputError
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
@@ -263,12 +263,7 @@ def run(args: argparse.Namespace) -> int:
     if name not in COMPRESSORS:
         raise COMPRESSORS.unknown(name)
     options = named_options(args.option, [name]).get(name, {})
-    budget = {k: v for k, v in (("rate", args.rate), ("target_tokens", args.target_tokens)) if v is not None}
-    twice = sorted(k for k in options if k in BUDGET_OPTIONS and budget)
-    if twice:
-        raise InputError(f"the budget is given twice: --option {twice[0]} and --{next(iter(budget)).replace('_', '-')}; "
-                         "give it once")
-    options = {**options, **budget}
+    options = with_budget(options, rate=args.rate, target_tokens=args.target_tokens)
     checked_budget(COMPRESSORS.get(name), options)  # before any model loads
     report_overrides("compress", COMPRESSORS.get(name).config_class, args.preset, options)
     items, many = read_items(*read_source(args.input))

@@ -67,11 +67,24 @@ def no_budget(cls: type[BaseCompressor]) -> InputError:
                       "keeps; leave the budget out, or choose a compressor that selects (exit, sentence-sim, ...)")
 
 
+def given_budget(*, rate: Any = None, target_tokens: Any = None) -> dict[str, Any]:
+    """The budget options given as arguments (None: not given), unchecked: :func:`split_budget` checks them."""
+    return {k: v for k, v in (("rate", rate), ("target_tokens", target_tokens)) if v is not None}
+
+
+def with_budget(options: Mapping[str, Any], *, rate: Any = None, target_tokens: Any = None) -> dict[str, Any]:
+    """``options`` and the budget given as arguments (a command's flags, a request's fields); the budget in both is
+    an :class:`InputError`."""
+    given = given_budget(rate=rate, target_tokens=target_tokens)
+    twice = sorted(k for k in options if k in BUDGET_OPTIONS) if given else []
+    if twice:
+        raise InputError(f"the budget is given twice: option {twice[0]!r} and {', '.join(given)}; give it once")
+    return {**options, **given}
+
+
 def budget_options(budget: Budget | None) -> dict[str, Any]:
     """The config options of ``budget`` (those set)."""
-    if budget is None:
-        return {}
-    return {k: v for k, v in (("rate", budget.rate), ("target_tokens", budget.target_tokens)) if v is not None}
+    return {} if budget is None else given_budget(rate=budget.rate, target_tokens=budget.target_tokens)
 
 
 def compress_at_budgets(cls: type[BaseCompressor], items: Sequence[tuple[str, Sequence[Passage]]],

@@ -23,7 +23,7 @@ from typing import Any
 
 from readerfit.compressors import COMPRESSORS, BaseCompressor, build_compressor, join_passages
 from readerfit.compressors.budget import Budget, Budgeted
-from readerfit.compressors.per_call import BUDGET_OPTIONS, budget_options, checked_budget, compress_at_budgets
+from readerfit.compressors.per_call import budget_options, checked_budget, compress_at_budgets, with_budget
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.pool import ModelPool
@@ -111,15 +111,11 @@ class DocumentCompression:
             raise InputError(f"count_tokens must be a function from text to a token count, got {count_tokens!r}")
         if reader is not None and not isinstance(reader, str | LanguageModel):
             raise InputError(f"reader must be a model name (a string) or a loaded LM, got {type(reader).__name__}")
-        given = {k: v for k, v in (("rate", rate), ("target_tokens", target_tokens)) if v is not None}
-        twice = sorted(k for k in options or {} if k in BUDGET_OPTIONS and given)
-        if twice:
-            raise InputError(f"the budget is given twice: options[{twice[0]!r}] and {', '.join(sorted(given))}; "
-                             "give it once")
         self.cls = type(compressor) if isinstance(compressor, BaseCompressor) \
             else COMPRESSORS.get(compressor.strip().partition(":")[0])
         # an unknown name, option or budget fails here, before any model loads
-        self.options, self.budget = checked_budget(self.cls, {**(options or {}), **given})
+        self.options, self.budget = checked_budget(self.cls, with_budget(options or {}, rate=rate,
+                                                                         target_tokens=target_tokens))
         if isinstance(compressor, str):
             make_config(self.cls.config_class, self.options, what=f"compressor {self.cls.name!r}", preset=preset)
         elif self.budget is not None and not isinstance(compressor, Budgeted):

@@ -14,7 +14,7 @@ from typing import Any
 
 from readerfit import api
 from readerfit.compressors import COMPRESSORS
-from readerfit.compressors.per_call import BUDGET_OPTIONS, checked_budget, split_budget
+from readerfit.compressors.per_call import checked_budget, given_budget, split_budget, with_budget
 from readerfit.errors import InputError
 from readerfit.registry import make_config
 from readerfit.retrieval_utility.config import PAPER_JUDGE, SePerConfig, judge_warning, seper_judge
@@ -138,19 +138,14 @@ class Service:
         given = item.get("options") or {}
         check_request_options(name, given, field=f"{where}options")
         self._check_size([item["question"], *passage_texts(item["passages"])], field=f"{where}{passages_field}")
-        budget = {k: item[k] for k in ("rate", "target_tokens") if item.get(k) is not None}
-        twice = sorted(k for k in given if k in BUDGET_OPTIONS and budget)
-        if twice:
-            raise BadField(f"the budget is given twice: option {twice[0]!r} and the request's "
-                           f"{', '.join(sorted(budget))}; give it once", field=f"{where}{next(iter(budget))}")
-        merged = {**self.config.options.get(name, {}), **given, **budget}
+        budget = given_budget(rate=item.get("rate"), target_tokens=item.get("target_tokens"))
         preset = item.get("preset") or self.config.preset
         cls = COMPRESSORS.get(name)
-        field = f"{where}{next(iter(budget), 'options')}"
         try:
+            merged = {**self.config.options.get(name, {}), **with_budget(given, **budget)}
             rest, _ = checked_budget(cls, merged)
         except InputError as err:
-            raise BadField(str(err), field=field) from None
+            raise BadField(str(err), field=f"{where}{next(iter(budget), 'options')}") from None
         checked_config(cls.config_class, rest, what=f"compressor {name!r}", preset=preset, field=f"{where}options")
         return name, merged, preset
 
