@@ -18,7 +18,7 @@ from readerfit.compressors.per_call import budget_options, compress_at_budgets, 
 from readerfit.errors import InputError
 from readerfit.models.pool import ModelPool
 from test_api_batch import WordEmbedder
-from test_budget import QUESTION, exit_with, random_passages
+from test_budget import QUESTION, StubWriter, exit_with, random_passages
 
 PASSAGES = ["Anna wrote the book. It sold well. The book is about a river.",
             {"title": "Rain", "text": "Rain fell on Paris. The river rose. Anna wrote about the rain in a book."}]
@@ -89,19 +89,40 @@ def test_one_compressor_whatever_the_budget(pool, tiny_lm):
     assert compressors_built(pool) == 2  # other settings: another compressor
 
 
-def test_a_compressor_with_a_budget_only_as_config_is_built_with_it(tiny_lm):
-    """selective-context is not Budgeted: built with the budget (once per budget), the same as by hand."""
+def test_a_compressor_with_a_budget_only_as_config_is_built_with_it():
+    """summary is not Budgeted (its budget cuts a generated text): built with each budget, once per budget."""
+    from readerfit.compressors.xcompress.summary import Summary, SummaryConfig
+
     pool = ModelPool()
-    pool.put("lm", "tiny", tiny_lm)
-    options = {"model": "tiny", "splitter": "regex"}
-    direct = COMPRESSORS.build("selective-context", {**options, "rate": 0.4}, pool=pool, reader_lm=tiny_lm).compress(
-        "Who wrote the book?", as_passages(PASSAGES))
-    got = readerfit.compress("Who wrote the book?", PASSAGES, method="selective-context", pool=pool, reader=tiny_lm,
-                             rate=0.4, options=options)
-    assert same(got, direct)
-    readerfit.compress("Who wrote the book?", PASSAGES, method="selective-context", pool=pool, reader=tiny_lm,
-                       rate=0.4, options=options)
-    assert compressors_built(pool) == 1
+    pool.put("lm", "stub", StubWriter())
+    for budget in ({"target_tokens": 9}, {"target_tokens": 10}, {"rate": 0.5}):
+        direct = Summary(StubWriter(), SummaryConfig(model="stub", **budget)).compress(
+            "Who wrote the book?", as_passages(PASSAGES))
+        got = readerfit.compress("Who wrote the book?", PASSAGES, method="summary", pool=pool, reader=None,
+                                 options={"model": "stub"}, **budget)
+        assert same(got, direct)
+    assert compressors_built(pool) == 3
+
+
+@pytest.mark.parametrize("unit", ["sentence", "token"])
+def test_selective_context_scores_once_and_reselects_as_built_with_the_budget(tiny_lm, unit):
+    from readerfit.compressors.selective_context import SelectiveContext, SelectiveContextConfig
+    from readerfit.text.split import get_splitter
+
+    def built(**budget):
+        return SelectiveContext(tiny_lm, splitter=get_splitter("regex"), reader_lm=tiny_lm,
+                                config=SelectiveContextConfig(unit=unit, **budget))
+
+    for seed in range(3):
+        passages = random_passages(random.Random(seed))
+        scored = built().compress(QUESTION, passages)
+        assert scored.ranking == scored.scores or all(
+            a == b or (a != a and b != b) for a, b in zip(scored.ranking, scored.scores))  # NaN: no score
+        scored.details = {}  # re-selection reads the typed ranking only
+        for budget in ({"rate": 0.2}, {"rate": 0.5}, {"target_tokens": 15}):
+            direct = built(**budget).compress(QUESTION, passages)
+            again = built().at_budget(passages, scored, Budget(**budget))
+            assert same(again, direct)
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -61,7 +61,7 @@ budgets: rate (a fraction of the passages' reader tokens) and target_tokens (a c
 is read as it) are hard caps for the sentence selectors (exit, sentence-sim, provence, selective-context), with
 details.budget saying what was achieved; llmlingua2 and longllmlingua take them as LLMLingua's target, the
 summaries as a length. Without a budget each method keeps what its own rule keeps (EXIT's threshold, ...).
-The compressor is built once whatever the budget: exit, sentence-sim and provence score once and select under it."""
+The compressor is built once whatever the budget: the sentence selectors score once and select under it."""
 
 
 def add_args(p: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:

@@ -326,22 +326,43 @@ class SelectiveContext(BaseCompressor):
             return phrase_pieces(body, self.nlp())
         return word_pieces(body)
 
-    def _compress(self, question: str, passages: list[Passage]) -> Compression:
-        limit = min(self.config.max_tokens or self.lm.context_length, self.lm.context_length)
+    def _pieces(self, passages: Sequence[Passage]) -> tuple[list[str], list[int]]:
+        """(every passage's units in order, each unit's passage index)."""
         units: list[str] = []
         passage_of_unit: list[int] = []
-        windows: list[_Window] = []
         for pi, p in enumerate(passages):
-            tagged = []
             for piece in self.pieces(p):
-                tagged.append((len(units), piece))
                 units.append(piece)
                 passage_of_unit.append(pi)
+        return units, passage_of_unit
+
+    def _compress(self, question: str, passages: list[Passage]) -> Compression:
+        limit = min(self.config.max_tokens or self.lm.context_length, self.lm.context_length)
+        units, passage_of_unit = self._pieces(passages)
+        windows: list[_Window] = []
+        for pi, p in enumerate(passages):
+            tagged = [(k, units[k]) for k, owner in enumerate(passage_of_unit) if owner == pi]
             if tagged:
                 windows.extend(build_windows(self.lm, render_passage(p.title, "") if p.title else "", tagged, limit))
         scores = unit_scores(token_self_information(self.lm, windows), len(units), self.config.aggregate)
-        budget = Budget(rate=self.config.rate, target_tokens=self.config.target_tokens)
-        extra: dict[str, Any] = {}
+        details: dict[str, Any] = {"unit": self.config.unit, "aggregate": self.config.aggregate,
+                                   "reduce_ratio": self.config.reduce_ratio, "threshold": math.nan,
+                                   "self_information": "nats",
+                                   "lm": self.lm.name,
+                                   "windows": len(windows) - sum(1 for p in passages if p.text.strip())}
+        return self._select(passages, units, passage_of_unit, scores, details,
+                            Budget(rate=self.config.rate, target_tokens=self.config.target_tokens))
+
+    def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
+        """This compressor's selection of ``compression``'s ranked units (its ``ranking``: their self-information)
+        under ``budget``; the units are cut again (no model), the scoring's details carried over for people."""
+        assert compression.ranking is not None
+        units, passage_of_unit = self._pieces(passages)
+        details = {k: v for k, v in compression.details.items() if k not in ("budget", "min_keep_added")}
+        return self._select(passages, units, passage_of_unit, compression.ranking, details, budget)
+
+    def _select(self, passages: Sequence[Passage], units: list[str], passage_of_unit: list[int], scores: list[float],
+                details: dict[str, Any], budget: Budget) -> Compression:
         if budget.active:  # the most informative units (no score: first) until the budget is spent
             ranked = [s if math.isfinite(s) else math.inf for s in scores]
             kept, extra = select_units(ranked, passages=passages, units=list(zip(passage_of_unit, units)),
@@ -351,23 +372,11 @@ class SelectiveContext(BaseCompressor):
             threshold = math.nan
         else:
             kept, threshold = percentile_keep(scores, self.config.reduce_ratio)
-        return Compression(
-            text=self._assemble(passages, units, passage_of_unit, kept),
-            units=[u.strip() for u in units],
-            scores=scores,
-            kept=kept,
-            passage_of_unit=passage_of_unit,
-            details={
-                "unit": self.config.unit,
-                "aggregate": self.config.aggregate,
-                "reduce_ratio": self.config.reduce_ratio,
-                "threshold": threshold,
-                "self_information": "nats",
-                "lm": self.lm.name,
-                "windows": len(windows) - sum(1 for p in passages if p.text.strip()),
-                **extra,
-            },
-        )
+            extra = {}
+        return Compression(text=self._assemble(passages, units, passage_of_unit, kept),
+                           units=[u.strip() for u in units], scores=scores, kept=kept,
+                           passage_of_unit=passage_of_unit, ranking=list(scores),
+                           details={**details, "threshold": threshold, **extra})
 
     @staticmethod
     def _assemble(passages: Sequence[Passage], units: Sequence[str], passage_of_unit: Sequence[int],

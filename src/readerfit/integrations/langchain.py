@@ -49,7 +49,7 @@ class ReaderfitCompressor(BaseDocumentCompressor):
             built on first use, or a built readerfit compressor.
         options (dict | None, default None): the compressor's config fields (``{"threshold": 0.3}``); by name only.
         rate (float | None, default None), target_tokens (int | None, default None): the budget, in the reader's
-            tokens (the compressor is built once without it; exit, sentence-sim and provence score once and select
+            tokens (the compressor is built once without it; the sentence selectors score once and select
             under it).
         preset (str | None, default None): ``paper`` or ``official``, for a compressor given by name.
         reader (str | LanguageModel | None, default None): the reader whose tokens budgets and counts are in

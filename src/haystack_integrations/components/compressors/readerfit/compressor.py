@@ -43,7 +43,7 @@ class ReaderfitCompressor:
         options (dict | None, default None): the compressor's settings (``{"threshold": 0.3}``).
         preset (str | None, default None): ``paper`` or ``official``.
         rate (float | None, default None), target_tokens (int | None, default None): the budget, in the reader's
-            tokens (the compressor is built once without it; exit, sentence-sim and provence score once and select
+            tokens (the compressor is built once without it; the sentence selectors score once and select
             under it).
         reader (str | None, default None): the reader whose tokens are counted (None: the packaged SmolLM2).
         title_key (str, default "title"): the ``meta`` key of a document's title.
