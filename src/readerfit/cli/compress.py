@@ -1,7 +1,8 @@
 """``readerfit compress``: a question and its passages as JSON in, the compressed context out.
 
     echo '{"question": "Who founded the club?", "passages": ["Marta founded it in 1887.", "Rain fell."]}' \
-        | readerfit compress [--compressor exit] [--option KEY=VALUE] [--preset paper|official] [--json]
+        | readerfit compress [--compressor exit] [--option KEY=VALUE] [--rate R] [--target-tokens N] \
+            [--preset paper|official] [--json]
     readerfit compress --input questions.jsonl [--out results.jsonl]      # JSONL: one JSON line per input line
 
 One JSON object ``{"question": str, "passages": [str | {"title": str, "text": str}]}`` (other keys are

@@ -66,8 +66,8 @@ def add_dataclass_args(parser: argparse.ArgumentParser, config_class: type, *, e
     """One flag per field of ``config_class`` (``--field-name``), typed, defaulted and documented from the field.
 
     A field's metadata (see :func:`readerfit.registry.param`) gives its help, and optionally its flag,
-    aliases, choices (else a ``Literal`` type's values) and an argparse type; a field without a default is a required flag. A list field
-    takes one or more values, and may be repeated; a ``{NAME: {KEY: value}}`` dict field is a repeated ``NAME.KEY=VALUE`` flag
+    aliases, choices (else a ``Literal`` type's values) and an argparse type; a field without a default is a
+    required flag. A list field takes one or more values, and may be repeated; a ``{NAME: {KEY: value}}`` dict field is a repeated ``NAME.KEY=VALUE`` flag
     (read by :func:`config_from_args`). ``only`` keeps those fields; ``extra`` adds argparse keywords by
     field name for what the metadata cannot say (a metavar, ``nargs``/``const``, a CLI-only type, another
     default), e.g. ``{"ray": {"nargs": "?", "const": "local"}}``.
