@@ -63,8 +63,8 @@ def test_budget_is_never_exceeded_and_spent_greedily(seed):
     rng = random.Random(seed)
     passages = random_passages(rng)
     rate = rng.choice([0.05, 0.1, 0.2, 0.3, 0.5, 0.9])
-    # r alone: the question's words and detached passages off (tests/test_exit_focus.py ranks with them)
-    c = exit_with(ExitConfig(rate=rate, lexical=0.0, detached=0.0), seed).compress(QUESTION, passages)
+    # r alone ranks (the learned ranking: tests/test_exit_ranker.py)
+    c = exit_with(ExitConfig(rate=rate, ranking="r"), seed).compress(QUESTION, passages)
     total = word_count(join_passages(passages))
     limit = int(rate * total)
     assert word_count(c.text) <= limit
@@ -280,39 +280,3 @@ def test_summary_budget_options_are_validated():
         SummaryConfig(rate=1.5)
     with pytest.raises(InputError, match="target_tokens"):
         SummaryConfig(target_tokens=0)
-
-
-@pytest.mark.parametrize("seed", range(12))
-def test_exit_similarity_ranks_by_r_plus_weighted_cosine(seed):
-    """With ``similarity`` w, the budget is spent on the sentences with the best r + w·cos (a slow reference: the
-    same budget rule over those sums), τ still compares r, and at_budget reproduces the compressor."""
-    rng = random.Random(seed)
-    passages = random_passages(rng)
-    w = rng.choice([0.5, 1.0, 2.0])
-    fused = ExitCompressor(RandomScores(seed), splitter=str.split, config=ExitConfig(rate=0.4, similarity=w, lexical=0.0,
-                                                                                detached=0.0), embedder=BagEmbedder())
-    c = fused.compress(QUESTION, passages)
-    cos = c.details["similarity"]
-    units = list(zip(c.passage_of_unit, c.units))
-    ranking = [r + w * s for r, s in zip(c.scores, cos)]
-    expected = fit_units(ranking, passages=passages, units=units, limit=c.details["budget"]["limit"],
-                         count=word_count, assemble=lambda ks: assemble(passages, units, ks))
-    assert c.kept == expected
-    vectors = BagEmbedder().encode([QUESTION] + c.units)
-    assert cos == pytest.approx((vectors[1:] @ vectors[0]).tolist())
-    assert fused.at_budget(passages, c, Budget(rate=0.4)).kept == c.kept
-    plain = exit_with(ExitConfig(rate=0.4), seed).compress(QUESTION, passages)
-    assert plain.scores == c.scores and "similarity" not in plain.details  # r itself is unchanged
-    with_tau = ExitCompressor(RandomScores(seed), splitter=str.split,
-                              config=ExitConfig(threshold=0.5, min_keep=0, rate=0.4, similarity=w),
-                              embedder=BagEmbedder()).compress(QUESTION, passages)
-    assert all(with_tau.scores[k] >= 0.5 for k in with_tau.kept)
-
-
-def test_exit_similarity_needs_an_embedder_and_a_sane_weight():
-    with pytest.raises(InputError, match="needs an embedder"):
-        ExitCompressor(RandomScores(0), splitter=str.split, config=ExitConfig(similarity=1.0))
-    for bad in (-1, 11, "high", True):
-        with pytest.raises(InputError, match="similarity"):
-            ExitConfig(similarity=bad)
-    assert ExitConfig.PRESETS["paper"]["similarity"] == ExitConfig.PRESETS["official"]["similarity"] == 0.0

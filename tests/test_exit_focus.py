@@ -1,6 +1,6 @@
-"""EXIT's budgeted ranking beyond r and the hop: the question's words (``lexical``), the passages detached
-from the question (``detached``) and the form of answer asked for (``answer_form``), each against a slow
-reference, and the whole ranking through the compressor."""
+"""Signals of EXIT's learned ranking beyond r and the hop: the question's words (``lexical``), the passages
+detached from the question (``detached``) and the form of answer asked for (``answer_form``), each against a slow
+reference (the ranking that reads them: tests/test_exit_ranker.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,9 @@ from dataclasses import replace
 import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from readerfit.compressors.base import assemble
-from readerfit.compressors.budget import Budget, fit_units, word_count
-from readerfit.compressors.exit import ExitCompressor, ExitConfig, GroupScores
 from readerfit.compressors.exit.focus import answer_form, connected_passages, lexical_overlap
-from readerfit.errors import InputError
 from readerfit.types import Passage
-from test_exit_hop import BatchedOverlap, Overlap, random_bridge, sentence_names
+from test_exit_hop import random_bridge, sentence_names
 
 
 def slow_overlap(question: str, sentences: list[str]) -> list[float]:
@@ -242,94 +238,3 @@ MARUPACHA = [
     Passage("Thomas Morse is a composer of film music.", title="Thomas Morse",
             sentences=("Thomas Morse is a composer of film music.",)),
 ]
-
-
-class Fixed:
-    """A stand-in classifier: the distractor that echoes the question scores above the bridge's answer."""
-
-    name = "fixed"
-    table = {"Marupacha is a film.": 0.9, "Its music is by A. T. Ummer.": 0.05, "A. T. Ummer was born in Kannur.": 0.2,
-             "He wrote songs.": 0.1, "Thomas Morse is a composer of film music.": 0.8}
-
-    def score(self, question, groups):
-        return [GroupScores(scores=[self.table[s] for s in sentences]) for _, sentences in groups]
-
-
-def test_a_detached_distractor_ranks_below_the_bridge():
-    """2Wiki's "Where was the composer of film Marupacha born?": the film's passage names its composer, whose
-    passage holds the answer; "Thomas Morse is a composer of film music" echoes the question but nothing the
-    question's passages say leads to it."""
-    question = "Where was the composer of film Marupacha born?"
-    config = dict(target_tokens=16, hop=0, lexical=0.0)
-    on = ExitCompressor(Fixed(), splitter=str.split, config=ExitConfig(**config)).compress(question, MARUPACHA)
-    off = ExitCompressor(Fixed(), splitter=str.split, config=ExitConfig(**config, detached=0.0)).compress(question, MARUPACHA)
-    answer, distractor = on.units.index("A. T. Ummer was born in Kannur."), on.units.index(MARUPACHA[2].text)
-    assert on.details["detached"] == [2] and "detached" not in off.details
-    assert answer in on.kept and distractor not in on.kept
-    assert distractor in off.kept and answer not in off.kept
-    assert on.scores == off.scores  # r itself is unchanged
-
-
-def reference(question: str, passages: list[Passage], config: ExitConfig, c) -> list[int]:
-    """The budget rule over r (the compressor's, after the hop) + the hop's bonus + lexical · overlap +
-    answer_form · [the form asked for] − detached · [detached], the last three by the slow references."""
-    units = list(zip(c.passage_of_unit, c.units))
-    lex = slow_overlap(question, c.units)
-    form = slow_form(question, c.units)
-    connected = slow_connected(question, units, c.scores, passages)
-    bonus = set(c.details["hop"]["bonus"]) if config.hop else set()
-    ranking = [r + config.hop_bonus * (pi in bonus) + config.lexical * x + config.answer_form * f
-               - config.detached * (pi not in connected) for r, x, f, (pi, _) in zip(c.scores, lex, form, units)]
-    limit = Budget(rate=config.rate).limit(tokens_in=word_count("\n\n".join(
-        f"{p.title}\n{p.text}" if p.title else p.text for p in passages)))
-    return fit_units(ranking, passages=passages, units=units, count=word_count, limit=limit,
-                     assemble=lambda ks: assemble(passages, units, ks))
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_the_ranking_matches_the_slow_reference_batched_and_through_at_budget(seed):
-    rng = random.Random(seed)
-    question, passages = random_bridge(rng)
-    passages = with_forms(rng, passages)
-    if seed % 2:
-        question = f"What did {passages[0].title} found?"
-    if seed % 3:
-        question = rng.choice(FORM_QUESTIONS).format(question.rstrip("?"))
-    config = ExitConfig(rate=0.4, hop=rng.choice([0, 1]), lexical=rng.choice([0.0, 0.7, 2.0]),
-                        detached=rng.choice([0.0, 1.0, 3.0]), answer_form=rng.choice([0.0, 0.3, 1.0]))
-    one = ExitCompressor(Overlap(), splitter=str.split, config=config).compress(question, passages)
-    assert one.kept == reference(question, passages, config, one)
-    batched = ExitCompressor(BatchedOverlap(), splitter=str.split, config=config)
-    many = batched.compress_many([(question, passages), ("anna?", passages)])
-    assert many[0].kept == one.kept and many[0].details == one.details
-    assert batched.at_budget(passages, one, Budget(rate=0.4)).kept == one.kept
-
-
-def test_focus_options_are_checked_and_off_under_the_presets():
-    for name in ("lexical", "detached", "answer_form"):
-        for bad in (-0.1, 11, "x", True):
-            with pytest.raises(InputError, match=name):
-                ExitConfig(**{name: bad})
-        assert ExitConfig.PRESETS["paper"][name] == ExitConfig.PRESETS["official"][name] == 0.0
-    assert ExitConfig(lexical=1).lexical == 1.0 and isinstance(ExitConfig(detached=2).detached, float)
-    assert isinstance(ExitConfig(answer_form=1).answer_form, float)
-
-
-def test_the_date_asked_for_outranks_a_sentence_without_one():
-    """MuSiQue's "When did the city ... fall?": the classifier scores the sentence with the date under one that
-    only restates the fall."""
-    class Scores:
-        name = "fixed"
-
-        def score(self, question, groups):
-            return [GroupScores(scores=[0.3 if "fell" in s else 0.2 for s in sentences]) for _, sentences in groups]
-
-    passages = [Passage("Beijing fell to the allies. The armies captured Beijing on June 6.", title="Qing dynasty",
-                        sentences=("Beijing fell to the allies.", "The armies captured Beijing on June 6."))]
-    question = "When did the city fall?"
-    config = dict(target_tokens=10, hop=0, lexical=0.0, detached=0.0)  # room for the title and one sentence
-    on = ExitCompressor(Scores(), splitter=str.split, config=ExitConfig(**config)).compress(question, passages)
-    off = ExitCompressor(Scores(), splitter=str.split, config=ExitConfig(**config, answer_form=0.0)).compress(
-        question, passages)
-    assert on.details["answer_form"] == [0.0, 1.0] and "answer_form" not in off.details
-    assert on.kept == [1] and off.kept == [0]

@@ -1,5 +1,5 @@
 """EXIT's bridge hop: which passages the top sentences link by title, their second scoring with the linking
-sentence, the ranking bonus, and the same result batched, unbatched, through at_budget and by a slow reference."""
+sentence, and the same result batched, unbatched, through at_budget and by a slow reference."""
 
 from __future__ import annotations
 
@@ -66,36 +66,33 @@ def test_find_links_follows_whole_title_mentions_of_other_passages():
 
 
 def test_the_hop_rescues_the_bridge_passage_and_records_it():
-    # r and the hop's bonus alone (the question's words and detached passages: tests/test_exit_focus.py)
-    hop = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(target_tokens=20, lexical=0.0, detached=0.0))
-    plain = ExitCompressor(Overlap(), splitter=str.split,
-                           config=ExitConfig(target_tokens=20, hop=0, lexical=0.0, detached=0.0))
+    # r alone ranks (the learned ranking's signals: tests/test_exit_ranker.py)
+    hop = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(target_tokens=20, ranking="r"))
+    plain = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(target_tokens=20, hop=0, ranking="r"))
     c, p = hop.compress(QUESTION, BRIDGE), plain.compress(QUESTION, BRIDGE)
     answer = c.units.index("Frankie Avalon is an American singer.")
-    assert c.details["hop"] == {"linked": {"1": [0]}, "bonus": [1]}
+    assert c.details["hop"] == {"linked": {"1": [0]}, "title": [1]}
     assert c.scores[answer] > p.scores[answer]  # scored again with "... performed by Frankie Avalon."
-    assert answer in c.kept and answer not in p.kept
+    madonna = c.units.index("Madonna is a singer from Michigan.")
+    assert c.ranking[answer] > c.ranking[madonna] and not p.ranking[answer] > p.ranking[madonna]
     assert "hop" not in p.details
     assert hop.classifier.calls[-1] == (QUESTION + " " + BRIDGE[0].text, ["Frankie Avalon (singer)"])
 
 
-def test_a_name_link_is_scored_again_without_the_bonus():
+def test_a_name_link_is_scored_again_but_is_no_title_link():
     """Single-hop (the demo's "How many seats does Imber Hall have?"): the hall's best sentence names its town,
-    and "Dunmere Stadium" holds that name. The stadium is scored again but gets no bonus, so its seat count
-    does not push the hall's out of the budget; under the title rule it is not linked at all."""
+    and "Dunmere Stadium" holds that name. The stadium is scored again, and is not among the passages whose title a
+    top sentence names (the ranker's ``title_link`` signal); under the title rule it is not linked at all."""
     question = "How many seats does Imber Hall have?"
     hall = ("Imber Hall is a concert hall in Dunmere.", "It has 2,100 seats.")
     stadium = ("The stadium has 31,000 seats.",)
     ps = [Passage(" ".join(hall), title="Imber Hall", sentences=hall),
           Passage(" ".join(stadium), title="Dunmere Stadium", sentences=stadium)]
-    # the hop's bonus rule alone: both seat counts hold the number asked for (answer_form: tests/test_exit_focus.py)
-    config = dict(target_tokens=14, answer_form=0.0)
+    config = dict(target_tokens=14, ranking="r")
     c = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(**config)).compress(question, ps)
-    assert c.details["hop"] == {"linked": {"1": [0]}, "bonus": []}
-    assert c.units.index("It has 2,100 seats.") in c.kept and c.units.index(stadium[0]) not in c.kept
-    assert c.scores[2] + ExitConfig().hop_bonus > max(c.scores[:2])  # with the bonus it would come first
+    assert c.details["hop"] == {"linked": {"1": [0]}, "title": []}
     title = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(**config, hop_by="title"))
-    assert title.compress(question, ps).details["hop"] == {"linked": {}, "bonus": []}
+    assert title.compress(question, ps).details["hop"] == {"linked": {}, "title": []}
 
 
 JOINERS = {"of", "de", "the", "von", "van", "la", "del"}
@@ -131,7 +128,7 @@ def sentence_names(sentence: str, question: str) -> set[str]:
 def reference(question: str, passages: list[Passage], config: ExitConfig) -> tuple[list[float], list[int]]:
     """The hop spelled out: r, the links by brute force (``hop_by="name"``: also a linking sentence's name in
     the title, case-sensitive), each linked passage scored alone again, the max, then the budget rule over
-    r + bonus."""
+    r."""
     clf = Overlap()
     units = [(pi, s) for pi, p in enumerate(passages) for s in p.sentences]
     r = [x for pi, p in enumerate(passages) for x in clf.score(question, [(p.title, p.sentences)])[0].scores]
@@ -139,7 +136,7 @@ def reference(question: str, passages: list[Passage], config: ExitConfig) -> tup
     starts = {units[k][0] for k in top}
     # hop_from="passage": every sentence of the top sentences' passages links
     sources = [k for k in range(len(units)) if units[k][0] in starts] if config.hop_from == "passage" else sorted(top)
-    linked, bonus = set(), set()
+    linked = set()
     scores = list(r)
     for pi, p in enumerate(passages):
         name = re.sub(r"\s*\([^()]*\)\s*$", "", p.title).strip().lower()
@@ -151,12 +148,10 @@ def reference(question: str, passages: list[Passage], config: ExitConfig) -> tup
         via = sorted(set(by_title) | set(by_name))
         if via and pi not in starts:
             linked.add(pi)
-            bonus.update(pi for k in by_title if k in top)  # the bonus: a top sentence names the title
             again = clf.score(" ".join([question] + [units[k][1] for k in via]), [(p.title, p.sentences)])[0].scores
             for j, k in enumerate(k for k, (pj, _) in enumerate(units) if pj == pi):
                 scores[k] = max(scores[k], again[j])
-    ranking = [s + config.hop_bonus * (pi in bonus) for s, (pi, _) in zip(scores, units)]
-    kept = fit_units(ranking, passages=passages, units=units, count=word_count,
+    kept = fit_units(scores, passages=passages, units=units, count=word_count,
                      limit=Budget(rate=config.rate).limit(tokens_in=word_count("\n\n".join(
                          f"{p.title}\n{p.text}" if p.title else p.text for p in passages))),
                      assemble=lambda ks: assemble(passages, units, ks))
@@ -179,9 +174,8 @@ def random_bridge(rng: random.Random) -> tuple[str, list[Passage]]:
 def test_hop_matches_the_slow_reference_batched_and_unbatched(seed):
     rng = random.Random(seed)
     question, passages = random_bridge(rng)
-    config = ExitConfig(rate=0.5, hop=rng.choice([1, 2, 3]), hop_bonus=rng.choice([0.0, 0.3, 1.0]),
-                        hop_from="passage" if seed % 2 else "sentence", hop_by="name" if seed % 4 < 2 else "title",
-                        lexical=0.0, detached=0.0)  # the ranking's other terms: tests/test_exit_focus.py
+    config = ExitConfig(rate=0.5, hop=rng.choice([1, 2, 3]), hop_from="passage" if seed % 2 else "sentence",
+                        hop_by="name" if seed % 4 < 2 else "title", ranking="r")  # the learned ranking: test_exit_ranker.py
     scores, kept = reference(question, passages, config)
     one = ExitCompressor(Overlap(), splitter=str.split, config=config).compress(question, passages)
     assert one.scores == pytest.approx(scores) and one.kept == kept
@@ -198,9 +192,6 @@ def test_hop_options_are_checked_and_off_under_the_presets():
     for bad in (-1, 21, 1.5, True, "one"):
         with pytest.raises(InputError, match="hop"):
             ExitConfig(hop=bad)
-    for bad in (-0.1, 11, "x", False):
-        with pytest.raises(InputError, match="hop_bonus"):
-            ExitConfig(hop_bonus=bad)
     assert ExitConfig.PRESETS["paper"]["hop"] == ExitConfig.PRESETS["official"]["hop"] == 0
 
 
@@ -249,9 +240,9 @@ def test_hop_from_passage_links_what_the_top_sentences_passage_names():
     assert find_links(units=units, scores=scores, passages=ps, top=1) == {}
     assert find_links(units=units, scores=scores, passages=ps, top=1, source="passage") == {1: [1]}
     question = "Where was the composer of film Marupacha born?"
-    c = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(rate=0.6, hop_from="passage")).compress(
-        question, ps)
-    # scored again with the linking sentence; no ranking bonus, as no top sentence links it
-    assert c.details["hop"] == {"linked": {"1": [1]}, "bonus": []}
+    c = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(rate=0.6, hop_from="passage",
+                                                                        ranking="r")).compress(question, ps)
+    # scored again with the linking sentence; not a title link, as no top sentence names it
+    assert c.details["hop"] == {"linked": {"1": [1]}, "title": []}
     with pytest.raises(InputError, match="hop_from"):
         ExitConfig(hop_from="document")

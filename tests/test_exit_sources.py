@@ -117,7 +117,7 @@ def test_specs_parse(text, expected):
 
 
 @pytest.mark.parametrize("text, fragment", [
-    ("", "expects [FORMAT=]PATH[@START:END]"),
+    ("", "expects [FORMAT=]PATH[@START:END[:STEP]]"),
     ("bogus=/d/m.json", "unknown format 'bogus'; expected one of 2wikimultihopqa"),
     ("/d/m.json@a:b", "after '@' comes START:END"),
     ("/d/m.json@10", "after '@' comes START:END"),

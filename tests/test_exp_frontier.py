@@ -61,14 +61,14 @@ def test_question_records_recall_and_tokens_per_point():
     records = question_records(ex, compressors=compressors, rates=[0.2, 0.9], budgeted={}, reader=WordReader(),
                                read=False, splitter=str.split)
     by = {r["method"]: r for r in records}
-    assert by["exit"]["tokens_in"] == word_count("Book\nAnna wrote book 0.   It sold well across many lands.\n\n"
+    assert by["exit"]["origin_tokens"] == word_count("Book\nAnna wrote book 0.   It sold well across many lands.\n\n"
                                                  "River\nThe river is long and wide and very old indeed.")
     default = by["exit"]["points"]["default"]
     assert default["answer_kept"] and default["support_recall"] == 0.5 and not default["empty"]
     assert by["exit"]["points"]["0.9"]["support_recall"] == 1.0
-    assert by["exit"]["points"]["0.2"]["fraction"] <= 0.2
+    assert by["exit"]["points"]["0.2"]["rate"] <= 0.2
     # a compressor without a budget gives its default point alone
-    assert list(by["none"]["points"]) == ["default"] and by["none"]["points"]["default"]["fraction"] == 1.0
+    assert list(by["none"]["points"]) == ["default"] and by["none"]["points"]["default"]["rate"] == 1.0
     assert set(by["exit"]["points"]) == {"default", "no budget", "0.2", "0.9"}
 
 
@@ -158,3 +158,18 @@ def test_cli_json_contract_resume_and_report(tiny_lm_dir, tmp_path, capsys):
     assert main(args) == 0  # resumes: nothing is recomputed or written twice
     assert (out / "records.jsonl").read_text().splitlines() == lines
     assert (out / "report.md").is_file() and "answer recall" in (out / "report.md").read_text()
+
+
+def test_the_summary_gives_answer_recall_by_number_of_hops():
+    def record(qid, hops, kept):
+        return {"id": qid, "method": "exit", "hops": hops, "seconds": 0.1, "origin_tokens": 10,
+                "points": {"default": {"compressed_tokens": 3, "rate": 0.3, "empty": False, "answer_kept": kept}}}
+    records = [record("a", 2, True), record("b", 2, False), record("c", 3, True), record("d", 4, False)]
+    result = summarize(records, methods=["exit"], rates=[])
+    assert result["methods"]["exit"]["by_hops"] == {"2": {"default": 0.5}, "3": {"default": 1.0},
+                                                     "4": {"default": 0.0}}
+    assert "answer recall by number of hops" in summary_table(result)
+    # records written before the shared names (the achieved rate as "fraction") still summarise
+    old = [{**r, "points": {"default": {"fraction": 0.3, "empty": False, "answer_kept": True}}} for r in records]
+    assert summarize(old, methods=["exit"], rates=[])["methods"]["exit"]["points"]["default"]["token_fraction"] == \
+        pytest.approx(0.3)

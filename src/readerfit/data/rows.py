@@ -82,12 +82,13 @@ def map_hotpotqa(rec: Any, where: str, default_id: str) -> QAExample:
 
 
 def map_hotpotqa_json(rec: Any, where: str, default_id: str) -> QAExample:
-    """Original HotpotQA / 2WikiMultiHopQA JSON item (``context[[title, [sentences]]]``) -> QAExample."""
+    """Original HotpotQA / 2WikiMultiHopQA JSON item (``context[[title, [sentences]]]``) -> QAExample; an item
+    without ``context`` (some 2WikiMultiHopQA releases leave it out) is a question without passages (to retrieve for)."""
     q = question(rec, where)
     qid = str(optional(rec, "_id", where, (str, int), None) or optional(rec, "id", where, (str, int), default_id))
     answer = field(rec, "answer", where, str)
     passages = []
-    for i, item in enumerate(field(rec, "context", where, list)):
+    for i, item in enumerate(optional(rec, "context", where, list, [])):
         if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
             raise InputError(f"{where}: field 'context[{i}]' must be a [title, [sentences]] pair")
         passages.append(_passage_from_sentences(item[0], string_list(item[1], where, f"context[{i}][1]"), f"{qid}:{i}"))

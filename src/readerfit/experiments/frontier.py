@@ -39,7 +39,7 @@ from readerfit.data import load_dataset
 from readerfit.data.distractors import with_distractors
 from readerfit.errors import InputError
 from readerfit.experiments.frontier_summary import DEFAULT_POINT, NO_BUDGET, report_section, summarize, summary_table
-from readerfit.metrics.qa import contains, qa_scores
+from readerfit.metrics.qa import holds_answer, qa_scores
 from readerfit.models.device import DTYPES
 from readerfit.models.lm import LanguageModel
 from readerfit.models.pool import ModelPool
@@ -47,13 +47,10 @@ from readerfit.models.specs import DEFAULT_LM
 from readerfit.reader import Reader
 from readerfit.registry import PRESET_NAMES, param, parse_options
 from readerfit.runs import Outcome, RunFolder
-from readerfit.text.normalize import normalize_answer
 from readerfit.text.split import get_splitter
-from readerfit.types import Compression, Passage, QAExample
+from readerfit.types import Compression, Passage, QAExample, token_rate
 
 KEY = ("id", "method")
-# answers a passage cannot quote (normalised)
-YES_NO = frozenset({"yes", "no"})
 __all__ = ["KEY", "Config", "report_section", "run"]
 
 
@@ -63,6 +60,8 @@ class Config:
     format: str | None = param(None, help="dataset format (default: detected)")
     offset: int = param(0, help="skip the first N questions (hold a part out)")
     limit: int | None = param(None, help="then the next N questions")
+    step: int = param(1, help="every STEP-th question from --offset (--offset 0 --step 2 and --offset 1 --step 2 "
+                               "split a file in two)")
     compressors: list[str] = param(default_factory=lambda: ["exit", "sentence-sim"], flag="--compressor",
                                    aliases=("--compressors",),
                                    help="registered compressors, or LABEL=NAME to run one twice with other options")
@@ -82,9 +81,11 @@ class Config:
     methods: dict[str, tuple[str, dict[str, Any]]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.offset < 0 or (self.limit is not None and self.limit < 1) or self.read < 0 or self.distractors < 0:
-            raise InputError(f"--offset, --read and --distractors must be >= 0 and --limit >= 1, got offset "
-                             f"{self.offset}, limit {self.limit}, read {self.read}, distractors {self.distractors}")
+        if self.offset < 0 or (self.limit is not None and self.limit < 1) or self.read < 0 or self.distractors < 0 \
+                or self.step < 1:
+            raise InputError(f"--offset, --read and --distractors must be >= 0, --limit and --step >= 1, got offset "
+                             f"{self.offset}, limit {self.limit}, step {self.step}, read {self.read}, distractors "
+                             f"{self.distractors}")
         self.read_at = [point_name(p) for p in self.read_at]
         rates = sorted(set(self.rates))
         if not rates or any(not 0 < r <= 1 for r in rates):
@@ -103,6 +104,7 @@ class Config:
 
     def settings(self) -> dict[str, Any]:
         return {"data": str(self.data), "format": self.format, "offset": self.offset, "limit": self.limit,
+                **({"step": self.step} if self.step != 1 else {}),
                 "methods": {k: {"compressor": n, "options": o} for k, (n, o) in self.methods.items()},
                 "rates": self.rates, "distractors": self.distractors, "read": self.read, "reader": self.reader,
                 "seed": self.seed, "preset": self.preset, "dtype": self.dtype}
@@ -125,12 +127,12 @@ def takes_budget(name: str) -> bool:
 
 
 def load_questions(config: Config) -> list[QAExample]:
-    """The slice of the dataset, each with its distractor passages (drawn from the whole file)."""
-    everything = load_dataset(config.data, format=config.format)
-    end = None if config.limit is None else config.offset + config.limit
-    chosen = everything[config.offset:end]
+    """The slice of the dataset that has passages, each with its distractor passages (drawn from the whole file)."""
+    everything = [e for e in load_dataset(config.data, format=config.format) if e.passages]
+    chosen = everything[config.offset::config.step][:config.limit]
     if not chosen:
-        raise InputError(f"{config.data}: no questions at offset {config.offset} (the file has {len(everything)})")
+        raise InputError(f"{config.data}: no questions with passages at offset {config.offset} (the file has "
+                         f"{len(everything)})")
     return with_distractors(chosen, n=config.distractors, seed=config.seed, donors=everything)
 
 
@@ -156,21 +158,10 @@ def gold_units(example: QAExample, passages: Sequence[Passage]) -> tuple[list[in
     return support or None, support_passages or None
 
 
-def holds_answer(text: str, answers: Sequence[str]) -> bool:
-    """Whether ``text`` holds a gold answer string other than "yes"/"no" (a yes/no answer is inferred, not quoted:
-    the word in a passage is a coincidence).
-
-    >>> holds_answer("Was it no. 1? It was.", ["no"]), holds_answer("Born in Paris.", ["Paris"])
-    (False, True)
-    """
-    quotable = [a for a in answers if normalize_answer(a) not in YES_NO]
-    return bool(quotable) and bool(contains(prediction=text, references=quotable))
-
-
-def point_record(c: Compression, *, example: QAExample, count: Any, tokens_in: int, has_answer: bool,
+def point_record(c: Compression, *, example: QAExample, count: Any, origin_tokens: int, has_answer: bool,
                  support: list[int] | None, support_passages: list[list[int]] | None) -> dict[str, Any]:
-    tokens_out = count(c.text) if c.text.strip() else 0
-    out: dict[str, Any] = {"tokens_out": tokens_out, "fraction": tokens_out / tokens_in if tokens_in else 0.0,
+    compressed = count(c.text) if c.text.strip() else 0
+    out: dict[str, Any] = {"compressed_tokens": compressed, "rate": token_rate(origin_tokens, compressed),
                            "empty": not c.text.strip()}
     if has_answer:
         out["answer_kept"] = holds_answer(c.text, example.answers)
@@ -196,7 +187,7 @@ def question_records(example: QAExample, *, compressors: dict[str, BaseCompresso
     passages = with_sentences(check_inputs(example.question, example.passages), splitter)
     count = reader.count_tokens
     raw = join_passages(passages)
-    tokens_in = count(raw)
+    origin_tokens = count(raw)
     has_answer = holds_answer(raw, example.answers)
     support, support_passages = gold_units(example, passages)
     out = []
@@ -216,10 +207,14 @@ def question_records(example: QAExample, *, compressors: dict[str, BaseCompresso
             elif label in budgeted:
                 points[str(rate)] = budgeted[label][rate].compress(example.question, passages)
         record: dict[str, Any] = {
-            "id": example.id, "method": label, "tokens_in": tokens_in, "has_answer": has_answer, "seconds": seconds,
-            "points": {k: point_record(c, example=example, count=count, tokens_in=tokens_in, has_answer=has_answer,
-                                       support=support, support_passages=support_passages) for k, c in points.items()},
+            "id": example.id, "method": label, "origin_tokens": origin_tokens, "has_answer": has_answer,
+            "seconds": seconds,
+            "points": {k: point_record(c, example=example, count=count, origin_tokens=origin_tokens,
+                                       has_answer=has_answer, support=support, support_passages=support_passages)
+                       for k, c in points.items()},
         }
+        if example.metadata.get("decomposition"):  # MuSiQue: the answer recall by number of hops
+            record["hops"] = len(example.metadata["decomposition"])
         if read:
             chosen = [k for k in points if "all" in read_at or k in read_at]
             answers = Reader(reader).answers(example.question, [points[k].text for k in chosen]) if chosen else []

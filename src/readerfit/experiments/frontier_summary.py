@@ -24,7 +24,8 @@ def point_summary(records: Sequence[dict[str, Any]], point: str) -> dict[str, An
         "n_with_answer": len(with_answer),
         "answer_recall": mean([float(p["answer_kept"]) for p in with_answer]),
         "answers_kept": sum(bool(p["answer_kept"]) for p in with_answer),
-        "token_fraction": mean([p["fraction"] for p in pts]),
+        # records written before the names were shared with Record call the achieved rate "fraction"
+        "token_fraction": mean([p["rate"] if "rate" in p else p["fraction"] for p in pts]),
         "empty": sum(bool(p["empty"]) for p in pts),
         "support_recall": mean([p["support_recall"] for p in pts if "support_recall" in p]),
         "passage_recall": mean([p["passage_recall"] for p in pts if "passage_recall" in p]),
@@ -48,6 +49,11 @@ def summarize(records: Sequence[dict[str, Any]], *, methods: Sequence[str], rate
                        if any(str(rate) in r["points"] for r in mine)})
         out["methods"][method] = {"n": len(mine), "seconds_per_question": mean([r["seconds"] for r in mine]),
                                   "points": points}
+        hops = sorted({r["hops"] for r in mine if "hops" in r})
+        if hops:
+            out["methods"][method]["by_hops"] = {
+                str(h): {point: point_summary([r for r in mine if r.get("hops") == h], point)["answer_recall"]
+                         for point in points} for h in hops}
     raw = [r["raw_read"] for r in records if "raw_read" in r and r["method"] == (methods[0] if methods else None)]
     if raw:
         out["raw_read"] = {"n": len(raw), **{m: mean([r[m] for r in raw]) for m in QA_METRICS}}
@@ -74,6 +80,14 @@ def summary_table(result: dict[str, Any]) -> str:
         columns += [("n_read", "read n", "d"), *((m, label(m), ".3f") for m in QA_METRICS)]
     present = [c for c in columns if any(not _blank(r.get(c[0])) for r in table_rows)]
     table = markdown_table(table_rows, present)
+    by_hops = [(method, h, recalls) for method, m in result["methods"].items()
+               for h, recalls in m.get("by_hops", {}).items()]
+    if by_hops:
+        points = list(by_hops[0][2])
+        hop_rows = [{"compressor": method, "hops": h, **recalls} for method, h, recalls in by_hops]
+        table += "\n\nanswer recall by number of hops:\n\n" + markdown_table(
+            hop_rows, [("compressor", "compressor", ""), ("hops", "hops", ""),
+                       *((p, p if p in (DEFAULT_POINT, NO_BUDGET) else f"{float(p):.0%}", ".3f") for p in points)])
     raw = result.get("raw_read")
     if raw:
         table += (f"\n\nraw passages read on the same {raw['n']} questions: EM {raw['em']:.3f}, F1 {raw['f1']:.3f}, "

@@ -81,6 +81,21 @@ def contains(*, prediction: str, references: Sequence[str]) -> float:
     return 0.0
 
 
+# answers a passage cannot quote (normalised): a yes/no answer is inferred, the word in a passage a coincidence
+YES_NO = frozenset({"yes", "no"})
+
+
+def holds_answer(text: str, answers: Sequence[str]) -> bool:
+    """Whether ``text`` holds a gold answer string other than "yes"/"no" (what "answer kept" counts: 2Wiki's
+    comparisons are answered "no", and "the no. 1 hit" holds it).
+
+    >>> holds_answer("Was it no. 1? It was.", ["no"]), holds_answer("Born in Paris.", ["Paris"])
+    (False, True)
+    """
+    quotable = [a for a in answers if normalize_answer(a) not in YES_NO]
+    return bool(quotable) and bool(contains(prediction=text, references=quotable))
+
+
 def _lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     if len(a) < len(b):
         a, b = b, a

@@ -21,28 +21,30 @@ KINDS = {"hotpotqa": "facts", "hotpotqa-json": "facts", "2wikimultihopqa": "fact
          "musique": "musique", "nq-ctxs": "one-passage", "squad": "one-passage"}
 """The formats a ``--source`` may be, and how each is labelled."""
 
-_SLICE = re.compile(r"(\d*):(\d*)")
+_SLICE = re.compile(r"(\d*):(\d*)(?::([1-9]\d*))?")
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True)
 class Spec:
-    """``[FORMAT=]PATH[@START:END]`` parsed: the file, its format (None: detected) and the slice of questions."""
+    """``[FORMAT=]PATH[@START:END[:STEP]]`` parsed: the file, its format (None: detected) and the slice of
+    questions (``@0::2``: every other question from the first, ``@1::2`` the others)."""
 
     text: str
     path: str
     format: str | None = None
     start: int = 0
     end: int | None = None
+    step: int = 1
 
     @property
     def slice(self) -> list[int | None]:
-        return [self.start, self.end]
+        return [self.start, self.end] if self.step == 1 else [self.start, self.end, self.step]
 
 
 def parse_spec(text: str, flag: str) -> Spec:
     """The :class:`Spec` of ``text`` as ``flag`` (``--source``, ``--exclude``) takes it; a clear error else."""
-    expected = f"{flag} expects [FORMAT=]PATH[@START:END]"
+    expected = f"{flag} expects [FORMAT=]PATH[@START:END[:STEP]]"
     if not isinstance(text, str) or not text.strip():
         raise InputError(f"{expected}, got {text!r}")
     rest, fmt = text, None
@@ -51,36 +53,39 @@ def parse_spec(text: str, flag: str) -> Spec:
         fmt, rest = head, tail
     elif eq and _NAME.fullmatch(head) and not Path(text).exists():
         raise InputError(f"{flag} {text!r}: unknown format {head!r}; expected one of {', '.join(sorted(KINDS))}")
-    start, end = 0, None
+    start, end, step = 0, None, 1
     path, at, piece = rest.rpartition("@")
     if not at or Path(rest).exists():
         path = rest
     else:
         m = _SLICE.fullmatch(piece)
         if m is None:
-            raise InputError(f"{expected}: after '@' comes START:END (whole numbers >= 0, either may be left "
-                             f"out), got {piece!r} in {text!r}")
-        start, end = int(m[1] or 0), (int(m[2]) if m[2] else None)
+            raise InputError(f"{expected}: after '@' comes START:END[:STEP] (whole numbers >= 0, START or END "
+                             f"may be left out, STEP >= 1), got {piece!r} in {text!r}")
+        start, end, step = int(m[1] or 0), (int(m[2]) if m[2] else None), int(m[3] or 1)
         if end is not None and end <= start:
             raise InputError(f"{flag} {text!r}: the slice {piece} is empty (END must be greater than START)")
     if not path:
         raise InputError(f"{expected}, got {text!r} (no path)")
-    return Spec(text, path, fmt, start, end)
+    return Spec(text, path, fmt, start, end, step)
 
 
 def load_spec(spec: Spec, flag: str) -> tuple[str, list[QAExample], dict[str, Any]]:
-    """(format, the slice's questions, what the manifest records of it)."""
+    """(format, the slice's questions, what the manifest records of it); in a labelled format the slice counts
+    the questions that come with passages."""
     fmt = spec.format or detect_format(spec.path)
     if FORMATS.get(fmt).kind != "dataset":
         raise InputError(f"{flag} {spec.text!r}: {spec.path} is a {fmt} passage corpus, not a QA dataset")
-    examples = load_dataset(spec.path, format=fmt, limit=spec.end)
+    examples = load_dataset(spec.path, format=fmt)
+    if fmt in KINDS:  # a labelled format's question without passages (some 2Wiki releases) has nothing to label
+        examples = [e for e in examples if e.passages]
     n = len(examples)
     if spec.end is not None and n < spec.end:
         raise InputError(f"{flag} {spec.text!r}: {spec.path} has {n} questions; the slice "
                          f"{spec.start}:{spec.end} runs past its end")
     if spec.start >= n:
         raise InputError(f"{flag} {spec.text!r}: {spec.path} has {n} questions; the slice starts at {spec.start}")
-    examples = examples[spec.start:spec.end]
+    examples = examples[spec.start:spec.end:spec.step]
     info = {"spec": spec.text, "path": spec.path, "format": fmt, "slice": spec.slice,
             "sha256": file_sha256(spec.path) if Path(spec.path).is_file() else None, "n_questions": len(examples)}
     return fmt, examples, info

@@ -54,16 +54,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from readerfit.compressors.base import BaseCompressor, assemble, passage_sentences
 from readerfit.compressors.budget import Budget, reader_counter, select_units
 from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig
-from readerfit.compressors.exit.focus import answer_form, connected_passages, lexical_overlap
+from readerfit.compressors.exit.features import EMBEDDED, RankSignals, ranking_signals
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
+from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
-from readerfit.compressors.sentence_sim import question_similarity
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.text.split import get_splitter
@@ -71,17 +72,15 @@ from readerfit.types import Compression, Passage
 
 
 class ExitCompressor(BaseCompressor):
-    """``exit``: keep the sentences the classifier finds useful (r ≥ τ), or the best by r within a token
+    """``exit``: keep the sentences the classifier finds useful (r ≥ τ), or the best by the ranking within a token
     budget, in original order.
 
     ``Compression.scores`` holds every sentence's r (the larger of its two scores where the hop scored it
-    again); ``details`` the classifier, τ (None: the budget alone
-    selected), the budget and its achieved rate, sentences added by ``min_keep``, the sentences scored
-    against a window, (``similarity`` > 0) each sentence's cosine to the question, and (``hop`` > 0) the
-    passages the bridge hop linked, each with the sentences that name it, and those whose title a top sentence
-    names, whose sentences get the ranking bonus (``{"hop": {"linked": {passage: [unit, ...]}, "bonus": [passage,
-    ...]}}``; :mod:`~readerfit.compressors.exit.hop`), (``lexical`` > 0) each sentence's share of the question's
-    words and (``detached`` > 0) the passages detached from the question (:mod:`~readerfit.compressors.exit.focus`).
+    again) and ``Compression.ranking`` what a budget spends by (the ranker's log-odds, or r under ``ranking="r"``);
+    ``details`` (for people) the classifier, τ (None: the budget alone selected), the budget and its achieved rate,
+    sentences added by ``min_keep``, the sentences scored against a window, the ranking used and (``hop`` > 0) the
+    passages the bridge hop linked, each with the sentences that name it (``{"hop": {"linked": {passage: [unit,
+    ...]}, "title": [passage, ...]}}``; :mod:`~readerfit.compressors.exit.hop`).
     """
 
     name = "exit"
@@ -89,53 +88,102 @@ class ExitCompressor(BaseCompressor):
 
     def __init__(self, classifier: SentenceClassifier, splitter: Callable[[str], list[str]],
                  config: ExitConfig | None = None, *, reader_lm: LanguageModel | None = None,
-                 embedder: Any = None) -> None:
+                 embedder: Any = None, ranker: Ranker | None = None, needs: frozenset[str] | None = None) -> None:
         self.classifier = classifier
         self.splitter = splitter
         self.config = config or ExitConfig()
         self.counter = reader_counter(reader_lm)  # a budget counts the reader's tokens (words without a reader)
-        if self.config.similarity > 0 and embedder is None:
-            raise InputError(f"exit with similarity={self.config.similarity} needs an embedder")
-        self.embedder = embedder
+        self.ranker = ranker
+        # the signals worth a model pass: the ranker's (or all asked for: ``train exit-ranker`` fits on them)
+        needs = needs if needs is not None else frozenset(ranker.signals if ranker is not None else ())
+        if needs & EMBEDDED and embedder is None:
+            raise InputError(f"exit's ranker reads {', '.join(sorted(needs & EMBEDDED))}: it needs an embedder")
+        self.embedder = embedder if needs & EMBEDDED else None
+        self.evidence = "r_evidence" in needs
 
     @classmethod
     def from_config(cls, config: ExitConfig, *, pool: Any, reader_lm: LanguageModel | None = None) -> ExitCompressor:
-        embedder = pool.embedder(config.embedder) if config.similarity > 0 else None
+        ranker = build_ranker(config.ranking)
+        embedder = pool.embedder(config.embedder) if ranker is not None and set(ranker.signals) & EMBEDDED else None
         return cls(build_classifier(config, pool), get_splitter(config.splitter), config, reader_lm=reader_lm,
-                   embedder=embedder)
+                   embedder=embedder, ranker=ranker)
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
         return self._compress_many([(question, passages)])[0]
 
     def _compress_many(self, items: list[tuple[str, list[Passage]]]) -> list[Compression]:
         """Every question's sentences scored in one classifier call when the classifier batches across
-        questions (the one-pass classifier's ``score_many``), then the bridge hop's passages in a second;
-        each compression's ``seconds`` is its share."""
+        questions (the one-pass classifier's ``score_many``), then the bridge hop's passages in a second and
+        (when the ranker reads it) every other passage given the best sentence in a third; each compression's
+        ``seconds`` is its share."""
         if len(items) > 1 and not isinstance(self.classifier, BatchSentenceClassifier):
             return super()._compress_many(items)  # one question at a time, each timed
         start = time.perf_counter()
-        prepared = [self._groups(passages) for _, passages in items]
-        first = self._score_all([(q, groups) for (q, _), (_, _, groups) in zip(items, prepared)])
-        scored = [self._merge(units, by_passage, results)
-                  for (units, by_passage, _), results in zip(prepared, first)]
-        hops = self._hop(items, prepared, [scores for scores, _ in scored]) if self.config.hop else [None] * len(items)
-        out = []
-        for (q, passages), (units, _, _), (scores, details), hop in zip(items, prepared, scored, hops):
-            if hop is not None:
-                details["hop"] = hop
-            sentences = [s for _, s in units]
-            if self.embedder is not None and units:
-                details["similarity"] = question_similarity(self.embedder, q, sentences)
-            if self.config.lexical > 0:
-                details["lexical"] = lexical_overlap(q, sentences)
-            if self.config.answer_form > 0:
-                details["answer_form"] = answer_form(q, sentences)
-            if self.config.detached > 0:
-                connected = connected_passages(question=q, units=units, scores=scores, passages=passages)
-                details["detached"] = sorted({pi for pi, _ in units} - connected)
-            out.append(self._select(passages, units, scores, self.config.budget(), details))
+        out = [self._select(passages, scored, self.config.budget())
+               for (_, passages), scored in zip(items, self.score_units(items))]
         for c in out:
             c.seconds = (time.perf_counter() - start) / len(out)
+        return out
+
+    def score_units(self, items: list[tuple[str, list[Passage]]]) -> list[ScoredUnits]:
+        """Each question's sentences with their r, ranking signals and ranking (what :meth:`_select` cuts and
+        ``readerfit train exit-ranker`` fits on), from checked passages."""
+        prepared = [self._groups(passages) for _, passages in items]
+        first = self._score_all([(q, groups) for (q, _), (_, _, groups) in zip(items, prepared)])
+        merged = [self._merge(units, by_passage, results) for (units, by_passage, _), results in zip(prepared, first)]
+        r_first = [list(scores) for scores, _ in merged]
+        hops = self._hop(items, prepared, [scores for scores, _ in merged]) if self.config.hop else [None] * len(items)
+        evidence = self._evidence(items, prepared, r_first) if self.evidence else [None] * len(items)
+        out = []
+        for (q, passages), (units, _, _), (scores, details), r0, hop, r_ev in zip(items, prepared, merged, r_first,
+                                                                                   hops, evidence):
+            if hop is not None:
+                details["hop"] = hop
+            linked = {int(k) for k in hop["linked"]} if hop else set()
+            signals = ranking_signals(question=q, units=units, r=scores, r_first=r0, passages=passages,
+                                      linked=linked, title_linked=set(hop["title"]) if hop else set(),
+                                      r_evidence=r_ev, **self._cosines(q, units, r0))
+            if self.ranker is None:
+                ranking = list(scores)
+                details["ranking"] = "r"
+            else:
+                ranking = self.ranker.score(signals)
+                details["ranking"] = self.config.ranking
+            out.append(ScoredUnits(units=units, scores=scores, signals=signals, ranking=ranking, details=details))
+        return out
+
+    def _cosines(self, question: str, units: list[tuple[int, str]], r_first: list[float]) -> dict[str, list[float]]:
+        """The sentences' cosines to the question and to the question with the best sentence (when the ranker
+        reads them): one embedding call."""
+        if self.embedder is None or not units:
+            return {}
+        best = top_units(r_first, 1)[0]
+        vectors = self.embedder.encode([question, hop_question(question, units, [best]), *(s for _, s in units)],
+                                       normalize=True)
+        return {"cos_q": [float(v) for v in vectors[2:] @ vectors[0]],
+                "cos_ev": [float(v) for v in vectors[2:] @ vectors[1]]}
+
+    def _evidence(self, items: list[tuple[str, list[Passage]]], prepared: list[Any],
+                  r_first: list[list[float]]) -> list[list[float] | None]:
+        """Every sentence's r given the question followed by the best first-pass sentence (the best sentence's
+        own passage keeps its first r): one batched classifier call over the other passages."""
+        requests: list[tuple[str, list[int], list[Any]]] = []
+        for (q, _), (units, by_passage, groups), r in zip(items, prepared, r_first):
+            if not units:
+                requests.append((q, [], []))
+                continue
+            best = top_units(r, 1)[0]
+            order = [pi for pi in sorted(by_passage) if pi != units[best][0]]
+            requests.append((hop_question(q, units, [best]), order,
+                             [groups[sorted(by_passage).index(pi)] for pi in order]))
+        results = self._score_all([(q, groups) for q, _, groups in requests])
+        out: list[list[float] | None] = []
+        for (_, by_passage, _), r, (_, order, _), result in zip(prepared, r_first, requests, results):
+            again = list(r)
+            for pi, group in zip(order, result):
+                for j, k in enumerate(by_passage[pi]):
+                    again[k] = float(group.scores[j])
+            out.append(again)
         return out
 
     def _hop(self, items: list[tuple[str, list[Passage]]], prepared: list[Any],
@@ -152,7 +200,7 @@ class ExitCompressor(BaseCompressor):
         for (_, passages), (units, _, _), found, r in zip(items, prepared, links, scores):
             top = set(top_units(r, self.config.hop))  # before the scores are raised: the first pass's
             details.append({"linked": {str(pi): via for pi, via in sorted(found.items())},
-                            "bonus": sorted(pi for pi, via in found.items()
+                            "title": sorted(pi for pi, via in found.items()
                                             if any(k in top and names_title(units[k][1], passages[pi].title)
                                                    for k in via))})
         requests = [(i, via, [pi for pi, v in links[i].items() if tuple(v) == via])
@@ -216,30 +264,37 @@ class ExitCompressor(BaseCompressor):
 
     def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
         """This compressor's selection of ``compression``'s scored sentences under ``budget`` (its τ rule:
-        :meth:`ExitConfig.tau` with that budget)."""
-        assert compression.scores is not None and compression.passage_of_unit is not None
+        :meth:`ExitConfig.tau` with that budget), from the compression's ``scores`` and ``ranking``."""
+        if compression.scores is None or compression.passage_of_unit is None or compression.ranking is None:
+            raise InputError("exit can re-select only its own compressions (scores, ranking and passage_of_unit set)")
         units = list(zip(compression.passage_of_unit, compression.units))
         details = {k: v for k, v in compression.details.items() if k not in ("threshold", "budget", "min_keep_added")}
-        return self._select(passages, units, compression.scores, budget, details)
+        return self._select(passages, ScoredUnits(units=units, scores=list(compression.scores), signals=None,
+                                                  ranking=list(compression.ranking), details=details), budget)
 
-    def _select(self, passages: Sequence[Passage], units: list[tuple[int, str]], scores: list[float],
-                budget: Budget, details: dict[str, Any]) -> Compression:
+    def _select(self, passages: Sequence[Passage], scored: ScoredUnits, budget: Budget) -> Compression:
         tau = self.config.tau(budget)
+        units, scores, ranking = scored.units, scored.scores, scored.ranking
         candidates = list(range(len(units))) if tau is None else [k for k, r in enumerate(scores) if r >= tau]
+        if not budget.hard and self.ranker is not None and self.ranker.mass < 1.0:
+            # the default budget is a cap: below it, the ranker's probabilities decide where to stop
+            held = set(within_mass(ranking, self.ranker.mass))
+            candidates = [k for k in candidates if k in held]
         count, counted_in = self.counter
-        cosines = details.get("similarity")
-        w = self.config.similarity
-        # τ compares r; the ranking that spends a budget (and picks min_keep's sentences) adds w · cos, the
-        # bridge hop's bonus, the question's words and the answer's form, and takes off the detached passages' penalty
-        ranking = [r + w * c for r, c in zip(scores, cosines)] if w > 0 and cosines is not None else list(scores)
-        bonus = set(details.get("hop", {}).get("bonus", []))
-        lexical = details.get("lexical", [0.0] * len(units))
-        form = details.get("answer_form", [0.0] * len(units))
-        detached = set(details.get("detached", []))
-        ranking = [x + self.config.hop_bonus * (pi in bonus) + self.config.lexical * lex + self.config.answer_form * f
-                   - self.config.detached * (pi in detached) for x, (pi, _), lex, f in zip(ranking, units, lexical, form)]
         kept, more = select_units(ranking, passages=passages, units=units, candidates=candidates, budget=budget,
                                   count=count, counted_in=counted_in, min_keep=self.config.min_keep)
         return Compression(text=assemble(passages, units, kept), units=[s for _, s in units], scores=scores,
-                           kept=kept, passage_of_unit=[pi for pi, _ in units],
-                           details={**details, "threshold": tau, **more})
+                           kept=kept, passage_of_unit=[pi for pi, _ in units], ranking=ranking,
+                           details={**scored.details, "threshold": tau, **more})
+
+
+@dataclass
+class ScoredUnits:
+    """A question's sentences ((passage index, sentence) pairs), each one's r (``scores``), ranking signals
+    (None once re-read from a compression) and ``ranking`` (what a budget spends by), and how they were scored."""
+
+    units: list[tuple[int, str]]
+    scores: list[float]
+    signals: RankSignals | None
+    ranking: list[float]
+    details: dict[str, Any]

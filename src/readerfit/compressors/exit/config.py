@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from readerfit.compressors.budget import Budget, check_budget
 from readerfit.compressors.exit.hop import LINK_BY, LINK_FROM
+from readerfit.compressors.exit.ranker import RANKINGS
 from readerfit.errors import InputError
 
 # The paper's prompt (Table 4), verbatim; chat-templated as one user turn for the classifier LM.
@@ -41,20 +42,13 @@ SHIPPED = {"encoder": "default", "onepass": "onepass"}
 DEFAULT_CLASSIFIER = "onepass"
 # What EXIT keeps when told neither τ nor a budget: the best sentences within this share of the reader's tokens.
 DEFAULT_RATE = 0.3
-# the weight of the question-sentence cosine in the budgeted ranking (README: the frontier with and without it)
-DEFAULT_SIMILARITY = 0.0
-# the bridge hop (compressors/exit/hop.py): how many top sentences' title mentions are followed, and the ranking
-# bonus of the passages they link (README: the frontier with and without it)
+# the bridge hop (compressors/exit/hop.py): how many top sentences' title mentions are followed (their passages are
+# scored again with the mentioning sentence), and by which rule
 DEFAULT_HOP = 1
-DEFAULT_HOP_BONUS = 0.3
 DEFAULT_HOP_FROM = "passage"
 DEFAULT_HOP_BY = "name"
-# the budgeted ranking's other terms (compressors/exit/focus.py): the weight of the question's words, how much
-# lower the sentences of passages detached from the question rank, and how much higher those holding the form
-# of answer the question asks for (README: the frontier with and without)
-DEFAULT_LEXICAL = 0.7
-DEFAULT_DETACHED = 1.0
-DEFAULT_ANSWER_FORM = 0.5
+# the budgeted ranking (compressors/exit/ranker.py): the shipped fitted ranker, r alone, or a ranker file
+DEFAULT_RANKING = "learned"
 ARCHS = ("lm", "encoder", "onepass")
 # The authors' released classifier (ThisIsHwang/EXIT README, exit_rag.py): a LoRA adapter on Gemma-2B-it, both
 # by hub id. As ``model`` the adapter's id means "this adapter on its base"; ``adapter`` swaps the adapter.
@@ -125,36 +119,28 @@ class ExitConfig:
     and/or ``target_tokens`` keep sentences by descending r until the budget is spent, returned in original
     order; τ then applies only when set (τ first, then the cap). With neither τ nor a budget, the default is
     the budget ``rate`` = :data:`DEFAULT_RATE` (chosen from ``readerfit exp frontier``: at the same share of
-    tokens it keeps the answer more often than τ = 0.5 on every development set, README); τ alone is the
+    tokens it keeps the answer more often than τ = 0.5 on every development set, docs/measurements/frontier.md),
+    a cap below which the learned ranking stops where the evidence is held (``ranking``); τ alone is the
     paper's rule (the ``paper`` / ``official`` presets set τ = 0.5). ``min_keep`` (default 1; 0 under the
     presets) keeps the best-scored sentences when τ keeps fewer, so non-empty passages never become an
     empty context by accident: past the default budget too (the best sentence is kept even when it alone
     is over 30%), but never past a budget the user set.
 
-    ``similarity`` (beyond the paper; 0 under the presets): under a budget, sentences are ranked by
-    r + ``similarity`` · cos(question, sentence) (``embedder``'s normalised embeddings, as ``sentence-sim``)
-    instead of r alone; τ still compares r. :data:`DEFAULT_SIMILARITY` was chosen from the frontier (README).
-
     ``hop`` (beyond the paper; 0 under the presets): the bridge hop (:mod:`~readerfit.compressors.exit.hop`):
-    the passages whose title the ``hop`` best-scored sentences mention are scored again with the question
-    followed by the mentioning sentence; a sentence's r is the larger score, and under a budget the linked
-    passages' sentences rank ``hop_bonus`` higher. 0 turns it off. ``hop_by="name"`` (the default) also links
-    the passages whose title holds a name of that sentence the question lacks ("Eastern Region of Uganda"
-    links "Leader of Opposition (Uganda)"), ``"mention"`` those whose title or text holds one, ``"title"``
-    the title alone (the rule before). ``hop_from="passage"`` follows the titles that any sentence of the top
-    sentences' passages mentions (the film's passage names its composer in its third sentence), each scored
-    again with the sentences that mention it. The bonus goes only to the passages whose title the top
-    sentences themselves name.
-    :data:`DEFAULT_HOP`, :data:`DEFAULT_HOP_BONUS`, :data:`DEFAULT_HOP_FROM` and :data:`DEFAULT_HOP_BY` were
-    chosen from the frontier (README).
+    the passages whose title (``hop_by="title"``), or whose title's names (``"name"``, the default), or whose
+    title or text (``"mention"``) the ``hop`` best-scored sentences' passages (``hop_from="passage"``; or the
+    sentences alone, ``"sentence"``) name are scored again with the question followed by the naming sentence; a
+    sentence's r is the larger score. 0 turns it off.
 
-    ``lexical``, ``detached`` and ``answer_form`` (beyond the paper; 0 under the presets;
-    :mod:`~readerfit.compressors.exit.focus`): under a budget a sentence also ranks ``lexical`` · (its
-    IDF-weighted share of the question's words) higher, ``detached`` lower when its passage is not connected to
-    the question (neither named by it, nor the best sentence's, nor linked from those by title or name, two
-    links deep), and ``answer_form`` higher when it holds the form of answer asked for (a date for "When ...",
-    a number for "How many ..."). :data:`DEFAULT_LEXICAL`, :data:`DEFAULT_DETACHED` and
-    :data:`DEFAULT_ANSWER_FORM` were chosen from the frontier (README).
+    ``ranking`` (beyond the paper; ``r`` under the presets): what a budget spends by. ``learned`` (the default)
+    is the shipped ranker (:mod:`~readerfit.compressors.exit.ranker`): boosted trees over each sentence's
+    signals (:mod:`~readerfit.compressors.exit.features`: r, r given the best sentence, the cosines of
+    ``embedder``, the question's words, the form of answer asked for, where the passage sits among the links
+    from the best one...), fitted on labelled questions by ``readerfit train exit-ranker``; a path names a ranker
+    file it wrote; ``r`` ranks by r alone. With neither τ nor a budget, the default also stops below its cap
+    once the kept sentences hold the ranker's ``mass`` of the question's summed probabilities (fitted with it;
+    :func:`~readerfit.compressors.exit.ranker.within_mass`), so a question one confident sentence answers keeps
+    little; a ``rate`` or ``target_tokens`` the user sets is spent exactly.
     """
 
     def tau(self, budget: Budget | None = None) -> float | None:
@@ -175,11 +161,9 @@ class ExitConfig:
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         # both run the released checkpoint; they differ in the prompt (Table 4 / the released one) and context
         "paper": {"model": RELEASED_ADAPTER, "prompt": "paper", "labels": "single", "context": "passage",
-                  "threshold": 0.5, "min_keep": 0, "similarity": 0.0, "hop": 0,
-                  "lexical": 0.0, "detached": 0.0, "answer_form": 0.0},
+                  "threshold": 0.5, "min_keep": 0, "hop": 0, "ranking": "r"},
         "official": {"model": RELEASED_ADAPTER, "prompt": "official", "labels": "single", "context": "all",
-                     "threshold": 0.5, "min_keep": 0, "similarity": 0.0, "hop": 0,
-                     "lexical": 0.0, "detached": 0.0, "answer_form": 0.0},
+                     "threshold": 0.5, "min_keep": 0, "hop": 0, "ranking": "r"},
     }
 
     model: str = "default"
@@ -196,15 +180,11 @@ class ExitConfig:
     rate: float | None = None
     target_tokens: int | None = None
     min_keep: int = 1
-    similarity: float = DEFAULT_SIMILARITY
     embedder: str = "minilm"
     hop: int = DEFAULT_HOP
-    hop_bonus: float = DEFAULT_HOP_BONUS
     hop_by: str = DEFAULT_HOP_BY
     hop_from: str = DEFAULT_HOP_FROM
-    lexical: float = DEFAULT_LEXICAL
-    detached: float = DEFAULT_DETACHED
-    answer_form: float = DEFAULT_ANSWER_FORM
+    ranking: str = DEFAULT_RANKING
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
@@ -217,26 +197,14 @@ class ExitConfig:
         check_budget(self.rate, self.target_tokens)
         if isinstance(self.min_keep, bool) or not isinstance(self.min_keep, int) or self.min_keep < 0:
             raise InputError(f"min_keep must be an integer >= 0, got {self.min_keep!r}")
-        if isinstance(self.similarity, bool) or not isinstance(self.similarity, int | float) \
-                or not 0.0 <= self.similarity <= 10.0:
-            raise InputError(f"similarity (the weight of the question-sentence cosine in the ranking) must be a "
-                             f"number in [0, 10], got {self.similarity!r}")
-        self.similarity = float(self.similarity)
         if isinstance(self.hop, bool) or not isinstance(self.hop, int) or not 0 <= self.hop <= 20:
             raise InputError(f"hop (how many top sentences' title mentions the bridge hop follows) must be an "
                              f"integer in [0, 20], got {self.hop!r}")
-        if isinstance(self.hop_bonus, bool) or not isinstance(self.hop_bonus, int | float) \
-                or not 0.0 <= self.hop_bonus <= 10.0:
-            raise InputError(f"hop_bonus (the ranking bonus of the passages the hop links) must be a number in "
-                             f"[0, 10], got {self.hop_bonus!r}")
-        self.hop_bonus = float(self.hop_bonus)
-        for name, meaning in (("lexical", "the ranking weight of the question's words"),
-                              ("detached", "how much lower a passage detached from the question ranks"),
-                              ("answer_form", "how much higher a sentence with the form of answer asked for ranks")):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 10.0:
-                raise InputError(f"{name} ({meaning}) must be a number in [0, 10], got {value!r}")
-            setattr(self, name, float(value))
+        if not isinstance(self.ranking, str) or not self.ranking.strip():
+            raise InputError(f"ranking must be one of {', '.join(RANKINGS)} or a ranker file, got {self.ranking!r}")
+        if self.ranking not in RANKINGS and not Path(self.ranking).expanduser().is_file():
+            raise InputError(f"ranking must be one of {', '.join(RANKINGS)} or an existing ranker file (as `readerfit "
+                             f"train exit-ranker` writes it), got {self.ranking!r}")
         if self.hop_by not in LINK_BY:
             raise InputError(f"hop_by must be one of {', '.join(LINK_BY)}, got {self.hop_by!r}")
         if self.hop_from not in LINK_FROM:

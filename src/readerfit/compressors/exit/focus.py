@@ -1,7 +1,8 @@
 """What EXIT's budgeted ranking adds to the classifier's r (beyond the paper): the question's words, whether a
 passage is connected to the question at all, and whether a sentence holds the form of answer asked for.
 
-Three weak spots of the classifier showed in the frontier's lost answers (README, Budgets and the frontier):
+Three weak spots of the classifier showed in the frontier's lost answers (docs/measurements/frontier.md); each is a
+signal of the learned ranking (:mod:`.features`), which weighs it as fitted:
 
 - Off the classifier's training data it ranks a sentence that restates the question's words below a
   vaguer one of the same passage ("Where did Super Bowl 50 take place?": "The game was played on February 7,
@@ -47,7 +48,7 @@ from readerfit.compressors.exit.hop import links_from, names, names_title, top_u
 from readerfit.types import Passage
 
 # how many links away from the question's passages a passage still counts as connected (a MuSiQue question
-# chains three or four passages; two links kept 2 more of its 50 answers at 50% than one, README)
+# chains three or four passages; two links kept 2 more of its 50 answers at 50% than one, docs/measurements/frontier.md)
 LINK_DEPTH = 2
 WORD = re.compile(r"\w+")
 # the forms of answer a question can ask for, each with the question's words that ask for it and what a

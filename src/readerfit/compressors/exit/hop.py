@@ -6,8 +6,8 @@ the passage titled "Frankie Avalon", whose sentences the classifier scores low b
 question alone, nothing in them is about X. The hop takes the ``top`` best-scored sentences, finds the
 other passages whose title they mention (whole words, case-insensitive, a trailing "(…)" disambiguation
 dropped), and scores those passages' sentences again with the question followed by the sentence that
-mentions them. A sentence's r becomes the larger of its two scores, and under a budget the sentences of
-the passages whose title a top sentence names rank EXIT's ``hop_bonus`` higher. It costs one more
+mentions them. A sentence's r becomes the larger of its two scores; which passages were linked, and whose title a
+top sentence names, are signals of EXIT's learned ranking (:mod:`~readerfit.compressors.exit.features`). It costs one more
 classifier call over the linked passages only (usually one or two of them). ``by="name"`` (EXIT's default) adds the reverse link: passages whose
 title (disambiguation included) holds a name the sentence has and the question lacks ("Eastern Region of
 Uganda" links "Leader of Opposition (Uganda)"; "the third son of Simon Arnauld de Pomponne" links "Simon

@@ -1,0 +1,168 @@
+"""The signals EXIT's budgeted ranking reads, one row per sentence (beyond the paper).
+
+The classifier's r judges a sentence against the question alone, so on a multi-hop question the passage the
+first hop leads to scores low: nothing in it is about what the question names. The ranking therefore reads,
+beside r, where a sentence sits in the evidence the question starts from: how its passage ranks, whether the
+question names it, whether the best passages link it by title, by a name, or by a name its text alone holds, and
+how many such links away it is. :class:`~readerfit.compressors.exit.ranker.Ranker` weighs these signals with
+weights fitted on labelled questions (``readerfit train exit-ranker``), never set by hand: a new signal is a new
+column here and a refit.
+
+Every signal is a number per sentence, computed from the question, the passages and the models' scores:
+
+* ``r`` and ``r_first``: the logit of r after and before the bridge hop scored linked passages again;
+  ``r_evidence``: the logit of r when the sentence's passage is scored again with the question followed by the
+  best sentence (a second classifier pass, run only when a ranker reads it);
+* ``cos_q``, ``cos_ev``: the sentence's cosine to the question, and to the question followed by the best sentence
+  (the ``embedder``'s normalised vectors; run only when a ranker reads them);
+* ``lexical``, ``answer_form``: the question's words, the form of answer asked for (:mod:`.focus`);
+* ``detached``: the passage is not connected to the question (:func:`~.focus.connected_passages`);
+* ``title_link``: a top sentence names the passage's title; ``hop_linked``: the hop scored the passage again;
+* ``passage_top``, ``passage_rank``: the passage holds the best sentence; 1 / (1 + its rank by best r);
+* ``passage_gap``: how far the sentence's r is under its passage's best (logits);
+* ``first_sentence``: the passage's opening sentence (where a passage says what it is about);
+* ``question_names``: the question names the passage's title;
+* ``chain``: 1 / (1 + the number of text links from the best passage to this one; 0 when none within
+  :data:`CHAIN_DEPTH`), a text link being a name (:func:`~.hop.names`) of a linking passage's sentence that the
+  question lacks and that at most :data:`MAX_HOLDERS` other passages hold (in title or text);
+* ``evidence_names``: the share of the best sentence's names (the question lacks) that the sentence holds;
+* ``*_pct``: the sentence's place among the question's sentences by ``r``, ``r_evidence``, ``cos_q``, ``cos_ev``
+  and ``lexical`` (1 the best, 0 the worst: a ranking is within one question);
+* ``passages``, ``question_words``: the context's shape (log of the passages, of the question's words).
+
+>>> from readerfit.types import Passage
+>>> ps = [Passage("Damerjog is a village in eastern Djibouti.", title="Damerjog"),
+...       Passage("Djibouti gained its independence in 1977.", title="Somalis"),
+...       Passage("Rain fell.", title="Rain")]
+>>> units = [(0, ps[0].text), (1, ps[1].text), (2, ps[2].text)]
+>>> rows = ranking_signals(question="When did Damerjog's country become independent?", units=units,
+...                        r=[0.9, 0.1, 0.2], r_first=[0.9, 0.1, 0.2], passages=ps, linked=set(), title_linked=set())
+>>> [round(x, 2) for x in rows.column("chain")], rows.column("evidence_names")
+([1.0, 0.5, 0.0], [1.0, 1.0, 0.0])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from readerfit.compressors.exit.focus import WORD, answer_form, connected_passages, lexical_overlap
+from readerfit.compressors.exit.hop import names, names_title, top_units
+from readerfit.types import Passage
+
+# the signals, in the order of a row (a fitted ranker names the ones it weighs)
+SIGNALS = ("r", "r_first", "r_evidence", "cos_q", "cos_ev", "lexical", "answer_form", "detached", "title_link",
+           "hop_linked", "passage_top", "passage_rank", "passage_gap", "first_sentence", "question_names", "chain",
+           "evidence_names", "r_pct", "r_evidence_pct", "cos_q_pct", "cos_ev_pct", "lexical_pct", "passages",
+           "question_words")
+# the signals the shipped ranker reads (``readerfit train exit-ranker``'s default): r given the best sentence (a
+# second classifier pass) and the context's shape added nothing in cross-validation (assets/exit/ranker.md)
+DEFAULT_SIGNALS = tuple(s for s in SIGNALS if s not in ("r_evidence", "r_evidence_pct", "passages", "question_words"))
+# the signals also read as a sentence's place among the question's sentences (1 the best, 0 the worst)
+RANKED = ("r", "r_evidence", "cos_q", "cos_ev", "lexical")
+# the signals that need an embedder (the sentences' cosines)
+EMBEDDED = frozenset({"cos_q", "cos_ev"})
+# how many text links away from the best passage ``chain`` still counts (MuSiQue chains two to four passages)
+CHAIN_DEPTH = 3
+# a name that more than this many other passages hold links nothing ("American", "April")
+MAX_HOLDERS = 2
+LOGIT_CAP = 8.0
+
+
+def logit(p: float) -> float:
+    """log(p / (1 - p)), capped at ±:data:`LOGIT_CAP` (r is 0 or 1 in float rounding at the ends)."""
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return max(-LOGIT_CAP, min(LOGIT_CAP, math.log(p / (1 - p))))
+
+
+@dataclass(frozen=True)
+class RankSignals:
+    """The ranking's signals: ``rows[k]`` holds sentence k's values in :data:`SIGNALS` order."""
+
+    rows: tuple[tuple[float, ...], ...]
+
+    def column(self, name: str) -> list[float]:
+        i = SIGNALS.index(name)
+        return [row[i] for row in self.rows]
+
+
+def text_chain(*, question: str, units: Sequence[tuple[int, str]], start: int, passages: Sequence[Passage],
+               depth: int = CHAIN_DEPTH) -> dict[int, int]:
+    """{passage index: text links from ``start``} for the passages reached within ``depth`` links: a passage
+    links another when one of its sentences has a name (the question lacks) that the other holds in its title or
+    text, and at most :data:`MAX_HOLDERS` passages besides the linking one hold it."""
+    texts = {pi: f"{p.title}\n{p.text}" for pi, p in enumerate(passages)}
+    scored = {pi for pi, _ in units}
+    reached = {start: 0}
+    frontier = {start}
+    for step in range(1, depth + 1):
+        found: set[int] = set()
+        for pi, sentence in units:
+            if pi not in frontier:
+                continue
+            for name in names(sentence, question):
+                holders = [pj for pj, text in texts.items() if pj != pi and pj in scored and name.search(text)]
+                if len(holders) <= MAX_HOLDERS:
+                    found.update(pj for pj in holders if pj not in reached)
+        for pj in found:
+            reached[pj] = step
+        frontier = found
+        if not frontier:
+            break
+    return reached
+
+
+def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Sequence[float],
+                    r_first: Sequence[float], passages: Sequence[Passage], linked: set[int],
+                    title_linked: set[int], r_evidence: Sequence[float] | None = None,
+                    cos_q: Sequence[float] | None = None, cos_ev: Sequence[float] | None = None) -> RankSignals:
+    """Every sentence's signals (:data:`SIGNALS`) from the classifier's scores after (``r``) and before
+    (``r_first``) the bridge hop, and the passages the hop scored again (``linked``) or whose title a top sentence
+    names (``title_linked``)."""
+    if not units:
+        return RankSignals(rows=())
+    sentences = [s for _, s in units]
+    lexical = lexical_overlap(question, sentences)
+    form = answer_form(question, sentences)
+    connected = connected_passages(question=question, units=units, scores=r, passages=passages)
+    best_of: dict[int, float] = {}
+    first_of: dict[int, int] = {}
+    for k, (pi, _) in enumerate(units):
+        best_of[pi] = max(best_of.get(pi, -1.0), r[k])
+        first_of.setdefault(pi, k)
+    order = sorted(best_of, key=lambda pi: (-best_of[pi], pi))
+    rank = {pi: i for i, pi in enumerate(order)}
+    best = top_units(r, 1)[0]
+    top = units[best][0]
+    chain = text_chain(question=question, units=units, start=top, passages=passages)
+    evidence = names(units[best][1], question)
+    rows = []
+    for k, (pi, sentence) in enumerate(units):
+        held = sum(1 for n in evidence if n.search(sentence)) / len(evidence) if evidence else 0.0
+        title = passages[pi].title
+        rows.append((
+            logit(r[k]), logit(r_first[k]), logit((r_evidence or r)[k]), (cos_q or [0.0] * len(units))[k],
+            (cos_ev or [0.0] * len(units))[k], lexical[k], form[k], float(pi not in connected),
+            float(pi in title_linked), float(pi in linked), float(pi == top), 1.0 / (1 + rank[pi]),
+            logit(r[k]) - logit(best_of[pi]), float(first_of[pi] == k),
+            float(bool(title) and names_title(question, title)),
+            1.0 / (1 + chain[pi]) if pi in chain else 0.0, held,
+        ))
+    columns = [[row[SIGNALS.index(name)] for row in rows] for name in RANKED]
+    shape = (math.log(len(best_of)), math.log(1 + len(WORD.findall(question))))
+    places = [percentiles(column) for column in columns]
+    return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape) for k, row in enumerate(rows)))
+
+
+def percentiles(values: Sequence[float]) -> list[float]:
+    """Each value's place among ``values``: 1.0 the largest, 0.0 the smallest (ties: the earlier higher).
+
+    >>> percentiles([0.2, 0.9, 0.5])
+    [0.0, 1.0, 0.5]
+    """
+    order = sorted(range(len(values)), key=lambda k: (-values[k], k))
+    out = [0.0] * len(values)
+    for i, k in enumerate(order):
+        out[k] = 1.0 - i / max(len(values) - 1, 1)
+    return out

@@ -1,0 +1,142 @@
+"""EXIT's budgeted ranking: boosted trees over the sentence signals (:mod:`.features`), fitted, never hand-set.
+
+A ranker file (JSON, no code) holds the signals it reads, the trees (each node: the signal's column, the
+threshold, the children; a leaf: its value), the baseline log-odds, and ``mass``: EXIT's default (no budget
+given) keeps sentences in rank order only until their probabilities add up to this share of the question's total
+(:func:`within_mass`), below its cap, so that a question one confident sentence answers keeps little and one whose
+evidence is spread keeps up to the cap. ``readerfit train exit-ranker`` fits one on labelled questions (scikit-learn's
+``HistGradientBoostingClassifier``) and writes it; the shipped one is ``readerfit/assets/exit/ranker.json``
+(how it was fitted: ``ranker.md`` beside it). ``ranking="r"`` ranks by the classifier's r alone (the presets).
+
+>>> from readerfit.compressors.exit.features import RankSignals, SIGNALS
+>>> stump = {"feature": [SIGNALS.index("lexical"), -1, -1], "threshold": [0.5, 0.0, 0.0], "left": [1, -1, -1],
+...          "right": [2, -1, -1], "value": [0.0, -1.0, 2.0]}
+>>> ranker = Ranker(signals=SIGNALS, trees=(stump,), baseline=0.5)
+>>> row = [0.0] * len(SIGNALS)
+>>> ranker.score(RankSignals(rows=(tuple(row),)))
+[-0.5]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from readerfit.compressors.exit.features import SIGNALS, RankSignals
+from readerfit.errors import InputError
+from readerfit.io import write_atomic
+
+RANKER_FORMAT = "readerfit-exit-ranker"
+RANKER_VERSION = 1
+TREE_KEYS = ("feature", "threshold", "left", "right", "value")
+RANKINGS = ("learned", "r")
+
+
+def tree_value(tree: dict[str, list[Any]], row: Sequence[float]) -> float:
+    """The leaf value ``row`` reaches: left where the node's signal is at or under its threshold."""
+    node = 0
+    while tree["left"][node] >= 0:
+        node = tree["left"][node] if row[tree["feature"][node]] <= tree["threshold"][node] else tree["right"][node]
+    return float(tree["value"][node])
+
+
+def check_tree(tree: Any, width: int, where: str) -> None:
+    if not isinstance(tree, dict) or any(not isinstance(tree.get(k), list) for k in TREE_KEYS):
+        raise InputError(f"{where}: a tree is an object of the lists {', '.join(TREE_KEYS)}")
+    n = len(tree["value"])
+    if any(len(tree[k]) != n for k in TREE_KEYS) or n == 0:
+        raise InputError(f"{where}: a tree's lists must all have one entry per node")
+    for i in range(n):
+        left, right = tree["left"][i], tree["right"][i]
+        if left >= 0 and not (i < left < n and i < right < n and 0 <= tree["feature"][i] < width):
+            raise InputError(f"{where}: node {i} points outside its tree (children {left}, {right}, "
+                             f"signal {tree['feature'][i]} of {width})")
+
+
+@dataclass(frozen=True)
+class Ranker:
+    """log-odds = ``baseline`` + the sum of the trees' leaf values; ``mass`` in (0, 1] (1: the default fills its
+    cap). ``signals`` names the columns the trees' ``feature`` indices point to."""
+
+    signals: tuple[str, ...]
+    trees: tuple[dict[str, list[Any]], ...]
+    baseline: float
+    mass: float = 1.0
+    fitted: dict[str, Any] = field(default_factory=dict)  # provenance: data, split, figures (for people)
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.signals if s not in SIGNALS]
+        if unknown:
+            raise InputError(f"a ranker reads known signals ({', '.join(SIGNALS)}); unknown: {', '.join(unknown)}")
+        for i, tree in enumerate(self.trees):
+            check_tree(tree, len(self.signals), f"tree {i}")
+        if isinstance(self.mass, bool) or not isinstance(self.mass, int | float) or not 0.0 < self.mass <= 1.0:
+            raise InputError(f"a ranker's mass is a share in (0, 1], got {self.mass!r}")
+
+    def score(self, signals: RankSignals) -> list[float]:
+        """Each sentence's log-odds of being needed to answer."""
+        columns = [SIGNALS.index(s) for s in self.signals]
+        out = []
+        for row in signals.rows:
+            x = [row[c] for c in columns]
+            out.append(self.baseline + sum(tree_value(t, x) for t in self.trees))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": RANKER_FORMAT, "version": RANKER_VERSION, "signals": list(self.signals),
+                "baseline": self.baseline, "mass": self.mass, "trees": list(self.trees), "fitted": self.fitted}
+
+    def save(self, path: str | Path) -> None:
+        write_atomic(path, json.dumps(self.to_dict()) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Ranker:
+        """The ranker saved at ``path`` (a clear error when it is not one)."""
+        try:
+            d = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as err:
+            raise InputError(f"ranking: cannot read a ranker file at {str(path)!r} ({err})") from None
+        if not isinstance(d, dict) or d.get("format") != RANKER_FORMAT:
+            raise InputError(f"ranking: {str(path)!r} is not a ranker file (format {RANKER_FORMAT!r}, as "
+                             "`readerfit train exit-ranker` writes it)")
+        try:
+            return cls(signals=tuple(d["signals"]), trees=tuple(d["trees"]), baseline=float(d["baseline"]),
+                       mass=float(d.get("mass", 1.0)), fitted=dict(d.get("fitted") or {}))
+        except (KeyError, TypeError, ValueError) as err:
+            raise InputError(f"ranking: {str(path)!r} is not a valid ranker file ({type(err).__name__}: {err})") from None
+
+
+def within_mass(ranking: Sequence[float], mass: float) -> list[int]:
+    """The best-ranked units whose probabilities (the logistic of ``ranking``) first add up to ``mass`` of all
+    of them (at least one; ties: the earlier).
+
+    >>> within_mass([3.0, -3.0, 0.0], 0.6)
+    [0]
+    >>> within_mass([3.0, -3.0, 0.0], 0.9)
+    [0, 2]
+    """
+    order = sorted(range(len(ranking)), key=lambda k: (-ranking[k], k))
+    p = [1.0 / (1.0 + math.exp(-min(max(x, -50.0), 50.0))) for x in ranking]
+    total, held, out = sum(p), 0.0, []
+    for k in order:
+        out.append(k)
+        held += p[k]
+        if held >= mass * total:
+            break
+    return out
+
+
+def shipped_ranker_path() -> Path:
+    return Path(str(resources.files("readerfit"))) / "assets" / "exit" / "ranker.json"
+
+
+def build_ranker(ranking: str) -> Ranker | None:
+    """The ranker ``ranking`` names: ``learned`` (the shipped one), a ranker file, or None for ``r`` (r alone)."""
+    if ranking == "r":
+        return None
+    return Ranker.load(shipped_ranker_path() if ranking == "learned" else Path(ranking).expanduser())

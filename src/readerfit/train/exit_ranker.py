@@ -1,0 +1,254 @@
+"""``readerfit train exit-ranker``: fit EXIT's budgeted ranking on labelled questions (beyond the paper).
+
+Each source's questions are labelled sentence by sentence as ``train exit-data`` labels them
+(:mod:`readerfit.train.exit_sources`: supporting facts, MuSiQue's decomposition answers, the answer's sentence of a
+one-passage question, hidden among ``--distractor-passages`` passages of other questions). EXIT scores them as it
+compresses (:meth:`~readerfit.compressors.exit.ExitCompressor.score_units`: the classifier, the bridge hop, the
+signals of :mod:`readerfit.compressors.exit.features`), and boosted trees (scikit-learn's
+``HistGradientBoostingClassifier``) learn P(needed | signals), every source weighing the same and every question
+the same within it. ``mass``, where EXIT's default stops below its cap (:func:`~readerfit.compressors.exit.ranker.
+within_mass`), is then chosen on predictions of questions each fold did not see (two folds, by question): the
+smallest share whose answer recall at the default, averaged over the sources, stays within ``--mass-tolerance`` of
+filling the cap.
+
+From the shell (the shipped ranker: ``readerfit/assets/exit/ranker.md``)::
+
+    readerfit train exit-ranker --source "$D/hotpotqa/rpt_dev.jsonl@0:150" "$D/musique/dev_migres_95.jsonl@0::2" \\
+        --out ranker.json
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from readerfit.compressors.base import assemble, join_passages
+from readerfit.compressors.budget import Budget, select_units
+from readerfit.compressors.exit import ExitCompressor, build_classifier
+from readerfit.compressors.exit.config import DEFAULT_RATE, ExitConfig
+from readerfit.compressors.exit.features import DEFAULT_SIGNALS, SIGNALS
+from readerfit.compressors.exit.ranker import Ranker, within_mass
+from readerfit.data import load_dataset
+from readerfit.data.distractors import with_distractors
+from readerfit.errors import InputError
+from readerfit.metrics.qa import holds_answer
+from readerfit.models.pool import ModelPool
+from readerfit.models.specs import DEFAULT_LM
+from readerfit.registry import make_config, param, parse_options
+from readerfit.runs import Outcome
+from readerfit.text.split import get_splitter
+from readerfit.train.exit_samples import sentences_of
+from readerfit.train.exit_sources import new_counts, split_passage, take
+from readerfit.train.exit_specs import KINDS, load_spec, parse_spec
+from readerfit.types import Passage, QAExample
+
+MASSES = (1.0, 0.95, 0.9, 0.85, 0.8, 0.7)
+
+
+@dataclass
+class Config:
+    source: list[str] = param(help="labelled questions: [FORMAT=]PATH[@START:END[:STEP]], as train exit-data's --source")
+    out: str = param(help="the ranker file to write (JSON)")
+    distractor_passages: int = param(9, help="passages of other questions added to a one-passage question (NQ, SQuAD)")
+    signals: list[str] = param(default_factory=lambda: list(DEFAULT_SIGNALS), help="the signals the trees read")
+    depth: int = param(2, help="the trees' depth")
+    trees: int = param(300, help="how many trees")
+    learning_rate: float = param(0.1, help="the boosting's learning rate")
+    mass_tolerance: float = param(0.01, help="how much mean answer recall at the default the stop may cost")
+    reader: str = param(DEFAULT_LM, help="the reader whose tokens the default's cap counts")
+    seed: int = param(0, help="the trees' and the folds' seed")
+    exit_options: list[str] = param(default_factory=list, help="KEY=VALUE options of the exit compressor that scores")
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.signals if s not in SIGNALS]
+        if unknown or not self.signals:
+            raise InputError(f"--signals are some of {', '.join(SIGNALS)}; got {self.signals}")
+        if self.depth < 1 or self.trees < 1 or not 0 < self.learning_rate <= 1 or not 0 <= self.mass_tolerance < 1:
+            raise InputError(f"--depth and --trees >= 1, --learning-rate in (0, 1], --mass-tolerance in [0, 1); got "
+                             f"{self.depth}, {self.trees}, {self.learning_rate}, {self.mass_tolerance}")
+        if self.distractor_passages < 0:
+            raise InputError(f"--distractor-passages must be >= 0, got {self.distractor_passages}")
+
+
+@dataclass
+class Question:
+    """One labelled question as EXIT scored it."""
+
+    source: str
+    example: QAExample
+    passages: list[Passage]
+    units: list[tuple[int, str]]
+    rows: list[tuple[float, ...]]
+    labels: list[int]
+    has_answer: bool
+    predicted: list[float] = field(default_factory=list)  # out-of-fold log-odds
+
+
+def labelled(config: Config) -> tuple[list[tuple[str, QAExample, list[list[str]]]], dict[str, dict[str, int]]]:
+    """(source name, example with its sentence split, each passage's sentence kinds) of every source question."""
+    split = get_splitter("spacy")
+    out: list[tuple[str, QAExample, list[list[str]]]] = []
+    counts_of: dict[str, dict[str, int]] = {}
+    for text in config.source:
+        spec = parse_spec(text, "--source")
+        fmt, examples, _ = load_spec(spec, "--source")
+        if fmt not in KINDS:
+            raise InputError(f"--source {text!r}: format {fmt!r} has no sentence labels; expected one of "
+                             f"{', '.join(sorted(KINDS))}")
+        counts = new_counts()
+        kept = take(KINDS[fmt], examples, exclusion=None, cap=None, counts=counts, split=split, seen=set(),
+                    name=fmt)
+        if KINDS[fmt] == "one-passage" and config.distractor_passages:
+            # as `exp frontier --distractors` hides them: among passages of the whole file's other questions
+            kept = hidden(kept, n=config.distractor_passages, seed=config.seed, split=split,
+                          donors=load_dataset(spec.path, format=fmt))
+        counts_of[text] = counts
+        out.extend((text, ex, kinds) for ex, kinds in kept)
+    return out, counts_of
+
+
+def hidden(kept: list[tuple[QAExample, list[list[str]]]], *, n: int, seed: int, split: Any,
+           donors: Sequence[QAExample]) -> list[tuple[QAExample, list[list[str]]]]:
+    """Labelled one-passage questions, each among ``n`` passages of other questions (all their sentences
+    labelled distractor; :func:`~readerfit.data.distractors.with_distractors`)."""
+    out = []
+    for (ex, kinds), mixed in zip(kept, with_distractors([ex for ex, _ in kept], n=n, seed=seed, donors=donors)):
+        own = {id(p): k for p, k in zip(ex.passages, kinds)}
+        passages, all_kinds = [], []
+        for p in mixed.passages:
+            if id(p) in own:
+                passages.append(p)
+                all_kinds.append(own[id(p)])
+            else:
+                p = split_passage(p, split)
+                passages.append(p)
+                all_kinds.append(["distractor"] * len(sentences_of(p)))
+        out.append((replace(ex, passages=passages), all_kinds))
+    return out
+
+
+def score(config: Config, items: Sequence[tuple[str, QAExample, list[list[str]]]], *, pool: ModelPool,
+          progress: bool) -> list[Question]:
+    """Each labelled question scored by EXIT (ranking ``r``: the signals, not a ranker's score, are wanted)."""
+    from tqdm.auto import tqdm
+
+    options = parse_options([f"exit.{o}" for o in config.exit_options], what="--exit-options").get("exit", {})
+    exit_config = make_config(ExitConfig, {**options, "ranking": "r"}, what="--exit-options")
+    exit_ = ExitCompressor(build_classifier(exit_config, pool), get_splitter(exit_config.splitter), exit_config,
+                           embedder=pool.embedder(exit_config.embedder), needs=frozenset(config.signals))
+    out = []
+    for source, ex, kinds in tqdm(items, desc="scoring", unit="q", disable=not progress):
+        passages = [p for p in ex.passages if p.text.strip()]
+        flat = [k for ks, p in zip(kinds, ex.passages) if p.text.strip() for k in ks]
+        scored = exit_.score_units([(ex.question, passages)])[0]
+        if len(flat) != len(scored.units) or scored.signals is None:
+            continue  # a passage split otherwise than labelled: no row can be trusted
+        raw = join_passages(passages)
+        out.append(Question(source=source, example=ex, passages=passages, units=scored.units,
+                            rows=list(scored.signals.rows), labels=[int(k == "positive") for k in flat],
+                            has_answer=holds_answer(raw, ex.answers)))
+    return out
+
+
+def fit_trees(questions: Sequence[Question], config: Config) -> Any:
+    """Boosted trees on the questions' rows: every source weighs the same, every question the same within it."""
+    import numpy as np
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    columns = [SIGNALS.index(s) for s in config.signals]
+    per_source: dict[str, int] = {}
+    for q in questions:
+        per_source[q.source] = per_source.get(q.source, 0) + 1
+    X, y, w = [], [], []
+    for q in questions:
+        for row, label in zip(q.rows, q.labels):
+            X.append([row[c] for c in columns])
+            y.append(label)
+            w.append(1.0 / (len(q.rows) * per_source[q.source]))
+    weights = np.array(w) * len(w) / sum(w)
+    model = HistGradientBoostingClassifier(max_depth=config.depth, max_iter=config.trees,
+                                           learning_rate=config.learning_rate, random_state=config.seed)
+    model.fit(np.array(X), np.array(y), sample_weight=weights)
+    return model
+
+
+def export(model: Any, config: Config, *, mass: float, fitted: dict[str, Any]) -> Ranker:
+    """The fitted trees as a :class:`Ranker` (plain lists: no pickled code)."""
+    trees: list[dict[str, list[Any]]] = []
+    for (predictor,) in model._predictors:
+        nodes = predictor.nodes
+        leaf = nodes["is_leaf"].astype(bool)
+        trees.append({"feature": [int(f) if not is_leaf else -1 for f, is_leaf in zip(nodes["feature_idx"], leaf)],
+                      "threshold": [float(t) for t in nodes["num_threshold"]],
+                      "left": [int(x) if not is_leaf else -1 for x, is_leaf in zip(nodes["left"], leaf)],
+                      "right": [int(x) if not is_leaf else -1 for x, is_leaf in zip(nodes["right"], leaf)],
+                      "value": [float(v) for v in nodes["value"]]})
+    return Ranker(signals=tuple(config.signals), trees=tuple(trees), baseline=float(model._baseline_prediction.ravel()[0]),
+                  mass=mass, fitted=fitted)
+
+
+def default_recall(questions: Sequence[Question], *, mass: float, count: Any) -> tuple[float, float]:
+    """(mean over sources of answer recall, mean kept fraction of the reader's tokens) at EXIT's default with
+    ``mass``, from the questions' out-of-fold predictions."""
+    by_source: dict[str, list[tuple[bool | None, float]]] = {}
+    for q in questions:
+        candidates = within_mass(q.predicted, mass) if mass < 1.0 else list(range(len(q.units)))
+        kept, details = select_units(q.predicted, passages=q.passages, units=q.units, candidates=candidates,
+                                     budget=Budget(rate=DEFAULT_RATE, hard=False), count=count,
+                                     counted_in="reader tokens", min_keep=1)
+        text = assemble(q.passages, q.units, kept)
+        by_source.setdefault(q.source, []).append(
+            (holds_answer(text, q.example.answers) if q.has_answer else None, details["budget"]["achieved_rate"]))
+    recalls, fractions = [], []
+    for points in by_source.values():
+        answered = [kept for kept, _ in points if kept is not None]
+        if answered:
+            recalls.append(sum(answered) / len(answered))
+        fractions.append(sum(f for _, f in points) / len(points))
+    return sum(recalls) / max(len(recalls), 1), sum(fractions) / max(len(fractions), 1)
+
+
+def cross_predict(questions: list[Question], config: Config) -> None:
+    """Each question's log-odds from trees fitted on the other fold (two folds, by question, seeded)."""
+    import random
+
+    import numpy as np
+
+    order = list(range(len(questions)))
+    random.Random(config.seed).shuffle(order)
+    folds = [set(order[::2]), set(order[1::2])]
+    columns = [SIGNALS.index(s) for s in config.signals]
+    for held in folds:
+        model = fit_trees([q for i, q in enumerate(questions) if i not in held], config)
+        for i in held:
+            q = questions[i]
+            q.predicted = list(model.decision_function(np.array([[r[c] for c in columns] for r in q.rows])))
+
+
+def run(config: Config, *, progress: bool = True, device: str | None = None) -> Outcome:
+    start = time.perf_counter()
+    pool = ModelPool(device=device)
+    items, counts = labelled(config)
+    if not items:
+        raise InputError("no question of any --source could be labelled (see train exit-data's per-source counts)")
+    questions = [q for q in score(config, items, pool=pool, progress=progress) if any(q.labels)]
+    count = pool.lm(config.reader).count_tokens
+    cross_predict(questions, config)
+    grid = [(mass, *default_recall(questions, mass=mass, count=count)) for mass in MASSES]
+    full = grid[0][1]
+    mass = min(m for m, recall, _ in grid if recall >= full - config.mass_tolerance)
+    fitted = {"sources": config.source, "counts": counts, "questions": len(questions),
+              "sentences": sum(len(q.rows) for q in questions), "depth": config.depth, "trees": config.trees,
+              "learning_rate": config.learning_rate, "seed": config.seed, "exit_options": config.exit_options,
+              "signals": config.signals,
+              "mass_grid": [{"mass": m, "answer_recall": r, "tokens": f} for m, r, f in grid]}
+    ranker = export(fit_trees(questions, config), config, mass=mass, fitted=fitted)
+    ranker.save(Path(config.out))
+    table = "\n".join(["| mass | answer recall at the default (out of fold, mean of sources) | tokens |", "|---|---|---|",
+                       *(f"| {m:.2f}{' (chosen)' if m == mass else ''} | {r:.3f} | {f:.1%} |" for m, r, f in grid)])
+    result = {"out": config.out, "questions": len(questions), "mass": mass, "mass_grid": fitted["mass_grid"],
+              "seconds": time.perf_counter() - start}
+    return Outcome(result=result, table=table)

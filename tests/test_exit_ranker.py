@@ -1,0 +1,227 @@
+"""EXIT's learned ranking: the signals per sentence against slow references, the trees against scikit-learn's
+own prediction, the ranker file, and the compressor spending a budget by it (batched, unbatched, at_budget; the
+default's stop below its cap; a budget set by the user spent exactly)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+
+from readerfit.compressors.base import assemble
+from readerfit.compressors.budget import Budget, fit_units, word_count
+from readerfit.compressors.exit import ExitCompressor, ExitConfig
+from readerfit.compressors.exit.features import EMBEDDED, SIGNALS, RankSignals, logit, ranking_signals, text_chain
+from readerfit.compressors.exit.focus import answer_form, connected_passages, lexical_overlap
+from readerfit.compressors.exit.hop import names
+from readerfit.compressors.exit.ranker import Ranker, build_ranker, shipped_ranker_path
+from readerfit.errors import InputError
+from test_exit_hop import BatchedOverlap, Overlap, random_bridge
+
+QUESTION = "Who founded the club in Damerjog's country?"
+
+
+PLAIN = tuple(s for s in SIGNALS if s not in EMBEDDED | {"r_evidence", "r_evidence_pct"})  # no extra model pass
+
+
+def stump(column: int, threshold: float, low: float, high: float) -> dict:
+    return {"feature": [column, -1, -1], "threshold": [threshold, 0.0, 0.0], "left": [1, -1, -1],
+            "right": [2, -1, -1], "value": [0.0, low, high]}
+
+
+def random_ranker(rng: random.Random, n: int = 6) -> Ranker:
+    trees = tuple(stump(rng.randrange(len(PLAIN)), rng.uniform(-1, 1), rng.uniform(-1, 1), rng.uniform(-1, 1))
+                  for _ in range(n))
+    return Ranker(signals=PLAIN, trees=trees, baseline=rng.uniform(-1, 1), mass=1.0)
+
+
+class BagEmbedder:
+    """Normalised letter counts (similar texts share letters)."""
+
+    def encode(self, texts, normalize=True):
+        out = np.zeros((len(texts), 26))
+        for i, t in enumerate(texts):
+            for ch in t.lower():
+                if "a" <= ch <= "z":
+                    out[i, ord(ch) - 97] += 1
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+def slow_chain(question, units, start, passages, depth=3):
+    """Breadth-first, passage pair by passage pair: a link is a name of a sentence of the source that the
+    target holds (title or text), held by at most two passages other than the source."""
+    texts = {pi: f"{p.title}\n{p.text}" for pi, p in enumerate(passages)}
+    scored = {pi for pi, _ in units}
+    reached, frontier = {start: 0}, [start]
+    for step in range(1, depth + 1):
+        nxt = []
+        for source in frontier:
+            for _, sentence in [u for u in units if u[0] == source]:
+                for name in names(sentence, question):
+                    holders = [pj for pj in scored if pj != source and name.search(texts[pj])]
+                    if len(holders) <= 2:
+                        nxt += [pj for pj in holders if pj not in reached]
+        for pj in nxt:
+            reached.setdefault(pj, step)
+        frontier = sorted(set(nxt))
+    return reached
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_signals_match_slow_references(seed):
+    rng = random.Random(seed)
+    question, passages = random_bridge(rng)
+    units = [(pi, s) for pi, p in enumerate(passages) for s in p.sentences]
+    r = [rng.random() for _ in units]
+    first = [rng.random() for _ in units]
+    linked = {pi for pi in range(len(passages)) if rng.random() < 0.3}
+    rows = ranking_signals(question=question, units=units, r=r, r_first=first, passages=passages, linked=linked,
+                           title_linked=set(list(linked)[:1]))
+    assert rows.column("r") == pytest.approx([logit(x) for x in r])
+    assert rows.column("r_evidence") == rows.column("r")  # no evidence pass: r itself
+    assert rows.column("lexical") == lexical_overlap(question, [s for _, s in units])
+    assert rows.column("answer_form") == answer_form(question, [s for _, s in units])
+    connected = connected_passages(question=question, units=units, scores=r, passages=passages)
+    assert rows.column("detached") == [float(pi not in connected) for pi, _ in units]
+    assert rows.column("hop_linked") == [float(pi in linked) for pi, _ in units]
+    best = max(range(len(units)), key=lambda k: (r[k], -k))
+    top = units[best][0]
+    assert rows.column("passage_top") == [float(pi == top) for pi, _ in units]
+    assert text_chain(question=question, units=units, start=top, passages=passages) == \
+        slow_chain(question, units, top, passages)
+    best_of = {pi: max(r[k] for k, (pj, _) in enumerate(units) if pj == pi) for pi, _ in units}
+    rank = sorted(best_of, key=lambda pi: (-best_of[pi], pi))
+    assert rows.column("passage_rank") == [1 / (1 + rank.index(pi)) for pi, _ in units]
+    firsts = {pi: min(k for k, (pj, _) in enumerate(units) if pj == pi) for pi, _ in units}
+    assert rows.column("first_sentence") == [float(firsts[pi] == k) for k, (pi, _) in enumerate(units)]
+
+
+def test_the_trees_equal_scikit_learns_prediction(tmp_path):
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    from readerfit.train.exit_ranker import Config, export
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, len(SIGNALS)))
+    y = (X[:, 0] + 0.5 * X[:, 3] * X[:, 5] + rng.normal(scale=0.3, size=400) > 0).astype(int)
+    model = HistGradientBoostingClassifier(max_depth=3, max_iter=20, random_state=0).fit(X, y)
+    ranker = export(model, Config(source=["x"], out="x", signals=list(SIGNALS)), mass=0.8, fitted={"note": "test"})
+    rows = RankSignals(rows=tuple(tuple(map(float, x)) for x in X[:50]))
+    assert ranker.score(rows) == pytest.approx(model.decision_function(X[:50]).tolist(), abs=1e-9)
+    ranker.save(tmp_path / "r.json")
+    again = Ranker.load(tmp_path / "r.json")
+    assert again.score(rows) == ranker.score(rows) and again.mass == 0.8 and again.fitted == {"note": "test"}
+
+
+def test_bad_ranker_files_are_clear_errors(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text("{}")
+    with pytest.raises(InputError, match="not a ranker file"):
+        Ranker.load(path)
+    good = random_ranker(random.Random(0)).to_dict()
+    good["trees"][0]["left"][0] = 7  # a child outside the tree
+    path.write_text(json.dumps(good))
+    with pytest.raises(InputError, match="outside its tree"):
+        Ranker.load(path)
+    with pytest.raises(InputError, match="unknown"):
+        Ranker(signals=("r", "nonsense"), trees=(), baseline=0.0)
+    with pytest.raises(InputError, match="ranking"):
+        ExitConfig(ranking="no/such/ranker.json")
+    assert build_ranker("r") is None and ExitConfig.PRESETS["paper"]["ranking"] == "r"
+
+
+def test_the_shipped_ranker_loads_and_reads_known_signals():
+    ranker = Ranker.load(shipped_ranker_path())
+    assert set(ranker.signals) <= set(SIGNALS) and ranker.trees and 0 < ranker.mass <= 1
+    assert ranker.fitted["sources"]  # what it was fitted on is recorded
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_budget_is_spent_by_the_ranking_batched_unbatched_and_through_at_budget(seed):
+    """A slow reference: the signals, the trees' log-odds per sentence, then the budget rule over them."""
+    rng = random.Random(seed)
+    question, passages = random_bridge(rng)
+    ranker = random_ranker(rng)
+    config = ExitConfig(rate=0.5, ranking="r")
+    exit_ = ExitCompressor(Overlap(), splitter=str.split, config=config, ranker=ranker)
+    c = exit_.compress(question, passages)
+    units = list(zip(c.passage_of_unit, c.units))
+    plain = ExitCompressor(Overlap(), splitter=str.split, config=config).compress(question, passages)
+    assert plain.scores == c.scores and plain.ranking == plain.scores  # r alone
+    hop = c.details["hop"]
+    rows = ranking_signals(question=question, units=units, r=c.scores,
+                           r_first=[x for pi, p in enumerate(passages) for x in
+                                    Overlap().score(question, [(p.title, p.sentences)])[0].scores],
+                           passages=passages, linked={int(k) for k in hop["linked"]}, title_linked=set(hop["title"]))
+    expected = ranker.score(rows)
+    assert c.ranking == pytest.approx(expected)
+    limit = Budget(rate=0.5).limit(tokens_in=word_count("\n\n".join(p.render() for p in passages)))
+    assert c.kept == fit_units(expected, passages=passages, units=units, limit=limit, count=word_count,
+                               assemble=lambda ks: assemble(passages, units, ks))
+    batched = ExitCompressor(BatchedOverlap(), splitter=str.split, config=config, ranker=ranker)
+    many = batched.compress_many([(question, passages), ("anna?", passages)])
+    assert many[0].kept == c.kept and many[0].ranking == c.ranking
+    assert exit_.at_budget(passages, c, Budget(rate=0.5)).kept == c.kept
+    at = exit_.at_budget(passages, c, Budget(rate=0.3))
+    assert at.kept == ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(rate=0.3, ranking="r"),
+                                     ranker=ranker).compress(question, passages).kept
+
+
+def test_the_default_stops_below_its_cap_and_a_set_budget_is_spent_exactly():
+    rng = random.Random(3)
+    question, passages = random_bridge(rng)
+    while len(passages) < 4:
+        question, passages = random_bridge(rng)
+    base = random_ranker(rng)
+    full_mass = Ranker(signals=base.signals, trees=base.trees, baseline=base.baseline, mass=1.0)
+    little = Ranker(signals=base.signals, trees=base.trees, baseline=base.baseline, mass=1e-9)
+    half = Ranker(signals=base.signals, trees=base.trees, baseline=base.baseline, mass=0.5)
+    a, b, c = (ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(ranking="r"), ranker=r).compress(
+        question, passages) for r in (full_mass, little, half))
+    # the least mass: the best sentence alone (what min_keep keeps anyway)
+    assert b.kept == [max(range(len(b.ranking)), key=lambda k: (b.ranking[k], -k))]
+    # half the mass: the best sentences, in rank order, until they hold half the summed probability (slow reference)
+    p = [1 / (1 + math.exp(-x)) for x in c.ranking]
+    order = sorted(range(len(p)), key=lambda k: (-c.ranking[k], k))
+    held = next(i for i in range(1, len(p) + 1) if sum(p[k] for k in order[:i]) >= 0.5 * sum(p))
+    assert set(c.kept) <= set(order[:held]) and set(b.kept) <= set(c.kept) <= set(a.kept) | set(order[:held])
+    # a rate the user sets is spent as without the stop
+    set_rate = [ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(rate=0.3, ranking="r"),
+                               ranker=r).compress(question, passages).kept for r in (full_mass, little)]
+    assert set_rate[0] == set_rate[1]
+
+
+def test_a_ranker_reading_cosines_needs_an_embedder_and_gets_them():
+    rng = random.Random(5)
+    question, passages = random_bridge(rng)
+    ranker = Ranker(signals=("cos_q", "cos_ev"), trees=(), baseline=0.0)
+    with pytest.raises(InputError, match="embedder"):
+        ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(rate=0.5, ranking="r"), ranker=ranker)
+    exit_ = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(rate=0.5, ranking="r"), ranker=ranker,
+                           embedder=BagEmbedder())
+    scored = exit_.score_units([(question, passages)])[0]
+    vectors = BagEmbedder().encode([question] + [s for _, s in scored.units])
+    assert scored.signals.column("cos_q") == pytest.approx((vectors[1:] @ vectors[0]).tolist())
+
+
+def test_the_evidence_pass_scores_the_other_passages_given_the_best_sentence():
+    rng = random.Random(7)
+    question, passages = random_bridge(rng)
+    while len(passages) < 3:
+        question, passages = random_bridge(rng)
+    ranker = Ranker(signals=("r_evidence",), trees=(), baseline=0.0)
+    clf = Overlap()
+    exit_ = ExitCompressor(clf, splitter=str.split, config=ExitConfig(rate=0.5, hop=0, ranking="r"), ranker=ranker)
+    scored = exit_.score_units([(question, passages)])[0]
+    units = scored.units
+    best = max(range(len(units)), key=lambda k: (scored.scores[k], -k))
+    evidence_question = question + " " + units[best][1]
+    for k, (pi, _) in enumerate(units):
+        p = passages[pi]
+        j = [kk for kk, (pj, _) in enumerate(units) if pj == pi].index(k)
+        q = question if pi == units[best][0] else evidence_question
+        expected = Overlap().score(q, [(p.title, p.sentences)])[0].scores[j]
+        assert scored.signals.column("r_evidence")[k] == pytest.approx(logit(expected))
