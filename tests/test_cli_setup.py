@@ -29,7 +29,8 @@ def test_compress_help_has_examples_and_budgets() -> None:
     assert proc.returncode == 0
     examples = proc.stdout.split("examples:", 1)[1]
     commands = [line.strip() for line in examples.splitlines() if line.strip().startswith(("readerfit", "echo"))]
-    assert len(commands) >= 3 and any("rate=0.2" in c for c in commands) and any("target_tokens=" in c for c in commands)
+    assert len(commands) >= 3 and any(re.search(r"rate[= ]0\.2", c) for c in commands)
+    assert any(re.search(r"target[-_]tokens[= ]", c) for c in commands)
     assert "budgets:" in examples and re.search(r"\btarget_token\b", examples)  # LLMLingua's name, read too
 
 
