@@ -116,8 +116,9 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
         question: the question the passages are compressed for (non-empty).
         passages: strings, ``{"title", "text"}`` objects or :class:`Passage`\\ s; blank ones are dropped.
         method: a registered compressor (``readerfit.compressors.COMPRESSORS``); an unknown name lists them.
-        rate, target_tokens: this call's budget (a fraction of the reader's tokens, a count; also ``target_token``
-            or in ``options``): one compressor whatever the budget (:mod:`readerfit.compressors.per_call`).
+        rate: this call's budget as a fraction of the reader's tokens (also in ``options``): one compressor
+            whatever the budget (:mod:`readerfit.compressors.per_call`).
+        target_tokens: this call's budget as a count of the reader's tokens (also ``target_token``).
         pool: the :class:`ModelPool` whose models are used (default: one per process).
         reader: the reader the context is for (a name or an LM; default the packaged SmolLM2, loaded once into
             the pool): reader-aware methods score with it, budgets count its tokens, and ``origin_tokens`` /
