@@ -19,6 +19,7 @@ from readerfit.compressors.exit.focus import answer_form, connected_passages, le
 from readerfit.compressors.exit.hop import names
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, shipped_ranker_path
 from readerfit.errors import InputError
+from test_budget import BagEmbedder
 from test_exit_hop import BatchedOverlap, Overlap, random_bridge
 
 QUESTION = "Who founded the club in Damerjog's country?"
@@ -36,18 +37,6 @@ def random_ranker(rng: random.Random, n: int = 6) -> Ranker:
     trees = tuple(stump(rng.randrange(len(PLAIN)), rng.uniform(-1, 1), rng.uniform(-1, 1), rng.uniform(-1, 1))
                   for _ in range(n))
     return Ranker(signals=PLAIN, trees=trees, baseline=rng.uniform(-1, 1), mass=1.0)
-
-
-class BagEmbedder:
-    """Normalised letter counts (similar texts share letters)."""
-
-    def encode(self, texts, normalize=True):
-        out = np.zeros((len(texts), 26))
-        for i, t in enumerate(texts):
-            for ch in t.lower():
-                if "a" <= ch <= "z":
-                    out[i, ord(ch) - 97] += 1
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
 
 
 def slow_chain(question, units, start, passages, depth=3):
