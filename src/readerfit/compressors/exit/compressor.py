@@ -100,6 +100,7 @@ class ExitCompressor(BaseCompressor):
             raise InputError(f"exit's ranker reads {', '.join(sorted(needs & EMBEDDED))}: it needs an embedder")
         self.embedder = embedder if needs & EMBEDDED else None
         self.evidence = "r_evidence" in needs
+        self.signals_wanted = ranker is not None or bool(needs)  # r alone (the presets) needs none
 
     @classmethod
     def from_config(cls, config: ExitConfig, *, pool: Any, reader_lm: LanguageModel | None = None) -> ExitCompressor:
@@ -142,8 +143,8 @@ class ExitCompressor(BaseCompressor):
             linked = {int(k) for k in hop["linked"]} if hop else set()
             signals = ranking_signals(question=q, units=units, r=scores, r_first=r0, passages=passages,
                                       linked=linked, title_linked=set(hop["title"]) if hop else set(),
-                                      r_evidence=r_ev, **self._cosines(q, units, r0))
-            if self.ranker is None:
+                                      r_evidence=r_ev, **self._cosines(q, units, r0)) if self.signals_wanted else None
+            if self.ranker is None or signals is None:
                 ranking = list(scores)
                 details["ranking"] = "r"
             else:
