@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import os
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,14 +63,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tiny_lm_dir, tmp_path_factory):
+@contextlib.contextmanager
+def running_server(args: list[str], log: Path) -> Iterator[Server]:
+    """``readerfit serve ARGS`` on a free loopback port, its output in ``log``; stopped on exit."""
     port = free_port()
-    log = tmp_path_factory.mktemp("serve") / "server.log"
-    command = [sys.executable, "-m", "readerfit.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--reader", str(tiny_lm_dir), "--compressor", "none", "exit", "--option", f"exit.classifier={tiny_lm_dir}",
-               "--option", "exit.splitter=regex", "--max-concurrency", "2", "--max-body-bytes", str(MAX_BODY),
-               "--threads", "1", "--log-level", "warning"]
+    command = [sys.executable, "-m", "readerfit.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
                                    env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -94,6 +93,15 @@ def server(tiny_lm_dir, tmp_path_factory):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tiny_lm_dir, tmp_path_factory):
+    with running_server(["--reader", str(tiny_lm_dir), "--compressor", "none", "exit",
+                         "--option", f"exit.classifier={tiny_lm_dir}", "--option", "exit.splitter=regex",
+                         "--max-concurrency", "2", "--max-body-bytes", str(MAX_BODY), "--threads", "1",
+                         "--log-level", "warning"], tmp_path_factory.mktemp("serve") / "server.log") as running:
+        yield running
 
 
 @pytest.fixture()

@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
-import subprocess
-import sys
-import time
 
 import pytest
 
@@ -23,7 +19,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi", reason="pip install 'readerfit[serve]'")
 pytest.importorskip("uvicorn", reason="pip install 'readerfit[serve]'")
 
-from test_serve import Server, free_port  # noqa: E402
+from test_serve import running_server  # noqa: E402
 
 QUERY = "Who wrote the book?"
 TEXTS = ["The river runs north. It floods in spring.", "The book was written by Anna. It sold well.",
@@ -37,38 +33,12 @@ def provence_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(tiny_lm_dir, provence_dir, tmp_path_factory):
-    port = free_port()
-    log = tmp_path_factory.mktemp("serve-rerank") / "server.log"
-    command = [sys.executable, "-m", "readerfit.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--reader", str(tiny_lm_dir), "--compressor", "exit", "provence", "none",
-               "--option", f"exit.model={tiny_lm_dir}", "--option", "exit.splitter=regex",
-               "--option", f"provence.model={provence_dir}", "--option", "provence.splitter=regex",
-               "--scorer", "ppl", "--threads", "1", "--log-level", "warning"]
-    with open(log, "wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "OMP_NUM_THREADS": "1"})
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300  # a bound on start-up, not a timing assertion
-    try:
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the server exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                if httpx.get(url + "/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"the server did not answer /health:\n{log.read_text()[-3000:]}")
-            time.sleep(0.2)
-        yield Server(url, process, log)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with running_server(["--reader", str(tiny_lm_dir), "--compressor", "exit", "provence", "none",
+                         "--option", f"exit.model={tiny_lm_dir}", "--option", "exit.splitter=regex",
+                         "--option", f"provence.model={provence_dir}", "--option", "provence.splitter=regex",
+                         "--scorer", "ppl", "--threads", "1", "--log-level", "warning"],
+                        tmp_path_factory.mktemp("serve-rerank") / "server.log") as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
