@@ -337,3 +337,24 @@ def test_dataset_format_contract(name, tmp_path):
     broken.write_text("\ufeff" + "{not json\n" if not file_name.endswith(".tsv") else "only a question\n")
     with pytest.raises(ReaderfitError, match="broken-"):
         load_corpus(broken, format=name) if fmt.kind == "corpus" else load_dataset(broken, format=name)
+
+
+@pytest.mark.parametrize("name", __import__("readerfit.train", fromlist=["TRAINERS"]).TRAINERS.names())
+def test_every_trainer_has_a_config_a_run_and_generated_flags(name, capsys):
+    """`readerfit train NAME`: its Config is a dataclass whose fields become flags, and run(config, *, progress,
+    device) is what the command calls."""
+    import inspect
+
+    from readerfit.cli.main import main
+    from readerfit.train import TRAINERS
+
+    module = TRAINERS.get(name)
+    assert dataclasses.is_dataclass(module.Config), name
+    assert list(inspect.signature(module.run).parameters) == ["config", "progress", "device"], name
+    with pytest.raises(SystemExit) as stop:
+        main(["train", name, "--help"])
+    assert stop.value.code == 0
+    flags = capsys.readouterr().out
+    for f in dataclasses.fields(module.Config):
+        if f.init:
+            assert (f.metadata.get("flag") or "--" + f.name.replace("_", "-")) in flags, (name, f.name)
