@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from readerfit.types import Record
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -63,9 +65,10 @@ def run_eval(args: list[str]) -> None:
         raise SystemExit(f"readerfit {' '.join(args)} exited with {code}")
 
 
-def records(out: Path) -> dict[tuple[str, str], dict]:
-    rows = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
-    return {(r["id"], r["method"]): r for r in rows}
+def records(out: Path) -> dict[tuple[str, str], Record]:
+    rows = [Record.from_dict(json.loads(line)) for line in (out / "records.jsonl").read_text().splitlines()
+            if line.strip()]
+    return {(r.id, r.method): r for r in rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         summary = summarize(list(recs.values()), args.compressor)
         for method, s in summary.items():
             same = [k for k in recs if k[1] == method and k in local and k in served]
-            agree = sum(local[k]["prediction"] == served[k]["prediction"] for k in same) / len(same)
+            agree = sum(local[k].prediction == served[k].prediction for k in same) / len(same)
             row = {"reader": name, "method": method, "n": s.n, "n_errors": s.n_errors, "contains": s["contains"],
                    "em": s["em"], "f1": s["f1"], "read_s": s["read_s"], "total_s": s["total_s"], "same_answer": agree}
             rows.append(row)
