@@ -12,6 +12,10 @@ details name; and ``init_llmlingua2``'s global ``seed_everything(42)`` is replac
 forked RNG, so the embeddings of the added force-token placeholders are the released ones and the caller's
 random state is left as it was.
 
+A budget per call (``at_budget``): the compression keeps the token classifier's logits (``token_logits``), and
+llmlingua's own selection runs again at the new ``rate`` / ``target_tokens`` with them in place of the classifier,
+so a budget sweep runs the classifier once and keeps exactly what the compressor built with each budget keeps.
+
 >>> LLMLingua2Config().rate, LLMLingua2Config().force_tokens
 (0.33, ['\\n', '?'])
 """
@@ -166,7 +170,8 @@ class LLMLingua2(BaseCompressor):
             # each passage compressed on its own (llmlingua's list default would first drop whole passages)
             units, rate=rate, force_tokens=list(self.config.force_tokens), use_context_level_filter=False,
             target_token=-1 if target_tokens is None else target_tokens)
-        engine.model.check_done()
+        if isinstance(engine.model, _Replayed):
+            engine.model.check_done()
         pieces = [str(t).strip() for t in result["compressed_prompt_list"]]
         if len(pieces) != len(units):
             raise InputError(f"llmlingua returned {len(pieces)} compressed passages for {len(units)}")
@@ -197,9 +202,6 @@ class _Recorded:
         out = self.model(input_ids=input_ids, attention_mask=attention_mask)
         self.logits = (self.logits or []) + [row[mask].tolist() for row, mask in zip(out.logits, attention_mask)]
         return out
-
-    def check_done(self) -> None:
-        """Nothing to check: the classifier ran."""
 
 
 class _Replayed:
