@@ -160,7 +160,8 @@ class ProvenceCompressor(BaseCompressor):
         details["kept_sentences"] = [[units[k][1] for k in by_passage.get(i, []) if k not in titles]
                                      for i in range(len(passages))]
         rank = {pi: r for r, pi in enumerate(order)}
-        return Compression(text=self._render(passages, units, titles, kept, order), units=[u for _, u in units], scores=scores,
+        return Compression(text=self._render(passages, units, titles, kept, order), units=[u for _, u in units],
+                           scores=scores,
                            kept=sorted(kept, key=lambda k: (rank[units[k][0]], k)),
                            passage_of_unit=[pi for pi, _ in units], ranking=list(scores),
                            passage_scores=list(ranking), details=details)

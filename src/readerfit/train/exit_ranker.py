@@ -45,7 +45,7 @@ from readerfit.text.split import get_splitter
 from readerfit.train.exit_samples import sentences_of
 from readerfit.train.exit_sources import new_counts, split_passage, take
 from readerfit.train.exit_specs import KINDS, load_spec, parse_spec
-from readerfit.types import Passage, QAExample
+from readerfit.types import Passage, QAExample, token_rate
 
 MASSES = (1.0, 0.95, 0.9, 0.85, 0.8, 0.7)
 
@@ -198,12 +198,13 @@ def default_recall(questions: Sequence[Question], *, mass: float, count: Any) ->
     by_source: dict[str, list[tuple[bool | None, float]]] = {}
     for q in questions:
         # EXIT's default selection (ExitCompressor._select) with these predictions as its ranking
-        kept, details = select(Scoring(passages=q.passages, units=q.units, ranking=q.predicted, min_keep=1,
-                                       stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
-                                       counter=(count, "reader tokens")), Budget(rate=DEFAULT_RATE, hard=False))
+        kept, _ = select(Scoring(passages=q.passages, units=q.units, ranking=q.predicted, min_keep=1,
+                                 stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
+                                 counter=(count, "reader tokens")), Budget(rate=DEFAULT_RATE, hard=False))
         text = assemble(q.passages, q.units, kept)
+        kept_rate = token_rate(count(join_passages(q.passages)), count(text) if kept else 0)
         by_source.setdefault(q.source, []).append(
-            (holds_answer(text, q.example.answers) if q.has_answer else None, details["budget"]["achieved_rate"]))
+            (holds_answer(text, q.example.answers) if q.has_answer else None, kept_rate))
     recalls, fractions = [], []
     for points in by_source.values():
         answered = [kept for kept, _ in points if kept is not None]
