@@ -105,7 +105,7 @@ def pool(tiny_lm, tiny_lm_dir) -> ModelPool:
     return pool
 
 
-def test_the_selecting_compressors_are_the_budgeted_ones():
+def test_the_unit_selecting_compressors_are_found_as_budgeted():
     assert {"exit", "sentence-sim", "provence", "selective-context"} <= set(SELECTING)
 
 
