@@ -148,7 +148,8 @@ def test_compressor_budget_is_validated_and_reported(name, pool, tiny_lm, tiny_l
                                  "rate": 0.5},
                           pool=pool, reader_lm=tiny_lm)
     out = c.compress(QUESTION, PASSAGES)
-    assert "budget" in out.details or not isinstance(c, Budgeted)
+    # llmlingua2 re-selects (Budgeted) too, but its rate is llmlingua's own target, not a hard cap
+    assert "budget" in out.details or not isinstance(c, Budgeted) or name == "llmlingua2"
     if "budget" in out.details:  # a hard cap (longllmlingua's rate is llmlingua's own target instead)
         limit = int(0.5 * tiny_lm.count_tokens(join_passages([p for p in PASSAGES if p.text.strip()])))
         assert out.details["budget"]["limit"] == limit

@@ -12,7 +12,7 @@ from readerfit.compressors import build_compressor, registered_compressors
 from readerfit.compressors.selective_context import (
     SelectiveContext,
     SelectiveContextConfig,
-    percentile_keep,
+    percentile_threshold,
     sentence_pieces,
     word_pieces,
 )
@@ -141,13 +141,14 @@ def test_no_bos_first_token_unscored():
     out = sc.compress("Q?", [Passage("aa bbbb c")])  # no title: the first word has no context
     assert math.isnan(out.scores[0]) and out.scores[1:] == [4.0, 1.0]
     assert 0 in out.kept  # unscored units are kept
+    assert sc.compress("Q?", [Passage("aa")]).kept == [0]  # no unit scored: no threshold, all kept
 
 
 def test_helpers():
     assert sentence_pieces("A b.  C d. tail", ["A b.", "C d."]) == ["A b.", "  C d. tail"]
     assert sentence_pieces("A b. C d.", ["A  b.", "C d."]) == ["A  b.", " C d."]  # not verbatim: rejoined
-    assert percentile_keep([math.nan, 1.0, 3.0], 0.5) == ([0, 2], 2.0)
-    assert percentile_keep([math.nan], 0.5)[0] == [0]
+    assert percentile_threshold([math.nan, 1.0, 3.0], 0.5) == 2.0
+    assert math.isnan(percentile_threshold([math.nan], 0.5))
 
 
 def test_config_errors_and_registry(tiny_lm):

@@ -35,6 +35,8 @@ class Compression:
     ``units``: a compressor re-selects from it at another budget without scoring again, and code reads it, never
     ``details``; ``passage_scores`` (compressors that also rank passages, as Provence's ranking head) is one
     relevance score per passage, aligned with the non-empty input passages, what a reranker orders them by;
+    ``token_logits`` (llmlingua2) are its token classifier's logits, per chunk it read, per token: what it
+    re-selects from at another budget without the classifier (bulky: :meth:`to_dict` leaves them out);
     ``metrics`` are numbers the eval averages per compressor (e.g. xcompress's ``sampled``); ``details`` is
     free-form provenance for people, never read back by code.
     """
@@ -49,6 +51,7 @@ class Compression:
     passage_of_unit: list[int] | None = None
     ranking: list[float] | None = None
     passage_scores: list[float] | None = None
+    token_logits: list[list[list[float]]] | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
 

@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from readerfit.compressors.base import assemble, join_passages
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.types import Compression, Passage, render_passage, token_rate
@@ -144,38 +143,3 @@ def budget_details(budget: Budget, *, limit: int, tokens_in: int, tokens_out: in
     return {"rate": budget.rate, "target_tokens": budget.target_tokens, "limit": limit, "hard": budget.hard,
             "counted_in": counted_in, "origin_tokens": tokens_in, "compressed_tokens": tokens_out,
             "achieved_rate": token_rate(tokens_in, tokens_out)}
-
-
-def select_units(scores: Sequence[float], *, passages: Sequence[Passage], units: Sequence[tuple[int, str]],
-                 candidates: Sequence[int], budget: Budget, count: TokenCounter, counted_in: str,
-                 min_keep: int = 0, assemble_with: Callable[[Sequence[int]], str] | None = None,
-                 ) -> tuple[list[int], dict[str, Any]]:
-    """(kept unit indices, details) of a scored extractive compression: the compressor's own ``candidates``
-    (its rule: r ≥ τ, the top n...), topped up with the best-scored other units to ``min_keep``, then cut to
-    the budget. The details record the budget (requested, limit, achieved) and how many units ``min_keep``
-    added. ``assemble_with``: how kept units become the context (default: sentences joined under their
-    passage titles, :func:`~readerfit.compressors.base.assemble`)."""
-    kept = sorted(candidates)
-    details: dict[str, Any] = {}
-    ranked = sorted(range(len(units)), key=lambda k: (-scores[k], k))
-    best = ranked[:min_keep]
-    if len(kept) < min_keep:
-        chosen = set(kept)
-        added = [k for k in ranked if k not in chosen][: min_keep - len(kept)]
-        kept = sorted(kept + added)
-        details["min_keep_added"] = len(added)
-    if budget.active:
-        def assembled(ks: Sequence[int]) -> str:
-            return assemble_with(ks) if assemble_with is not None else assemble(passages, units, ks)
-
-        tokens_in = count(join_passages(passages))
-        limit = budget.limit(tokens_in=tokens_in)
-        assert limit is not None
-        kept = fit_units(scores, passages=passages, units=units, limit=limit, count=count, candidates=kept,
-                         assemble=assembled, must=() if budget.hard else best)
-        tokens_out = count(assembled(kept)) if kept else 0
-        details["budget"] = budget_details(budget, limit=limit, tokens_in=tokens_in, tokens_out=tokens_out,
-                                           counted_in=counted_in)
-        if not kept:
-            details["budget"]["empty"] = "no kept unit fits the budget"
-    return kept, details

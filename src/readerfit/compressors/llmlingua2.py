@@ -12,19 +12,26 @@ details name; and ``init_llmlingua2``'s global ``seed_everything(42)`` is replac
 forked RNG, so the embeddings of the added force-token placeholders are the released ones and the caller's
 random state is left as it was.
 
+A budget per call (``at_budget``): the compression keeps the token classifier's logits (``token_logits``), and
+llmlingua's own selection runs again at the new ``rate`` / ``target_tokens`` with them in place of the classifier,
+so a budget sweep runs the classifier once and keeps exactly what the compressor built with each budget keeps.
+
 >>> LLMLingua2Config().rate, LLMLingua2Config().force_tokens
 (0.33, ['\\n', '?'])
 """
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor
-from readerfit.compressors.budget import check_budget
+from readerfit.compressors.budget import Budget, check_budget
 from readerfit.compressors.longllmlingua import init_offline
 from readerfit.errors import InputError, UnknownModelError, require
 from readerfit.models.device import auto_device, resolve_dtype
@@ -143,11 +150,28 @@ class LLMLingua2(BaseCompressor):
         return cls(engine, config, reader_lm=reader_lm)
 
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
+        return self._run(passages, rate=self.config.rate, target_tokens=self.config.target_tokens, logits=None)
+
+    def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
+        """What this compressor built with ``budget`` keeps (its ``rate`` and/or ``target_tokens``; none: this
+        config's), from ``compression``'s ``token_logits``: llmlingua selects again, the classifier is not run (it
+        is where the compression has none: llmlingua had nothing to drop, and skipped it)."""
+        rate = budget.rate if budget.rate is not None else self.config.rate
+        target = budget.target_tokens if budget.active else self.config.target_tokens
+        return self._run(list(passages), rate=rate, target_tokens=target, logits=compression.token_logits)
+
+    def _run(self, passages: list[Passage], *, rate: float, target_tokens: int | None,
+             logits: list[list[list[float]]] | None) -> Compression:
+        """llmlingua's compression of the passages; ``logits``: the classifier's, replayed (None: run it)."""
+        engine = copy.copy(self.engine)  # this call's classifier, the shared engine untouched
+        engine.model = _Recorded(self.engine.model) if logits is None else _Replayed(logits, like=self.engine.model)
         units = [p.render() for p in passages]
-        result = self.engine.compress_prompt(
+        result = engine.compress_prompt(
             # each passage compressed on its own (llmlingua's list default would first drop whole passages)
-            units, rate=self.config.rate, force_tokens=list(self.config.force_tokens), use_context_level_filter=False,
-            target_token=-1 if self.config.target_tokens is None else self.config.target_tokens)
+            units, rate=rate, force_tokens=list(self.config.force_tokens), use_context_level_filter=False,
+            target_token=-1 if target_tokens is None else target_tokens)
+        if isinstance(engine.model, _Replayed):
+            engine.model.check_done()
         pieces = [str(t).strip() for t in result["compressed_prompt_list"]]
         if len(pieces) != len(units):
             raise InputError(f"llmlingua returned {len(pieces)} compressed passages for {len(units)}")
@@ -160,6 +184,54 @@ class LLMLingua2(BaseCompressor):
         return Compression(
             text=text, units=units, kept=kept, passage_of_unit=list(range(len(units))),
             origin_tokens=tokens_in if counted else 0, compressed_tokens=tokens_out if counted else 0,
-            details={"target_rate": self.config.rate, "target_tokens": self.config.target_tokens,
+            token_logits=engine.model.logits,
+            details={"target_rate": rate, "target_tokens": target_tokens,
                      "rate": token_rate(tokens_in, tokens_out), "token_counter": self.counted_in,
                      "compressed_passages": pieces})
+
+
+class _Recorded:
+    """The token classifier, keeping the logits it gives the tokens of each chunk llmlingua reads (None when it
+    read none: with nothing to drop llmlingua skips the classifier)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.logits: list[list[list[float]]] | None = None
+
+    def __call__(self, *, input_ids: Any, attention_mask: Any) -> Any:
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask)
+        self.logits = (self.logits or []) + [row[mask].tolist() for row, mask in zip(out.logits, attention_mask)]
+        return out
+
+
+class _Replayed:
+    """Stands in for the token classifier: the logits it gave (:class:`_Recorded`), chunk by chunk, in the order
+    llmlingua reads the chunks again, on the classifier's device and in its dtype (the same probabilities)."""
+
+    def __init__(self, logits: list[list[list[float]]], *, like: Any) -> None:
+        self.logits = logits
+        self.pending = list(logits)
+        self.like = like
+        self.called = False
+
+    def __call__(self, *, input_ids: Any, attention_mask: Any) -> Any:
+        import torch
+
+        self.called = True
+        width = self.like.config.num_labels
+        out = torch.zeros(*input_ids.shape, width, dtype=self.like.dtype, device=input_ids.device)
+        for row, mask in zip(out, attention_mask):
+            chunk = self.pending.pop(0) if self.pending else None
+            if chunk is None or len(chunk) != int(mask.sum()):
+                raise _not_ours()
+            row[mask] = torch.tensor(chunk, dtype=self.like.dtype, device=input_ids.device).reshape(-1, width)
+        return SimpleNamespace(loss=None, logits=out)
+
+    def check_done(self) -> None:
+        """Every chunk's logits read (when llmlingua read any): else they were another compression's."""
+        if self.called and self.pending:
+            raise _not_ours()
+
+
+def _not_ours() -> InputError:
+    return InputError("llmlingua2 re-selects only its own compression of the same passages (its token_logits)")

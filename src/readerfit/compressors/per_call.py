@@ -4,11 +4,11 @@ The budget (``rate`` / ``target_tokens``, LLMLingua's ``target_token``) is taken
 (:func:`split_budget`); :func:`compress_at_budgets` then compresses with the compressor built without it and
 spends each item's budget after:
 
-* a :class:`~readerfit.compressors.budget.Budgeted` compressor (exit, sentence-sim, provence, selective-context)
-  scores once at its own default and re-selects each compression under its item's budget (``at_budget``), which
-  is exactly what the compressor built with that budget keeps;
-* a compressor that takes a budget only as config (llmlingua2, longllmlingua, the summaries) is built with it,
-  once per budget (the caller caches builds);
+* a :class:`~readerfit.compressors.budget.Budgeted` compressor (exit, sentence-sim, provence, selective-context,
+  llmlingua2) scores once at its own default and re-selects each compression under its item's budget
+  (``at_budget``), which is exactly what the compressor built with that budget keeps;
+* a compressor that takes a budget only as config (longllmlingua, the summaries) is built with it, once per
+  budget (the caller caches builds);
 * a compressor that takes no budget (``none``) refuses one, naming it.
 
 >>> split_budget({"threshold": 0.3, "target_token": 40}, what="exit")

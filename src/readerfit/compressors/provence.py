@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from readerfit.compressors.base import BaseCompressor, join_passages
-from readerfit.compressors.budget import Budget, budget_details, check_budget, fit_units, reader_counter
+from readerfit.compressors.base import BaseCompressor
+from readerfit.compressors.budget import Budget, check_budget, reader_counter
+from readerfit.compressors.select import Scoring, select
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
@@ -145,27 +146,11 @@ class ProvenceCompressor(BaseCompressor):
         if cfg.reorder:  # best ranking score first; ties keep the retrieval order
             order = sorted(order, key=lambda i: (-ranking[i], i))[: cfg.top_k]
             details["passage_order"] = order
-        shown = set(order)
-        kept = [k for k, (pi, _) in enumerate(units) if pi in shown and scores[k] > cfg.threshold]
-
-        def render(ks: Sequence[int]) -> str:
-            return self._render(passages, units, titles, ks, order)
-
-        if budget.active:
-            count, counted_in = self.counter
-            tokens_in = count(join_passages(passages))
-            limit = budget.limit(tokens_in=tokens_in)
-            assert limit is not None
-            if cfg.always_select_title:  # a title costs its line with its passage's first kept sentence
-                costed = passages
-            else:  # a title is a unit like the others, shown only when kept itself
-                costed = [Passage(p.text) for p in passages]
-            kept = fit_units(scores, passages=costed, units=units, limit=limit, count=count, candidates=kept,
-                             assemble=render)
-            details["budget"] = budget_details(budget, limit=limit, tokens_in=tokens_in,
-                                               tokens_out=count(render(kept)) if kept else 0, counted_in=counted_in)
-            if not kept:
-                details["budget"]["empty"] = "no kept unit fits the budget"
+        # units whose mean P(keep) exceeds τ, of the passages shown, cut to the budget by it
+        kept, more = select(Scoring(passages=passages, units=units, ranking=scores, threshold=cfg.threshold, strict=True,
+                                    among=frozenset(order), counter=self.counter, title_lines=cfg.always_select_title,
+                                    render=lambda ks: self._render(passages, units, titles, ks, order)), budget)
+        details.update(more)
         if cfg.always_select_title:
             with_sentences = {units[k][0] for k in kept if k not in titles}
             kept = sorted(set(kept) | {t for t in titles if units[t][0] in with_sentences})
@@ -175,7 +160,8 @@ class ProvenceCompressor(BaseCompressor):
         details["kept_sentences"] = [[units[k][1] for k in by_passage.get(i, []) if k not in titles]
                                      for i in range(len(passages))]
         rank = {pi: r for r, pi in enumerate(order)}
-        return Compression(text=render(kept), units=[u for _, u in units], scores=scores,
+        return Compression(text=self._render(passages, units, titles, kept, order), units=[u for _, u in units],
+                           scores=scores,
                            kept=sorted(kept, key=lambda k: (rank[units[k][0]], k)),
                            passage_of_unit=[pi for pi, _ in units], ranking=list(scores),
                            passage_scores=list(ranking), details=details)

@@ -48,7 +48,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from readerfit.compressors.base import BaseCompressor
-from readerfit.compressors.budget import Budget, check_budget, reader_counter, select_units
+from readerfit.compressors.budget import Budget, check_budget, reader_counter
+from readerfit.compressors.select import Scoring, select
 from readerfit.errors import ContextLengthError, InputError, MissingPackageError, require
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
@@ -265,19 +266,16 @@ def unit_scores(per_token: Sequence[Sequence[tuple[int, float]]], n_units: int, 
     return [float(sum(v) / len(v)) if v else math.nan for v in collected]
 
 
-def percentile_keep(scores: Sequence[float], reduce_ratio: float) -> tuple[list[int], float]:
-    """Indices kept by the paper's filter (score >= the ``reduce_ratio`` percentile), and the threshold.
+def percentile_threshold(scores: Sequence[float], reduce_ratio: float) -> float:
+    """The paper's filter threshold: the ``reduce_ratio`` percentile of the units' scores (nan without any score).
 
-    Units without a score (nan) are kept: nothing says they are uninformative.
-
-    >>> percentile_keep([1.0, 4.0, 2.0, 3.0], 0.5)
-    ([1, 3], 2.5)
+    >>> percentile_threshold([1.0, 4.0, 2.0, 3.0], 0.5)
+    2.5
     """
     finite = [s for s in scores if math.isfinite(s)]
     if not finite:
-        return list(range(len(scores))), math.nan
-    threshold = float(np.percentile(np.asarray(finite, dtype=np.float64), 100.0 * reduce_ratio))
-    return [i for i, s in enumerate(scores) if not math.isfinite(s) or s >= threshold], threshold
+        return math.nan
+    return float(np.percentile(np.asarray(finite, dtype=np.float64), 100.0 * reduce_ratio))
 
 
 # ----- compressor -----------------------------------------------------------------------------------
@@ -363,16 +361,13 @@ class SelectiveContext(BaseCompressor):
 
     def _select(self, passages: Sequence[Passage], units: list[str], passage_of_unit: list[int], scores: list[float],
                 details: dict[str, Any], budget: Budget) -> Compression:
-        if budget.active:  # the most informative units (no score: first) until the budget is spent
-            ranked = [s if math.isfinite(s) else math.inf for s in scores]
-            kept, extra = select_units(ranked, passages=passages, units=list(zip(passage_of_unit, units)),
-                                       candidates=range(len(units)), budget=budget, count=self.counter[0],
-                                       counted_in=self.counter[1], assemble_with=lambda ks: self._assemble(
-                                           passages, units, passage_of_unit, ks))
-            threshold = math.nan
-        else:
-            kept, threshold = percentile_keep(scores, self.config.reduce_ratio)
-            extra = {}
+        """The paper's percentile filter without a budget; with one, the most informative units until it is spent.
+        A unit without a score (nan) ranks first and passes the filter: nothing says it is uninformative."""
+        ranked = [s if math.isfinite(s) else math.inf for s in scores]
+        threshold = math.nan if budget.active else percentile_threshold(scores, self.config.reduce_ratio)
+        kept, extra = select(Scoring(passages=passages, units=list(zip(passage_of_unit, units)), ranking=ranked,
+                                     threshold=None if math.isnan(threshold) else threshold, counter=self.counter,
+                                     render=lambda ks: self._assemble(passages, units, passage_of_unit, ks)), budget)
         return Compression(text=self._assemble(passages, units, passage_of_unit, kept),
                            units=[u.strip() for u in units], scores=scores, kept=kept,
                            passage_of_unit=passage_of_unit, ranking=list(scores),

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor, assemble, passage_sentences
-from readerfit.compressors.budget import Budget, check_budget, reader_counter, select_units
+from readerfit.compressors.budget import Budget, check_budget, reader_counter
+from readerfit.compressors.select import Scoring, select
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
@@ -82,10 +83,7 @@ class SentenceSimilarity(BaseCompressor):
 
     def _select(self, passages: Sequence[Passage], units: list[tuple[int, str]], scores: list[float],
                 budget: Budget) -> Compression:
-        top = self.config.n_kept(budget)
-        candidates = sorted(range(len(units)), key=lambda k: (-scores[k], k))[:top]
-        count, counted_in = self.counter
-        kept, details = select_units(scores, passages=passages, units=units, candidates=candidates, budget=budget,
-                                     count=count, counted_in=counted_in)
+        kept, details = select(Scoring(passages=passages, units=units, ranking=scores, top_n=self.config.n_kept(budget),
+                                       counter=self.counter), budget)
         return Compression(text=assemble(passages, units, kept), units=[s for _, s in units], scores=scores,
                            kept=kept, passage_of_unit=[pi for pi, _ in units], ranking=list(scores), details=details)

@@ -22,15 +22,17 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from readerfit.compressors.base import assemble, join_passages
-from readerfit.compressors.budget import Budget, select_units
+from readerfit.compressors.budget import Budget
 from readerfit.compressors.exit import ExitCompressor, build_classifier
 from readerfit.compressors.exit.config import DEFAULT_RATE, ExitConfig
 from readerfit.compressors.exit.features import DEFAULT_SIGNALS, SIGNALS
 from readerfit.compressors.exit.ranker import Ranker, within_mass
+from readerfit.compressors.select import Scoring, select
 from readerfit.data import load_dataset
 from readerfit.data.distractors import with_distractors
 from readerfit.errors import InputError
@@ -43,7 +45,7 @@ from readerfit.text.split import get_splitter
 from readerfit.train.exit_samples import sentences_of
 from readerfit.train.exit_sources import new_counts, split_passage, take
 from readerfit.train.exit_specs import KINDS, load_spec, parse_spec
-from readerfit.types import Passage, QAExample
+from readerfit.types import Passage, QAExample, token_rate
 
 MASSES = (1.0, 0.95, 0.9, 0.85, 0.8, 0.7)
 
@@ -195,13 +197,14 @@ def default_recall(questions: Sequence[Question], *, mass: float, count: Any) ->
     ``mass``, from the questions' out-of-fold predictions."""
     by_source: dict[str, list[tuple[bool | None, float]]] = {}
     for q in questions:
-        candidates = within_mass(q.predicted, mass) if mass < 1.0 else list(range(len(q.units)))
-        kept, details = select_units(q.predicted, passages=q.passages, units=q.units, candidates=candidates,
-                                     budget=Budget(rate=DEFAULT_RATE, hard=False), count=count,
-                                     counted_in="reader tokens", min_keep=1)
+        # EXIT's default selection (ExitCompressor._select) with these predictions as its ranking
+        kept, _ = select(Scoring(passages=q.passages, units=q.units, ranking=q.predicted, min_keep=1,
+                                 stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
+                                 counter=(count, "reader tokens")), Budget(rate=DEFAULT_RATE, hard=False))
         text = assemble(q.passages, q.units, kept)
+        kept_rate = token_rate(count(join_passages(q.passages)), count(text) if kept else 0)
         by_source.setdefault(q.source, []).append(
-            (holds_answer(text, q.example.answers) if q.has_answer else None, details["budget"]["achieved_rate"]))
+            (holds_answer(text, q.example.answers) if q.has_answer else None, kept_rate))
     recalls, fractions = [], []
     for points in by_source.values():
         answered = [kept for kept, _ in points if kept is not None]

@@ -55,16 +55,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from readerfit.compressors.base import BaseCompressor, assemble, passage_sentences
-from readerfit.compressors.budget import Budget, reader_counter, select_units
+from readerfit.compressors.budget import Budget, reader_counter
 from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig
 from readerfit.compressors.exit.features import EMBEDDED, RankSignals, ranking_signals
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
+from readerfit.compressors.select import Scoring, select
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.text.split import get_splitter
@@ -274,18 +276,17 @@ class ExitCompressor(BaseCompressor):
                                                   ranking=list(compression.ranking), details=details), budget)
 
     def _select(self, passages: Sequence[Passage], scored: ScoredUnits, budget: Budget) -> Compression:
+        """The shared selection (:func:`~readerfit.compressors.select.select`) of ``scored`` under ``budget``: r ≥ τ
+        (:meth:`ExitConfig.tau`), by the ranking, and under the default's soft budget only until the kept sentences
+        hold the ranker's ``mass``."""
         tau = self.config.tau(budget)
-        units, scores, ranking = scored.units, scored.scores, scored.ranking
-        candidates = list(range(len(units))) if tau is None else [k for k, r in enumerate(scores) if r >= tau]
-        if not budget.hard and self.ranker is not None and self.ranker.mass < 1.0:
-            # the default budget is a cap: below it, the ranker's probabilities decide where to stop
-            held = set(within_mass(ranking, self.ranker.mass))
-            candidates = [k for k in candidates if k in held]
-        count, counted_in = self.counter
-        kept, more = select_units(ranking, passages=passages, units=units, candidates=candidates, budget=budget,
-                                  count=count, counted_in=counted_in, min_keep=self.config.min_keep)
-        return Compression(text=assemble(passages, units, kept), units=[s for _, s in units], scores=scores,
-                           kept=kept, passage_of_unit=[pi for pi, _ in units], ranking=ranking,
+        mass = self.ranker.mass if self.ranker is not None else 1.0
+        kept, more = select(Scoring(passages=passages, units=scored.units, ranking=scored.ranking, scores=scored.scores,
+                                    threshold=tau, min_keep=self.config.min_keep, counter=self.counter,
+                                    stop=partial(within_mass, mass=mass) if mass < 1.0 else None), budget)
+        units = scored.units
+        return Compression(text=assemble(passages, units, kept), units=[s for _, s in units], scores=scored.scores,
+                           kept=kept, passage_of_unit=[pi for pi, _ in units], ranking=scored.ranking,
                            details={**scored.details, "threshold": tau, **more})
 
 

@@ -1,0 +1,116 @@
+"""One selection for every selecting compressor: its scored units in (a :class:`Scoring`), the kept units out.
+
+A selecting compressor (exit, sentence-sim, provence, selective-context) scores its units and states its own rule
+as typed fields of a :class:`Scoring`; :func:`select` applies that rule and the budget, each step in this one place:
+
+1. the candidates: units of the offered passages (``among``; all by default) whose ``scores`` reach τ
+   (``threshold``; exceed it with ``strict``), at most the ``top_n`` best ranked, and under a soft budget (a default
+   the user did not ask for) only those the ``stop`` rule holds;
+2. topped up with the best-ranked other offered units to ``min_keep``;
+3. cut to the budget (``rate`` / ``target_tokens``, :func:`~readerfit.compressors.budget.fit_units`): by descending
+   ``ranking``, a unit longer than what is left skipped (one longer than the whole budget is never kept), the exact
+   count of the assembled text checked; under a soft budget the ``min_keep`` best are kept past it;
+4. the kept units in original order, and the details for people (the budget asked, its limit, the achieved rate;
+   how many units ``min_keep`` added).
+
+A compressor's ``at_budget`` builds the same :class:`Scoring` from a compression's typed fields (``ranking``,
+``scores``, ``passage_of_unit``), never from its details, so a budget sweep scores once.
+
+>>> units = [(0, "Anna wrote it."), (0, "It sold."), (1, "Rain fell all day long.")]
+>>> scoring = Scoring(passages=[Passage("Anna wrote it. It sold."), Passage("Rain fell all day long.")],
+...                   units=units, ranking=[0.9, 0.2, 0.6], threshold=0.5)
+>>> select(scoring, Budget())[0]
+[0, 2]
+>>> kept, details = select(scoring, Budget(target_tokens=4))
+>>> kept, details["budget"]["compressed_tokens"]
+([0], 3)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from readerfit.compressors.base import assemble, join_passages
+from readerfit.compressors.budget import Budget, TokenCounter, budget_details, fit_units, word_count
+from readerfit.types import Passage
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """A question's scored units and the rule that picks from them (what :func:`select` reads).
+
+    ``units``: (passage index, text) pairs of ``passages``; ``ranking``: what a budget spends by, aligned with the
+    units (larger first; ties: the earlier). ``scores``: what τ compares (None: the ranking). ``threshold``: τ, the
+    score a candidate reaches (``strict``: exceeds); None keeps every unit a candidate. ``top_n``: at most the n
+    best-ranked candidates. ``among``: the passages whose units may be kept (None: all; Provence's reranking keeps
+    its ``top_k``). ``stop``: under a soft budget, the units this rule holds of the ranking (EXIT's default stops
+    once the kept sentences hold the ranker's probability mass). ``min_keep``: the best-ranked units kept when the
+    rule keeps fewer. ``counter``: (token counter, its unit's name), the reader's tokens or words. ``render``: how
+    kept units become the context (default: sentences under their passage titles). ``title_lines``: a passage's
+    first kept unit also costs its title line (False: titles are units of their own, costed when kept).
+    """
+
+    passages: Sequence[Passage]
+    units: Sequence[tuple[int, str]]
+    ranking: Sequence[float]
+    scores: Sequence[float] | None = None
+    threshold: float | None = None
+    strict: bool = False
+    top_n: int | None = None
+    among: Collection[int] | None = None
+    stop: Callable[[Sequence[float]], Iterable[int]] | None = None
+    min_keep: int = 0
+    counter: tuple[TokenCounter, str] = (word_count, "words")
+    render: Callable[[Sequence[int]], str] | None = None
+    title_lines: bool = True
+
+    def text(self, kept: Sequence[int]) -> str:
+        """The context of the ``kept`` units."""
+        return self.render(kept) if self.render is not None else assemble(self.passages, self.units, kept)
+
+
+def candidates(scoring: Scoring, budget: Budget) -> list[int]:
+    """The units the scoring's own rule keeps under ``budget`` (τ, top n, the soft budget's stop), in order."""
+    ranking, tau = scoring.ranking, scoring.threshold
+    scores = scoring.ranking if scoring.scores is None else scoring.scores
+    out = [k for k, (pi, _) in enumerate(scoring.units) if scoring.among is None or pi in scoring.among]
+    if tau is not None:
+        out = [k for k in out if (scores[k] > tau if scoring.strict else scores[k] >= tau)]
+    if scoring.top_n is not None:
+        out = sorted(sorted(out, key=lambda k: (-ranking[k], k))[: scoring.top_n])
+    if scoring.stop is not None and not budget.hard:
+        held = set(scoring.stop(ranking))
+        out = [k for k in out if k in held]
+    return out
+
+
+def select(scoring: Scoring, budget: Budget) -> tuple[list[int], dict[str, Any]]:
+    """(kept unit indices in original order, details for people) of ``scoring`` under ``budget``: the one
+    selection every selecting compressor's ``compress`` and ``at_budget`` run (module docstring: the steps)."""
+    ranking = scoring.ranking
+    kept = candidates(scoring, budget)
+    details: dict[str, Any] = {}
+    offered = [k for k, (pi, _) in enumerate(scoring.units) if scoring.among is None or pi in scoring.among]
+    ranked = sorted(offered, key=lambda k: (-ranking[k], k))
+    if len(kept) < scoring.min_keep:
+        chosen = set(kept)
+        added = [k for k in ranked if k not in chosen][: scoring.min_keep - len(kept)]
+        kept = sorted(kept + added)
+        details["min_keep_added"] = len(added)
+    if not budget.active:
+        return kept, details
+    count, counted_in = scoring.counter
+    tokens_in = count(join_passages(scoring.passages))
+    limit = budget.limit(tokens_in=tokens_in)
+    assert limit is not None
+    # with titles as units of their own, a passage's first kept unit brings no title line
+    costed = scoring.passages if scoring.title_lines else [Passage(p.text) for p in scoring.passages]
+    kept = fit_units(ranking, passages=costed, units=scoring.units, limit=limit, count=count, candidates=kept,
+                     assemble=scoring.text, must=() if budget.hard else ranked[: scoring.min_keep])
+    details["budget"] = budget_details(budget, limit=limit, tokens_in=tokens_in,
+                                       tokens_out=count(scoring.text(kept)) if kept else 0, counted_in=counted_in)
+    if not kept:
+        details["budget"]["empty"] = "no kept unit fits the budget"
+    return kept, details
