@@ -2,6 +2,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 from readerfit.errors import InputError, MissingPackageError, UnknownModelError
 from readerfit.models.embed import SentenceEmbedder
@@ -61,3 +62,26 @@ def test_missing_sentence_transformers(monkeypatch):
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
     with pytest.raises(MissingPackageError, match="pip install sentence-transformers"):
         SentenceEmbedder()
+
+
+@pytest.mark.model
+def test_bfloat16_embeddings_match_float32_cosines():
+    texts = ["Who founded the club?", "Marta Velez founded the club in 1887.", "Rain fell on the harbour."]
+    full = SentenceEmbedder(device="cpu").encode(texts)
+    half = SentenceEmbedder(device="cpu", dtype="bfloat16")
+    assert half.dtype == "bfloat16" and next(half._model.parameters()).dtype == torch.bfloat16
+    low = half.encode(texts)
+    assert low.dtype == np.float32 and low.shape == full.shape
+    assert np.abs(full[1:] @ full[0] - low[1:] @ low[0]).max() < 0.02  # the cosines a ranking reads
+
+
+def test_embedder_dtype_is_checked():
+    with pytest.raises(InputError, match="unknown dtype 'int3'"):
+        SentenceEmbedder(device="cpu", dtype="int3")
+
+
+@pytest.mark.model
+def test_auto_dtype_is_the_devices_fast_dtype():
+    from readerfit.models.device import fast_dtype
+
+    assert SentenceEmbedder(device="cpu", dtype="auto").dtype == fast_dtype("cpu")

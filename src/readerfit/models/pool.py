@@ -86,11 +86,12 @@ class ModelPool:
             raise not_local(name, purpose=purpose)
         return require_local(self.lm(name, dtype=dtype, adapter=adapter), purpose=purpose)
 
-    def embedder(self, name: str = DEFAULT_EMBEDDER) -> Any:
+    def embedder(self, name: str = DEFAULT_EMBEDDER, *, dtype: str = "float32") -> Any:
         def load() -> Any:
-            return SentenceEmbedder(name, device=self.device)
+            return SentenceEmbedder(name, device=self.device, dtype=dtype)
 
-        return self.cached(("embedder", name), load)
+        # float32 keeps the key put() gives an embedder registered by hand
+        return self.cached(("embedder", name) if dtype == "float32" else ("embedder", name, dtype), load)
 
     def put(self, kind: str, name: str, model: Any) -> None:
         """Register an already-built model (tests, custom backends) under a name."""

@@ -29,7 +29,7 @@ from typing import Any
 from readerfit.compressors.base import assemble, join_passages
 from readerfit.compressors.budget import Budget
 from readerfit.compressors.exit import ExitCompressor, build_classifier
-from readerfit.compressors.exit.config import DEFAULT_RATE, ExitConfig
+from readerfit.compressors.exit.config import DEFAULT_RATE, ExitConfig, encoder_dtype
 from readerfit.compressors.exit.features import DEFAULT_SIGNALS, SIGNALS
 from readerfit.compressors.exit.ranker import Ranker, within_mass
 from readerfit.compressors.select import Scoring, select
@@ -140,7 +140,8 @@ def score(config: Config, items: Sequence[tuple[str, QAExample, list[list[str]]]
     options = parse_options([f"exit.{o}" for o in config.exit_options], what="--exit-options").get("exit", {})
     exit_config = make_config(ExitConfig, {**options, "ranking": "r"}, what="--exit-options")
     exit_ = ExitCompressor(build_classifier(exit_config, pool), get_splitter(exit_config.splitter), exit_config,
-                           embedder=pool.embedder(exit_config.embedder), needs=frozenset(config.signals))
+                           embedder=pool.embedder(exit_config.embedder, dtype=encoder_dtype(exit_config, pool.device)),
+                           needs=frozenset(config.signals))
     out = []
     for source, ex, kinds in tqdm(items, desc="scoring", unit="q", disable=not progress):
         passages = [p for p in ex.passages if p.text.strip()]

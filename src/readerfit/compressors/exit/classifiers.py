@@ -14,6 +14,7 @@ from readerfit.compressors.exit.config import (
     SHIPPED,
     ExitConfig,
     classifier_dir,
+    encoder_dtype,
     released_classifier,
 )
 from readerfit.compressors.exit.encoder_classifier import EncoderSentenceClassifier, load_encoder_classifier
@@ -74,6 +75,8 @@ def build_classifier(config: ExitConfig, pool: Any) -> SentenceClassifier:
     if shipped and info is None:
         raise MissingPackageError(f"the shipped EXIT classifier {name!r} is missing from {directory}; reinstall readerfit")
     dtype = config.dtype or pool.dtype
+    if info is not None and info["arch"] in ("onepass", "encoder"):
+        dtype = encoder_dtype(config, pool.device)
     if info is not None and info["arch"] == "onepass":
         if config.adapter is not None:
             raise InputError("adapter applies to LM classifiers; this classifier is a one-pass encoder")

@@ -61,7 +61,7 @@ from typing import Any
 from readerfit.compressors.base import BaseCompressor, assemble, passage_sentences
 from readerfit.compressors.budget import Budget, reader_counter
 from readerfit.compressors.exit.classifiers import build_classifier
-from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig
+from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig, encoder_dtype
 from readerfit.compressors.exit.features import EMBEDDED, RankSignals, ranking_signals
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
@@ -107,7 +107,7 @@ class ExitCompressor(BaseCompressor):
     @classmethod
     def from_config(cls, config: ExitConfig, *, pool: Any, reader_lm: LanguageModel | None = None) -> ExitCompressor:
         ranker = build_ranker(config.ranking)
-        embedder = pool.embedder(config.embedder) if ranker is not None and set(ranker.signals) & EMBEDDED else None
+        embedder = pool.embedder(config.embedder, dtype=encoder_dtype(config, pool.device)) if ranker is not None and set(ranker.signals) & EMBEDDED else None
         return cls(build_classifier(config, pool), get_splitter(config.splitter), config, reader_lm=reader_lm,
                    embedder=embedder, ranker=ranker)
 
