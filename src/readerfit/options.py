@@ -33,6 +33,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from readerfit.errors import InputError
 
 T = TypeVar("T")
+# the most new tokens an HTTP request may ask one generation for (param's request_max of max_new_tokens fields)
+REQUEST_MAX_NEW_TOKENS = 1024
 
 
 def param(default: Any = dataclasses.MISSING, *, help: str = "", default_factory: Any = dataclasses.MISSING,
@@ -279,7 +281,8 @@ def options_model(config_class: type, *, request: bool = False) -> type[BaseMode
         fields.update({alias: (fields[name][0], Field(None, description=f"another name for {name}"))
                        for alias, name in OPTION_ALIASES.items() if name in fields})
     name = config_class.__name__.removesuffix("Config") or config_class.__name__
-    return create_model(f"{name}Options" if request else f"{name}Fields", __config__=_MODEL_CONFIG, **fields)
+    title = (name if name.endswith("Options") else f"{name}Options") if request else f"{name}Fields"
+    return create_model(title, __config__=_MODEL_CONFIG, **fields)
 
 
 def validated(config_class: type, values: collections.abc.Mapping[str, Any], *, what: str | None) -> dict[str, Any]:

@@ -7,13 +7,14 @@ from typing import Any
 
 from readerfit.errors import InputError
 from readerfit.models.specs import DEFAULT_LM
+from readerfit.options import REQUEST_MAX_NEW_TOKENS
 from readerfit.registry import PRESET_NAMES, param
 from readerfit.scorers import SCORERS
 
 # per-request bounds on SePer's sampling: one request must not hold the model for minutes
 MAX_SEPER_SAMPLES = 64
 MAX_BATCH = 64  # questions in one POST /v1/compress list
-MAX_SEPER_NEW_TOKENS = 1024
+MAX_SEPER_NEW_TOKENS = REQUEST_MAX_NEW_TOKENS
 
 
 class BadField(InputError):
