@@ -234,20 +234,32 @@ def _split_none(hint: Any) -> tuple[Any, bool]:
     return hint, hint is type(None)
 
 
+def _integral(value: Any) -> Any:
+    """120.0 is an integer to JSON (Schema): take it as 120 in a request; 120.5 stays a float (refused)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _bounds(meta: collections.abc.Mapping[str, Any], *, request: bool) -> dict[str, Any]:
+    bounds = dict(meta.get("bounds") or {})
+    if request and meta.get("request_max") is not None:
+        bounds["le"] = min(bounds.get("le", math.inf), meta["request_max"])
+    return bounds
+
+
 def _field_type(hint: Any, meta: collections.abc.Mapping[str, Any], *, request: bool) -> Any:
     """The field's type with its :func:`param` checks, as pydantic reads it."""
     base, none = _split_none(hint)
     if meta.get("choices"):
         base = typing.Literal[tuple(meta["choices"])]
-    bounds = dict(meta.get("bounds") or {})
-    if request and meta.get("request_max") is not None:
-        bounds["le"] = min(bounds.get("le", math.inf), meta["request_max"])
+    bounds = _bounds(meta, request=request)
     if meta.get("nonblank"):
         bounds["pattern"] = NONBLANK_PATTERN
     args = set(typing.get_args(base)) | {base}
     extras: list[Any] = [Field(**bounds)] if bounds else []
     if bool not in args and args & {int, float}:
         extras.append(BeforeValidator(_no_bool))
+    if request and int in args and float not in args:
+        extras.append(BeforeValidator(_integral))
     tp = base | None if none else base
     return typing.Annotated[(tp, *extras)] if extras else tp
 
@@ -285,22 +297,37 @@ def options_model(config_class: type, *, request: bool = False) -> type[BaseMode
     return create_model(title, __config__=_MODEL_CONFIG, **fields)
 
 
-def validated(config_class: type, values: collections.abc.Mapping[str, Any], *, what: str | None) -> dict[str, Any]:
+class OptionError(InputError):
+    """An option's value refused; ``option`` names it (as given)."""
+
+    def __init__(self, message: str, *, option: str) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+def validated(config_class: type, values: collections.abc.Mapping[str, Any], *, what: str | None,
+              request: bool = False) -> dict[str, Any]:
     """``values`` (fields of ``config_class`` by name) checked and coerced by :func:`options_model`, or an
-    :class:`InputError` naming the option, what it expects and what came."""
+    :class:`OptionError` naming the option, what it expects and what came. ``request=True``: as an HTTP request's
+    options, against the request model and as strictly as its JSON Schema says (true is no number, "3" no integer).
+    """
     try:
-        checked = options_model(config_class).model_validate(dict(values))
+        if request:
+            checked = options_model(config_class, request=True).model_validate_json(json.dumps(dict(values)),
+                                                                                     strict=True)
+        else:
+            checked = options_model(config_class).model_validate(dict(values))
     except ValidationError as err:
         loc = err.errors()[0]["loc"]
         name = str(loc[0]) if loc else ""
         prefix = f"{what}: " if what else ""
         if name not in values:
             raise InputError(f"{prefix}{err.errors()[0]['msg']}") from None
-        field = next(f for f in dataclasses.fields(config_class) if f.name == name)
-        expects = _expects(typing.get_type_hints(config_class).get(name, Any), field.metadata)
+        field = next(f for f in dataclasses.fields(config_class) if f.name == OPTION_ALIASES.get(name, name))
+        expects = _expects(typing.get_type_hints(config_class).get(field.name, Any), field.metadata, request=request)
         shown = repr(values[name])
         shown = shown if len(shown) <= 120 else shown[:117] + "..."
-        raise InputError(f"{prefix}option {name!r} expects {expects}, got {shown}") from None
+        raise OptionError(f"{prefix}option {name!r} expects {expects}, got {shown}", option=name) from None
     return {k: getattr(checked, k) for k in values}
 
 
@@ -313,13 +340,13 @@ def check_fields(config: Any) -> None:
             object.__setattr__(config, name, value)
 
 
-def _expects(hint: Any, meta: collections.abc.Mapping[str, Any]) -> str:
+def _expects(hint: Any, meta: collections.abc.Mapping[str, Any], *, request: bool = False) -> str:
     base, none = _split_none(hint)
     if meta.get("choices"):
         text = f"one of {', '.join(map(repr, meta['choices']))}"
     else:
         text = "a non-blank string" if meta.get("nonblank") else _type_name(base)
-        bounds = meta.get("bounds") or {}
+        bounds = _bounds(meta, request=request)
         low = ("[", bounds["ge"]) if "ge" in bounds else ("(", bounds["gt"]) if "gt" in bounds else None
         high = (bounds["le"], "]") if "le" in bounds else (bounds["lt"], ")") if "lt" in bounds else None
         if low and high:

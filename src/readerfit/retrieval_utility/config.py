@@ -95,7 +95,8 @@ class SePerConfig:
 
     # a request sets values, never a prompt template (a format spec could make the server write megabytes)
     n: int = param(10, help="answers sampled per condition", request=True, ge=1)
-    temperature: float = param(1.0, request=True, gt=0)
+    # at least 1e-6: logits over a denormal temperature overflow to inf, and sampling from them fails
+    temperature: float = param(1.0, request=True, ge=1e-6)
     top_p: float = param(1.0, request=True, gt=0, le=1)
     top_k: int | None = param(None, help="null: every token", request=True, ge=1)
     max_new_tokens: int = param(32, request=True, request_max=REQUEST_MAX_NEW_TOKENS, ge=1)

@@ -4,7 +4,8 @@ configuration (``--option``, ``--preset``).
 
 An option its config does not mark is refused with a 400 that names it and says why, so a component registered
 later (a plugin) takes no request options until its config marks them; a count marked ``request_max`` is refused
-over it (each multiplies one request's model work).
+over it (each multiplies one request's model work). Values are checked as strictly as the schema shows them
+(:func:`readerfit.options.validated` with ``request=True``).
 
 >>> from readerfit.scorers.sps import SPSConfig
 >>> check_request_options(SPSConfig, {"variance_ratio": 0.9}, component="sps", field="options.sps")
@@ -20,7 +21,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from readerfit.registry import OPTION_ALIASES
+from readerfit.options import OPTION_ALIASES, OptionError, validated
 from readerfit.serve.config import BadField
 
 
@@ -37,18 +38,17 @@ def request_option_names(config_class: type) -> frozenset[str]:
 
 
 def check_request_options(config_class: type, options: Mapping[str, Any], *, component: str, field: str) -> None:
-    """Refuse (400, naming ``field``) every option a request may not set for ``component`` (of ``config_class``),
-    and counts over their ``request_max``."""
+    """Refuse (400, naming ``field`` or the option inside it) every option a request may not set for ``component``
+    (of ``config_class``), and every value its request model (the schema's) refuses: a count over its
+    ``request_max`` too."""
     allowed = request_option_names(config_class)
-    limits = {f.name: f.metadata.get("request_max") for f in dataclasses.fields(config_class)}
     for key in options:
         if key not in allowed:
             listed = ", ".join(sorted(allowed)) or "none"
             raise BadField(f"option {key!r} of {component!r} is set at the server's start, not by a request "
                            f"(options that name files, models or prompt templates, and options not marked for "
                            f"requests, are refused); a request may set: {listed}", field=field)
-        limit = limits.get(OPTION_ALIASES.get(key, key))
-        value = options[key]
-        if limit is not None and isinstance(value, int | float) and not isinstance(value, bool) and value > limit:
-            raise BadField(f"option {key!r} of {component!r} is at most {limit} in a request, got {value}",
-                           field=field)
+    try:
+        validated(config_class, options, what=repr(component), request=True)
+    except OptionError as err:
+        raise BadField(str(err), field=f"{field}.{err.option}") from None

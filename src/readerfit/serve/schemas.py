@@ -167,7 +167,8 @@ def request_models(compressors: tuple[str, ...], scorers: tuple[str, ...]) -> tu
                                               "models and prompt templates are the server's)")))
     per_scorer = create_model(  # scorer names as aliases: a plugin's name need not be an identifier
         "ScoreOptions", __config__=ConfigDict(extra="forbid"),
-        **{f"scorer_{i}": (options_model(SCORERS.get(s).config_class, request=True) | None, Field(None, alias=s))
+        **{f"scorer_{i}": (options_model(SCORERS.get(s).config_class, request=True), Field(default_factory=dict,
+                                                                                           alias=s))
            for i, s in enumerate(scorers)})
     score = create_model(
         "ScoreRequest", __base__=ScoreBody,
