@@ -347,13 +347,14 @@ def _expects(hint: Any, meta: collections.abc.Mapping[str, Any], *, request: boo
     else:
         text = "a non-blank string" if meta.get("nonblank") else _type_name(base)
         bounds = _bounds(meta, request=request)
-        low = ("[", bounds["ge"]) if "ge" in bounds else ("(", bounds["gt"]) if "gt" in bounds else None
-        high = (bounds["le"], "]") if "le" in bounds else (bounds["lt"], ")") if "lt" in bounds else None
+        # (bracket, value, the comparison alone) of each end given
+        ends = [next(((b, bounds[k], op) for k, b, op in keys if k in bounds), None)
+                for keys in ((("ge", "[", ">="), ("gt", "(", ">")), (("le", "]", "<="), ("lt", ")", "<")))]
+        low, high = ends
         if low and high:
-            text += f" in {low[0]}{low[1]:g}, {high[0]:g}{high[1]}"
+            text += f" in {low[0]}{low[1]:g}, {high[1]:g}{high[0]}"
         elif low or high:
-            text += f" {'>=' if low and low[0] == '[' else '>' if low else '<=' if high[1] == ']' else '<'} " \
-                    f"{(low[1] if low else high[0]):g}"  # type: ignore[index]
+            text += " ".join(f" {end[2]} {end[1]:g}" for end in ends if end)
         if "max_length" in bounds:
             text += f" (at most {bounds['max_length']} long)"
     return text + (" or null" if none else "")

@@ -165,11 +165,11 @@ def request_models(compressors: tuple[str, ...], scorers: tuple[str, ...]) -> tu
         options=(options_of([COMPRESSORS.get(c).config_class for c in compressors]), Field(
             default_factory=dict, description="the compressor's options a request may set (values only: files, "
                                               "models and prompt templates are the server's)")))
-    per_scorer = create_model(  # scorer names as aliases: a plugin's name need not be an identifier
-        "ScoreOptions", __config__=ConfigDict(extra="forbid"),
-        **{f"scorer_{i}": (options_model(SCORERS.get(s).config_class, request=True), Field(default_factory=dict,
-                                                                                           alias=s))
-           for i, s in enumerate(scorers)})
+    # scorer names as aliases: a plugin's name need not be an identifier
+    per_scorer_fields: dict[str, Any] = {
+        f"scorer_{i}": (options_model(SCORERS.get(s).config_class, request=True), Field(default_factory=dict, alias=s))
+        for i, s in enumerate(scorers)}
+    per_scorer = create_model("ScoreOptions", __config__=ConfigDict(extra="forbid"), **per_scorer_fields)
     score = create_model(
         "ScoreRequest", __base__=ScoreBody,
         scorer=(scorer_name | several, Field(scorers[0], description="one scorer or several")),
