@@ -254,9 +254,9 @@ def _field_type(hint: Any, meta: collections.abc.Mapping[str, Any], *, request: 
     bounds = _bounds(meta, request=request)
     if meta.get("nonblank"):
         bounds["pattern"] = NONBLANK_PATTERN
-    args = set(typing.get_args(base)) | {base}
+    args = (*typing.get_args(base), base)  # a tuple: Callable's arguments come as a list
     extras: list[Any] = [Field(**bounds)] if bounds else []
-    if bool not in args and args & {int, float}:
+    if bool not in args and (int in args or float in args):
         extras.append(BeforeValidator(_no_bool))
     if request and int in args and float not in args:
         extras.append(BeforeValidator(_integral))
