@@ -88,7 +88,8 @@ class XCompressEmbedCompressor(Summary):
     config_class = XCompressEmbedConfig
     reader_aware = True
 
-    def __init__(self, lm: Any, reader_lm: Any, config: XCompressEmbedConfig | None = None) -> None:
+    def __init__(self, lm: LanguageModel | None, reader_lm: LanguageModel,
+                 config: XCompressEmbedConfig | None = None) -> None:
         self.reader_lm = require_local(reader_lm, purpose=PURPOSE)
         super().__init__(lm, config or XCompressEmbedConfig(), counter=self.reader_lm)
         self.config: XCompressEmbedConfig

@@ -142,7 +142,9 @@ class Summary(BaseCompressor):
     name = "summary"
     config_class = SummaryConfig
 
-    def __init__(self, lm: Any, config: SummaryConfig | None = None, *, counter: Any = None) -> None:
+    # lm stays Any: xcompress decodes beams through it (generate(num_beams=)), which LanguageModel does not declare
+    def __init__(self, lm: Any, config: SummaryConfig | None = None, *,
+                 counter: LanguageModel | None = None) -> None:
         self.lm = lm
         self.config = config or SummaryConfig()
         self.counter = counter if counter is not None else lm  # whose tokens the budget counts
