@@ -325,7 +325,7 @@ def validated(config_class: type, values: collections.abc.Mapping[str, Any], *, 
             raise InputError(f"{prefix}{err.errors()[0]['msg']}") from None
         field = next(f for f in dataclasses.fields(config_class) if f.name == OPTION_ALIASES.get(name, name))
         expects = _expects(typing.get_type_hints(config_class).get(field.name, Any), field.metadata, request=request)
-        shown = repr(values[name])
+        shown = repr(values[name]) if field.repr else "a value not shown (a secret)"
         shown = shown if len(shown) <= 120 else shown[:117] + "..."
         raise OptionError(f"{prefix}option {name!r} expects {expects}, got {shown}", option=name) from None
     return {k: getattr(checked, k) for k in values}
