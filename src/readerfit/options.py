@@ -13,7 +13,7 @@ request, the façade or a config built in code.
 (DemoConfig(threshold=0.25), DemoConfig(threshold=1.0))
 >>> DemoConfig(threshold=2)                            # doctest: +IGNORE_EXCEPTION_DETAIL
 Traceback (most recent call last):
-readerfit.errors.InputError: option 'threshold' expects a number in [0, 1], got 2
+readerfit.options.OptionError: option 'threshold' expects a number in [0, 1], got 2
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ def make_config(config_class: type[T], options: dict[str, Any] | None, *, what: 
     C(top_n=3, ratio=1.0)
     >>> make_config(C, {"top_n": 2.5}, what="demo")      # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
-    readerfit.errors.InputError: demo: option 'top_n' expects an integer >= 1, got 2.5
+    readerfit.options.OptionError: demo: option 'top_n' expects an integer >= 1, got 2.5
     """
     options = renamed_options(config_class, options or {}, what=what)
     if preset is not None:

@@ -8,7 +8,7 @@ belongs to one class, so each config calls these).
 >>> from readerfit.options import make_config
 >>> make_config(DemoConfig, {"rate": 1.5}, what="demo")   # doctest: +IGNORE_EXCEPTION_DETAIL
 Traceback (most recent call last):
-readerfit.errors.InputError: demo: option 'rate' expects a number in (0, 1] or null, got 1.5
+readerfit.options.OptionError: demo: option 'rate' expects a number in (0, 1] or null, got 1.5
 """
 
 from __future__ import annotations
