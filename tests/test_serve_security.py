@@ -261,3 +261,18 @@ def test_four_threads_first_compress_calls_on_one_new_pool(tiny_lm_dir):
         "Who wrote it?", ["Anna wrote it. It sold well."], method="none", pool=pool, reader=str(tiny_lm_dir)))
     assert not errors and len(results) == 4 and len({r.origin_tokens for r in results}) == 1
     assert sum(1 for key in pool._cache if key[0] == "lm") == 1
+
+
+def test_old_bodies_still_work_and_a_value_of_the_wrong_json_type_is_a_400_naming_it(app):
+    """The options object is as it was (the compressor's fields by name, LLMLingua's target_token too); its values
+    are now checked as the schema types them."""
+    passages = ["Anna wrote the book. It sold well.", "The river runs north."]
+    ok = post(app, "/v1/compress", {"question": "Who wrote the book?", "passages": passages, "compressor": "exit",
+                                    "options": {"threshold": 0.3, "min_keep": 1.0, "target_token": 40}})
+    assert ok.status_code == 200, ok.text
+    for key, value, expects in (("threshold", "0.3", "a number in [0, 1] or null"),
+                                ("min_keep", True, "an integer >= 0"), ("target_token", 0, "an integer >= 1 or null")):
+        refused = post(app, "/v1/compress", {"question": "Who wrote the book?", "passages": passages,
+                                             "compressor": "exit", "options": {key: value}})
+        assert refused.status_code == 400 and refused.json()["field"] == f"options.{key}", refused.text
+        assert f"option {key!r} expects {expects}, got {value!r}" in refused.json()["error"]
