@@ -31,9 +31,7 @@ from readerfit.errors import InputError
 from readerfit.options import OPTION_ALIASES as OPTION_ALIASES
 from readerfit.options import PRESET_NAMES as PRESET_NAMES
 from readerfit.options import apply_preset as apply_preset
-from readerfit.options import check_fields as check_fields
 from readerfit.options import make_config as make_config
-from readerfit.options import options_model as options_model
 from readerfit.options import param as param
 from readerfit.options import parse_options as parse_options
 from readerfit.options import preset_overrides as preset_overrides

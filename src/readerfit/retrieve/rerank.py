@@ -40,7 +40,8 @@ from readerfit.models.device import auto_device
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
 from readerfit.models.specs import resolve
-from readerfit.registry import Registry, check_fields, param
+from readerfit.options import check_fields, param
+from readerfit.registry import Registry
 from readerfit.text.split import word_runs
 from readerfit.types import Passage
 
