@@ -2,7 +2,7 @@
 
 The compressor and scorer fields list what a server serves, so :func:`request_models` builds the request
 models for one server; the rest are fixed. A request's ``options`` are typed in the schema by each served
-component's option model (:func:`readerfit.registry.options_model`, from the fields its config marks
+component's option model (:func:`readerfit.options.options_model`, from the fields its config marks
 ``param(request=True)``); the service checks them against the component the request names (a 400 naming the field).
 """
 
