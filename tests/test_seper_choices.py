@@ -41,7 +41,7 @@ def test_a_bad_value_names_the_option_and_its_values(name):
     allowed = ENUMS[name]
     with pytest.raises(InputError) as direct:
         SePerConfig(**{name: "bogus"})
-    assert str(direct.value) == f"{name} must be one of {', '.join(allowed)}, got 'bogus'"
+    assert str(direct.value) == f"option {name!r} expects one of {', '.join(map(repr, allowed))}, got 'bogus'"
     with pytest.raises(InputError) as made:  # --option / a request's options / a preset override
         make_config(SePerConfig, {name: "bogus"}, what="SePer", preset="official")
     message = str(made.value)

@@ -53,7 +53,7 @@ def test_official_preset_renders_the_raw_text_the_released_code_is_given():
 
 def test_an_option_overrides_the_preset_and_a_bad_format_is_named():
     assert preset("paper", doc_format="text").doc_format == "text"
-    with pytest.raises(InputError, match=r"doc_format must be one of title-text, flashrag, text, got 'html'"):
+    with pytest.raises(InputError, match=r"option 'doc_format' expects one of 'title-text', 'flashrag', 'text', got 'html'"):
         SePerConfig(doc_format="html")
     with pytest.raises(InputError, match="doc_format"):
         render_documents(TWO, doc_format="html")

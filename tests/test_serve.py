@@ -296,7 +296,7 @@ def test_at_most_max_concurrency_requests_do_model_work_at_once(server):
 
 @pytest.mark.parametrize(("args", "expected"), [
     (["--compressor", "zip"], "unknown compressor 'zip'"),
-    (["--compressor", "none", "--max-concurrency", "0"], "max_concurrency must be a positive integer"),
+    (["--compressor", "none", "--max-concurrency", "0"], "option 'max_concurrency' expects an integer >= 1, got 0"),
     (["--compressor", "none", "--option", "exit.threshold=0.3"], "options for 'exit', which this server does not serve"),
     (["--compressor", "none", "--scorer", "bleu"], "unknown scorer 'bleu'"),
     # under a preset SePer's judge is the paper's; here (offline) it cannot load, and the start says so

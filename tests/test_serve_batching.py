@@ -53,8 +53,9 @@ def test_concurrent_requests_share_batches_and_get_their_own_answers(apps):
     assert batched.state.batcher.largest <= 4 and alone.state.batcher is None
 
 
-@pytest.mark.parametrize("window, size, message", [(-1, 16, "batch_window"), (0.01, 65, "max_batch must be at most 64"),
-                                                   (0.01, 0, "max_batch must be a positive integer")])
+@pytest.mark.parametrize("window, size, message", [
+    (-1, 16, "batch_window"), (0.01, 65, r"option 'max_batch' expects an integer in \[1, 64\], got 65"),
+    (0.01, 0, r"option 'max_batch' expects an integer in \[1, 64\], got 0")])
 def test_bad_batch_settings_are_refused(tiny_lm_dir, window, size, message):
     from readerfit.errors import InputError
 

@@ -81,7 +81,7 @@ def test_concurrent_requests_of_different_budgets_share_a_batch(app, calls):
 @pytest.mark.parametrize("body, field, match", [
     ({"compressor": "none", "rate": 0.2}, "rate", "compressor 'none' takes no budget"),
     ({"rate": 0.2, "options": {"rate": 0.3}}, "rate", "the budget is given twice"),
-    ({"options": {"rate": 2}}, "options", "rate"),
+    ({"options": {"rate": 2}}, "options.rate", "rate"),
 ])
 def test_bad_budgets_are_400_naming_the_field(app, body, field, match):
     (response,) = post(app, [{"question": "Who?", "passages": PASSAGES, **body}])

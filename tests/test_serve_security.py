@@ -21,7 +21,8 @@ from readerfit.models.device import cache_root
 from readerfit.models.pool import ModelPool
 from readerfit.serve import ServeConfig
 from readerfit.serve.app import create_app
-from readerfit.serve.options import REQUEST_OPTIONS
+from readerfit.serve.config import BadField
+from readerfit.serve.options import check_request_options, request_option_names
 from test_serve import no_leak
 
 QUESTION = "Who wrote the book?"
@@ -76,7 +77,8 @@ def test_path_options_are_refused_alike_for_existing_and_missing_files(app, tmp_
     ("/v1/seper", {"question": QUESTION, "answers": ["Anna"], "options": {"prompt": "{question} {question:x>5000000}"}},
      "options"),
     ("/v1/seper", {"question": QUESTION, "answers": ["Anna"], "options": {"prompt": "{nope}"}}, "options"),
-    ("/v1/seper", {"question": QUESTION, "answers": ["Anna"], "options": {"max_new_tokens": 5000}}, "options"),
+    ("/v1/seper", {"question": QUESTION, "answers": ["Anna"], "options": {"max_new_tokens": 5000}},
+     "options.max_new_tokens"),
 ])
 def test_options_beyond_the_allowlist_are_400_naming_the_option(app, path, body, field):
     start = time.perf_counter()
@@ -176,23 +178,34 @@ def test_concurrent_first_loads_make_one_model(tiny_lm_dir):
     assert not errors and len(got) == 4 and all(m is got[0] for m in got)
 
 
-def test_every_listed_request_option_is_a_field_of_its_component():
-    from dataclasses import fields
-
+def _component_configs() -> dict[str, type]:
     from readerfit.compressors import COMPRESSORS
     from readerfit.retrieval_utility.config import SePerConfig
     from readerfit.scorers import SCORERS
 
-    classes = {**{n: COMPRESSORS.get(n).config_class for n in COMPRESSORS.names()},
-               **{n: SCORERS.get(n).config_class for n in SCORERS.names()}, "seper": SePerConfig}
-    assert set(REQUEST_OPTIONS) == set(classes)
-    for name, allowed in REQUEST_OPTIONS.items():
-        names = {f.name for f in fields(classes[name])}
-        assert allowed <= names, (name, allowed - names)
-        # nothing that names a file, a model or a prompt template
+    return {**{n: COMPRESSORS.get(n).config_class for n in COMPRESSORS.names()},
+            **{n: SCORERS.get(n).config_class for n in SCORERS.names()}, "seper": SePerConfig}
+
+
+def test_no_request_option_names_a_file_a_model_or_a_template():
+    """The fields marked param(request=True): values only, whatever the component."""
+    marked = {name: request_option_names(cls) for name, cls in _component_configs().items()}
+    assert marked["exit"] == {"threshold", "min_keep", "rate", "target_tokens", "target_token"}
+    assert marked["none"] == marked["ppl"] == frozenset()
+    for name, allowed in marked.items():
         assert not allowed & {"classifier", "adapter", "embedder", "lm", "model", "compressor", "reader", "evaluator",
                               "filter_file", "source", "hidden_texts", "cache", "prompt", "next_prompt",
-                              "context_prompt", "system_prompt", "context_system_prompt", "scorer_options"}
+                              "context_prompt", "system_prompt", "context_system_prompt", "scorer_options",
+                              "context_budget", "force_tokens"}, name
+
+
+def test_a_request_count_is_capped_by_its_fields_request_max():
+    from readerfit.compressors.xcompress.xcompress import XCompressConfig
+
+    check_request_options(XCompressConfig, {"k": 16, "max_new_tokens": 1024}, component="xcompress", field="options")
+    for key, value in (("k", 17), ("max_new_tokens", 1025), ("num_beams", 17)):
+        with pytest.raises(BadField, match=f"'xcompress': option '{key}' expects an integer .*16|1024.*, got {value}"):
+            check_request_options(XCompressConfig, {key: value}, component="xcompress", field="options")
 
 
 def test_path_in_served_options_is_still_the_servers_choice(tiny_lm_dir, tmp_path):
@@ -215,14 +228,27 @@ def test_the_leak_check_can_fail():
         assert not LEAKS.search(clean), clean
 
 
-def test_the_schema_names_the_options_a_request_may_set(app):
+def test_the_schema_types_each_components_options(app):
+    """Each served compressor's options are a model of their own in the schema: the fields a request may set,
+    typed and bounded as the config checks them."""
+    from readerfit.compressors.exit.config import ExitConfig
+    from readerfit.retrieval_utility.config import SePerConfig
+    from readerfit.scorers.sps import SPSConfig
+
     schemas = app.openapi()["components"]["schemas"]
-    compress = schemas["CompressRequest"]["properties"]["options"]["propertyNames"]["enum"]
-    assert compress == sorted(REQUEST_OPTIONS["exit"] | REQUEST_OPTIONS["none"] | {"target_token"})  # LLMLingua's name
-    score = schemas["ScoreRequest"]["properties"]["options"]
-    assert score["properties"]["sps"]["propertyNames"]["enum"] == sorted(REQUEST_OPTIONS["sps"])
-    assert "source" not in score["properties"]["sps"]["propertyNames"]["enum"]
-    assert schemas["SePerRequest"]["properties"]["options"]["propertyNames"]["enum"] == sorted(REQUEST_OPTIONS["seper"])
+    shown = schemas["CompressRequest"]["properties"]["options"]["anyOf"]
+    assert {s["$ref"].rsplit("/", 1)[1] for s in shown} == {"NoOptions", "ExitOptions"}
+    exit_options = schemas["ExitOptions"]
+    assert set(exit_options["properties"]) == request_option_names(ExitConfig)  # target_token: LLMLingua's name
+    assert exit_options["additionalProperties"] is False
+    assert exit_options["properties"]["rate"]["anyOf"][0] == {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
+    assert schemas["NoOptions"]["properties"] == {}
+    score = schemas[schemas["ScoreRequest"]["properties"]["options"]["$ref"].rsplit("/", 1)[1]]
+    sps = schemas[score["properties"]["sps"]["$ref"].rsplit("/", 1)[1]]
+    assert set(sps["properties"]) == request_option_names(SPSConfig) and "source" not in sps["properties"]
+    seper = schemas[schemas["SePerRequest"]["properties"]["options"]["$ref"].rsplit("/", 1)[1]]
+    assert set(seper["properties"]) == request_option_names(SePerConfig)
+    assert seper["properties"]["max_new_tokens"]["maximum"] == 1024  # request_max, in the schema too
 
 
 def test_four_threads_first_compress_calls_on_one_new_pool(tiny_lm_dir):
@@ -235,3 +261,18 @@ def test_four_threads_first_compress_calls_on_one_new_pool(tiny_lm_dir):
         "Who wrote it?", ["Anna wrote it. It sold well."], method="none", pool=pool, reader=str(tiny_lm_dir)))
     assert not errors and len(results) == 4 and len({r.origin_tokens for r in results}) == 1
     assert sum(1 for key in pool._cache if key[0] == "lm") == 1
+
+
+def test_old_bodies_still_work_and_a_value_of_the_wrong_json_type_is_a_400_naming_it(app):
+    """The options object is as it was (the compressor's fields by name, LLMLingua's target_token too); its values
+    are now checked as the schema types them."""
+    passages = ["Anna wrote the book. It sold well.", "The river runs north."]
+    ok = post(app, "/v1/compress", {"question": "Who wrote the book?", "passages": passages, "compressor": "exit",
+                                    "options": {"threshold": 0.3, "min_keep": 1.0, "target_token": 40}})
+    assert ok.status_code == 200, ok.text
+    for key, value, expects in (("threshold", "0.3", "a number in [0, 1] or null"),
+                                ("min_keep", True, "an integer >= 0"), ("target_token", 0, "an integer >= 1 or null")):
+        refused = post(app, "/v1/compress", {"question": "Who wrote the book?", "passages": passages,
+                                             "compressor": "exit", "options": {key: value}})
+        assert refused.status_code == 400 and refused.json()["field"] == f"options.{key}", refused.text
+        assert f"option {key!r} expects {expects}, got {value!r}" in refused.json()["error"]

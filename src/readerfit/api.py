@@ -79,7 +79,7 @@ def _strings(name: str, value: Any, *, none_items: bool = False) -> list[Any]:
 _UNSET: Any = object()  # an argument the caller has not (``method``: a function without one)
 
 
-def _checked(*, question: str | None = None, method: str | None = _UNSET, pool: Any = None, reader: Any = None,
+def _checked(*, question: str | None = None, method: str | None = _UNSET, pool: object = None, reader: object = None,
              options: Mapping[str, Any] | None = None, preset: Any = None, keywords: dict[str, Any]) -> dict[str, Any]:
     """The façade's arguments checked before any model loads; ``options`` and keyword options merged (an option
     named like a façade argument, such as xcompress's ``reader``, goes in ``options=``)."""

@@ -25,18 +25,20 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor
-from readerfit.compressors.budget import Budget, check_budget
+from readerfit.compressors.budget import Budget
+from readerfit.compressors.budget_fields import rate_field, target_tokens_field
 from readerfit.compressors.longllmlingua import init_offline
 from readerfit.errors import InputError, UnknownModelError, require
 from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
+from readerfit.options import check_fields, param
 from readerfit.retrieve.rerank_provence import model_dir
 from readerfit.types import Compression, Passage, token_rate
 
@@ -54,25 +56,16 @@ class LLMLingua2Config:
 
     # llmlingua is the authors' code, its README the settings the paper reports
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
-    model: str = LLMLINGUA2_MODEL
-    rate: float = 0.33
-    target_tokens: int | None = None
-    force_tokens: list[str] = field(default_factory=lambda: ["\n", "?"])
-    batch_size: int = 50
+    model: str = param(LLMLINGUA2_MODEL, nonblank=True)
+    rate: float = rate_field(0.33)
+    target_tokens: int | None = target_tokens_field()
+    force_tokens: list[str] = param(default_factory=lambda: ["\n", "?"], max_length=_MAX_FORCE_TOKENS)
+    batch_size: int = param(50, ge=1)
 
     def __post_init__(self) -> None:
-        check_budget(self.rate, self.target_tokens)
-        if self.rate is None:
-            raise InputError("rate must be a number in (0, 1], got None")
-        if not isinstance(self.force_tokens, (list, tuple)) or len(self.force_tokens) > _MAX_FORCE_TOKENS or not all(
-                isinstance(t, str) and t for t in self.force_tokens):
-            raise InputError(f"force_tokens must be a list of at most {_MAX_FORCE_TOKENS} non-empty strings, "
-                             f"got {self.force_tokens!r}")
-        self.force_tokens = list(self.force_tokens)
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise InputError(f"batch_size must be an integer >= 1, got {self.batch_size!r}")
-        if not isinstance(self.model, str) or not self.model.strip():
-            raise InputError(f"model must be a local directory or a Hugging Face id, got {self.model!r}")
+        check_fields(self)
+        if not all(self.force_tokens):
+            raise InputError(f"force_tokens must be non-empty strings, got {self.force_tokens!r}")
 
 
 class _Counter:

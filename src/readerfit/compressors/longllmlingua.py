@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor
-from readerfit.compressors.budget import check_budget
+from readerfit.compressors.budget_fields import rate_field, target_tokens_field
 from readerfit.errors import InputError, UnknownModelError, require
 from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.hf import converted_gguf_dir
@@ -31,6 +31,7 @@ from readerfit.models.kv_cache import LegacyCacheModel
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM, resolve
+from readerfit.options import check_fields, param
 from readerfit.types import Compression, Passage, token_rate
 
 # llmlingua evaluates "target_token" + context_budget with eval(); only an operator and a number may pass
@@ -52,27 +53,22 @@ class LongLLMLinguaConfig:
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
 
 
-    rate: float = 0.5
+    rate: float = rate_field(0.5)
     model: str = DEFAULT_LM
-    condition_in_question: str = "after_condition"
-    reorder_context: str = "sort"
-    dynamic_context_compression_ratio: float = 0.3
-    condition_compare: bool = True
+    condition_in_question: str = param("after_condition", request=True)
+    reorder_context: str = param("sort", request=True, choices=("original", "sort", "two_stage"))
+    dynamic_context_compression_ratio: float = param(0.3, request=True)
+    condition_compare: bool = param(True, request=True)
+    # not a request's: llmlingua eval()s it (checked below for its shape, but a request needs no such power)
     context_budget: str = "+100"
-    rank_method: str = "longllmlingua"
-    iterative_size: int = 200
-    target_tokens: int | None = None
+    rank_method: str = param("longllmlingua", request=True)
+    iterative_size: int = param(200, ge=1)
+    target_tokens: int | None = target_tokens_field()
 
     def __post_init__(self) -> None:
-        check_budget(self.rate, self.target_tokens)
-        if not 0.0 < self.rate <= 1.0:
-            raise InputError(f"rate must be in (0, 1], got {self.rate}")
-        if not isinstance(self.context_budget, str) or not _BUDGET.match(self.context_budget):
+        check_fields(self)
+        if not _BUDGET.match(self.context_budget):
             raise InputError(f"context_budget must look like '+100' or '*1.5', got {self.context_budget!r}")
-        if self.reorder_context not in ("original", "sort", "two_stage"):
-            raise InputError(f"reorder_context must be original, sort or two_stage, got {self.reorder_context!r}")
-        if self.iterative_size < 1:
-            raise InputError(f"iterative_size must be >= 1, got {self.iterative_size}")
 
     def compress_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``PromptCompressor.compress_prompt`` (question and context added by the caller)."""

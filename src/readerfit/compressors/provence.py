@@ -18,19 +18,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor
-from readerfit.compressors.budget import Budget, check_budget, reader_counter
+from readerfit.compressors.budget import Budget, reader_counter
+from readerfit.compressors.budget_fields import rate_field, target_tokens_field
 from readerfit.compressors.select import Scoring, select
-from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
+from readerfit.options import check_fields, param
 from readerfit.retrieve.rerank_provence import PROVENCE_MODEL, Provence, pooled_provence
 from readerfit.text.split import get_splitter
 from readerfit.types import Compression, Passage, render_passage
-
-
-def _positive_int(value: Any, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"{what} must be an integer >= 1, got {value!r}")
 
 
 @dataclass
@@ -44,30 +40,19 @@ class ProvenceConfig:
 
     # the paper and the authors' released configs agree on these defaults
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
-    model: str = PROVENCE_MODEL
-    threshold: float = 0.1
-    always_select_title: bool = True
-    reorder: bool = False
-    top_k: int = 5
-    batch_size: int = 32
+    model: str = param(PROVENCE_MODEL, nonblank=True)
+    threshold: float = param(0.1, help="the mean P(keep) a sentence must exceed", request=True, ge=0, lt=1)
+    always_select_title: bool = param(True, help="a passage's title kept with its sentences", request=True)
+    reorder: bool = param(False, help="passages in ranking order, the top_k best kept", request=True)
+    top_k: int = param(5, help="the passages kept when reordering", request=True, ge=1)
+    batch_size: int = param(32, ge=1)
     splitter: str = "spacy"
     normalize_question: bool = True
-    rate: float | None = None
-    target_tokens: int | None = None
+    rate: float | None = rate_field()
+    target_tokens: int | None = target_tokens_field()
 
     def __post_init__(self) -> None:
-        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
-                or not 0.0 <= self.threshold < 1.0:
-            raise InputError(f"threshold (the mean P(keep) a sentence must exceed) must be a number in [0, 1), "
-                             f"got {self.threshold!r}")
-        for name in ("always_select_title", "reorder", "normalize_question"):
-            if not isinstance(getattr(self, name), bool):
-                raise InputError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        _positive_int(self.top_k, "top_k")
-        _positive_int(self.batch_size, "batch_size")
-        if not isinstance(self.model, str) or not self.model.strip():
-            raise InputError(f"model must be a local directory or a Hugging Face id, got {self.model!r}")
-        check_budget(self.rate, self.target_tokens)
+        check_fields(self)
 
     def budget(self) -> Budget:
         return Budget(rate=self.rate, target_tokens=self.target_tokens)

@@ -48,12 +48,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from readerfit.compressors.base import BaseCompressor
-from readerfit.compressors.budget import Budget, check_budget, reader_counter
+from readerfit.compressors.budget import Budget, reader_counter
+from readerfit.compressors.budget_fields import rate_field, target_tokens_field
 from readerfit.compressors.select import Scoring, select
 from readerfit.errors import ContextLengthError, InputError, MissingPackageError, require
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM
+from readerfit.options import check_fields, param
 from readerfit.text.split import SPACY_MODEL, get_splitter
 from readerfit.types import Compression, Passage, render_passage
 
@@ -83,31 +85,18 @@ class SelectiveContextConfig:
     # options renamed since (issue 28): the old names are still read as the new ones
     RENAMED: ClassVar[dict[str, str]] = {"lm": "model"}
 
-    reduce_ratio: float = 0.5
-    unit: str = "sentence"
-    aggregate: str = "sum"
-    model: str = DEFAULT_LM
+    reduce_ratio: float = param(0.5, help="the fraction of units dropped", request=True, ge=0, lt=1)
+    unit: str = param("sentence", help="what is kept or dropped", request=True, choices=UNITS)
+    aggregate: str = param("sum", help="a unit's self-information from its tokens'", request=True, choices=AGGREGATES)
+    model: str = param(DEFAULT_LM, nonblank=True)
     dtype: str | None = None
     splitter: str = "spacy"
-    max_tokens: int | None = None
-    rate: float | None = None
-    target_tokens: int | None = None
+    max_tokens: int | None = param(None, ge=8)
+    rate: float | None = rate_field()
+    target_tokens: int | None = target_tokens_field()
 
     def __post_init__(self) -> None:
-        check_budget(self.rate, self.target_tokens)
-        r = self.reduce_ratio
-        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 <= r < 1.0:
-            raise InputError(f"reduce_ratio must be a number in [0, 1), got {r!r}")
-        self.reduce_ratio = float(r)
-        if self.unit not in UNITS:
-            raise InputError(f"unit must be one of {', '.join(UNITS)}, got {self.unit!r}")
-        if self.aggregate not in AGGREGATES:
-            raise InputError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
-        if not isinstance(self.model, str) or not self.model.strip():
-            raise InputError(f"model must be a model name or directory, got {self.model!r}")
-        if self.max_tokens is not None and (isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int)
-                                            or self.max_tokens < 8):
-            raise InputError(f"max_tokens must be an integer >= 8 or None, got {self.max_tokens!r}")
+        check_fields(self)
 
 
 # ----- lexical units ------------------------------------------------------------------------------

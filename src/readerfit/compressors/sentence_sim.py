@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor, assemble, passage_sentences
-from readerfit.compressors.budget import Budget, check_budget, reader_counter
+from readerfit.compressors.budget import Budget, reader_counter
+from readerfit.compressors.budget_fields import rate_field, target_tokens_field
 from readerfit.compressors.select import Scoring, select
-from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
+from readerfit.options import check_fields, param
 from readerfit.text.split import get_splitter
 from readerfit.types import Compression, Passage
 
@@ -32,17 +33,14 @@ class SentenceSimConfig:
 
     # a baseline with no paper or released code of its own to follow: the same under every preset
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
-    top_n: int | None = None
+    top_n: int | None = param(None, help="the most sentences kept", request=True, request_max=1000, ge=1)
     embedder: str = "minilm"
     splitter: str = "spacy"
-    rate: float | None = None
-    target_tokens: int | None = None
+    rate: float | None = rate_field()
+    target_tokens: int | None = target_tokens_field()
 
     def __post_init__(self) -> None:
-        if self.top_n is not None and (isinstance(self.top_n, bool) or not isinstance(self.top_n, int)
-                                       or self.top_n < 1):
-            raise InputError(f"top_n must be an integer >= 1 or None, got {self.top_n!r}")
-        check_budget(self.rate, self.target_tokens)
+        check_fields(self)
 
     def budget(self) -> Budget:
         return Budget(rate=self.rate, target_tokens=self.target_tokens)

@@ -178,7 +178,7 @@ class LocalLanguageModel(LanguageModel, Protocol):
         ...
 
 
-def require_local(lm: Any, *, purpose: str) -> LocalLanguageModel:
+def require_local(lm: LanguageModel | None, *, purpose: str) -> LocalLanguageModel:
     """``lm`` when it runs locally, else :class:`LocalModelRequired` naming what needed it."""
     if isinstance(lm, LocalLanguageModel):
         return lm

@@ -38,6 +38,6 @@ class ModelSource(Protocol):
         """A language model whose internals a component reads (a served one is refused, naming ``purpose``)."""
         ...
 
-    def embedder(self, name: str = ...) -> Any:
-        """A sentence embedder by name."""
+    def embedder(self, name: str = ..., *, dtype: str = ...) -> Any:
+        """A sentence embedder by name, at ``dtype`` (``"float32"``, ``"bfloat16"``, ``"auto"``)."""
         ...

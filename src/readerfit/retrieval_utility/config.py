@@ -24,7 +24,6 @@ Where each setting comes from is in ``docs/fidelity/seper.md``. In short:
 
 from __future__ import annotations
 
-import dataclasses
 import string
 import typing
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from readerfit.errors import InputError
+from readerfit.options import REQUEST_MAX_NEW_TOKENS, check_fields, param
 from readerfit.retrieval_utility.belief import (
     AnswerMatch,
     ClusterAssign,
@@ -93,31 +93,33 @@ class SePerConfig:
     it was drawn from (``sampled``: after top-k/top-p, renormalised; the transformers backend).
     """
 
-    n: int = 10
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int | None = None
-    max_new_tokens: int = 32
-    stop: tuple[str, ...] = ()
+    # a request sets values, never a prompt template (a format spec could make the server write megabytes)
+    n: int = param(10, help="answers sampled per condition", request=True, ge=1)
+    # at least 1e-6: logits over a denormal temperature overflow to inf, and sampling from them fails
+    temperature: float = param(1.0, request=True, ge=1e-6)
+    top_p: float = param(1.0, request=True, gt=0, le=1)
+    top_k: int | None = param(None, help="null: every token", request=True, ge=1)
+    max_new_tokens: int = param(32, request=True, request_max=REQUEST_MAX_NEW_TOKENS, ge=1)
+    stop: tuple[str, ...] = param((), help="strings that end an answer", request=True)
     prompt: str = SEPER_PROMPT
     context_prompt: str = SEPER_CONTEXT_PROMPT
     system_prompt: str = ""
     context_system_prompt: str = ""
-    chat: bool = True
-    judge: str = "lexical"
+    chat: bool = param(True, request=True)
+    judge: str = param("lexical", help="the judge spec (a server accepts only its own)", request=True, nonblank=True)
     doc_format: DocFormat = "title-text"
-    threshold: float = 0.5
-    decision: Decision = "threshold"
-    likelihood: Likelihood = "mean"
-    reference_agg: ReferenceAgg = "mean"
-    soft_entailment: SoftEntailment = "forward"
-    answer_match: AnswerMatch = "equivalent"
-    hard_reference: HardReference = "each"
-    cluster_assign: ClusterAssign = "first"
-    question_mark: bool = False
+    threshold: float = param(0.5, help="τ of the judge's decision", request=True, ge=0, le=1)
+    decision: Decision = param("threshold", request=True)
+    likelihood: Likelihood = param("mean", request=True)
+    reference_agg: ReferenceAgg = param("mean", request=True)
+    soft_entailment: SoftEntailment = param("forward", request=True)
+    answer_match: AnswerMatch = param("equivalent", request=True)
+    hard_reference: HardReference = param("each", request=True)
+    cluster_assign: ClusterAssign = param("first", request=True)
+    question_mark: bool = param(False, request=True)
     empty_responses: EmptyResponses = "impute"
     token_logprobs: TokenLogprobs = "model"
-    seed: int | None = 0
+    seed: int | None = param(0, request=True)
 
     # paper: the method as the SePer paper defines it; official: as its authors' released code runs it
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -142,19 +144,9 @@ class SePerConfig:
     }
 
     def __post_init__(self) -> None:
-        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
-            raise InputError(f"n (samples) must be an integer >= 1, got {self.n!r}")
-        if not self.temperature > 0:
-            raise InputError(f"temperature must be > 0 (SePer samples), got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise InputError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1):
-            raise InputError(f"top_k must be an integer >= 1 or None (every token), got {self.top_k!r}")
-        if self.max_new_tokens < 1:
-            raise InputError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if isinstance(self.stop, str) or not all(isinstance(s, str) and s for s in self.stop):
+        check_fields(self)  # types, bounds and every Literal field's values
+        if not all(self.stop):
             raise InputError(f"stop must be a list of non-empty strings, got {self.stop!r}")
-        self.stop = tuple(self.stop)
         for name, template in (("prompt", self.prompt), ("context_prompt", self.context_prompt),
                                ("system_prompt", self.system_prompt),
                                ("context_system_prompt", self.context_system_prompt)):
@@ -164,15 +156,6 @@ class SePerConfig:
         context = self.context_prompt + self.context_system_prompt
         if "{question}" not in context or "{reference}" not in context:
             raise InputError("context_prompt (or context_system_prompt) must contain {question} and {reference}")
-        if not 0 <= self.threshold <= 1:
-            raise InputError(f"threshold τ must be in [0, 1], got {self.threshold}")
-        if not isinstance(self.judge, str) or not self.judge.strip():
-            raise InputError(f"judge must be a judge spec (lexical, nli:<model>, lm:<model>), got {self.judge!r}")
-        # every Literal field, from its annotation: make_config checks them too, but a direct SePerConfig(...) does not
-        hints = typing.get_type_hints(SePerConfig)
-        for f in dataclasses.fields(self):
-            if typing.get_origin(hints[f.name]) is Literal:
-                check_choice(f.name, getattr(self, f.name), hints[f.name])
 
     @property
     def needs_relations(self) -> bool:

@@ -6,13 +6,14 @@ from collections.abc import Callable
 from typing import Any
 
 from readerfit.errors import ReaderfitError
+from readerfit.models.source import ModelSource
 from readerfit.registry import make_config
 from readerfit.retrieval_utility.judge import build_judge
 from readerfit.retrieval_utility.seper import SampleSet, SePer, SePerConfig
 from readerfit.types import QAExample, Record
 
 
-def eval_record_hook(*, pool: Any, judge: str | None = None, n: int = 10, preset: str | None = None,
+def eval_record_hook(*, pool: ModelSource, judge: str | None = None, n: int = 10, preset: str | None = None,
                      config: SePerConfig | None = None) -> Callable[[QAExample, Record, Any], None]:
     """A ``run_eval`` record hook: ΔSePer of the context the reader received vs no context.
 

@@ -46,6 +46,7 @@ from typing import Any
 from readerfit.errors import InputError, ReaderfitError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.pool import ModelPool
+from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import Registry
 from readerfit.text.normalize import normalize_answer
@@ -222,7 +223,8 @@ class LexicalJudge(Judge):
         self.name = "lexical" if mode == "substring" else f"lexical:{mode}"
 
     @classmethod
-    def from_config(cls, config: LexicalConfig, *, pool: Any = None, dedupe: bool = True) -> LexicalJudge:
+    def from_config(cls, config: LexicalConfig, *, pool: ModelSource | None = None,
+                    dedupe: bool = True) -> LexicalJudge:
         return cls(config.mode or "substring", dedupe=dedupe)
 
     def _score(self, triples: list[Triple]) -> list[float]:
@@ -268,7 +270,7 @@ class LMJudge(Judge):
         self.name = f"lm:{lm.name}"
 
     @classmethod
-    def from_config(cls, config: LMJudgeConfig, *, pool: Any = None, dedupe: bool = True) -> LMJudge:
+    def from_config(cls, config: LMJudgeConfig, *, pool: ModelSource | None = None, dedupe: bool = True) -> LMJudge:
         if pool is None:
             raise InputError("the lm judge loads its model from a ModelPool: build it with pool=")
         return cls(pool.lm(config.model or DEFAULT_LM), dedupe=dedupe)
@@ -279,7 +281,7 @@ class LMJudge(Judge):
         return [cp.ratio("Yes", "No") for cp in self.lm.next_token_probs(prompts, ["Yes", "No"])]
 
 
-def build_judge(spec: str, pool: Any = None, *, dedupe: bool = True, **options: Any) -> Judge:
+def build_judge(spec: str, pool: ModelSource | None = None, *, dedupe: bool = True, **options: Any) -> Judge:
     """A judge from its spec: ``lexical``, ``lexical:word``, ``nli:<id or path>``, ``lm:<model>``.
 
     ``pool`` (a :class:`~readerfit.models.pool.ModelPool`) holds the judge, loaded once per spec (an NLI model

@@ -17,6 +17,7 @@ import torch
 from readerfit.errors import ContextLengthError, InputError, MissingPackageError, UnknownModelError
 from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.progress import quiet_loading
+from readerfit.models.source import ModelSource
 from readerfit.models.specs import resolve
 from readerfit.retrieval_utility.judge import Judge, Relation, Triple
 
@@ -120,7 +121,7 @@ class NLIJudge(Judge):
             isinstance(v, int) and 0 < v < 1_000_000 for v in limits) else None
 
     @classmethod
-    def from_config(cls, config: NLIConfig, *, pool: Any = None, dedupe: bool = True) -> NLIJudge:
+    def from_config(cls, config: NLIConfig, *, pool: ModelSource | None = None, dedupe: bool = True) -> NLIJudge:
         device = config.device if config.device is not None else (pool.device if pool is not None else None)
         return cls(config.model, device=device, batch_size=config.batch_size, with_question=config.with_question,
                    dtype=config.dtype, dedupe=dedupe)

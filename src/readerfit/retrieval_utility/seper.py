@@ -57,7 +57,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from readerfit.errors import InputError, ReaderfitError
-from readerfit.models.lm import LocalLanguageModel, PromptText
+from readerfit.models.lm import LanguageModel, LocalLanguageModel, PromptText
+from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import make_config
 from readerfit.retrieval_utility.belief import (
@@ -136,7 +137,8 @@ class SePer:
     (0.0, 1.0, 1.0)
     """
 
-    def __init__(self, generator: Any, judge: Any = None, config: SePerConfig | None = None, *, pool: Any = None,
+    def __init__(self, generator: LanguageModel | None, judge: Any = None, config: SePerConfig | None = None, *,
+                 pool: ModelSource | None = None,
                  preset: str | None = None) -> None:
         self.generator = generator
         self.config = config or SePerConfig()
@@ -148,7 +150,7 @@ class SePer:
         self.judge_warning = judge_warning(self.judge_name, preset=preset)
 
     @classmethod
-    def from_pool(cls, pool: Any, *, generator: str | None = None, judge: str | None = None,
+    def from_pool(cls, pool: ModelSource, *, generator: str | None = None, judge: str | None = None,
                   preset: str | None = None, load_generator: bool = True, **options: Any) -> SePer:
         """Generator and judge from a :class:`~readerfit.models.pool.ModelPool`; ``preset`` then ``options`` →
         :class:`SePerConfig`.
@@ -173,7 +175,7 @@ class SePer:
         lm = pool.lm(generator or DEFAULT_LM) if load_generator else None
         return cls(lm, judge_obj, config, preset=preset)
 
-    def _need_generator(self) -> Any:
+    def _need_generator(self) -> LanguageModel:
         if self.generator is None:
             raise InputError("this SePer has no generator: it scores given responses only (score_responses)")
         return self.generator
@@ -232,11 +234,11 @@ class SePer:
                 kwargs["keep_stop_token"] = True
         out = self._generate(prompts, **kwargs)
         if len(out) != len(prompts):
-            raise ReaderfitError(f"generator {self.generator.name!r} answered {len(out)} prompts, expected {len(prompts)}")
+            raise ReaderfitError(f"generator {self._need_generator().name!r} answered {len(out)} prompts, expected {len(prompts)}")
         for i, gens in enumerate(out):
             if len(gens) != cfg.n:
                 where = f" for prompt {i + 1} of {len(prompts)}" if len(prompts) > 1 else ""
-                raise ReaderfitError(f"generator {self.generator.name!r} returned {len(gens)} samples, "
+                raise ReaderfitError(f"generator {self._need_generator().name!r} returned {len(gens)} samples, "
                                      f"expected {cfg.n}{where}")
         sets = {c: SampleSet(context=c, prompt=p, generations=list(g)) for c, p, g in zip(distinct, prompts, out)}
         return [sets[k] for k in keys]
@@ -246,7 +248,7 @@ class SePer:
         out = self._generate([self.prompt_for(question, context)])
         gens = out[0] if out else []
         if not gens:
-            raise ReaderfitError(f"generator {self.generator.name!r} returned no greedy answer")
+            raise ReaderfitError(f"generator {self._need_generator().name!r} returned no greedy answer")
         return gens[0]
 
     def score(self, question: str, references: Sequence[str], sample_sets: Sequence[SampleSet]) -> list[SePerResult]:

@@ -40,6 +40,7 @@ from readerfit.models.device import auto_device
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
 from readerfit.models.specs import resolve
+from readerfit.options import check_fields, param
 from readerfit.registry import Registry
 from readerfit.text.split import word_runs
 from readerfit.types import Passage
@@ -142,13 +143,12 @@ class RerankerBase:
 @dataclass
 class CrossEncoderConfig:
     model: str = ""
-    batch_size: int = 32
+    batch_size: int = param(32, ge=1)
 
     def __post_init__(self) -> None:
+        check_fields(self)
         if not self.model.strip():
             raise InputError("the cross-encoder reranker needs a model: cross-encoder:<id or path>")
-        if self.batch_size < 1:
-            raise InputError(f"batch_size must be a positive integer, got {self.batch_size!r}")
 
 
 class CrossEncoderReranker(RerankerBase):

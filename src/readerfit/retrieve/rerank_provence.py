@@ -32,6 +32,7 @@ from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
 from readerfit.models.specs import resolve
+from readerfit.options import check_fields, param
 from readerfit.retrieve.rerank import RerankerBase
 from readerfit.types import Passage
 
@@ -221,13 +222,12 @@ def passage_units(passage: Passage) -> list[str]:
 @dataclass
 class ProvenceRerankerConfig:
     model: str = PROVENCE_MODEL
-    batch_size: int = 32
+    batch_size: int = param(32, ge=1)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.model, str) or not self.model.strip():
+        check_fields(self)
+        if not self.model.strip():
             raise InputError("the provence reranker needs a model: provence or provence:<id or path>")
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise InputError(f"batch_size must be a positive integer, got {self.batch_size!r}")
 
 
 def pooled_provence(pool: ModelSource, model: str) -> Provence:

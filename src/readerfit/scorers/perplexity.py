@@ -52,6 +52,7 @@ import torch
 from readerfit.errors import ContextLengthError, InputError
 from readerfit.models.lm import LanguageModel, LocalLanguageModel, require_local
 from readerfit.models.source import ModelSource
+from readerfit.options import check_fields, param
 
 
 def _check_texts(texts: Sequence[str], prompts: Sequence[str] | None) -> None:
@@ -152,21 +153,19 @@ class LongPPLConfig:
                      "bos": False},
     }
 
-    alpha: float = 2.0
-    beta: float = -2.0
-    short_window: int | None = None
-    stride: int | None = None
-    window_cap: int = WINDOW_CAP
-    window_floor: int = 32
+    alpha: float = param(2.0, help="α: a key token's least log-probability gain with the long context",
+                         request=True)
+    beta: float = param(-2.0, help="β: a key token's least log-probability with it", request=True)
+    short_window: int | None = param(None, request=True, ge=1)
+    stride: int | None = param(None, request=True, ge=1)
+    window_cap: int = param(WINDOW_CAP, request=True)
+    window_floor: int = param(32, request=True, ge=1)
     evaluator: str | None = None
-    bos: bool = True
+    bos: bool = param(True, help="score the text after BOS", request=True)
 
     def __post_init__(self) -> None:
-        if self.short_window is not None and self.short_window < 1:
-            raise InputError(f"short_window must be >= 1, got {self.short_window}")
-        if self.stride is not None and self.stride < 1:
-            raise InputError(f"stride must be >= 1, got {self.stride}")
-        if self.window_floor < 1 or self.window_cap < self.window_floor:
+        check_fields(self)
+        if self.window_cap < self.window_floor:
             raise InputError(f"need 1 <= window_floor <= window_cap, got {self.window_floor}, {self.window_cap}")
 
 

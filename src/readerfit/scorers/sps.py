@@ -57,6 +57,7 @@ from readerfit.data import load_corpus
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, LocalLanguageModel, require_local
 from readerfit.models.source import ModelSource
+from readerfit.options import check_fields, param
 from readerfit.scorers.subspace import (
     POOLINGS,
     Subspace,
@@ -150,21 +151,20 @@ class SPSConfig:
                      "pooling": "max", "layer": -2, "pool_from": 0},
     }
 
+    # not a request's: source (a file or a parameter name), hidden_texts (a subspace per request), cache (a disk write)
     source: str = "embeddings"
-    variance_ratio: float = 0.95
-    centered: bool = False
-    pooling: str = "max"
-    layer: int = -2
+    variance_ratio: float = param(0.95, help="the share of W's variance its subspace covers", request=True,
+                                  gt=0, le=1)
+    centered: bool = param(False, help="W centred before its PCA", request=True)
+    pooling: str = param("max", help="how a text's hidden states become x", request=True, choices=POOLINGS)
+    layer: int = param(-2, help="the reader's layer x is read from", request=True)
     hidden_texts: Sequence[str] | None = None
-    hidden_max_texts: int | None = None
+    hidden_max_texts: int | None = param(None, ge=1)
     cache: bool = True
-    pool_from: int = 0
+    pool_from: int = param(0, help="the first token pooled", request=True, ge=0)
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.variance_ratio <= 1.0:
-            raise InputError(f"variance_ratio must be in (0, 1], got {self.variance_ratio}")
-        if self.pooling not in POOLINGS:
-            raise InputError(f"unknown pooling {self.pooling!r}; expected one of {', '.join(POOLINGS)}")
+        check_fields(self)
         kind = self.source.split(":", 1)[0]
         if kind not in ("embeddings", "hidden", "param") or (kind == "param" and ":" not in self.source):
             raise InputError(
@@ -175,10 +175,6 @@ class SPSConfig:
             raise InputError(f"source 'embeddings' takes no argument, got {self.source!r}")
         if kind == "hidden" and ":" not in self.source and not self.hidden_texts:
             raise InputError("source 'hidden' needs hidden_texts (or use 'hidden:<file>')")
-        if self.hidden_max_texts is not None and self.hidden_max_texts < 1:
-            raise InputError(f"hidden_max_texts must be >= 1, got {self.hidden_max_texts}")
-        if isinstance(self.pool_from, bool) or not isinstance(self.pool_from, int) or self.pool_from < 0:
-            raise InputError(f"pool_from must be an integer >= 0, got {self.pool_from!r}")
 
 
 @dataclass

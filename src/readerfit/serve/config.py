@@ -7,13 +7,14 @@ from typing import Any
 
 from readerfit.errors import InputError
 from readerfit.models.specs import DEFAULT_LM
+from readerfit.options import REQUEST_MAX_NEW_TOKENS, check_fields
 from readerfit.registry import PRESET_NAMES, param
 from readerfit.scorers import SCORERS
 
 # per-request bounds on SePer's sampling: one request must not hold the model for minutes
 MAX_SEPER_SAMPLES = 64
 MAX_BATCH = 64  # questions in one POST /v1/compress list
-MAX_SEPER_NEW_TOKENS = 1024
+MAX_SEPER_NEW_TOKENS = REQUEST_MAX_NEW_TOKENS
 
 
 class BadField(InputError):
@@ -46,20 +47,20 @@ class ServeConfig:
                                          "with --preset the paper's nli:microsoft/deberta-v2-xlarge-mnli)")
     preset: str | None = param(None, choices=PRESET_NAMES,
                                help="every method's preset at start (a request's preset overrides it)")
-    max_concurrency: int = param(1, help="requests doing model work at once; the rest wait their turn (above 1, "
+    max_concurrency: int = param(1, ge=1, help="requests doing model work at once; the rest wait their turn (above 1, "
                                          "requests share torch's CPU threads and the global RNG seeded sampling "
                                          "draws from)")
-    max_body_bytes: int = param(1_048_576, help="largest request body; a larger one gets 413")
-    max_input_tokens: int = param(8192, help="most reader tokens of text in one request (question, passages, "
+    max_body_bytes: int = param(1_048_576, ge=1, help="largest request body; a larger one gets 413")
+    max_input_tokens: int = param(8192, ge=1, help="most reader tokens of text in one request (question, passages, "
                                              "texts, contexts, answers); a larger one gets 413")
-    request_timeout: float = param(120.0, help="seconds a request may take; then 504, and its model work stops "
+    request_timeout: float = param(120.0, gt=0, help="seconds a request may take; then 504, and its model work stops "
                                                "(as it does when the client disconnects)")
-    long_request_chars: int = param(8000, help="a request with more characters of text than this runs in its own "
+    long_request_chars: int = param(8000, ge=1, help="a request with more characters of text than this runs in its own "
                                                "lane, one at a time, so it never holds up shorter requests")
-    batch_window: float = param(0.005, help="seconds a /v1/compress request waits for others to share its model "
+    batch_window: float = param(0.005, ge=0, le=1, help="seconds a /v1/compress request waits for others to share its model "
                                              "work (a batch also grows while it waits for a worker); 0: no batching")
-    max_batch: int = param(16, help="most questions in one such batch")
-    max_built: int = param(32, help="compressors/scorers built for requests' options kept at once (least "
+    max_batch: int = param(16, ge=1, le=MAX_BATCH, help="most questions in one such batch")
+    max_built: int = param(32, ge=1, help="compressors/scorers built for requests' options kept at once (least "
                                     "recently used dropped first; the models they use stay loaded)")
     fixed_options: bool = param(False, help="refuse requests that set options or a preset: serve exactly the "
                                             "start-up configuration")
@@ -76,8 +77,7 @@ class ServeConfig:
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.compressors = tuple(self.compressors)
-        self.scorers = tuple(self.scorers)
+        check_fields(self)
         if not self.compressors or not self.scorers:
             raise InputError("serve needs at least one --compressor and one --scorer")
         for what, names in (("compressor", self.compressors), ("scorer", self.scorers)):
@@ -87,24 +87,9 @@ class ServeConfig:
         unknown = sorted(set(self.scorers) - set(SCORERS.names()))
         if unknown:
             raise SCORERS.unknown(unknown[0])
-        if isinstance(self.request_timeout, bool) or not isinstance(self.request_timeout, int | float) \
-                or not self.request_timeout > 0:
-            raise InputError(f"request_timeout must be a positive number of seconds, got {self.request_timeout!r}")
-        if isinstance(self.batch_window, bool) or not isinstance(self.batch_window, int | float) \
-                or not 0 <= self.batch_window <= 1:
-            raise InputError(f"batch_window must be a number of seconds in [0, 1], got {self.batch_window!r}")
-        if isinstance(self.max_batch, int) and not isinstance(self.max_batch, bool) and self.max_batch > MAX_BATCH:
-            raise InputError(f"max_batch must be at most {MAX_BATCH}, got {self.max_batch!r}")
-        for name in ("max_concurrency", "max_body_bytes", "max_built", "max_input_tokens", "long_request_chars",
-                     "max_batch"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(f"{name} must be a positive integer, got {value!r}")
-        if self.api_key is not None and (not isinstance(self.api_key, str) or len(self.api_key) < 16
-                                         or not self.api_key.isprintable() or " " in self.api_key):
+        if self.api_key is not None and (len(self.api_key) < 16 or not self.api_key.isprintable()
+                                         or " " in self.api_key):
             raise InputError("api_key must be at least 16 printable characters without spaces")
-        if self.preset is not None and self.preset not in PRESET_NAMES:
-            raise InputError(f"preset must be one of {', '.join(PRESET_NAMES)}, got {self.preset!r}")
         served = set(self.compressors) | set(self.scorers)
         stray = sorted(set(self.options) - served)
         if stray:

@@ -1,10 +1,12 @@
 """Request and response bodies of the HTTP API (pydantic): the JSON shapes of the command line, validated.
 
 The compressor and scorer fields list what a server serves, so :func:`request_models` builds the request
-models for one server; the rest are fixed.
+models for one server; the rest are fixed. A request's ``options`` are typed in the schema by each served
+component's option model (:func:`readerfit.options.options_model`, from the fields its config marks
+``param(request=True)``); the service checks them against the component the request names (a 400 naming the field).
 """
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
     AfterValidator,
@@ -21,8 +23,10 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from readerfit.registry import PRESET_NAMES
-from readerfit.serve.options import REQUEST_OPTIONS, request_option_names
+from readerfit.compressors import COMPRESSORS
+from readerfit.options import NONBLANK_PATTERN, PRESET_NAMES, options_model
+from readerfit.retrieval_utility.config import SePerConfig
+from readerfit.scorers import SCORERS
 from readerfit.text.unicode import unencodable, unencodable_message
 
 
@@ -55,7 +59,7 @@ def _readable_str(value: Any) -> Any:
 # a pattern in the schema (what clients read) and Python's own idea of blank (what the methods check). The
 # pattern needs one character that is blank to neither: a regex's \s (ECMA's has U+FEFF, Unicode's U+0085) misses
 # the separators U+001C-U+001F that Python's str.strip() removes, so those are named too
-NonBlank = Annotated[str, StringConstraints(pattern=r"[^\s\u001c-\u001f\u0085\ufeff]"), AfterValidator(_not_blank),
+NonBlank = Annotated[str, StringConstraints(pattern=NONBLANK_PATTERN), AfterValidator(_not_blank),
                      BeforeValidator(_readable_str)]
 Preset = Literal[PRESET_NAMES]  # type: ignore[valid-type]
 def integral(value: Any) -> Any:
@@ -76,9 +80,17 @@ Rate = Annotated[StrictFloat, Field(gt=0, le=1), BeforeValidator(_number)]
 TargetTokens = Annotated[StrictInt, Field(ge=1), BeforeValidator(integral)]
 
 
-def _names(keys: Any) -> dict[str, Any]:
-    """JSON Schema: an object whose keys are among ``keys``."""
-    return {"propertyNames": {"enum": sorted(keys)}}
+def _as_given(value: Any) -> Any:
+    return value
+
+
+def options_of(config_classes: Any) -> Any:
+    """A JSON object of options, shown in the schema as the request option model of one of ``config_classes``
+    (any of them: the component a request names is known only beside the options, so the service checks them
+    against its config, a 400 naming the field)."""
+    models = tuple(options_model(c, request=True) for c in config_classes)
+    shown = models[0] if len(models) == 1 else Union[models]  # noqa: UP007 (a tuple of types built at run time)
+    return Annotated[dict[str, Any], BeforeValidator(_as_given, json_schema_input_type=shown)]
 
 
 class Strict(BaseModel):
@@ -132,8 +144,8 @@ class SePerRequest(Strict):
     question: NonBlank
     answers: list[NonBlank] = Field(min_length=1, description="reference answers (first = canonical)")
     context: str | None = Field(None, description="retrieved context: ΔSePer when given (blank = no retrieval)")
-    options: dict[str, Any] = Field(default_factory=dict, description="SePer's options a request may set",
-                                    json_schema_extra=_names(REQUEST_OPTIONS["seper"]))
+    options: options_of([SePerConfig]) = Field(  # type: ignore[valid-type]
+        default_factory=dict, description="SePer's options a request may set")
     preset: Preset | None = Field(None, description="SePer as its paper defines it or its code runs it; refused (400) "
                                                     "unless this server's judge is the preset's (the paper's NLI "
                                                     "model: readerfit serve --judge nli:...)")
@@ -146,22 +158,23 @@ def request_models(compressors: tuple[str, ...], scorers: tuple[str, ...]) -> tu
     scorer_name: Any = Literal[scorers]  # type: ignore[valid-type]
     several: Any = Annotated[list[scorer_name], Field(min_length=1, json_schema_extra={"uniqueItems": True}),
                              AfterValidator(_unique)]
-    # the options a request may set (REQUEST_OPTIONS), named in the schema; the service refuses the rest (400)
-    compress_keys = sorted(set().union(*(request_option_names(c) for c in compressors)))
-    score_keys = {s: sorted(REQUEST_OPTIONS.get(s, frozenset())) for s in scorers}
+    # the options a request may set (param(request=True) fields), typed per component; the rest are refused (400)
     compress = create_model(
         "CompressRequest", __base__=CompressBody,
         compressor=(compressor_name | None, Field(None, description=f"default {compressors[0]}")),
-        options=(dict[str, Any], Field(default_factory=dict, json_schema_extra=_names(compress_keys),
-                                       description="the compressor's options a request may set (values only: "
-                                                   "files, models and prompt templates are the server's)")))
+        options=(options_of([COMPRESSORS.get(c).config_class for c in compressors]), Field(
+            default_factory=dict, description="the compressor's options a request may set (values only: files, "
+                                              "models and prompt templates are the server's)")))
+    # scorer names as aliases: a plugin's name need not be an identifier
+    per_scorer_fields: dict[str, Any] = {
+        f"scorer_{i}": (options_model(SCORERS.get(s).config_class, request=True), Field(default_factory=dict, alias=s))
+        for i, s in enumerate(scorers)}
+    per_scorer = create_model("ScoreOptions", __config__=ConfigDict(extra="forbid"), **per_scorer_fields)
     score = create_model(
         "ScoreRequest", __base__=ScoreBody,
         scorer=(scorer_name | several, Field(scorers[0], description="one scorer or several")),
-        options=(dict[str, dict[str, Any]], Field(
-            default_factory=dict, description="per scorer name, the options a request may set for it",
-            json_schema_extra={**_names(scorers),
-                               "properties": {s: {"type": "object", **_names(k)} for s, k in score_keys.items()}})))
+        options=(Annotated[dict[str, dict[str, Any]], BeforeValidator(_as_given, json_schema_input_type=per_scorer)],
+                 Field(default_factory=dict, description="per scorer name, the options a request may set for it")))
     return compress, score
 
 

@@ -136,11 +136,11 @@ class Service:
         name = item.get("compressor") or self.config.default_compressor
         self._check_served(name)
         given = item.get("options") or {}
-        check_request_options(name, given, field=f"{where}options")
+        cls = COMPRESSORS.get(name)
+        check_request_options(cls.config_class, given, component=name, field=f"{where}options")
         self._check_size([item["question"], *passage_texts(item["passages"])], field=f"{where}{passages_field}")
         budget = given_budget(rate=item.get("rate"), target_tokens=item.get("target_tokens"))
         preset = item.get("preset") or self.config.preset
-        cls = COMPRESSORS.get(name)
         try:
             merged = {**self.config.options.get(name, {}), **with_budget(given, **budget)}
             rest, _ = checked_budget(cls, merged)
@@ -163,9 +163,10 @@ class Service:
         for name in scorers:
             if name not in self.config.scorers:
                 raise InputError(f"scorer {name!r} is not served here; served: {', '.join(self.config.scorers)}")
-            check_request_options(name, options.get(name, {}), field=f"options.{name}")
+            config_class = SCORERS.get(name).config_class
+            check_request_options(config_class, options.get(name, {}), component=name, field=f"options.{name}")
             merged = {**self.config.options.get(name, {}), **options.get(name, {})}
-            checked_config(SCORERS.get(name).config_class, merged, what=f"scorer {name!r}",
+            checked_config(config_class, merged, what=f"scorer {name!r}",
                            preset=preset or self.config.preset, field=f"options.{name}")
             out[name] = api.score(list(texts), scorer=name, reader=self.reader_lm, pool=self.pool, contexts=contexts,
                                   preset=preset or self.config.preset, options=merged)
@@ -175,7 +176,7 @@ class Service:
               options: dict[str, Any] | None = None, preset: str | None = None) -> dict[str, Any]:
         """``seper --json``'s object: SePer without the context, and with it and ΔSePer when one is given."""
         options = dict(options or {})
-        check_request_options("seper", options, field="options")
+        check_request_options(SePerConfig, options, component="seper", field="options")
         self._check_size([question, *answers, context or ""], field="context" if context else "answers")
         if options.get("judge", self.judge_name) != self.judge_name:
             raise BadField(f"this server's SePer judge is {self.judge_name!r} (set at start with --judge); "

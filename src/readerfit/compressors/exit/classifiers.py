@@ -23,6 +23,8 @@ from readerfit.compressors.exit.onepass import OnePassSentenceClassifier, load_o
 from readerfit.compressors.exit.sentence_classifier import SentenceClassifier
 from readerfit.errors import InputError, MissingPackageError, UnknownModelError
 from readerfit.models.device import resolve_dtype
+from readerfit.models.lm import LocalLanguageModel
+from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_EMBEDDER, DEFAULT_LM
 
 PURPOSE = "EXIT's LM classifier (logits over a cached prefix)"
@@ -52,7 +54,7 @@ def trained_with(info: dict[str, Any] | None) -> tuple[str, str]:
     return str(prompt), str(labels)
 
 
-def load_lm(pool: Any, base: str, *, adapter: str | None, dtype: str) -> Any:
+def load_lm(pool: ModelSource, base: str, *, adapter: str | None, dtype: str) -> LocalLanguageModel:
     """The classifier LM (with its adapter merged); one that cannot be loaded is an error naming what was
     asked for and how to pass another, raised when the compressor is built, before anything is scored."""
     try:
@@ -66,7 +68,7 @@ def load_lm(pool: Any, base: str, *, adapter: str | None, dtype: str) -> Any:
         ) from err
 
 
-def build_classifier(config: ExitConfig, pool: Any) -> SentenceClassifier:
+def build_classifier(config: ExitConfig, pool: ModelSource) -> SentenceClassifier:
     """The sentence classifier ``config`` names, its models taken from ``pool``."""
     name = config.model
     shipped = name == "default" or name in SHIPPED

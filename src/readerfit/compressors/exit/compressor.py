@@ -69,6 +69,7 @@ from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifi
 from readerfit.compressors.select import Scoring, select
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
+from readerfit.models.source import ModelSource
 from readerfit.text.split import get_splitter
 from readerfit.types import Compression, Passage
 
@@ -105,7 +106,8 @@ class ExitCompressor(BaseCompressor):
         self.signals_wanted = ranker is not None or bool(needs)  # r alone (the presets) needs none
 
     @classmethod
-    def from_config(cls, config: ExitConfig, *, pool: Any, reader_lm: LanguageModel | None = None) -> ExitCompressor:
+    def from_config(cls, config: ExitConfig, *, pool: ModelSource,
+                    reader_lm: LanguageModel | None = None) -> ExitCompressor:
         ranker = build_ranker(config.ranking)
         embedder = pool.embedder(config.embedder, dtype=encoder_dtype(config, pool.device)) if ranker is not None and set(ranker.signals) & EMBEDDED else None
         return cls(build_classifier(config, pool), get_splitter(config.splitter), config, reader_lm=reader_lm,

@@ -8,11 +8,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar
 
-from readerfit.compressors.budget import Budget, check_budget
+from readerfit.compressors.budget import Budget
+from readerfit.compressors.budget_fields import rate_field, target_tokens_field
 from readerfit.compressors.exit.hop import LINK_BY, LINK_FROM
 from readerfit.compressors.exit.ranker import RANKINGS
 from readerfit.errors import InputError
 from readerfit.models.device import fast_dtype
+from readerfit.options import check_fields, param
 
 # The paper's prompt (Table 4), verbatim; chat-templated as one user turn for the classifier LM.
 EXIT_PROMPT = (
@@ -169,62 +171,33 @@ class ExitConfig:
                      "threshold": 0.5, "min_keep": 0, "hop": 0, "ranking": "r"},
     }
 
-    model: str = "default"
-    adapter: str | None = None
-    threshold: float | None = None
+    model: str = param("default", nonblank=True)
+    adapter: str | None = param(None, nonblank=True)
+    threshold: float | None = param(None, help="τ: the least r a kept sentence has", request=True, ge=0, le=1)
     splitter: str = "spacy"
-    batch_size: int = 16
-    max_tokens: int | None = None
+    batch_size: int = param(16, ge=1)
+    max_tokens: int | None = param(None, ge=16)
     dtype: str | None = None
     cache_prefix: bool = True
-    prompt: str | None = None
-    labels: str | None = None
-    context: str = "passage"
-    rate: float | None = None
-    target_tokens: int | None = None
-    min_keep: int = 1
+    prompt: str | None = param(None, choices=tuple(PROMPTS))
+    labels: str | None = param(None, choices=LABELS)
+    context: str = param("passage", choices=CONTEXTS)
+    rate: float | None = rate_field()
+    target_tokens: int | None = target_tokens_field()
+    min_keep: int = param(1, help="the best sentences kept when τ keeps fewer", request=True, ge=0)
     embedder: str = "minilm"
-    hop: int = DEFAULT_HOP
-    hop_by: str = DEFAULT_HOP_BY
-    hop_from: str = DEFAULT_HOP_FROM
-    ranking: str = DEFAULT_RANKING
+    hop: int = param(DEFAULT_HOP, ge=0, le=20)
+    hop_by: str = param(DEFAULT_HOP_BY, choices=LINK_BY)
+    hop_from: str = param(DEFAULT_HOP_FROM, choices=LINK_FROM)
+    ranking: str = param(DEFAULT_RANKING, nonblank=True)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.model, str) or not self.model.strip():
-            raise InputError(f"model (the sentence classifier) must be a name or directory, got {self.model!r}")
-        if self.threshold is not None:
-            if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
-                    or not 0.0 <= self.threshold <= 1.0:
-                raise InputError(f"threshold (τ) must be a number in [0, 1] or None, got {self.threshold!r}")
-            self.threshold = float(self.threshold)
-        check_budget(self.rate, self.target_tokens)
-        if isinstance(self.min_keep, bool) or not isinstance(self.min_keep, int) or self.min_keep < 0:
-            raise InputError(f"min_keep must be an integer >= 0, got {self.min_keep!r}")
-        if isinstance(self.hop, bool) or not isinstance(self.hop, int) or not 0 <= self.hop <= 20:
-            raise InputError(f"hop (how many top sentences' title mentions the bridge hop follows) must be an "
-                             f"integer in [0, 20], got {self.hop!r}")
-        if not isinstance(self.ranking, str) or not self.ranking.strip():
-            raise InputError(f"ranking must be one of {', '.join(RANKINGS)} or a ranker file, got {self.ranking!r}")
+        check_fields(self)
         if self.ranking not in RANKINGS and not Path(self.ranking).expanduser().is_file():
             raise InputError(f"ranking must be one of {', '.join(RANKINGS)} or an existing ranker file (as `readerfit "
                              f"train exit-ranker` writes it), got {self.ranking!r}")
-        if self.hop_by not in LINK_BY:
-            raise InputError(f"hop_by must be one of {', '.join(LINK_BY)}, got {self.hop_by!r}")
-        if self.hop_from not in LINK_FROM:
-            raise InputError(f"hop_from must be one of {', '.join(LINK_FROM)}, got {self.hop_from!r}")
-        if not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise InputError(f"batch_size must be a positive integer, got {self.batch_size!r}")
-        if self.max_tokens is not None and (not isinstance(self.max_tokens, int) or self.max_tokens < 16):
-            raise InputError(f"max_tokens must be an integer >= 16 or None, got {self.max_tokens!r}")
         if self.adapter is not None:
-            if not isinstance(self.adapter, str) or not self.adapter.strip():
-                raise InputError(f"adapter must be a directory or a hub id, got {self.adapter!r}")
             check_adapter(self.adapter)
-        for name, allowed in (("prompt", tuple(PROMPTS)), ("labels", LABELS)):
-            if getattr(self, name) is not None and getattr(self, name) not in allowed:
-                raise InputError(f"{name} must be one of {', '.join(allowed)} (or unset), got {getattr(self, name)!r}")
-        if self.context not in CONTEXTS:
-            raise InputError(f"context must be one of {', '.join(CONTEXTS)}, got {self.context!r}")
 
 
 def encoder_dtype(config: ExitConfig, device: Any) -> str:

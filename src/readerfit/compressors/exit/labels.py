@@ -14,15 +14,15 @@ loss is −log P(label) under the full vocabulary (the paper's equation 5 as an 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
 from readerfit.compressors.exit.config import LABELS, NEGATIVE, POSITIVE
 from readerfit.errors import InputError
+from readerfit.models.lm import LocalLanguageModel
 
 
-def label_token_ids(lm: Any, labels: str) -> tuple[list[int], list[int]]:
+def label_token_ids(lm: LocalLanguageModel, labels: str) -> tuple[list[int], list[int]]:
     """(Yes ids, No ids) of ``lm``'s tokenizer: one id each (``single``: the first token of the word, as the
     released code's ``encode("Yes", add_special_tokens=False)[0]``) or every single-token spelling (``variants``)."""
     if labels == "single":

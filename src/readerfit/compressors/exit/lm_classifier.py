@@ -22,6 +22,7 @@ from readerfit.compressors.exit.sentence_classifier import GroupScores
 from readerfit.compressors.exit.windows import collect_question, plan_question
 from readerfit.errors import InputError
 from readerfit.models.kv_cache import cache_kwarg, cache_layers, logits_kwarg, make_cache
+from readerfit.models.lm import LocalLanguageModel
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class LMSentenceClassifier:
     >>> clf.score("Who wrote it?", [("Book", ["Anna wrote it.", "It sold well."])])[0].scores  # doctest: +SKIP
     """
 
-    def __init__(self, lm: Any, *, batch_size: int = 16, max_tokens: int | None = None, cache_prefix: bool = True,
+    def __init__(self, lm: LocalLanguageModel, *, batch_size: int = 16, max_tokens: int | None = None, cache_prefix: bool = True,
                  name: str | None = None, prompt: str = "paper", labels: str = "single",
                  context: str = "passage") -> None:
         if prompt not in PROMPTS or context not in CONTEXTS:

@@ -13,7 +13,7 @@ from readerfit.models.lm import LanguageModel, require_local
 from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.reader import READER_PROMPT, Reader, Reading
-from readerfit.registry import PRESET_NAMES, make_config
+from readerfit.registry import PRESET_NAMES, make_config, param
 from readerfit.scorers.sps import SPSConfig, SPSScorer
 from readerfit.types import Compression, Passage
 
@@ -43,19 +43,20 @@ class XCompressEmbedConfig(SummaryConfig):
     }
 
     # the probe settings, their defaults taken from ProbeConfig (one source for them)
-    n_probes: int = ProbeConfig.n_probes
-    keep: int = ProbeConfig.keep
-    top_p: int = ProbeConfig.top_p
-    scale: float = ProbeConfig.scale
-    seed: int = ProbeConfig.seed
-    layer: int = ProbeConfig.layer
-    probe_score: str = ProbeConfig.probe_score
-    probe_context: str = ProbeConfig.probe_context
-    scale_unit: str = ProbeConfig.scale_unit
-    candidate_norm: str = ProbeConfig.candidate_norm
-    summary_from: str = "compressor"
-    budget: bool = False
-    scorer_preset: str | None = None  # the SPS scorer's preset (its W); None: SPSConfig's defaults
+    n_probes: int = param(ProbeConfig.n_probes, request=True, request_max=256)
+    keep: int = param(ProbeConfig.keep, request=True)
+    top_p: int = param(ProbeConfig.top_p, request=True)
+    scale: float = param(ProbeConfig.scale, request=True)
+    seed: int = param(ProbeConfig.seed, request=True)
+    layer: int = param(ProbeConfig.layer, request=True)
+    probe_score: str = param(ProbeConfig.probe_score, request=True)
+    probe_context: str = param(ProbeConfig.probe_context, request=True)
+    scale_unit: str = param(ProbeConfig.scale_unit, request=True)
+    candidate_norm: str = param(ProbeConfig.candidate_norm, request=True)
+    summary_from: str = param("compressor", request=True, choices=SUMMARY_SOURCES)
+    budget: bool = param(False, help="never more tokens than the passages", request=True)
+    scorer_preset: str | None = param(None, help="the SPS scorer's preset (its W); null: SPSConfig's defaults",
+                                      request=True, choices=PRESET_NAMES)
 
     def sps_config(self) -> SPSConfig:
         """The candidates' SPS settings: ``scorer_preset``'s, read at this config's ``layer``."""
@@ -69,10 +70,6 @@ class XCompressEmbedConfig(SummaryConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.summary_from not in SUMMARY_SOURCES:
-            raise InputError(f"summary_from must be one of {', '.join(SUMMARY_SOURCES)}, got {self.summary_from!r}")
-        if self.scorer_preset is not None and self.scorer_preset not in PRESET_NAMES:
-            raise InputError(f"scorer_preset must be one of {', '.join(PRESET_NAMES)}, got {self.scorer_preset!r}")
         self.probe_config(answer_tokens=1)  # validates the probe settings now, not at the first example
 
 
@@ -91,7 +88,8 @@ class XCompressEmbedCompressor(Summary):
     config_class = XCompressEmbedConfig
     reader_aware = True
 
-    def __init__(self, lm: Any, reader_lm: Any, config: XCompressEmbedConfig | None = None) -> None:
+    def __init__(self, lm: LanguageModel | None, reader_lm: LanguageModel,
+                 config: XCompressEmbedConfig | None = None) -> None:
         self.reader_lm = require_local(reader_lm, purpose=PURPOSE)
         super().__init__(lm, config or XCompressEmbedConfig(), counter=self.reader_lm)
         self.config: XCompressEmbedConfig

@@ -48,6 +48,7 @@ import torch
 from readerfit.compressors.xcompress.summary import question_seed
 from readerfit.errors import ContextLengthError, InputError
 from readerfit.models.lm import LanguageModel, PromptText, require_local
+from readerfit.options import check_fields, param
 from readerfit.reader import READER_PROMPT, clean_answer
 from readerfit.scorers.sps import SPSConfig, SPSScorer
 
@@ -87,36 +88,27 @@ def probe_score(h: torch.Tensor, p: int, *, kind: str = "paper") -> float:
 class ProbeConfig:
     """Probe settings: N probes, keep M, p (gaps), probe scale, seed, layer, and the released code's choices."""
 
-    n_probes: int = 8
-    keep: int = 3
-    top_p: int = 10
-    scale: float = 1.0
+    n_probes: int = param(8, ge=1)
+    keep: int = param(3, ge=0)
+    top_p: int = param(10, ge=1)
+    scale: float = param(1.0, gt=0)
     seed: int = 0
     layer: int = -2
-    max_new_tokens: int = 32
+    max_new_tokens: int = param(32, ge=1)
     reader_prompt: str = READER_PROMPT
-    probe_score: str = "paper"
-    probe_context: str = "summary-query"
-    scale_unit: str = "embedding"
-    candidate_norm: str = "none"
+    probe_score: str = param("paper", choices=PROBE_SCORES)
+    probe_context: str = param("summary-query", choices=PROBE_CONTEXTS)
+    scale_unit: str = param("embedding", choices=SCALE_UNITS)
+    candidate_norm: str = param("none", choices=CANDIDATE_NORMS)
 
     def __post_init__(self) -> None:
-        if self.n_probes < 1 or not 0 <= self.keep <= self.n_probes:
+        check_fields(self)
+        if not self.keep <= self.n_probes:
             raise InputError(f"need n_probes >= 1 and 0 <= keep <= n_probes, got {self.n_probes}, {self.keep}")
         if self.top_p < (2 if self.probe_score == "official" else 1):
             raise InputError(f"top_p must be >= 1 (>= 2 for the official probe score), got {self.top_p}")
-        if not self.scale > 0:
-            raise InputError(f"scale must be > 0, got {self.scale}")
-        if self.max_new_tokens < 1:
-            raise InputError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if "{context}" not in self.reader_prompt or "{query}" not in self.reader_prompt:
             raise InputError("reader_prompt must contain {context} and {query}")
-        for name, value, allowed in (("probe_score", self.probe_score, PROBE_SCORES),
-                                     ("probe_context", self.probe_context, PROBE_CONTEXTS),
-                                     ("scale_unit", self.scale_unit, SCALE_UNITS),
-                                     ("candidate_norm", self.candidate_norm, CANDIDATE_NORMS)):
-            if value not in allowed:
-                raise InputError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
 
 
 @dataclass

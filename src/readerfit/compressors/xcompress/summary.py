@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor, join_passages
-from readerfit.compressors.budget import Budget, budget_details, check_budget, fit_text
+from readerfit.compressors.budget import Budget, budget_details, fit_text
+from readerfit.compressors.budget_fields import rate_field, target_tokens_field
 from readerfit.compressors.xcompress.prompts import (
     COMPACT_NEXT_PROMPT,
     COMPACT_PROMPT,
@@ -28,10 +29,10 @@ from readerfit.compressors.xcompress.prompts import (
     parse_compact,
     split_evaluation,
 )
-from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM
+from readerfit.options import REQUEST_MAX_NEW_TOKENS, check_fields, param
 from readerfit.text.split import split_sentences
 from readerfit.types import Compression, Generation, Passage
 
@@ -85,33 +86,25 @@ class SummaryConfig:
     }
 
     model: str = DEFAULT_LM
-    max_new_tokens: int = 256
+    max_new_tokens: int = param(256, help="the most tokens of a summary", request=True,
+                                request_max=REQUEST_MAX_NEW_TOKENS, ge=1)
     prompt: str = PAPER_PROMPT
     dtype: str | None = None
     next_prompt: str = COMPACT_NEXT_PROMPT
-    document_format: str = "blocks"
-    segment_size: int | None = None
-    max_iterations: int = 6
-    split: str = "readerfit"
-    budget: bool = True
-    rate: float | None = None
-    target_tokens: int | None = None
+    document_format: str = param("blocks", help="how the passages are laid out", request=True,
+                                 choices=DOCUMENT_FORMATS)
+    segment_size: int | None = param(None, ge=1)
+    max_iterations: int = param(6, ge=1)
+    split: str = param("readerfit", help="how the evaluation is cut off", request=True, choices=SPLITS)
+    budget: bool = param(True, help="never more tokens than the passages", request=True)
+    rate: float | None = rate_field()
+    target_tokens: int | None = target_tokens_field()
 
     def __post_init__(self) -> None:
-        check_budget(self.rate, self.target_tokens)
-        if self.max_new_tokens < 1:
-            raise InputError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        check_fields(self)
         check_prompt(self.prompt)
         check_prompt(self.next_prompt, fields=("question", "document_input", "prev_summary", "prev_eval"),
                      what="next_prompt")
-        if self.document_format not in DOCUMENT_FORMATS:
-            raise InputError(f"document_format must be one of {', '.join(DOCUMENT_FORMATS)}, got {self.document_format!r}")
-        if self.split not in SPLITS:
-            raise InputError(f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
-        if self.segment_size is not None and self.segment_size < 1:
-            raise InputError(f"segment_size must be >= 1 (or None: one step over all passages), got {self.segment_size}")
-        if self.max_iterations < 1:
-            raise InputError(f"max_iterations must be >= 1, got {self.max_iterations}")
 
 
 @dataclass
@@ -149,7 +142,9 @@ class Summary(BaseCompressor):
     name = "summary"
     config_class = SummaryConfig
 
-    def __init__(self, lm: Any, config: SummaryConfig | None = None, *, counter: Any = None) -> None:
+    # lm stays Any: xcompress decodes beams through it (generate(num_beams=)), which LanguageModel does not declare
+    def __init__(self, lm: Any, config: SummaryConfig | None = None, *,
+                 counter: LanguageModel | None = None) -> None:
         self.lm = lm
         self.config = config or SummaryConfig()
         self.counter = counter if counter is not None else lm  # whose tokens the budget counts

@@ -51,7 +51,7 @@ from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, require_local
 from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM
-from readerfit.registry import PRESET_NAMES
+from readerfit.registry import PRESET_NAMES, param
 from readerfit.scorers import SCORERS, Scorer
 from readerfit.types import Generation
 
@@ -91,44 +91,34 @@ class XCompressConfig(SummaryConfig):
     scorer: str = "sps"
     scorer_options: dict[str, Any] = field(default_factory=dict)
     evaluator: str | None = None
-    k: int = 5
-    decoding: str = "sample"
-    temperature: float = 1.0
-    top_p: float = 1.0
-    repetition_penalty: float = 1.2
-    num_beams: int | None = None
-    seed: int = 0
+    k: int = param(5, help="candidate summaries", request=True, request_max=16, ge=1)
+    decoding: str = param("sample", help="how candidates are decoded", request=True, choices=("sample", "beam"))
+    temperature: float = param(1.0, request=True)
+    top_p: float = param(1.0, request=True, gt=0, le=1)
+    repetition_penalty: float = param(1.2, request=True, gt=0)
+    num_beams: int | None = param(None, request=True, request_max=16)
+    seed: int = param(0, request=True)
     filter_file: str | None = None
-    threshold: float | None = None
+    threshold: float | None = param(None, help="the norm-guided filter's threshold", request=True)
     filter_layer: int | None = None
-    include_greedy: bool = True
-    scorer_preset: str | None = None
-    filter: str = "threshold"
+    include_greedy: bool = param(True, help="the greedy summary among the candidates", request=True)
+    scorer_preset: str | None = param(None, request=True, choices=PRESET_NAMES)
+    filter: str = param("threshold", request=True, choices=FILTERS)
     online_buffer_size: int = 50
-    online_fraction: float = 0.3
+    online_fraction: float = param(0.3, request=True)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.scorer not in SCORERS:
             raise SCORERS.unknown(self.scorer)
-        if self.k < 1:
-            raise InputError(f"k must be >= 1, got {self.k}")
-        if self.decoding not in ("sample", "beam"):
-            raise InputError(f"decoding must be 'sample' or 'beam', got {self.decoding!r}")
         if self.decoding == "sample" and self.temperature <= 0:
             raise InputError(f"sampling needs temperature > 0, got {self.temperature}")
         if self.num_beams is not None and self.num_beams < self.k:
             raise InputError(f"num_beams must be >= k ({self.k}), got {self.num_beams}")
-        if self.repetition_penalty <= 0 or not 0 < self.top_p <= 1:
-            raise InputError("expected repetition_penalty > 0 and 0 < top_p <= 1")
         if self.filter_file is not None and self.threshold is not None:
             raise InputError("give either filter_file or threshold, not both")
         if self.evaluator is not None and self.scorer != "longppl":
             raise InputError("evaluator is a LongPPL option; set scorer='longppl'")
-        if self.scorer_preset is not None and self.scorer_preset not in PRESET_NAMES:
-            raise InputError(f"scorer_preset must be one of {', '.join(PRESET_NAMES)}, got {self.scorer_preset!r}")
-        if self.filter not in FILTERS:
-            raise InputError(f"filter must be one of {', '.join(FILTERS)}, got {self.filter!r}")
         if self.filter == "online" and (self.filter_file is not None or self.threshold is not None):
             raise InputError("filter='online' keeps its own buffer of ratios; give no filter_file or threshold")
         OnlineBuffer(size=self.online_buffer_size, fraction=self.online_fraction)  # validates them now

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from readerfit.errors import BackendUnavailableError, InputError, ReaderfitError
+from readerfit.options import check_fields, param
 
 PREFIX = "openai:"
 
@@ -69,22 +70,21 @@ class OpenAIConfig:
     'http://127.0.0.1:8000/v1'
     """
 
-    model: str
+    model: str = param(nonblank=True, help="a served model name (openai:<model>)")
     base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    timeout: float = 120.0
-    max_retries: int = 4
-    backoff: float = 0.5
-    max_wait: float = 60.0
-    concurrency: int = 4
-    context_length: int | None = None
-    top_logprobs: int = 20
-    chat_template: str = "auto"
-    count_tokens: str = "auto"
+    api_key: str | None = param(None, repr=False)
+    timeout: float = param(120.0, gt=0)
+    max_retries: int = param(4, ge=0)
+    backoff: float = param(0.5, ge=0)
+    max_wait: float = param(60.0, ge=0)
+    concurrency: int = param(4, ge=1)
+    context_length: int | None = param(None, ge=1)
+    top_logprobs: int = param(20, ge=1)
+    chat_template: str = param("auto", choices=("auto", "server", "plain"))
+    count_tokens: str = param("auto", choices=("auto", "server", "approx"))
 
     def __post_init__(self) -> None:
-        if not isinstance(self.model, str) or not self.model.strip():
-            raise InputError(f"expected a served model name (openai:<model>), got {self.model!r}")
+        check_fields(self)
         self.model = self.model.strip()
         url = (self.base_url or os.environ.get("OPENAI_BASE_URL") or "").strip().rstrip("/")
         if not url:
@@ -97,21 +97,6 @@ class OpenAIConfig:
         self.base_url = url
         if self.api_key is None:
             self.api_key = os.environ.get("OPENAI_API_KEY") or None
-        if not self.timeout > 0:
-            raise InputError(f"timeout must be > 0 seconds, got {self.timeout}")
-        if self.max_retries < 0 or self.backoff < 0 or self.max_wait < 0:
-            raise InputError(f"expected max_retries, backoff and max_wait >= 0, got "
-                             f"{self.max_retries}, {self.backoff}, {self.max_wait}")
-        if self.concurrency < 1:
-            raise InputError(f"concurrency must be >= 1, got {self.concurrency}")
-        if self.context_length is not None and self.context_length < 1:
-            raise InputError(f"context_length must be >= 1, got {self.context_length}")
-        if self.top_logprobs < 1:
-            raise InputError(f"top_logprobs must be >= 1, got {self.top_logprobs}")
-        if self.chat_template not in ("auto", "server", "plain"):
-            raise InputError(f"chat_template must be auto, server or plain, got {self.chat_template!r}")
-        if self.count_tokens not in ("auto", "server", "approx"):
-            raise InputError(f"count_tokens must be auto, server or approx, got {self.count_tokens!r}")
 
     @property
     def shown_url(self) -> str:
