@@ -227,8 +227,8 @@ def test_the_summary_gives_answer_recall_by_number_of_hops():
     assert "answer recall by number of hops" in summary_table(result)
     # records written before the shared names (the achieved rate as "fraction") still summarise
     old = [{**r, "points": {"default": {"fraction": 0.3, "empty": False, "answer_kept": True}}} for r in records]
-    assert summarize(point_rows(old), methods=["exit"], rates=[])["methods"]["exit"]["points"]["default"]["token_fraction"] == \
-        pytest.approx(0.3)
+    points = summarize(point_rows(old), methods=["exit"], rates=[])["methods"]["exit"]["points"]
+    assert points["default"]["token_fraction"] == pytest.approx(0.3)
 
 
 class NoModels:

@@ -17,8 +17,8 @@ from readerfit.inputs import expect_type as _expect
 from readerfit.inputs import kind_of as _kind
 
 # the inputs (readerfit.inputs) are importable from here too, where every stage has always imported them from
-__all__ = ["DEFAULT_POINT", "NO_BUDGET", "RAW_PASSAGES", "CandidateProbs", "Compression", "Generation", "Passage", "QAExample", "Recall", "Record",
-           "SupportingFact", "render_passage", "token_rate", "token_ratio"]
+__all__ = ["DEFAULT_POINT", "NO_BUDGET", "RAW_PASSAGES", "CandidateProbs", "Compression", "Generation", "Passage",
+           "QAExample", "Recall", "Record", "SupportingFact", "render_passage", "token_rate", "token_ratio"]
 
 
 @dataclass

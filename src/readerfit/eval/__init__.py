@@ -6,5 +6,5 @@ from readerfit.eval.harness import EvalSetup, build_eval, build_pipelines, run_e
 from readerfit.eval.pipeline import PipelineConfig, RAGPipeline, Retrieval
 from readerfit.eval.sweep import BudgetSweep
 
-__all__ = ["BudgetSweep", "EvalConfig", "EvalSetup", "PipelineConfig", "RAGPipeline", "Retrieval", "build_eval", "build_pipelines",
-           "run_eval"]
+__all__ = ["BudgetSweep", "EvalConfig", "EvalSetup", "PipelineConfig", "RAGPipeline", "Retrieval", "build_eval",
+           "build_pipelines", "run_eval"]

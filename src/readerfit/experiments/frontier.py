@@ -6,7 +6,7 @@ the top 5), over the questions of a dataset:
 
 * **answer recall**: of the questions whose raw passages hold a gold answer string (SQuAD normalisation,
   :func:`readerfit.metrics.qa.contains`), the fraction whose compressed text still does. "yes" and "no" are
-  no answer strings (:func:`holds_answer`): the word in a passage is a coincidence, not the answer
+  no answer strings (:func:`readerfit.metrics.qa.holds_answer`): the word in a passage is a coincidence, not the answer
   (2WikiMultiHopQA's comparisons are answered "no", and "the no. 1 hit" holds it);
 * **support recall**: the fraction of a question's supporting sentences kept (HotpotQA, 2WikiMultiHopQA
   supporting facts), averaged over questions; **passage recall**: the fraction of its supporting passages
