@@ -215,6 +215,15 @@ def test_cli_json_contract_resume_and_report(tiny_lm_dir, tmp_path, capsys):
     assert (out / "records.jsonl").read_text().splitlines() == lines
     assert (out / "report.md").is_file() and "answer recall" in (out / "report.md").read_text()
 
+    def keys(text):
+        return [(r["id"], r["method"], r.get("budget")) for r in map(json.loads, text.splitlines())]
+
+    # a run stopped inside a question (two of its budgets' records missing) writes those two alone
+    (out / "records.jsonl").write_text("\n".join(lines[:-2]) + "\n")
+    assert main(args) == 0
+    assert keys((out / "records.jsonl").read_text()) == keys("\n".join(lines))
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["methods"] == result["methods"]
+
 
 def test_the_summary_gives_answer_recall_by_number_of_hops():
     def record(qid, hops, kept):
