@@ -8,6 +8,7 @@ speaks these types and nothing else. The inputs (:class:`Passage`, :class:`QAExa
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,8 @@ from readerfit.inputs import kind_of as _kind
 
 # the inputs (readerfit.inputs) are importable from here too, where every stage has always imported them from
 __all__ = ["DEFAULT_POINT", "NO_BUDGET", "RAW_PASSAGES", "CandidateProbs", "Compression", "Generation", "Passage",
-           "QAExample", "Recall", "Record", "SupportingFact", "render_passage", "token_rate", "token_ratio"]
+           "QAExample", "Recall", "Record", "SupportingFact", "context_tokens", "render_passage", "token_rate",
+           "token_ratio"]
 
 
 @dataclass
@@ -112,6 +114,16 @@ def token_rate(origin_tokens: int, compressed_tokens: int) -> float:
     (0.25, 1.0)
     """
     return compressed_tokens / origin_tokens if origin_tokens else 1.0
+
+
+def context_tokens(count: Callable[[str], int], text: str) -> int:
+    """The reader's tokens of a context, ``count`` its tokenizer's count: a context of nothing but whitespace holds
+    none. The one definition of ``compressed_tokens`` (the eval, the budget sweep).
+
+    >>> context_tokens(lambda t: len(t.split()), "Anna wrote it."), context_tokens(len, "  ")
+    (3, 0)
+    """
+    return count(text) if text.strip() else 0
 
 
 def token_ratio(origin_tokens: int, compressed_tokens: int) -> float | None:

@@ -30,7 +30,17 @@ from readerfit.compressors.per_call import takes_budget
 from readerfit.errors import InputError
 from readerfit.eval.pipeline import RAGPipeline
 from readerfit.metrics.qa import holds_answer, qa_scores
-from readerfit.types import DEFAULT_POINT, NO_BUDGET, RAW_PASSAGES, Compression, Passage, QAExample, Recall, Record
+from readerfit.types import (
+    DEFAULT_POINT,
+    NO_BUDGET,
+    RAW_PASSAGES,
+    Compression,
+    Passage,
+    QAExample,
+    Recall,
+    Record,
+    context_tokens,
+)
 
 
 def sweep_points(cls: type[BaseCompressor], rates: Sequence[float]) -> list[str]:
@@ -158,7 +168,7 @@ class BudgetSweep:
         gold = Gold.of(example, passages)
 
         def record(method: str, c: Compression, point: str | None, recall: Recall | None) -> Record:
-            c.origin_tokens, c.compressed_tokens = origin, count(c.text) if c.text.strip() else 0
+            c.origin_tokens, c.compressed_tokens = origin, context_tokens(count, c.text)
             if n_chunked:
                 c.details["chunked_passages"] = n_chunked
             return Record(id=example.id, method=method, question=example.question, answers=list(example.answers),
