@@ -110,7 +110,8 @@ class Gold:
 def slim(c: Compression) -> Compression:
     """The compression as a sweep's record keeps it: its text, kept units and costs, not the scored units (the
     passages' sentences, in the data) repeated at every budget."""
-    return dataclasses.replace(c, units=[], scores=None, ranking=None, passage_of_unit=None, passage_scores=None)
+    return dataclasses.replace(c, units=[], scores=None, ranking=None, passage_of_unit=None, passage_scores=None,
+                               token_logits=None)
 
 
 class BudgetSweep:
