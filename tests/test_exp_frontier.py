@@ -280,3 +280,25 @@ def test_eval_records_are_written_as_before():
     assert "budget" not in r.to_dict() and "recall" not in r.to_dict()
     with pytest.raises(InputError, match="recall"):
         Record.from_dict({**r.to_dict(), "budget": "0.3", "recall": {"kept": True}})
+
+
+def test_llmlingua2_is_swept_through_its_at_budget_its_classifier_run_once_per_question(tmp_path, tiny_lm):
+    """No compressor is named in the sweep: llmlingua2 is Budgeted, so each question runs its classifier once and
+    every budget keeps what llmlingua2 built at that budget keeps."""
+    pytest.importorskip("llmlingua", reason="llmlingua is not installed")
+    from readerfit.compressors import build_compressor
+    from readerfit.models.pool import ModelPool
+    from tiny_encoders import build_tiny_xlmr_token_classifier
+
+    model = str(build_tiny_xlmr_token_classifier(tmp_path / "tiny-xlm-roberta-large"))
+    pool = ModelPool(device="cpu")
+    lingua = build_compressor("llmlingua2", pool, reader=tiny_lm, model=model)
+    runs: list[int] = []
+    lingua.engine.model.register_forward_hook(lambda *_: runs.append(1))
+    ex = example()
+    records = BudgetSweep({"ll2": RAGPipeline(reader=tiny_lm, compressor=lingua)}, rates=[0.3, 0.6],
+                          splitter=str.split).run(ex)
+    assert [r.budget for r in records] == ["default", "no budget", "0.3", "0.6"] and len(runs) == 1
+    for r in records[2:]:
+        built = build_compressor("llmlingua2", pool, reader=tiny_lm, model=model, rate=float(r.budget))
+        assert r.compression.text == built.compress(ex.question, ex.passages).text
