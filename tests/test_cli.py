@@ -161,7 +161,8 @@ def test_demo_prints_what_each_compressor_bought(capsys, tmp_path):
     out, stdout, records = run_demo(capsys, tmp_path, "none", "sentence-sim")
     # under the eval table, the frontier of the selecting compressors on the demo questions' own passages
     assert "| sentence-sim | 10% |" in stdout and "| none |" not in stdout.split("budget by budget")[1]
-    assert len((out / "frontier" / "records.jsonl").read_text().splitlines()) == 2
+    # one record per question and budget: sentence-sim's default, its top 5 without a budget, and 4 rates
+    assert len((out / "frontier" / "records.jsonl").read_text().splitlines()) == 2 * 6
     stdout = stdout.split("What the compressors keep")[0]
     lines = stdout.splitlines()
     at = lines.index(next(line for line in lines if line.startswith("What each compressor bought against `none`")))

@@ -1,4 +1,5 @@
-"""`readerfit exp frontier`: answer/support/passage recall and tokens per budget, the CLI contract, resume."""
+"""`readerfit exp frontier`: a budget sweep of RAGPipeline (one Record per question, compressor and budget), answer/
+support/passage recall and tokens per budget, the CLI contract, resume (of older run folders too)."""
 
 from __future__ import annotations
 
@@ -6,33 +7,68 @@ import json
 
 import pytest
 
+from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget import word_count
 from readerfit.compressors.exit import ExitCompressor, ExitConfig, GroupScores
 from readerfit.compressors.none import RawPassages
 from readerfit.data.distractors import with_distractors
 from readerfit.errors import InputError
-from readerfit.experiments.frontier import Config, gold_units, holds_answer, question_records
-from readerfit.experiments.frontier_summary import summarize, summary_table
-from readerfit.metrics.qa import contains
-from readerfit.types import Passage, QAExample, SupportingFact
+from readerfit.eval.pipeline import RAGPipeline
+from readerfit.eval.sweep import BudgetSweep, gold_units
+from readerfit.experiments import frontier
+from readerfit.experiments.frontier import Config
+from readerfit.experiments.frontier_summary import point_rows, summarize, summary_table
+from readerfit.metrics.qa import contains, holds_answer
+from readerfit.runs import RunFolder
+from readerfit.types import RAW_PASSAGES, Compression, Generation, Passage, QAExample, Recall, Record, SupportingFact
 
 
 class Oracle:
-    """Scores 0.9 the sentences naming Anna, 0.1 the rest."""
+    """Scores 0.9 the sentences naming Anna, 0.1 the rest; counts its calls."""
 
     name = "oracle"
 
+    def __init__(self):
+        self.calls = 0
+
     def score(self, question, groups):
+        self.calls += 1
         return [GroupScores([0.9 if "Anna" in s else 0.1 for s in sents]) for _, sents in groups]
 
 
 class WordReader:
-    """A stand-in reader LM whose tokens are words."""
+    """A stand-in reader LM whose tokens are words, answering the word after "Book" in its prompt."""
 
     name = "words"
+    context_length = 100_000
 
     def count_tokens(self, text):
         return word_count(text)
+
+    def chat(self, user, system=None):
+        return user
+
+    def generate(self, prompts, max_new_tokens):
+        return [[Generation(p.split("Book")[1].split()[0] if "Book" in p else "", [], [])] for p in prompts]
+
+
+class FirstPassage(BaseCompressor):
+    """Not Budgeted: the first passage, or (built with a rate) its first words, as a config-only budget does."""
+
+    name = "first"
+
+    def __init__(self, words=None):
+        self.words = words
+
+    def _compress(self, question, passages):
+        text = passages[0].render()
+        return Compression(" ".join(text.split()[: self.words]) if self.words else text)
+
+
+def sweep(compressors, rates, at_rate=None):
+    lm = WordReader()
+    return BudgetSweep({label: RAGPipeline(reader=lm, compressor=c) for label, c in compressors.items()},
+                       rates=rates, at_rate=at_rate, splitter=str.split)
 
 
 def example(i: int = 0) -> QAExample:
@@ -54,22 +90,39 @@ def test_gold_units_number_sentences_as_the_compressors_do():
     assert gold_units(ex, passages)[1] == [[2]]
 
 
-def test_question_records_recall_and_tokens_per_point():
+def test_sweep_records_recall_and_tokens_per_point_scoring_once():
     ex = example()
-    compressors = {"exit": ExitCompressor(Oracle(), str.split, ExitConfig()),
-                   "none": RawPassages()}
-    records = question_records(ex, compressors=compressors, rates=[0.2, 0.9], budgeted={}, reader=WordReader(),
-                               read=False, splitter=str.split)
-    by = {r["method"]: r for r in records}
-    assert by["exit"]["origin_tokens"] == word_count("Book\nAnna wrote book 0.   It sold well across many lands.\n\n"
-                                                 "River\nThe river is long and wide and very old indeed.")
-    default = by["exit"]["points"]["default"]
-    assert default["answer_kept"] and default["support_recall"] == 0.5 and not default["empty"]
-    assert by["exit"]["points"]["0.9"]["support_recall"] == 1.0
-    assert by["exit"]["points"]["0.2"]["rate"] <= 0.2
-    # a compressor without a budget gives its default point alone
-    assert list(by["none"]["points"]) == ["default"] and by["none"]["points"]["default"]["rate"] == 1.0
-    assert set(by["exit"]["points"]) == {"default", "no budget", "0.2", "0.9"}
+    oracle = Oracle()
+    records = sweep({"exit": ExitCompressor(oracle, str.split, ExitConfig()), "none": RawPassages()},
+                    rates=[0.2, 0.9]).run(ex)
+    assert oracle.calls == 1  # scored once, selected at every budget
+    by = {(r.method, r.budget): r for r in records}
+    assert list(by) == [("exit", "default"), ("exit", "no budget"), ("exit", "0.2"), ("exit", "0.9"),
+                        ("none", "default")]  # a compressor without a budget gives its default point alone
+    assert by["exit", "default"].origin_tokens == word_count(
+        "Book\nAnna wrote book 0.   It sold well across many lands.\n\nRiver\nThe river is long and wide and very "
+        "old indeed.")
+    default = by["exit", "default"]
+    assert default.recall == Recall(answer_kept=True, support_recall=0.5) and default.compression.text.strip()
+    assert by["exit", "0.9"].recall.support_recall == 1.0 and by["exit", "0.2"].rate <= 0.2
+    assert by["none", "default"].rate == 1.0
+    assert not any(r.scores or r.prediction for r in records)  # nothing read unless asked
+    # the record keeps the kept units and text, not the scored units repeated at every budget
+    assert default.compression.kept and not default.compression.units and default.compression.scores is None
+    assert all(Record.from_dict(r.to_dict()) == r for r in records)
+
+
+def test_a_compressor_with_a_budget_only_in_its_config_is_built_per_rate_and_read_where_asked():
+    ex = example()
+    records = sweep({"first": FirstPassage()}, rates=[0.5], at_rate={"first": {0.5: FirstPassage(words=3)}}).run(
+        ex, read_at=["0.5"], read_raw=True)
+    by = {(r.method, r.budget): r for r in records}
+    assert list(by) == [(RAW_PASSAGES, None), ("first", "default"), ("first", "0.5")]
+    assert by["first", "0.5"].compression.text == "Book Anna wrote" and by["first", "0.5"].recall.answer_kept
+    assert by["first", "0.5"].compressed_tokens == 3 and not by["first", "default"].scores
+    # the raw passages and the 50% point read, each answering "Anna"
+    assert by["first", "0.5"].prediction == by[RAW_PASSAGES, None].prediction == "Anna"
+    assert by["first", "0.5"].scores["em"] == by[RAW_PASSAGES, None].scores["em"] == 1.0
 
 
 def test_summary_counts_only_questions_whose_raw_passages_hold_the_answer():
@@ -79,8 +132,8 @@ def test_summary_counts_only_questions_whose_raw_passages_hold_the_answer():
             point["answer_kept"] = kept
         return {"id": f"q{i}", "method": "exit", "seconds": 1.0, "points": {"default": point, "0.2": point}}
 
-    result = summarize([rec(0, True), rec(1, False), rec(2, True), rec(3, None, has=False)], methods=["exit"],
-                       rates=[0.2])
+    result = summarize(point_rows([rec(0, True), rec(1, False), rec(2, True), rec(3, None, has=False)]),
+                       methods=["exit"], rates=[0.2])
     d = result["methods"]["exit"]["points"]["default"]
     assert (d["n"], d["n_with_answer"], d["answers_kept"]) == (4, 3, 2)
     assert d["answer_recall"] == pytest.approx(2 / 3) and d["token_fraction"] == 0.25
@@ -103,9 +156,8 @@ def test_holds_answer_leaves_out_yes_no_questions(text, answers, held):
 def test_a_yes_no_question_is_not_counted_in_answer_recall():
     ex = QAExample(id="yn", question="Is there a book?", answers=["no"], passages=[
         Passage("Anna wrote no. 1 book.", title="Book", sentences=("Anna wrote no. 1 book.",))])
-    records = question_records(ex, compressors={"none": RawPassages()}, rates=[], budgeted={}, reader=WordReader(),
-                               read=False, splitter=str.split)
-    assert not records[0]["has_answer"] and "answer_kept" not in records[0]["points"]["default"]
+    records = sweep({"none": RawPassages()}, rates=[]).run(ex)
+    assert records[0].recall.answer_kept is None and "answer_kept" not in records[0].to_dict()["recall"]
 
 
 def test_distractors_hide_the_own_passage_and_never_hold_the_answer():
@@ -154,10 +206,23 @@ def test_cli_json_contract_resume_and_report(tiny_lm_dir, tmp_path, capsys):
     assert result["methods"]["tau"]["points"]["default"]["token_fraction"] > 0.9  # τ = 0 keeps every sentence
     assert result["methods"]["none"]["points"]["default"]["n_read"] == 1 and result["raw_read"]["n"] == 1
     lines = (out / "records.jsonl").read_text().splitlines()
-    assert len(lines) == 9
+    # the raw passages read once; none: its default; exit and tau: default, no budget and two rates, 3 questions
+    assert len(lines) == 1 + 3 * (1 + 4 + 4)
+    records = [Record.from_dict(json.loads(line)) for line in lines]
+    read = [(r.method, r.budget) for r in records if r.scores]
+    assert len(read) == 1 + 1 + 4 + 4 and all(r.id == "q0" for r in records if r.scores)
     assert main(args) == 0  # resumes: nothing is recomputed or written twice
     assert (out / "records.jsonl").read_text().splitlines() == lines
     assert (out / "report.md").is_file() and "answer recall" in (out / "report.md").read_text()
+
+    def keys(text):
+        return [(r["id"], r["method"], r.get("budget")) for r in map(json.loads, text.splitlines())]
+
+    # a run stopped inside a question (two of its budgets' records missing) writes those two alone
+    (out / "records.jsonl").write_text("\n".join(lines[:-2]) + "\n")
+    assert main(args) == 0
+    assert keys((out / "records.jsonl").read_text()) == keys("\n".join(lines))
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["methods"] == result["methods"]
 
 
 def test_the_summary_gives_answer_recall_by_number_of_hops():
@@ -165,11 +230,75 @@ def test_the_summary_gives_answer_recall_by_number_of_hops():
         return {"id": qid, "method": "exit", "hops": hops, "seconds": 0.1, "origin_tokens": 10,
                 "points": {"default": {"compressed_tokens": 3, "rate": 0.3, "empty": False, "answer_kept": kept}}}
     records = [record("a", 2, True), record("b", 2, False), record("c", 3, True), record("d", 4, False)]
-    result = summarize(records, methods=["exit"], rates=[])
+    result = summarize(point_rows(records), methods=["exit"], rates=[])
     assert result["methods"]["exit"]["by_hops"] == {"2": {"default": 0.5}, "3": {"default": 1.0},
                                                      "4": {"default": 0.0}}
     assert "answer recall by number of hops" in summary_table(result)
     # records written before the shared names (the achieved rate as "fraction") still summarise
     old = [{**r, "points": {"default": {"fraction": 0.3, "empty": False, "answer_kept": True}}} for r in records]
-    assert summarize(old, methods=["exit"], rates=[])["methods"]["exit"]["points"]["default"]["token_fraction"] == \
-        pytest.approx(0.3)
+    points = summarize(point_rows(old), methods=["exit"], rates=[])["methods"]["exit"]["points"]
+    assert points["default"]["token_fraction"] == pytest.approx(0.3)
+
+
+class NoModels:
+    def lm(self, *args, **kwargs):
+        raise AssertionError("a finished run loads no model")
+
+
+def test_a_folder_of_records_written_before_the_sweep_resumes_and_summarises(tmp_path):
+    """One record per (question, compressor) with every point inside, as `exp frontier` wrote them before its
+    records were `Record`s: the same command finds every question done and summarises them."""
+    data = tmp_path / "qa.jsonl"
+    from readerfit.data import write_examples
+
+    write_examples(data, [example(i) for i in range(2)])
+    config = Config(data=str(data), compressors=["exit"], rates=[0.3], read=1)
+
+    def old(i, kept):
+        point = {"compressed_tokens": 3, "rate": 0.25, "empty": False, "answer_kept": kept, "support_recall": 0.5}
+        read = {"em": float(kept), "f1": 0.5, "contains": 1.0}
+        return {"id": f"q{i}", "method": "exit", "origin_tokens": 12, "has_answer": True, "seconds": 2.0,
+                "points": {"default": {**point, **({"read": read} if i == 0 else {})}, "no budget": point,
+                           "0.3": point}, **({"raw_read": read} if i == 0 else {})}
+
+    folder = tmp_path / "run"
+    with RunFolder.open(folder, kind="frontier", settings=config.settings(), key=frontier.KEY) as run:
+        for i, kept in enumerate([True, False]):
+            run.log.append(old(i, kept))
+    lines = (folder / "records.jsonl").read_text()
+    with RunFolder.open(folder, kind="frontier", settings=config.settings(), key=frontier.KEY) as run:
+        result = frontier.run(config, run=run, pool=NoModels(), progress=False).result
+    assert (folder / "records.jsonl").read_text() == lines
+    exit_ = result["methods"]["exit"]
+    assert exit_["n"] == 2 and exit_["seconds_per_question"] == 2.0
+    assert exit_["points"]["0.3"]["answers_kept"] == 1 and exit_["points"]["default"]["n_read"] == 1
+    assert result["raw_read"] == {"n": 1, "em": 1.0, "f1": 0.5, "contains": 1.0}
+
+
+def test_eval_records_are_written_as_before():
+    r = Record(id="q", method="none", question="Q?", answers=["a"], prediction="a", scores={"em": 1.0})
+    assert "budget" not in r.to_dict() and "recall" not in r.to_dict()
+    with pytest.raises(InputError, match="recall"):
+        Record.from_dict({**r.to_dict(), "budget": "0.3", "recall": {"kept": True}})
+
+
+def test_llmlingua2_is_swept_through_its_at_budget_its_classifier_run_once_per_question(tmp_path, tiny_lm):
+    """No compressor is named in the sweep: llmlingua2 is Budgeted, so each question runs its classifier once and
+    every budget keeps what llmlingua2 built at that budget keeps."""
+    pytest.importorskip("llmlingua", reason="llmlingua is not installed")
+    from readerfit.compressors import build_compressor
+    from readerfit.models.pool import ModelPool
+    from tiny_encoders import build_tiny_xlmr_token_classifier
+
+    model = str(build_tiny_xlmr_token_classifier(tmp_path / "tiny-xlm-roberta-large"))
+    pool = ModelPool(device="cpu")
+    lingua = build_compressor("llmlingua2", pool, reader=tiny_lm, model=model)
+    runs: list[int] = []
+    lingua.engine.model.register_forward_hook(lambda *_: runs.append(1))
+    ex = example()
+    records = BudgetSweep({"ll2": RAGPipeline(reader=tiny_lm, compressor=lingua)}, rates=[0.3, 0.6],
+                          splitter=str.split).run(ex)
+    assert [r.budget for r in records] == ["default", "no budget", "0.3", "0.6"] and len(runs) == 1
+    for r in records[2:]:
+        built = build_compressor("llmlingua2", pool, reader=tiny_lm, model=model, rate=float(r.budget))
+        assert r.compression.text == built.compress(ex.question, ex.passages).text

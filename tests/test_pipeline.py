@@ -16,7 +16,7 @@ from readerfit.eval.harness import run_eval
 from readerfit.eval.pipeline import PipelineConfig, RAGPipeline, chunk_long_passages
 from readerfit.eval.summary import summarize
 from readerfit.models.pool import ModelPool
-from readerfit.types import Passage, QAExample, Record
+from readerfit.types import Compression, Passage, QAExample, Record
 
 
 def words_splitter(text):
@@ -188,3 +188,17 @@ def test_summarize_means():
     s = summarize([Record.from_dict(r) for r in rows], ["m"])["m"]
     assert s.n == 4 and s["em"] == 0.5 and s["rate"] == 0.5 and s["ratio"] == 2.0
     assert s["delta_seper"] == pytest.approx(0.3) and s.numbers == ["delta_seper"]
+
+
+class Blank(RawPassages):
+    """Keeps nothing but whitespace."""
+
+    def _compress(self, question, passages):
+        return Compression("  \n")
+
+
+def test_a_context_of_only_whitespace_holds_no_reader_tokens(pool):
+    """The one definition of compressed_tokens (types.context_tokens), shared with the budget sweep."""
+    record = RAGPipeline(reader=pool.lm("tiny"), compressor=Blank(), config=PipelineConfig(max_new_tokens=2)).run(
+        examples(1)[0])
+    assert record.origin_tokens > 0 and record.compressed_tokens == 0 and record.rate == 0.0

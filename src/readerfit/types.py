@@ -8,6 +8,7 @@ speaks these types and nothing else. The inputs (:class:`Passage`, :class:`QAExa
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,8 +18,9 @@ from readerfit.inputs import expect_type as _expect
 from readerfit.inputs import kind_of as _kind
 
 # the inputs (readerfit.inputs) are importable from here too, where every stage has always imported them from
-__all__ = ["CandidateProbs", "Compression", "Generation", "Passage", "QAExample", "Record", "SupportingFact",
-           "render_passage", "token_rate", "token_ratio"]
+__all__ = ["DEFAULT_POINT", "NO_BUDGET", "RAW_PASSAGES", "CandidateProbs", "Compression", "Generation", "Passage",
+           "QAExample", "Recall", "Record", "SupportingFact", "context_tokens", "render_passage", "token_rate",
+           "token_ratio"]
 
 
 @dataclass
@@ -114,6 +116,16 @@ def token_rate(origin_tokens: int, compressed_tokens: int) -> float:
     return compressed_tokens / origin_tokens if origin_tokens else 1.0
 
 
+def context_tokens(count: Callable[[str], int], text: str) -> int:
+    """The reader's tokens of a context, ``count`` its tokenizer's count: a context of nothing but whitespace holds
+    none. The one definition of ``compressed_tokens`` (the eval, the budget sweep).
+
+    >>> context_tokens(lambda t: len(t.split()), "Anna wrote it."), context_tokens(len, "  ")
+    (3, 0)
+    """
+    return count(text) if text.strip() else 0
+
+
 def token_ratio(origin_tokens: int, compressed_tokens: int) -> float | None:
     """LLMLingua's ``ratio``, origin / compressed tokens: 1.0 with no origin tokens (as :func:`token_rate`), None
     when something was there and nothing was kept (an infinite ratio, which JSON cannot hold).
@@ -164,6 +176,46 @@ class CandidateProbs:
         return p / (p + n) if p + n > 0 else 0.5
 
 
+# the points of a budget sweep's records (Record.budget), besides the rates ("0.3"): the compressor's own call and its
+# rule without a budget; and the method of its records of the reader on the raw passages
+DEFAULT_POINT = "default"
+NO_BUDGET = "no budget"
+RAW_PASSAGES = "raw passages"
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What a compressed context kept of a question's gold, each None where the data has no such label.
+
+    ``answer_kept``: whether the context holds a gold answer string (:func:`readerfit.metrics.qa.holds_answer`),
+    None when the raw passages hold none; ``support_recall``: the fraction of the supporting sentences kept;
+    ``passage_recall``: the fraction of the supporting passages with a kept sentence; ``hops``: the question's
+    number of hops (MuSiQue's decomposition), what answer recall is broken down by.
+
+    >>> Recall(answer_kept=True, support_recall=0.5).to_dict()
+    {'answer_kept': True, 'support_recall': 0.5}
+    """
+
+    answer_kept: bool | None = None
+    support_recall: float | None = None
+    passage_recall: float | None = None
+    hops: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Recall:
+        if not isinstance(d, dict):
+            raise InputError(f"record field 'recall' is {_kind(d)}, expected an object")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise InputError(f"record field 'recall' has no field {', '.join(map(repr, unknown))}; fields: "
+                             f"{', '.join(sorted(names))}")
+        return cls(**d)
+
+
 @dataclass
 class Record:
     """One pipeline result: one example through one method.
@@ -173,6 +225,10 @@ class Record:
     numbers (``compression.metrics``, e.g. xcompress's ``sampled``); ``metrics`` are numbers added after
     reading (ΔSePer); ``error`` is why the example failed (then the record is left out of the means);
     ``rerank`` is the reranker's note; ``warnings`` say what went wrong without failing the record.
+    A budget sweep (``readerfit exp frontier``) writes one record per budget: ``budget`` names it ("default": the
+    compressor's own call, "no budget": its rule without one, or a rate such as "0.3"; None in an eval or on the raw
+    passages), and
+    ``recall`` is what the context kept of the gold (:class:`Recall`); ``scores`` are empty where it did not read.
     :meth:`to_dict` / :meth:`from_dict` are the one serialisation (``records.jsonl``, Ray).
 
     >>> r = Record(id="q", method="none", question="Who?", answers=["Anna"], prediction="Anna",
@@ -194,6 +250,8 @@ class Record:
     error: str | None = None
     rerank: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
+    budget: str | None = None
+    recall: Recall | None = None
 
     @property
     def origin_tokens(self) -> int:
@@ -235,6 +293,10 @@ class Record:
             d["rerank"] = self.rerank
         if self.warnings:
             d["warnings"] = list(self.warnings)
+        if self.budget is not None:
+            d["budget"] = self.budget
+        if self.recall is not None:
+            d["recall"] = self.recall.to_dict()
         return d
 
     @classmethod
@@ -249,6 +311,8 @@ class Record:
             d = _flat_record(d)
         for key in ("id", "method"):
             _expect(d.get(key), str, f"record field {key!r}")
+        if d.get("budget") is not None:
+            _expect(d["budget"], str, "record field 'budget'")
         compression = d.get("compression") or {}
         if not isinstance(compression, dict):
             raise InputError(f"record field 'compression' is {_kind(compression)}, expected an object")
@@ -258,7 +322,8 @@ class Record:
                    compression=Compression.from_dict({**compression, **costs}),
                    read_s=_number(d.get("read_s"), "read_s"), retrieve_s=_number(d.get("retrieve_s", 0.0), "retrieve_s"),
                    metrics=_numbers(d.get("metrics", {}), "metrics"), error=d.get("error") or None,
-                   rerank=d.get("rerank"), warnings=list(d.get("warnings", [])))
+                   rerank=d.get("rerank"), warnings=list(d.get("warnings", [])), budget=d.get("budget"),
+                   recall=None if d.get("recall") is None else Recall.from_dict(d["recall"]))
 
 
 # the compression's costs (field → the record's key for it)

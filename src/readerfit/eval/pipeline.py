@@ -21,7 +21,7 @@ from readerfit.reader import READER_PROMPT, Reader, check_reader_prompt
 from readerfit.retrieve.base import Retriever
 from readerfit.retrieve.rerank import Reranker, Reranking
 from readerfit.text.split import get_splitter
-from readerfit.types import Passage, QAExample, Record
+from readerfit.types import Passage, QAExample, Record, context_tokens
 
 
 @dataclass
@@ -223,7 +223,7 @@ class RAGPipeline:
         passages, n_chunked = self.prepare(retrieved.passages)
         compression = self.compressor.compress(example.question, passages)
         compression.origin_tokens = self.lm.count_tokens("\n\n".join(p.render() for p in passages if p.text.strip()))
-        compression.compressed_tokens = self.lm.count_tokens(compression.text) if compression.text else 0
+        compression.compressed_tokens = context_tokens(self.lm.count_tokens, compression.text)
         if n_chunked:
             compression.details["chunked_passages"] = n_chunked
         try:

@@ -3,60 +3,119 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from readerfit.io import markdown_table
 from readerfit.metrics.qa import QA_METRICS, label
 from readerfit.report_engine import Doc, fmt, mean
 from readerfit.runs import RunView
+from readerfit.types import DEFAULT_POINT, NO_BUDGET, RAW_PASSAGES, Recall, Record
 
-DEFAULT_POINT = "default"
-NO_BUDGET = "no budget"
+__all__ = ["DEFAULT_POINT", "NO_BUDGET", "PointRow", "point_rows", "report_section", "summarize", "summary_table"]
 
 
-def point_summary(records: Sequence[dict[str, Any]], point: str) -> dict[str, Any]:
-    """The figures of one (compressor, point) over its records."""
-    pts = [r["points"][point] for r in records if point in r["points"]]
-    with_answer = [p for p in pts if "answer_kept" in p]
+@dataclass(frozen=True)
+class PointRow:
+    """One (question, compressor, point) as the summary reads it, from a sweep's :class:`Record` or from a record
+    written before the frontier wrote ``Record`` objects (one per question and compressor, its points inside).
+
+    ``point`` None: the reader on the raw passages (method :data:`RAW_PASSAGES`); ``read``: the QA scores where
+    the reader read; ``seconds``: the compressor's at its default point.
+    """
+
+    id: str
+    method: str
+    point: str | None
+    rate: float
+    empty: bool
+    recall: Recall = field(default_factory=Recall)
+    read: dict[str, float] | None = None
+    seconds: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, str, str | None]:
+        """What the record of this row is written under: (question id, method, point)."""
+        return self.id, self.method, self.point
+
+
+def point_rows(records: Iterable[dict[str, Any]]) -> list[PointRow]:
+    """The rows of a frontier's records (``records.jsonl``), in their order, whichever format wrote them."""
+    out: list[PointRow] = []
+    for r in records:
+        if "points" in r:
+            out.extend(_old_rows(r))
+        else:
+            record = Record.from_dict(r)
+            out.append(PointRow(id=record.id, method=record.method, point=record.budget, rate=record.rate,
+                                empty=not record.compression.text.strip(), recall=record.recall or Recall(),
+                                read=dict(record.scores) if record.scores else None, seconds=record.compress_s))
+    return out
+
+
+def _old_rows(r: dict[str, Any]) -> list[PointRow]:
+    """A record of one question and compressor with every point's figures inside (as the frontier wrote them
+    before its records were ``Record`` objects); the reader on the raw passages is repeated in each."""
+    out = [PointRow(id=r["id"], method=r["method"], point=point, empty=bool(p["empty"]),
+                    # records written before the names were shared with Record call the achieved rate "fraction"
+                    rate=p["rate"] if "rate" in p else p["fraction"],
+                    recall=Recall(answer_kept=p.get("answer_kept"), support_recall=p.get("support_recall"),
+                                  passage_recall=p.get("passage_recall"), hops=r.get("hops")),
+                    read=p.get("read"), seconds=r["seconds"] if point == DEFAULT_POINT else 0.0)
+           for point, p in r["points"].items()]
+    if r.get("raw_read") is not None:
+        out.append(PointRow(id=r["id"], method=RAW_PASSAGES, point=None, rate=1.0, empty=False, read=r["raw_read"]))
+    return out
+
+
+def point_summary(rows: Sequence[PointRow], point: str) -> dict[str, Any]:
+    """The figures of one (compressor, point) over its rows."""
+    pts = [p for p in rows if p.point == point]
+    with_answer = [p.recall.answer_kept for p in pts if p.recall.answer_kept is not None]
     out: dict[str, Any] = {
         "n": len(pts),
         "n_with_answer": len(with_answer),
-        "answer_recall": mean([float(p["answer_kept"]) for p in with_answer]),
-        "answers_kept": sum(bool(p["answer_kept"]) for p in with_answer),
-        # records written before the names were shared with Record call the achieved rate "fraction"
-        "token_fraction": mean([p["rate"] if "rate" in p else p["fraction"] for p in pts]),
-        "empty": sum(bool(p["empty"]) for p in pts),
-        "support_recall": mean([p["support_recall"] for p in pts if "support_recall" in p]),
-        "passage_recall": mean([p["passage_recall"] for p in pts if "passage_recall" in p]),
+        "answer_recall": mean([float(kept) for kept in with_answer]),
+        "answers_kept": sum(bool(kept) for kept in with_answer),
+        "token_fraction": mean([p.rate for p in pts]),
+        "empty": sum(p.empty for p in pts),
+        "support_recall": mean([p.recall.support_recall for p in pts if p.recall.support_recall is not None]),
+        "passage_recall": mean([p.recall.passage_recall for p in pts if p.recall.passage_recall is not None]),
     }
-    reads = [p["read"] for p in pts if "read" in p]
+    reads = [p.read for p in pts if p.read is not None]
     if reads:
         out["n_read"] = len(reads)
         out.update({m: mean([r[m] for r in reads]) for m in QA_METRICS})
     return out
 
 
-def summarize(records: Sequence[dict[str, Any]], *, methods: Sequence[str], rates: Sequence[float]) -> dict[str, Any]:
+def summarize(rows: Sequence[PointRow], *, methods: Sequence[str], rates: Sequence[float]) -> dict[str, Any]:
     """Per compressor: its default point and every budget (``rate``: requested), plus seconds per question."""
     out: dict[str, Any] = {"methods": {}, "rates": list(rates)}
     for method in methods:
-        mine = [r for r in records if r["method"] == method]
+        mine = [p for p in rows if p.method == method]
+        names = {p.point for p in mine}
         points = {DEFAULT_POINT: point_summary(mine, DEFAULT_POINT)}
-        if any(NO_BUDGET in r["points"] for r in mine):
+        if NO_BUDGET in names:
             points[NO_BUDGET] = point_summary(mine, NO_BUDGET)
         points.update({str(rate): {"rate": rate, **point_summary(mine, str(rate))} for rate in rates
-                       if any(str(rate) in r["points"] for r in mine)})
-        out["methods"][method] = {"n": len(mine), "seconds_per_question": mean([r["seconds"] for r in mine]),
+                       if str(rate) in names})
+        defaults = [p for p in mine if p.point == DEFAULT_POINT]
+        out["methods"][method] = {"n": len(defaults), "seconds_per_question": mean([p.seconds for p in defaults]),
                                   "points": points}
-        hops = sorted({r["hops"] for r in mine if "hops" in r})
+        hops = sorted({p.recall.hops for p in mine if p.recall.hops is not None})
         if hops:
             out["methods"][method]["by_hops"] = {
-                str(h): {point: point_summary([r for r in mine if r.get("hops") == h], point)["answer_recall"]
+                str(h): {point: point_summary([p for p in mine if p.recall.hops == h], point)["answer_recall"]
                          for point in points} for h in hops}
-    raw = [r["raw_read"] for r in records if "raw_read" in r and r["method"] == (methods[0] if methods else None)]
+    raw: dict[str, dict[str, float]] = {}
+    for p in rows:  # one read per question (records written before repeat it under each compressor)
+        if p.method == RAW_PASSAGES and p.read is not None:
+            raw.setdefault(p.id, p.read)
     if raw:
-        out["raw_read"] = {"n": len(raw), **{m: mean([r[m] for r in raw]) for m in QA_METRICS}}
+        reads = list(raw.values())
+        out["raw_read"] = {"n": len(reads), **{m: mean([r[m] for r in reads]) for m in QA_METRICS}}
     return out
 
 
@@ -104,7 +163,8 @@ def report_section(folder: RunView, doc: Doc) -> None:
     settings = folder.settings or {}
     methods = list((settings.get("methods") or {}).keys()) or sorted({r["method"] for r in folder.records})
     rates = settings.get("rates") or []
-    result = summarize(folder.records, methods=methods, rates=rates) if folder.records else (folder.summary or {})
+    result = summarize(point_rows(folder.records), methods=methods, rates=rates) if folder.records \
+        else (folder.summary or {})
     doc.add(f"{settings.get('data', '?')}: {len({r['id'] for r in folder.records})} questions"
             + (f", {settings['distractors']} distractor passages each" if settings.get("distractors") else "") + ".")
     doc.add("## Results", summary_table(result))

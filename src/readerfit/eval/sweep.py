@@ -1,0 +1,199 @@
+"""A budget sweep of RAG pipelines (``readerfit exp frontier``): each question compressed once per compressor and
+selected at every budget, one :class:`~readerfit.types.Record` per (question, compressor, budget).
+
+The points of a sweep (a record's ``budget``): ``default``, the compressor's own call; ``no budget``, the rule of a
+compressor that selects scored units without a budget (EXIT: τ; sentence-sim: the top 5); and each rate. A
+:class:`~readerfit.compressors.budget.Budgeted` compressor scores a question once and re-selects that scoring at
+every point (``at_budget``), exactly as the compressor built with the budget would; one that takes a budget only as
+config is given one built per rate; one that takes none (``none``) gives its default alone.
+
+Each record holds what its context kept of the gold (:class:`~readerfit.types.Recall`) and its token counts, and,
+for the points read, the reader's answer and QA scores. The reader on the raw passages is one record per question
+read (method :data:`~readerfit.types.RAW_PASSAGES`).
+
+>>> from readerfit.compressors.none import RawPassages
+>>> from readerfit.compressors.sentence_sim import SentenceSimilarity
+>>> sweep_points(RawPassages, [0.3]), sweep_points(SentenceSimilarity, [0.3])
+(['default'], ['default', 'no budget', '0.3'])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from readerfit.compressors.base import BaseCompressor, check_inputs, join_passages
+from readerfit.compressors.budget import Budget, Budgeted
+from readerfit.compressors.per_call import takes_budget
+from readerfit.errors import InputError
+from readerfit.eval.pipeline import RAGPipeline
+from readerfit.metrics.qa import holds_answer, qa_scores
+from readerfit.types import (
+    DEFAULT_POINT,
+    NO_BUDGET,
+    RAW_PASSAGES,
+    Compression,
+    Passage,
+    QAExample,
+    Recall,
+    Record,
+    context_tokens,
+)
+
+
+def sweep_points(cls: type[BaseCompressor], rates: Sequence[float]) -> list[str]:
+    """The points a compressor of ``cls`` gives, in the order its records are written: its default, then
+    (Budgeted) its rule without a budget and every rate, or (a budget in its config) every rate."""
+    if issubclass(cls, Budgeted):
+        return [DEFAULT_POINT, NO_BUDGET, *map(str, rates)]
+    return [DEFAULT_POINT, *map(str, rates)] if takes_budget(cls) else [DEFAULT_POINT]
+
+
+def with_sentences(passages: Sequence[Passage], splitter: Callable[[str], list[str]]) -> list[Passage]:
+    """Passages with their sentence split fixed (the dataset's, else ``splitter``'s), so that every compressor
+    and the labels number the same units."""
+    return [p if p.sentences else dataclasses.replace(p, sentences=tuple(splitter(p.text))) for p in passages]
+
+
+def gold_units(example: QAExample, passages: Sequence[Passage]) -> tuple[list[int] | None, list[list[int]] | None]:
+    """(supporting sentence unit indices, each supporting passage's unit indices) of the checked passages, as
+    the selecting compressors number their units; None where the data has no such labels."""
+    units, spans, start = [], [], 0
+    for p in passages:
+        sentences = [j for j, s in enumerate(p.sentences or ()) if s.strip()]
+        units.append({j: start + i for i, j in enumerate(sentences)})
+        spans.append((start, start + len(sentences)))
+        start += len(sentences)
+    labelled = all(p.sentences for p in passages)
+    support = None
+    if example.supporting and labelled:
+        by_title = {p.title: i for i, p in enumerate(passages)}
+        support = [units[by_title[f.title]][f.sentence] for f in example.supporting
+                   if f.title in by_title and f.sentence in units[by_title[f.title]]]
+    ids = example.metadata.get("supporting_passage_ids")
+    support_passages = None
+    if ids and labelled:
+        support_passages = [list(range(*spans[i])) for i, p in enumerate(passages) if p.id in ids]
+    return support or None, support_passages or None
+
+
+@dataclass(frozen=True)
+class Gold:
+    """What a question's checked passages hold of its gold, measured once for all its records."""
+
+    answers: tuple[str, ...]
+    has_answer: bool
+    support: list[int] | None = None
+    support_passages: list[list[int]] | None = None
+    hops: int | None = None
+
+    @classmethod
+    def of(cls, example: QAExample, passages: Sequence[Passage]) -> Gold:
+        support, support_passages = gold_units(example, passages)
+        decomposition = example.metadata.get("decomposition")  # MuSiQue: the answer recall by number of hops
+        return cls(answers=tuple(example.answers), has_answer=holds_answer(join_passages(passages), example.answers),
+                   support=support, support_passages=support_passages,
+                   hops=len(decomposition) if decomposition else None)
+
+    def recall(self, c: Compression) -> Recall:
+        kept = set(c.kept)
+        return Recall(
+            answer_kept=holds_answer(c.text, self.answers) if self.has_answer else None,
+            support_recall=len(kept & set(self.support)) / len(self.support) if self.support else None,
+            passage_recall=(sum(bool(kept & set(s)) for s in self.support_passages) / len(self.support_passages)
+                            if self.support_passages else None),
+            hops=self.hops)
+
+
+def slim(c: Compression) -> Compression:
+    """The compression as a sweep's record keeps it: its text, kept units and costs, not the scored units (the
+    passages' sentences, in the data) repeated at every budget."""
+    return dataclasses.replace(c, units=[], scores=None, ranking=None, passage_of_unit=None, passage_scores=None,
+                               token_logits=None)
+
+
+class BudgetSweep:
+    """Pipelines (one per compressor, by label, sharing one reader and first stage) swept over budgets.
+
+    ``rates``: the budgets (fractions of the reader's tokens); ``at_rate``: for a compressor that takes a budget
+    only as config, its compressor built at each rate (by label, then rate).
+
+    >>> from readerfit.compressors.none import RawPassages
+    >>> from readerfit.models.pool import ModelPool
+    >>> lm = ModelPool(device="cpu").lm("smollm2-135m")
+    >>> sweep = BudgetSweep({"none": RAGPipeline(reader=lm, compressor=RawPassages())}, rates=[0.3], splitter=str.split)
+    >>> [(r.method, r.budget, r.rate) for r in sweep.run(QAExample(id="q", question="Who?", answers=["Anna"],
+    ...                                                             passages=[Passage("Anna wrote it.")]))]
+    [('none', 'default', 1.0)]
+    """
+
+    def __init__(self, pipelines: Mapping[str, RAGPipeline], *, rates: Sequence[float],
+                 at_rate: Mapping[str, Mapping[float, BaseCompressor]] | None = None,
+                 splitter: Callable[[str], list[str]] | None = None) -> None:
+        if not pipelines:
+            raise InputError("a budget sweep needs at least one pipeline")
+        self.pipelines = dict(pipelines)
+        self.rates = list(rates)
+        self.at_rate = {label: dict(built) for label, built in (at_rate or {}).items()}
+        self.first = next(iter(self.pipelines.values()))  # its reader, first stage and splitter serve every pipeline
+        self.splitter = splitter or self.first.splitter()
+
+    def compressions(self, label: str, question: str, passages: Sequence[Passage]) -> dict[str, Compression]:
+        """Every point's compression: one compression, re-selected at every budget where the compressor can
+        (a re-selection's ``seconds`` are the scoring's and its own, what one call at that budget costs)."""
+        compressor = self.pipelines[label].compressor
+        default = compressor.compress(question, passages)
+        out = {DEFAULT_POINT: default}
+        if isinstance(compressor, Budgeted):
+            for point, budget in [(NO_BUDGET, Budget()), *((str(r), Budget(rate=r)) for r in self.rates)]:
+                start = time.perf_counter()
+                c = compressor.at_budget(passages, default, budget)
+                out[point] = dataclasses.replace(c, seconds=default.seconds + time.perf_counter() - start)
+        for rate, built in self.at_rate.get(label, {}).items():
+            out[str(rate)] = built.compress(question, passages)
+        return out
+
+    def run(self, example: QAExample, *, labels: Sequence[str] | None = None, read_at: Collection[str] = (),
+            read_raw: bool = False) -> list[Record]:
+        """One question's records: per compressor (``labels``, default all), one per point; the points in
+        ``read_at`` ("all": every one) read by the reader, and with ``read_raw`` the raw passages too (one
+        record, method :data:`~readerfit.types.RAW_PASSAGES`)."""
+        retrieved = self.first.retrieval(example)
+        passages, n_chunked = self.first.prepare(with_sentences(check_inputs(example.question, retrieved.passages),
+                                                                self.splitter))
+        count = self.first.lm.count_tokens
+        raw = join_passages(passages)
+        origin = count(raw)
+        gold = Gold.of(example, passages)
+
+        def record(method: str, c: Compression, point: str | None, recall: Recall | None) -> Record:
+            c.origin_tokens, c.compressed_tokens = origin, context_tokens(count, c.text)
+            if n_chunked:
+                c.details["chunked_passages"] = n_chunked
+            return Record(id=example.id, method=method, question=example.question, answers=list(example.answers),
+                          prediction="", scores={}, compression=c, retrieve_s=retrieved.seconds, budget=point,
+                          recall=recall)
+
+        out = []
+        if read_raw:  # once per question, whatever the compressors
+            out.append(record(RAW_PASSAGES, Compression(raw), None, None))
+            self.read(out)
+        for label in labels if labels is not None else list(self.pipelines):
+            points = self.compressions(label, example.question, passages)
+            records = [record(label, slim(c), point, gold.recall(c)) for point, c in points.items()]
+            self.read([r for r in records if "all" in read_at or r.budget in read_at])
+            out.extend(records)
+        return out
+
+    def read(self, records: Sequence[Record]) -> None:
+        """The reader's answers and QA scores into ``records`` (of one question), from their contexts, asked in one
+        call (each record's ``read_s``: its share)."""
+        if not records:
+            return
+        start = time.perf_counter()
+        answers = self.first.reader.answers(records[0].question, [r.compression.text for r in records])
+        seconds = (time.perf_counter() - start) / len(records)
+        for r, answer in zip(records, answers):
+            r.prediction, r.scores, r.read_s = answer, qa_scores(answer, r.answers), seconds
