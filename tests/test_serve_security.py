@@ -276,3 +276,32 @@ def test_old_bodies_still_work_and_a_value_of_the_wrong_json_type_is_a_400_namin
                                              "compressor": "exit", "options": {key: value}})
         assert refused.status_code == 400 and refused.json()["field"] == f"options.{key}", refused.text
         assert f"option {key!r} expects {expects}, got {value!r}" in refused.json()["error"]
+
+
+RERANK_BODIES = {"/rerank": {"query": "Who wrote the book?", "texts": PASSAGES, "compressor": "exit"},
+                 "/v1/rerank": {"query": "Who wrote the book?", "documents": PASSAGES, "model": "exit"},
+                 "/v2/rerank": {"query": "Who wrote the book?", "documents": PASSAGES, "model": "exit"}}
+
+
+def test_each_rerank_route_types_its_options_as_compress_does(app):
+    """The rerank bodies' options show the served compressors' option models, as /v1/compress's do."""
+    spec = app.openapi()
+    schemas = spec["components"]["schemas"]
+    compress = schemas["CompressRequest"]["properties"]["options"]["anyOf"]
+    for path in RERANK_BODIES:
+        body = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        options = schemas[body.rsplit("/", 1)[1]]["properties"]["options"]
+        assert options["anyOf"] == compress, path
+        assert {s["$ref"].rsplit("/", 1)[1] for s in options["anyOf"]} == {"NoOptions", "ExitOptions"}
+
+
+@pytest.mark.parametrize("path", list(RERANK_BODIES))
+def test_rerank_options_old_bodies_work_and_a_wrong_type_is_a_400_naming_it(app, path):
+    ok = post(app, path, {**RERANK_BODIES[path], "options": {"threshold": 0.3, "min_keep": 1.0, "target_token": 40}})
+    assert ok.status_code == 200, ok.text
+    for key, value, expects in (("threshold", "0.3", "a number in [0, 1] or null"),
+                                ("min_keep", True, "an integer >= 0"), ("target_token", 0, "an integer >= 1 or null")):
+        refused = post(app, path, {**RERANK_BODIES[path], "options": {key: value}})
+        assert refused.status_code == 400 and refused.json()["field"] == f"options.{key}", refused.text
+        assert f"option {key!r} expects {expects}, got {value!r}" in refused.json()["error"]
+    assert post(app, path, {**RERANK_BODIES[path], "options": []}).status_code == 422  # an object, as before

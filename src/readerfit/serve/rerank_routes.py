@@ -7,11 +7,12 @@
     POST /v2/rerank    "options"?, "preset"?} → {"id", "model", "results": [{"index", "relevance_score",
                        "document"?, "pruned_text"}]}, best first
 
-``model`` / ``compressor`` name the served compressor that scores and prunes (default: the server's first).
+``model`` / ``compressor`` name the served compressor that scores and prunes (default: the server's first); the
+bodies' ``options`` are typed by the served compressors' option models (:func:`rerank_models`).
 """
 
-from __future__ import annotations
-
+# no ``from __future__ import annotations``: FastAPI reads the routes' body types, built per server, from the
+# annotations, which must be the classes themselves (a string names nothing in the module)
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 
 from readerfit.serve.rerank import Ranked, RerankItem
-from readerfit.serve.rerank_schemas import CohereRerankRequest, CohereRerankResponse, TEIRank, TEIRerankRequest
+from readerfit.serve.rerank_schemas import CohereRerankBody, CohereRerankResponse, TEIRank, TEIRerankBody, rerank_models
 
 # rerank(item, request) -> (compressor, texts best first): the app's batched, cancellable way to run the model work
 Rerank = Callable[[RerankItem, Request], Awaitable[tuple[str, list[Ranked]]]]
@@ -27,11 +28,11 @@ Rerank = Callable[[RerankItem, Request], Awaitable[tuple[str, list[Ranked]]]]
 
 def add_rerank_routes(app: FastAPI, *, rerank: Rerank, fixed: Callable[[Any], None],
                       responses: dict[int | str, dict[str, Any]]) -> None:
-    """Add ``/rerank``, ``/v1/rerank`` and ``/v2/rerank``; ``fixed(body)`` refuses options on a fixed server."""
+    """Add ``/rerank``, ``/v1/rerank`` and ``/v2/rerank`` for the compressors ``app.state.service`` serves (its
+    config's, as ``create_app`` sets it); ``fixed(body)`` refuses options on a fixed server."""
+    TEIRerankRequest, CohereRerankRequest = rerank_models(app.state.service.config.compressors)
 
-    @app.post("/rerank", response_model=list[TEIRank], response_model_exclude_none=True, responses=responses)
-    async def tei_rerank(body: TEIRerankRequest, request: Request) -> Any:
-        """text-embeddings-inference's rerank: the texts best first, each with the compressor's ``pruned_text``."""
+    async def tei(body: TEIRerankBody, request: Request) -> Any:
         fixed(body)
         item = RerankItem(query=body.query, passages=list(body.texts), compressor=body.compressor,
                           options=body.options, preset=body.preset, raw_scores=body.raw_scores)
@@ -39,7 +40,7 @@ def add_rerank_routes(app: FastAPI, *, rerank: Rerank, fixed: Callable[[Any], No
         return [{"index": r.index, "score": r.score, **({"text": body.texts[r.index]} if body.return_text else {}),
                  "pruned_text": r.pruned_text} for r in ranks]
 
-    async def cohere(body: CohereRerankRequest, request: Request) -> Any:
+    async def cohere(body: CohereRerankBody, request: Request) -> Any:
         fixed(body)
         passages = [d if isinstance(d, str) else d.model_dump() for d in body.documents]
         texts = [d if isinstance(d, str) else d.text for d in body.documents]
@@ -52,7 +53,16 @@ def add_rerank_routes(app: FastAPI, *, rerank: Rerank, fixed: Callable[[Any], No
                              **({"document": {"text": texts[r.index]}} if body.return_documents else {}),
                              "pruned_text": r.pruned_text} for r in top]}
 
+    # the routes FastAPI reads, typed by this server's request models (built at run time: Any to the type checker)
+    @app.post("/rerank", response_model=list[TEIRank], response_model_exclude_none=True, responses=responses)
+    async def tei_rerank(body: TEIRerankRequest, request: Request) -> Any:  # type: ignore[valid-type]
+        """text-embeddings-inference's rerank: the texts best first, each with the compressor's ``pruned_text``."""
+        return await tei(body, request)
+
+    async def cohere_rerank(body: CohereRerankRequest, request: Request) -> Any:  # type: ignore[valid-type]
+        return await cohere(body, request)
+
     for path in ("/v1/rerank", "/v2/rerank"):
         app.post(path, response_model=CohereRerankResponse, response_model_exclude_none=True, responses=responses,
                  summary=f"Rerank (Cohere/Jina shape, {path})",
-                 description="The documents best first, each with the compressor's pruned_text.")(cohere)
+                 description="The documents best first, each with the compressor's pruned_text.")(cohere_rerank)

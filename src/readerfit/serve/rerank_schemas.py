@@ -5,16 +5,21 @@
   v2 clients, LiteLLM, Jina clients).
 
 A field the client sends that changes nothing here is accepted and said so in its description (readerfit reads
-whole texts: nothing is truncated); a field readerfit does not know is refused (422 naming it).
+whole texts: nothing is truncated); a field readerfit does not know is refused (422 naming it). ``options`` are
+typed in the schema by each served compressor's request option model, as ``POST /v1/compress`` types them, so
+:func:`rerank_models` builds the request models for one server; the service checks the options against the
+compressor the request names (a 400 naming ``options.<key>``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, create_model
 
-from readerfit.serve.schemas import NonBlank, Preset, Strict, integral
+from readerfit.compressors import COMPRESSORS
+from readerfit.serve.schemas import NonBlank, Preset, Strict, integral, options_of
 
 # 120.0 is an integer to JSON Schema: taken as 120 (120.5 and "120" are refused)
 Count = Annotated[StrictInt, BeforeValidator(integral)]
@@ -23,7 +28,7 @@ Positive = Annotated[StrictInt, Field(ge=1), BeforeValidator(integral)]
 _OPTIONS = "the compressor's options a request may set (a budget: rate, target_tokens; threshold, ...)"
 
 
-class TEIRerankRequest(Strict):
+class TEIRerankBody(Strict):
     """text-embeddings-inference's ``/rerank`` body, with a readerfit compressor's options."""
 
     query: NonBlank = Field(description="the question the texts are ranked and pruned for")
@@ -53,7 +58,7 @@ class DocumentObject(Strict):
     title: str = Field("", description="readerfit reads it as the passage's title line")
 
 
-class CohereRerankRequest(Strict):
+class CohereRerankBody(Strict):
     """The Cohere/Jina rerank body as vLLM serves it, with a readerfit compressor's options; ``model`` names the
     compressor."""
 
@@ -69,6 +74,19 @@ class CohereRerankRequest(Strict):
     priority: Count | None = Field(None, description="accepted; requests run in arrival order")
     options: dict[str, Any] = Field(default_factory=dict, description=_OPTIONS)
     preset: Preset | None = None
+
+
+def rerank_models(compressors: Sequence[str]) -> tuple[type[TEIRerankBody], type[CohereRerankBody]]:
+    """(TEIRerankRequest, CohereRerankRequest) whose ``options`` show the request options of the served
+    ``compressors`` (any of them: the service checks them against the compressor a body names, a 400 naming
+    ``options.<key>``)."""
+    typed = options_of([COMPRESSORS.get(c).config_class for c in compressors])
+
+    def typed_options() -> Any:
+        return typed, Field(default_factory=dict, description=_OPTIONS)
+
+    return (create_model("TEIRerankRequest", __base__=TEIRerankBody, options=typed_options()),
+            create_model("CohereRerankRequest", __base__=CohereRerankBody, options=typed_options()))
 
 
 class ResultDocument(BaseModel):
