@@ -223,7 +223,7 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
             return await batched(rerank_batcher, item, request)
         return (await work(rerank_batch, request, chars, service=service, items=[item]))[0]
 
-    add_rerank_routes(app, rerank=rerank, fixed=fixed, responses=ERRORS)
+    add_rerank_routes(app, compressors=config.compressors, rerank=rerank, fixed=fixed, responses=ERRORS)
 
     @app.post("/v1/score", response_model=ScoreResponse, responses=ERRORS)
     async def score(body: ScoreRequest, request: Request) -> Any:  # type: ignore[valid-type]

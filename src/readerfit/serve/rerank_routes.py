@@ -14,7 +14,7 @@ bodies' ``options`` are typed by the served compressors' option models (:func:`r
 # no ``from __future__ import annotations``: FastAPI reads the routes' body types, built per server, from the
 # annotations, which must be the classes themselves (a string names nothing in the module)
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -26,11 +26,11 @@ from readerfit.serve.rerank_schemas import CohereRerankBody, CohereRerankRespons
 Rerank = Callable[[RerankItem, Request], Awaitable[tuple[str, list[Ranked]]]]
 
 
-def add_rerank_routes(app: FastAPI, *, rerank: Rerank, fixed: Callable[[Any], None],
+def add_rerank_routes(app: FastAPI, *, compressors: Sequence[str], rerank: Rerank, fixed: Callable[[Any], None],
                       responses: dict[int | str, dict[str, Any]]) -> None:
-    """Add ``/rerank``, ``/v1/rerank`` and ``/v2/rerank`` for the compressors ``app.state.service`` serves (its
-    config's, as ``create_app`` sets it); ``fixed(body)`` refuses options on a fixed server."""
-    TEIRerankRequest, CohereRerankRequest = rerank_models(app.state.service.config.compressors)
+    """Add ``/rerank``, ``/v1/rerank`` and ``/v2/rerank`` for the ``compressors`` the server serves (their options
+    typed in the schema); ``fixed(body)`` refuses options on a fixed server."""
+    TEIRerankRequest, CohereRerankRequest = rerank_models(compressors)
 
     async def tei(body: TEIRerankBody, request: Request) -> Any:
         fixed(body)
