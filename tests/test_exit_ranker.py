@@ -196,24 +196,6 @@ def test_a_ranker_reading_cosines_needs_an_embedder_and_gets_them():
     assert scored.signals.column("cos_q") == pytest.approx((vectors[1:] @ vectors[0]).tolist())
 
 
-
-def test_cos_top_is_the_largest_cosine_to_the_best_sentences_of_other_passages():
-    rng = random.Random(11)
-    for _ in range(5):
-        question, passages = random_bridge(rng)
-        ranker = Ranker(signals=("cos_top",), trees=(), baseline=0.0)
-        exit_ = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(rate=0.5, ranking="r"),
-                               ranker=ranker, embedder=BagEmbedder())
-        scored = exit_.score_units([(question, passages)])[0]
-        units, r = scored.units, scored.scores
-        vectors = BagEmbedder().encode([s for _, s in units])
-        best = sorted(range(len(units)), key=lambda k: (-r[k], k))[:3]  # the slow, obvious way
-        expected = []
-        for k, (pi, _) in enumerate(units):
-            cosines = [float(vectors[k] @ vectors[j]) for j in best if units[j][0] != pi]
-            expected.append(max(cosines) if cosines else 0.0)
-        assert scored.signals.column("cos_top") == pytest.approx(expected, abs=1e-6)
-
 def test_the_evidence_pass_scores_the_other_passages_given_the_best_sentence():
     rng = random.Random(7)
     question, passages = random_bridge(rng)

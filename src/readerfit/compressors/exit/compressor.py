@@ -62,7 +62,7 @@ from readerfit.compressors.base import BaseCompressor, assemble, passage_sentenc
 from readerfit.compressors.budget import Budget, reader_counter
 from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig, encoder_dtype
-from readerfit.compressors.exit.features import EMBEDDED, TOP_EVIDENCE, RankSignals, ranking_signals
+from readerfit.compressors.exit.features import EMBEDDED, RankSignals, ranking_signals
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
@@ -147,7 +147,7 @@ class ExitCompressor(BaseCompressor):
             linked = {int(k) for k in hop["linked"]} if hop else set()
             signals = ranking_signals(question=q, units=units, r=scores, r_first=r0, passages=passages,
                                       linked=linked, title_linked=set(hop["title"]) if hop else set(),
-                                      r_evidence=r_ev, **self._cosines(q, units, r0, scores)) if self.signals_wanted else None
+                                      r_evidence=r_ev, **self._cosines(q, units, r0)) if self.signals_wanted else None
             if self.ranker is None or signals is None:
                 ranking = list(scores)
                 details["ranking"] = "r"
@@ -157,24 +157,16 @@ class ExitCompressor(BaseCompressor):
             out.append(ScoredUnits(units=units, scores=scores, signals=signals, ranking=ranking, details=details))
         return out
 
-    def _cosines(self, question: str, units: list[tuple[int, str]], r_first: list[float],
-                 r: list[float]) -> dict[str, list[float]]:
-        """The sentences' cosines to the question, to the question with the best sentence, and the largest to
-        the best sentences (by r after the hop) of other passages, when the ranker reads them: one embedding
-        call."""
+    def _cosines(self, question: str, units: list[tuple[int, str]], r_first: list[float]) -> dict[str, list[float]]:
+        """The sentences' cosines to the question and to the question with the best sentence (when the ranker
+        reads them): one embedding call."""
         if self.embedder is None or not units:
             return {}
         best = top_units(r_first, 1)[0]
         vectors = self.embedder.encode([question, hop_question(question, units, [best]), *(s for _, s in units)],
                                        normalize=True)
-        sentences = vectors[2:]
-        top = top_units(r, TOP_EVIDENCE)
-        cos_top = []
-        for k, (pi, _) in enumerate(units):
-            others = [j for j in top if units[j][0] != pi]
-            cos_top.append(float(max(sentences[others] @ sentences[k])) if others else 0.0)
-        return {"cos_q": [float(v) for v in sentences @ vectors[0]],
-                "cos_ev": [float(v) for v in sentences @ vectors[1]], "cos_top": cos_top}
+        return {"cos_q": [float(v) for v in vectors[2:] @ vectors[0]],
+                "cos_ev": [float(v) for v in vectors[2:] @ vectors[1]]}
 
     def _evidence(self, items: list[tuple[str, list[Passage]]], prepared: list[Any],
                   r_first: list[list[float]]) -> list[list[float] | None]:

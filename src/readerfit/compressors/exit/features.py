@@ -14,8 +14,7 @@ Every signal is a number per sentence, computed from the question, the passages 
   ``r_evidence``: the logit of r when the sentence's passage is scored again with the question followed by the
   best sentence (a second classifier pass, run only when a ranker reads it);
 * ``cos_q``, ``cos_ev``: the sentence's cosine to the question, and to the question followed by the best sentence
-  (the ``embedder``'s normalised vectors; run only when a ranker reads them); ``cos_top``: its largest cosine to
-  the :data:`TOP_EVIDENCE` best sentences (by ``r``) of other passages (the evidence a second hop continues);
+  (the ``embedder``'s normalised vectors; run only when a ranker reads them);
 * ``lexical``, ``answer_form``: the question's words, the form of answer asked for (:mod:`.focus`);
 * ``detached``: the passage is not connected to the question (:func:`~.focus.connected_passages`);
 * ``title_link``: a top sentence names the passage's title; ``hop_linked``: the hop scored the passage again;
@@ -53,7 +52,7 @@ from readerfit.compressors.exit.hop import names, names_title, top_units
 from readerfit.types import Passage
 
 # the signals, in the order of a row (a fitted ranker names the ones it weighs)
-SIGNALS = ("r", "r_first", "r_evidence", "cos_q", "cos_ev", "cos_top", "lexical", "answer_form", "detached", "title_link",
+SIGNALS = ("r", "r_first", "r_evidence", "cos_q", "cos_ev", "lexical", "answer_form", "detached", "title_link",
            "hop_linked", "passage_top", "passage_rank", "passage_gap", "first_sentence", "question_names", "chain",
            "evidence_names", "r_pct", "r_evidence_pct", "cos_q_pct", "cos_ev_pct", "lexical_pct", "passages",
            "question_words")
@@ -63,9 +62,7 @@ DEFAULT_SIGNALS = tuple(s for s in SIGNALS if s not in ("r_evidence", "r_evidenc
 # the signals also read as a sentence's place among the question's sentences (1 the best, 0 the worst)
 RANKED = ("r", "r_evidence", "cos_q", "cos_ev", "lexical")
 # the signals that need an embedder (the sentences' cosines)
-EMBEDDED = frozenset({"cos_q", "cos_ev", "cos_top"})
-# how many of the best sentences ``cos_top`` compares a sentence with
-TOP_EVIDENCE = 3
+EMBEDDED = frozenset({"cos_q", "cos_ev"})
 # how many text links away from the best passage ``chain`` still counts (MuSiQue chains two to four passages)
 CHAIN_DEPTH = 3
 # a name that more than this many other passages hold links nothing ("American", "April")
@@ -119,8 +116,7 @@ def text_chain(*, question: str, units: Sequence[tuple[int, str]], start: int, p
 def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Sequence[float],
                     r_first: Sequence[float], passages: Sequence[Passage], linked: set[int],
                     title_linked: set[int], r_evidence: Sequence[float] | None = None,
-                    cos_q: Sequence[float] | None = None, cos_ev: Sequence[float] | None = None,
-                    cos_top: Sequence[float] | None = None) -> RankSignals:
+                    cos_q: Sequence[float] | None = None, cos_ev: Sequence[float] | None = None) -> RankSignals:
     """Every sentence's signals (:data:`SIGNALS`) from the classifier's scores after (``r``) and before
     (``r_first``) the bridge hop, and the passages the hop scored again (``linked``) or whose title a top sentence
     names (``title_linked``)."""
@@ -147,7 +143,7 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
         title = passages[pi].title
         rows.append((
             logit(r[k]), logit(r_first[k]), logit((r_evidence or r)[k]), (cos_q or [0.0] * len(units))[k],
-            (cos_ev or [0.0] * len(units))[k], (cos_top or [0.0] * len(units))[k], lexical[k], form[k], float(pi not in connected),
+            (cos_ev or [0.0] * len(units))[k], lexical[k], form[k], float(pi not in connected),
             float(pi in title_linked), float(pi in linked), float(pi == top), 1.0 / (1 + rank[pi]),
             logit(r[k]) - logit(best_of[pi]), float(first_of[pi] == k),
             float(bool(title) and names_title(question, title)),
