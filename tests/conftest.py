@@ -304,3 +304,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_pool(tiny_lm, tiny_lm_dir):
+    """A model pool of the tiny LM (by name and by directory) and the hash embedder: every compressor runs fast."""
+    from readerfit.models.pool import ModelPool
+
+    pool = ModelPool(device="cpu")
+    pool.put("lm", "tiny", tiny_lm)
+    pool.put("lm", str(tiny_lm_dir), tiny_lm)
+    pool.put("embedder", "minilm", HashEmbedder())
+    return pool

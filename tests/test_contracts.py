@@ -38,12 +38,8 @@ PASSAGES = [
 
 
 @pytest.fixture(scope="module")
-def pool(tiny_lm, tiny_lm_dir) -> ModelPool:
-    pool = ModelPool(device="cpu")
-    pool.put("lm", "tiny", tiny_lm)
-    pool.put("lm", str(tiny_lm_dir), tiny_lm)
-    pool.put("embedder", "minilm", HashEmbedder())
-    return pool
+def pool(tiny_pool) -> ModelPool:
+    return tiny_pool
 
 
 # ----- compressors ---------------------------------------------------------------------------------------------

@@ -10,12 +10,10 @@ from pathlib import Path
 import pytest
 
 import readerfit
-from conftest import HashEmbedder
 from readerfit.compressors import COMPRESSORS
 from readerfit.compressors import select as shared
 from readerfit.compressors.budget import Budget, Budgeted
 from readerfit.compressors.select import Scoring, candidates, select
-from readerfit.models.pool import ModelPool
 from readerfit.types import Passage
 from test_contracts import PASSAGES, QUESTION, compressor
 
@@ -96,23 +94,15 @@ OWN_SELECTION = {"llmlingua2"}
 SELECTING = [n for n in COMPRESSORS.names() if issubclass(COMPRESSORS.get(n), Budgeted) and n not in OWN_SELECTION]
 
 
-@pytest.fixture(scope="module")
-def pool(tiny_lm, tiny_lm_dir) -> ModelPool:
-    pool = ModelPool(device="cpu")
-    pool.put("lm", "tiny", tiny_lm)
-    pool.put("lm", str(tiny_lm_dir), tiny_lm)
-    pool.put("embedder", "minilm", HashEmbedder())
-    return pool
-
-
 def test_the_unit_selecting_compressors_are_found_as_budgeted():
     assert {"exit", "sentence-sim", "provence", "selective-context"} <= set(SELECTING)
 
 
 @pytest.mark.parametrize("name", SELECTING)
-def test_every_selecting_compressor_selects_through_the_one_select(name, pool, tiny_lm_dir, monkeypatch):
+def test_every_selecting_compressor_selects_through_the_one_select(name, tiny_pool, tiny_lm_dir, monkeypatch):
     """compress and at_budget each call the shared select once, with the budget asked, and keep what it keeps (a
     compressor may add what its rendering shows with them, Provence's titles)."""
+    pool = tiny_pool
     module = sys.modules[COMPRESSORS.get(name).__module__]
     assert vars(module).get("select") is shared.select, f"{module.__name__} must select with compressors.select"
     calls: list[tuple[Budget, list[int]]] = []
