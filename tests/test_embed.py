@@ -85,3 +85,11 @@ def test_auto_dtype_is_the_devices_fast_dtype():
     from readerfit.models.device import fast_dtype
 
     assert SentenceEmbedder(device="cpu", dtype="auto").dtype == fast_dtype("cpu")
+
+
+def test_an_embedder_put_in_the_pool_serves_every_dtype():
+    from readerfit.models.pool import ModelPool
+
+    pool, mine = ModelPool(device="cpu"), object()
+    pool.put("embedder", "minilm", mine)
+    assert pool.embedder("minilm") is mine and pool.embedder("minilm", dtype="bfloat16") is mine

@@ -90,10 +90,10 @@ class ModelPool:
         def load() -> Any:
             return SentenceEmbedder(name, device=self.device, dtype=dtype)
 
-        # float32 keeps the key put() gives an embedder registered by hand
-        return self.cached(("embedder", name) if dtype == "float32" else ("embedder", name, dtype), load)
+        given = ("embedder", name, "put")  # one registered by hand serves every dtype
+        return self._cache[given] if given in self._cache else self.cached(("embedder", name, dtype), load)
 
     def put(self, kind: str, name: str, model: Any) -> None:
         """Register an already-built model (tests, custom backends) under a name."""
-        key = ("lm", name, self.dtype, None) if kind == "lm" else (kind, name)
+        key = ("lm", name, self.dtype, None) if kind == "lm" else (kind, name, "put") if kind == "embedder" else (kind, name)
         self._cache[key] = model
