@@ -116,6 +116,13 @@ def test_compressor_contract(name, pool, tiny_lm_dir):
 
 
 @pytest.mark.parametrize("name", COMPRESSORS.names())
+def test_compressor_builds_without_the_libraries_load_bars(name, pool, tiny_lm_dir, capsys):
+    """A compressor that loads its own model (llmlingua's, Provence's) is as quiet as the pool's loads."""
+    compressor(name, pool, tiny_lm_dir)
+    assert "Loading weights" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", COMPRESSORS.names())
 def test_compressor_options_round_trip_and_unknown_ones_are_named(name, pool, tiny_lm_dir):
     cls = COMPRESSORS.get(name)
     default = cls.config_class()

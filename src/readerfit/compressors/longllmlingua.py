@@ -29,6 +29,7 @@ from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.hf import converted_gguf_dir
 from readerfit.models.kv_cache import LegacyCacheModel
 from readerfit.models.lm import LanguageModel
+from readerfit.models.progress import quiet_loading
 from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM, resolve
 from readerfit.options import check_fields, param
@@ -111,7 +112,8 @@ def init_offline(engine: Any, *, model_name: str, model_dir: str, device: str, d
     config: dict[str, Any] = {"trust_remote_code": False}
     if dtype is not None:
         config["torch_dtype"] = dtype
-    engine.load_model(model_dir, device, config)
+    with quiet_loading():  # llmlingua loads through transformers itself: its bars off, as the pool's loads
+        engine.load_model(model_dir, device, config)
 
 
 def load_prompt_compressor(model_dir: str, *, device: str = "cpu", dtype: Any = None) -> Any:
