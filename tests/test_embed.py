@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from readerfit.errors import InputError, MissingPackageError, UnknownModelError
-from readerfit.models.embed import SentenceEmbedder
+from readerfit.models.embed import CPU_BATCH, SentenceEmbedder
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +93,14 @@ def test_an_embedder_put_in_the_pool_serves_every_dtype():
     pool, mine = ModelPool(device="cpu"), object()
     pool.put("embedder", "minilm", mine)
     assert pool.embedder("minilm") is mine and pool.embedder("minilm", dtype="bfloat16") is mine
+
+
+@pytest.mark.model
+def test_batch_size_by_device_and_the_same_vectors_at_any_batch(embedder, capsys):
+    assert SentenceEmbedder(device="cpu").batch_size == CPU_BATCH
+    assert "Loading weights" not in capsys.readouterr().err  # a direct load is as quiet as the pool's
+    texts = [f"Sentence {i} " + "word " * (i % 7) for i in range(21)]
+    one = SentenceEmbedder(device="cpu", batch_size=1).encode(texts)
+    np.testing.assert_allclose(embedder.encode(texts), one, atol=1e-5)
+    with pytest.raises(InputError, match="or None"):
+        SentenceEmbedder(batch_size=True)
