@@ -11,7 +11,7 @@ import pytest
 from readerfit.compressors.base import assemble
 from readerfit.compressors.budget import Budget, fit_units, word_count
 from readerfit.compressors.exit import ExitCompressor, ExitConfig, GroupScores
-from readerfit.compressors.exit.hop import find_links, title_pattern
+from readerfit.compressors.exit.hop import HOP_WORDS, find_links, title_pattern
 from readerfit.errors import InputError
 from readerfit.types import Passage
 
@@ -246,3 +246,20 @@ def test_hop_from_passage_links_what_the_top_sentences_passage_names():
     assert c.details["hop"] == {"linked": {"1": [1]}, "title": []}
     with pytest.raises(InputError, match="hop_from"):
         ExitConfig(hop_from="document")
+
+
+def test_a_hop_from_a_long_passage_asks_a_question_that_leaves_room_for_the_passage():
+    """A hop from every sentence of a long passage once made a question that filled the classifier's whole input
+    (ContextLengthError on MuSiQue with hop=3, hop_by=mention): the hop question stops at HOP_WORDS words."""
+    long = [f"Frankie Avalon sang song number {i} of the album with the Michigan band in the year {1950 + i}."
+            for i in range(40)]
+    ps = [Passage(" ".join(long), title="Just Ask Your Heart", sentences=tuple(long)),
+          Passage("Frankie Avalon is an American singer.", title="Frankie Avalon (singer)",
+                  sentences=("Frankie Avalon is an American singer.",))]
+    classifier = Overlap()
+    out = ExitCompressor(classifier, splitter=str.split, config=ExitConfig(
+        hop=3, hop_from="passage", hop_by="mention", ranking="r", rate=0.5)).compress(QUESTION, ps)
+    hop_questions = [q for q, _ in classifier.calls[1:]]
+    assert hop_questions and out.details["hop"]["linked"] == {"1": list(range(40))}
+    assert all(len(q.split()) <= HOP_WORDS for q in hop_questions)
+    assert hop_questions[0].startswith(QUESTION + " " + long[0])  # the question first, then the sentences in order

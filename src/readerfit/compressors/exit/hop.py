@@ -39,6 +39,9 @@ NAME = re.compile(r"\b[A-Z][\w'.-]*(?:\s+(?:of|de|the|von|van|la|del)?\s*[A-Z][\
 JOINER = re.compile(r"\s+(?:of|de|the|von|van|la|del)\s+")
 LINK_BY = ("title", "name", "mention")
 LINK_FROM = ("sentence", "passage")
+# the most words of a hop question (question and linking sentences): about 270 of the one-pass classifier's 512
+# tokens, leaving the rest to the passage asked about (a hop from many sentences once filled the whole input)
+HOP_WORDS = 200
 
 
 def whole_word(text: str, flags: int = 0) -> re.Pattern[str]:
@@ -105,6 +108,23 @@ def links_from(*, units: Sequence[tuple[int, str]], via: Sequence[int], passages
     return links
 
 
-def hop_question(question: str, units: Sequence[tuple[int, str]], via: Sequence[int]) -> str:
-    """The question a linked passage is scored with again: the question, then the sentences linking to it."""
-    return " ".join([question, *(units[k][1] for k in via)])
+def hop_question(question: str, units: Sequence[tuple[int, str]], via: Sequence[int], *,
+                 max_words: int = HOP_WORDS) -> str:
+    """The question a linked passage is scored with again: the question, then the sentences linking to it, in
+    ``via``'s order while the whole stays within ``max_words`` words (the last one cut at the limit), so that the
+    passage it is asked of still fits the classifier beside it.
+
+    >>> hop_question("Who?", [(0, "One two three."), (0, "Four five.")], [1, 0], max_words=4)
+    'Who? Four five. One'
+    """
+    used = len(question.split())
+    out = [question]
+    for k in via:
+        room = max_words - used
+        if room <= 0:
+            break
+        sentence = units[k][1]
+        words = sentence.split()
+        out.append(sentence if len(words) <= room else " ".join(words[:room]))
+        used += min(len(words), room)
+    return " ".join(out)
