@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -63,10 +64,19 @@ class LegacyCacheModel:
             else:
                 past_key_values = DynamicCache(ddp_cache_data=pairs, config=self._model.config)
         out = self._model(*args, **{cache_kwarg(self._model): past_key_values}, **kwargs)
-        cache = getattr(out, "past_key_values", None)
+        # transformers 5.2x names the output's cache ``cache`` and warns when ``past_key_values`` is read or set
+        cache = out["cache" if "cache" in out.keys() else "past_key_values"] if hasattr(out, "keys") else None
         if isinstance(cache, Cache):
             if hasattr(cache, "to_legacy_cache"):
-                out.past_key_values = [list(kv) for kv in cache.to_legacy_cache()]
+                cache = [list(kv) for kv in cache.to_legacy_cache()]
             else:
-                out.past_key_values = [[layer.keys, layer.values] for layer in cache.layers]
-        return out
+                cache = [[layer.keys, layer.values] for layer in cache.layers]
+        return LegacyOutput(logits=out.logits, past_key_values=cache)
+
+
+@dataclass
+class LegacyOutput:
+    """What llmlingua 0.2 reads of a forward pass: the logits and the per-layer ``[key, value]`` lists."""
+
+    logits: torch.Tensor
+    past_key_values: Any
