@@ -146,8 +146,7 @@ class ProvenceCompressor(BaseCompressor):
                                      for i in range(len(passages))]
         rank = {pi: r for r, pi in enumerate(order)}
         return Compression(text=self._render(passages, units, titles, kept, order), units=[u for _, u in units],
-                           scores=scores,
-                           kept=sorted(kept, key=lambda k: (rank[units[k][0]], k)),
+                           scores=scores, kept=sorted(kept, key=lambda k: (rank[units[k][0]], k)),
                            passage_of_unit=[pi for pi, _ in units], ranking=list(scores),
                            passage_scores=list(ranking), details=details)
 

@@ -71,11 +71,16 @@ class Scoring:
         return self.render(kept) if self.render is not None else assemble(self.passages, self.units, kept)
 
 
+def offered(scoring: Scoring) -> list[int]:
+    """The units of the passages the scoring offers (``among``; all by default), in order."""
+    return [k for k, (pi, _) in enumerate(scoring.units) if scoring.among is None or pi in scoring.among]
+
+
 def candidates(scoring: Scoring, budget: Budget) -> list[int]:
     """The units the scoring's own rule keeps under ``budget`` (τ, top n, the soft budget's stop), in order."""
     ranking, tau = scoring.ranking, scoring.threshold
     scores = scoring.ranking if scoring.scores is None else scoring.scores
-    out = [k for k, (pi, _) in enumerate(scoring.units) if scoring.among is None or pi in scoring.among]
+    out = offered(scoring)
     if tau is not None:
         out = [k for k in out if (scores[k] > tau if scoring.strict else scores[k] >= tau)]
     if scoring.top_n is not None:
@@ -92,8 +97,7 @@ def select(scoring: Scoring, budget: Budget) -> tuple[list[int], dict[str, Any]]
     ranking = scoring.ranking
     kept = candidates(scoring, budget)
     details: dict[str, Any] = {}
-    offered = [k for k, (pi, _) in enumerate(scoring.units) if scoring.among is None or pi in scoring.among]
-    ranked = sorted(offered, key=lambda k: (-ranking[k], k))
+    ranked = sorted(offered(scoring), key=lambda k: (-ranking[k], k))
     if len(kept) < scoring.min_keep:
         chosen = set(kept)
         added = [k for k in ranked if k not in chosen][: scoring.min_keep - len(kept)]

@@ -95,5 +95,10 @@ class ModelPool:
 
     def put(self, kind: str, name: str, model: Any) -> None:
         """Register an already-built model (tests, custom backends) under a name."""
-        key = ("lm", name, self.dtype, None) if kind == "lm" else (kind, name, "put") if kind == "embedder" else (kind, name)
+        if kind == "lm":
+            key: tuple[Any, ...] = ("lm", name, self.dtype, None)
+        elif kind == "embedder":
+            key = ("embedder", name, "put")  # serves every dtype (:meth:`embedder`)
+        else:
+            key = (kind, name)
         self._cache[key] = model

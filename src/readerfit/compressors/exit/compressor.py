@@ -109,7 +109,9 @@ class ExitCompressor(BaseCompressor):
     def from_config(cls, config: ExitConfig, *, pool: ModelSource,
                     reader_lm: LanguageModel | None = None) -> ExitCompressor:
         ranker = build_ranker(config.ranking)
-        embedder = pool.embedder(config.embedder, dtype=encoder_dtype(config, pool.device)) if ranker is not None and set(ranker.signals) & EMBEDDED else None
+        embedder = None
+        if ranker is not None and set(ranker.signals) & EMBEDDED:
+            embedder = pool.embedder(config.embedder, dtype=encoder_dtype(config, pool.device))
         return cls(build_classifier(config, pool), get_splitter(config.splitter), config, reader_lm=reader_lm,
                    embedder=embedder, ranker=ranker)
 
