@@ -156,6 +156,20 @@ def test_plan_shares_the_whole_passage_when_it_fits():
     assert sorted(j for items in plan.jobs.values() for j, _ in items) == [0, 1, 2]
 
 
+def test_a_passage_that_fits_whole_is_planned_without_asking_about_each_sentence_alone():
+    asked: list[str] = []
+
+    def fits(ctx: str, s: str) -> bool:
+        asked.append(ctx)
+        return len(ctx.split()) + len(s.split()) <= 9
+
+    plan = plan_passage("T", ["a b", "c d e"], fits)
+    assert set(asked) == {"T\na b c d e"} and list(plan.jobs) == ["T\na b c d e"]
+    asked.clear()
+    plan_passage("T", ["a b", "c d e f g h"], fits)  # too long whole: the windows and the title alone are asked
+    assert "T\nc d e f g h" in asked
+
+
 def test_sentence_too_long_even_alone_is_scored_in_pieces():
     assert word_runs("a b c d e", lambda t: len(t.split()) <= 2) == ["a b", "c d", "e"]
     with pytest.raises(ContextLengthError):

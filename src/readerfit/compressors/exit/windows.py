@@ -63,20 +63,21 @@ def plan_passage(title: str, sentences: Sequence[str], fits: Callable[[str, str]
     largest window of neighbouring sentences that fits (:func:`window_around`).
     A sentence that does not fit even with only the title is scored in pieces
     (consecutive word runs, each with the title as context) and gets the
-    highest piece score: chunked, never truncated.
+    highest piece score: chunked, never truncated. ``fits`` is monotone (what
+    fits in a context fits in a shorter one), so a passage that fits whole costs
+    one question per sentence, not two.
     """
     n = len(sentences)
     full = render_passage(title, " ".join(sentences))
     plan = PassagePlan(jobs={})
-    alone = [fits(render_passage(title, s), s) for s in sentences]
     for j, s in enumerate(sentences):
-        if not alone[j]:
+        if fits(full, s):  # then it fits with its title alone too (a shorter context): no count of that
+            plan.jobs.setdefault(full, []).append((j, s))
+        elif not fits(render_passage(title, s), s):
             parts = word_runs(s, lambda t: fits(render_passage(title, t), t), what="the classifier")
             plan.pieces[j] = len(parts)
             for part in parts:
                 plan.jobs.setdefault(render_passage(title, part), []).append((j, part))
-        elif fits(full, s):
-            plan.jobs.setdefault(full, []).append((j, s))
         else:
             def window_fits(a: int, b: int, j: int = j) -> bool:
                 return fits(render_passage(title, " ".join(sentences[a:b])), sentences[j])
