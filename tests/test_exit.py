@@ -23,6 +23,7 @@ from readerfit.compressors.exit import (
     window_around,
 )
 from readerfit.compressors.exit.config import CLASSIFIER_FILE, CLASSIFIER_FORMAT, shipped_classifier_dir
+from readerfit.compressors.exit.windows import WINDOW_SHARE
 from readerfit.errors import ContextLengthError, InputError
 from readerfit.models.pool import ModelPool
 from readerfit.text.split import word_runs
@@ -170,6 +171,40 @@ def test_a_passage_that_fits_whole_is_planned_without_asking_about_each_sentence
     assert "T\nc d e f g h" in asked
 
 
+def test_a_long_passage_shares_each_window_with_the_sentences_after_its_first():
+    sentences = [f"s{i} a b" for i in range(60)]
+    plan = plan_passage("T", sentences, lambda ctx, s: len(ctx.split()) <= 73)  # 24 sentences a window
+    scored = sorted(j for items in plan.jobs.values() for j, _ in items)
+    assert scored == list(range(60))  # each sentence once
+    assert len(plan.jobs) <= 60 / 3  # windows shared, not one a sentence
+    for ctx, items in plan.jobs.items():
+        js = [j for j, _ in items]
+        assert js == list(range(js[0], js[0] + len(js)))  # a window serves consecutive sentences
+        lo, hi = plan.windows[js[0]]
+        assert all(plan.windows[j] == (lo, hi) and lo <= j < hi for j in js)
+        assert ctx == "T\n" + " ".join(sentences[lo:hi]) and hi - lo == 24
+        # the first is the window's own (grown around it); every sentence keeps a third of it after itself
+        assert window_around(js[0], 60, lambda a, b: b - a <= 24) == (lo, hi)
+        assert all(hi - j >= (hi - lo) * WINDOW_SHARE or hi == 60 for j in js)
+
+
+def test_a_sentence_too_long_for_a_shared_window_gets_its_own():
+    # an LM classifier's fit counts the sentence again after the context: a long sentence needs more room
+    sentences = [f"w{i}" for i in range(30)]
+    sentences[1] = "a b c d e f g h i j"
+    limit = 30
+
+    def fits(ctx: str, s: str) -> bool:
+        return len(ctx.split()) + len(s.split()) <= limit
+
+    plan = plan_passage("T", sentences, fits)
+    assert sorted(j for items in plan.jobs.values() for j, _ in items) == list(range(30))
+    for ctx, items in plan.jobs.items():
+        assert all(fits(ctx, s) for _, s in items)
+    first = plan.jobs["T\n" + " ".join(sentences[slice(*plan.windows[0])])]
+    assert [j for j, _ in first][:1] == [0] and len(first) > 1 and 1 not in [j for j, _ in first]
+
+
 def test_sentence_too_long_even_alone_is_scored_in_pieces():
     assert word_runs("a b c d e", lambda t: len(t.split()) <= 2) == ["a b", "c d", "e"]
     with pytest.raises(ContextLengthError):
@@ -200,6 +235,24 @@ def test_over_long_passage_is_windowed_and_reported(tiny_lm):
                                  Passage("Short one.", title="S", sentences=("Short one.",))])
     assert c.details["windowed"] == list(range(8)) and "window_rule" in c.details
     assert set(c.details["windows"]) == {str(k) for k in range(8)}
+
+
+def test_window_share_zero_reads_each_sentence_in_its_own_window(tiny_lm, tiny_lm_dir):
+    sentences = [f"s{i} a b" for i in range(60)]
+    own = plan_passage("T", sentences, lambda ctx, s: len(ctx.split()) <= 73, share=0)
+    assert own.windows == {j: window_around(j, 60, lambda a, b: b - a <= 24) for j in range(60)}
+    # the option reaches the classifier's plan from EXIT's settings
+    long_group = ("Book", [f"Sentence number {i} says the book was written by Anna in Paris." for i in range(16)])
+    n_full = len(LMSentenceClassifier(tiny_lm).prompt_ids(QUESTION, "Book\n" + " ".join(long_group[1]),
+                                                            long_group[1][0]))
+    pool = ModelPool(device="cpu")
+    windows = {share: len({tuple(w) for w in build_classifier(
+        ExitConfig(model=str(tiny_lm_dir), max_tokens=n_full // 2, window_share=share), pool)
+        .score(QUESTION, [long_group])[0].windows.values()}) for share in (0.0, 1.0)}
+    assert windows[1.0] < windows[0.0]
+    assert ExitConfig(window_share=0).window_share == 0
+    with pytest.raises(InputError, match="window_share"):
+        ExitConfig(window_share=1.5)
 
 
 def test_sentence_too_long_alone_takes_its_best_piece(tiny_lm):

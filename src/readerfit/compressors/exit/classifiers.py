@@ -89,7 +89,8 @@ def build_classifier(config: ExitConfig, pool: ModelSource) -> SentenceClassifie
         # fewer, length-sorted passages per pass pad less: 16 -> 4 passages ran 1.5x faster than 16 passages
         contexts = max(1, config.batch_size // 4)
         return OnePassSentenceClassifier(model, tokenizer, batch_size=contexts, max_tokens=config.max_tokens,
-                                         name=f"onepass:{name}", context=config.context)
+                                         name=f"onepass:{name}", context=config.context,
+                                         window_share=config.window_share)
     if info is not None and info["arch"] == "encoder":
         if config.adapter is not None:
             raise InputError("adapter applies to LM classifiers; this classifier is an encoder")
@@ -98,7 +99,8 @@ def build_classifier(config: ExitConfig, pool: ModelSource) -> SentenceClassifie
             lambda: load_encoder_classifier(directory, base=info.get("base", DEFAULT_EMBEDDER), device=pool.device,
                                             dtype=resolve_dtype(dtype)))
         return EncoderSentenceClassifier(model, tokenizer, batch_size=max(config.batch_size, 16),
-                                         max_tokens=config.max_tokens, name=f"encoder:{name}", context=config.context)
+                                         max_tokens=config.max_tokens, name=f"encoder:{name}", context=config.context,
+                                         window_share=config.window_share)
     if info is not None:  # a trained LoRA adapter over a base LM
         if config.adapter is not None:
             raise InputError(f"{name} already is a trained adapter; pass either model=DIR or adapter=DIR")
@@ -111,4 +113,5 @@ def build_classifier(config: ExitConfig, pool: ModelSource) -> SentenceClassifie
     prompt, labels = trained_with(info)
     return LMSentenceClassifier(lm, batch_size=config.batch_size, max_tokens=config.max_tokens,
                                 cache_prefix=config.cache_prefix, name=label, prompt=config.prompt or prompt,
-                                labels=config.labels or labels, context=config.context)
+                                labels=config.labels or labels, context=config.context,
+                                window_share=config.window_share)

@@ -30,8 +30,10 @@ uncached scores agree to float rounding (tested < 1e-4).
 Over-long passages: when ``head + passage + sentence`` exceeds the classifier's
 limit (its context, or ``max_tokens``), the sentence is scored against a
 *window* of its passage: the passage title plus the largest run of neighbouring
-sentences around it (grown one sentence at a time, alternately before and
-after) that fits. Such sentences are listed in ``Compression.details["windowed"]``.
+sentences around the first such sentence (grown one sentence at a time,
+alternately before and after) that fits, shared by the sentences after it for a
+third of the way to its end (:func:`~readerfit.compressors.exit.windows.plan_passage`).
+Such sentences are listed in ``Compression.details["windowed"]``.
 A sentence too long for the classifier even with only the title is scored in
 pieces (consecutive word runs that fit, each with the title as context) and
 gets its best piece's score (``details["split_sentences"]``): chunked, never

@@ -12,6 +12,7 @@ from readerfit.compressors.budget import Budget
 from readerfit.compressors.budget_fields import rate_field, target_tokens_field
 from readerfit.compressors.exit.hop import LINK_BY, LINK_FROM
 from readerfit.compressors.exit.ranker import RANKINGS
+from readerfit.compressors.exit.windows import WINDOW_SHARE
 from readerfit.errors import InputError
 from readerfit.models.device import fast_dtype
 from readerfit.options import check_fields, param
@@ -60,7 +61,8 @@ RELEASED = {RELEASED_ADAPTER: "google/gemma-2b-it"}
 # a hub id: one "org/name" (a path that does not exist is not one)
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 WINDOW_RULE = ("sentence scored against a window of its passage: the title plus the largest run of neighbouring "
-               "sentences (grown alternately before/after) that fits the classifier's limit")
+               "sentences (grown alternately before/after) that fits the classifier's limit, around the first "
+               "sentence that needs one and shared by the next ones for a third of the way to its end")
 
 
 def shipped_classifier_dir(name: str) -> Path:
@@ -118,7 +120,11 @@ class ExitConfig:
     classifier directory was trained with, else ``paper`` / ``single``.
     ``context``: ``passage`` (each sentence judged with its own passage) or
     ``all`` (with all the question's passages; a sentence for which they do not
-    fit falls back to its own passage, listed in the details).
+    fit falls back to its own passage, listed in the details). A passage too long
+    for the classifier is read in windows of its sentences: each grown around one
+    sentence and shared by the next ones for ``window_share`` of the way to its end
+    (default a third; 0: a window per sentence, slower;
+    :func:`~readerfit.compressors.exit.windows.plan_passage`).
 
     What is kept (beyond the paper unless τ alone is given): ``rate`` (fraction of the reader's tokens)
     and/or ``target_tokens`` keep sentences by descending r until the budget is spent, returned in original
@@ -190,6 +196,7 @@ class ExitConfig:
     hop_by: str = param(DEFAULT_HOP_BY, choices=LINK_BY)
     hop_from: str = param(DEFAULT_HOP_FROM, choices=LINK_FROM)
     ranking: str = param(DEFAULT_RANKING, nonblank=True)
+    window_share: float = param(WINDOW_SHARE, ge=0, le=1)
 
     def __post_init__(self) -> None:
         check_fields(self)

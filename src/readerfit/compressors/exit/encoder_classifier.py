@@ -10,7 +10,7 @@ import torch
 
 from readerfit.compressors.exit.config import ENCODER_WEIGHTS
 from readerfit.compressors.exit.sentence_classifier import GroupScores
-from readerfit.compressors.exit.windows import collect_question, plan_question
+from readerfit.compressors.exit.windows import WINDOW_SHARE, collect_question, plan_question
 from readerfit.errors import UnknownModelError
 from readerfit.models.device import auto_device
 from readerfit.models.specs import DEFAULT_EMBEDDER, resolve
@@ -81,8 +81,9 @@ class EncoderSentenceClassifier:
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, batch_size: int = 16, max_tokens: int | None = None,
-                 name: str = "encoder", context: str = "passage") -> None:
+                 name: str = "encoder", context: str = "passage", window_share: float = WINDOW_SHARE) -> None:
         self.context = context
+        self.window_share = window_share
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
@@ -98,7 +99,7 @@ class EncoderSentenceClassifier:
         def fits(context: str, sentence: str) -> bool:
             return self.n_tokens(question, context, sentence) <= self.limit
 
-        plan = plan_question(groups, fits, context=self.context)
+        plan = plan_question(groups, fits, context=self.context, share=self.window_share)
         triples = [(question, text, context) for context, items in plan.jobs.items() for _, _, text in items]
         flat = iter(self.score_triples(triples))
         return collect_question(plan, [[next(flat) for _ in items] for items in plan.jobs.values()])

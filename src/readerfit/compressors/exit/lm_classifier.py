@@ -19,7 +19,7 @@ import torch
 from readerfit.compressors.exit.config import CONTEXTS, PROMPTS
 from readerfit.compressors.exit.labels import label_token_ids, relevance
 from readerfit.compressors.exit.sentence_classifier import GroupScores
-from readerfit.compressors.exit.windows import collect_question, plan_question
+from readerfit.compressors.exit.windows import WINDOW_SHARE, collect_question, plan_question
 from readerfit.errors import InputError
 from readerfit.models.kv_cache import cache_kwarg, cache_layers, logits_kwarg, make_cache
 from readerfit.models.lm import LocalLanguageModel
@@ -94,7 +94,7 @@ class LMSentenceClassifier:
 
     def __init__(self, lm: LocalLanguageModel, *, batch_size: int = 16, max_tokens: int | None = None, cache_prefix: bool = True,
                  name: str | None = None, prompt: str = "paper", labels: str = "single",
-                 context: str = "passage") -> None:
+                 context: str = "passage", window_share: float = WINDOW_SHARE) -> None:
         if prompt not in PROMPTS or context not in CONTEXTS:
             raise InputError(f"expected prompt in {sorted(PROMPTS)} and context in {CONTEXTS}, got {prompt!r}, {context!r}")
         self.lm = lm
@@ -102,6 +102,7 @@ class LMSentenceClassifier:
         self.batch_size = batch_size
         self.cache_prefix = cache_prefix
         self.prompt, self.labels, self.context = prompt, labels, context
+        self.window_share = window_share
         self.limit = min(lm.context_length, max_tokens) if max_tokens else lm.context_length
         self.pieces = PromptPieces.from_template(lambda user: lm.chat(user), PROMPTS[prompt])
         self._controls = control_strings(lm.tokenizer)
@@ -157,7 +158,7 @@ class LMSentenceClassifier:
                 c_len[context] = len(self.passage_ids(context))
             return len(q_ids) + c_len[context] + s_len[sentence] <= self.limit
 
-        plan = plan_question(groups, fits, context=self.context)
+        plan = plan_question(groups, fits, context=self.context, share=self.window_share)
         job_scores: list[list[float]] = []
         with torch.inference_mode():
             head_kv = self._encode_prefix(q_ids) if self.cache_prefix and plan.jobs else None

@@ -24,7 +24,7 @@ from torch import nn
 
 from readerfit.compressors.exit.config import CLASSIFIER_FILE, ENCODER_WEIGHTS, ONEPASS_WEIGHTS, shipped_classifier_dir
 from readerfit.compressors.exit.sentence_classifier import GroupScores
-from readerfit.compressors.exit.windows import collect_question, plan_question
+from readerfit.compressors.exit.windows import WINDOW_SHARE, collect_question, plan_question
 from readerfit.errors import InputError, UnknownModelError
 from readerfit.models.device import auto_device
 from readerfit.models.specs import DEFAULT_EMBEDDER, resolve
@@ -120,12 +120,13 @@ class OnePassSentenceClassifier:
     forward pass over (question, context). ``batch_size`` is contexts per forward pass (sorted by length)."""
 
     def __init__(self, model: OnePassModel, tokenizer: Any, *, batch_size: int = 8, max_tokens: int | None = None,
-                 name: str = "onepass", context: str = "passage") -> None:
+                 name: str = "onepass", context: str = "passage", window_share: float = WINDOW_SHARE) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
         self.batch_size = batch_size
         self.context = context
+        self.window_share = window_share
         positions = int(getattr(model.encoder.config, "max_position_embeddings", 512))
         self.limit = min(positions, max_tokens) if max_tokens else positions
         self.device = next(model.parameters()).device
@@ -149,7 +150,7 @@ class OnePassSentenceClassifier:
                     counts[context] = self.n_tokens(question, context)
                 return counts[context] <= self.limit
 
-            plan = plan_question(groups, fits, context=self.context)
+            plan = plan_question(groups, fits, context=self.context, share=self.window_share)
             plans.append(plan)
             for context, plan_items in plan.jobs.items():
                 jobs.append((question, context, sentence_spans(context, [text for _, _, text in plan_items])))

@@ -3,7 +3,8 @@ of it, or word runs.
 
 With ``context="all"`` a sentence is judged with all the passages (as the released code's inference does);
 one for which they do not fit the classifier falls back to its own passage. A sentence that does not fit
-with its whole passage is scored against the largest window of neighbouring sentences that fits; one too
+with its whole passage is scored against a window of neighbouring sentences that fits (shared by its
+neighbours, :func:`plan_passage`); one too
 long even alone is scored in word runs and gets its best run's score. Chunked, never truncated.
 """
 
@@ -16,6 +17,12 @@ from readerfit.compressors.exit.sentence_classifier import GroupScores
 from readerfit.errors import ContextLengthError
 from readerfit.text.split import word_runs
 from readerfit.types import render_passage
+
+# how far past its first sentence a window is shared, as a share of the window's part after that sentence. HotpotQA
+# questions read as one long passage (their ten paragraphs joined; answer kept at the default / at 20%): on the tune
+# part (rpt_dev 0-149) a window per sentence 0.700 / 0.587, a quarter 0.700 / 0.600, a third 0.720 / 0.600, a half
+# 0.700 / 0.620; a third and a half tie on the mean and a third changes the scores less (docs/measurements/speed.md).
+WINDOW_SHARE = 1 / 3
 
 
 def window_around(i: int, n: int, fits: Callable[[int, int], bool]) -> tuple[int, int]:
@@ -56,20 +63,26 @@ class PassagePlan:
     pieces: dict[int, int] = field(default_factory=dict)
 
 
-def plan_passage(title: str, sentences: Sequence[str], fits: Callable[[str, str], bool]) -> PassagePlan:
+def plan_passage(title: str, sentences: Sequence[str], fits: Callable[[str, str], bool], *,
+                 share: float = WINDOW_SHARE) -> PassagePlan:
     """Group one passage's sentences by the context they are scored with.
 
-    Sentences that fit with the whole passage share it; the others get the
-    largest window of neighbouring sentences that fits (:func:`window_around`).
-    A sentence that does not fit even with only the title is scored in pieces
-    (consecutive word runs, each with the title as context) and gets the
-    highest piece score: chunked, never truncated. ``fits`` is monotone (what
-    fits in a context fits in a shorter one), so a passage that fits whole costs
-    one question per sentence, not two.
+    Sentences that fit with the whole passage share it. For the others, the
+    first one gets the largest window of neighbouring sentences that fits
+    (:func:`window_around`), and the sentences after it share that window for
+    ``share`` of the way to its end (each keeps the window's whole left side and
+    most of its right; 0: a window per sentence); the next sentence starts a new
+    window. So a long passage costs about six passes per window's length at the
+    default third, not one per sentence. A sentence that does
+    not fit even with only the title is scored in pieces (consecutive word runs, each
+    with the title as context) and gets the highest piece score: chunked, never
+    truncated. ``fits`` is monotone (what fits in a context fits in a shorter one), so
+    a passage that fits whole costs one question per sentence, not two.
     """
     n = len(sentences)
     full = render_passage(title, " ".join(sentences))
     plan = PassagePlan(jobs={})
+    windowed: list[int] = []
     for j, s in enumerate(sentences):
         if fits(full, s):  # then it fits with its title alone too (a shorter context): no count of that
             plan.jobs.setdefault(full, []).append((j, s))
@@ -79,12 +92,22 @@ def plan_passage(title: str, sentences: Sequence[str], fits: Callable[[str, str]
             for part in parts:
                 plan.jobs.setdefault(render_passage(title, part), []).append((j, part))
         else:
-            def window_fits(a: int, b: int, j: int = j) -> bool:
-                return fits(render_passage(title, " ".join(sentences[a:b])), sentences[j])
+            windowed.append(j)
+    k = 0
+    while k < len(windowed):
+        j = windowed[k]
 
-            lo, hi = window_around(j, n, window_fits)
-            plan.windows[j] = (lo, hi)
-            plan.jobs.setdefault(render_passage(title, " ".join(sentences[lo:hi])), []).append((j, s))
+        def window_fits(a: int, b: int, j: int = j) -> bool:
+            return fits(render_passage(title, " ".join(sentences[a:b])), sentences[j])
+
+        lo, hi = window_around(j, n, window_fits)
+        context = render_passage(title, " ".join(sentences[lo:hi]))
+        reach = j + max(int((hi - j) * share), 1)
+        while k < len(windowed) and windowed[k] < reach and (windowed[k] == j or fits(context, sentences[windowed[k]])):
+            i = windowed[k]
+            plan.windows[i] = (lo, hi)
+            plan.jobs.setdefault(context, []).append((i, sentences[i]))
+            k += 1
     return plan
 
 
@@ -108,7 +131,7 @@ class QuestionPlan:
 
 
 def plan_question(groups: Sequence[tuple[str, Sequence[str]]], fits: Callable[[str, str], bool], *,
-                  context: str = "passage") -> QuestionPlan:
+                  context: str = "passage", share: float = WINDOW_SHARE) -> QuestionPlan:
     """Group every sentence of the question by the context it is scored with (see the module docstring)."""
     clean = [(title, [s.strip() for s in sentences]) for title, sentences in groups]
     full = all_documents(clean) if context == "all" else None
@@ -118,7 +141,7 @@ def plan_question(groups: Sequence[tuple[str, Sequence[str]]], fits: Callable[[s
         own = [j for j, ok in enumerate(with_all) if not ok] if full is not None else []
         if full is not None and any(with_all):  # no empty job: a context nothing fits in is never encoded
             plan.jobs.setdefault(full, []).extend((g, j, s) for j, s in enumerate(sentences) if with_all[j])
-        passage = plan_passage(title, sentences, fits) if not all(with_all) else PassagePlan(jobs={})
+        passage = plan_passage(title, sentences, fits, share=share) if not all(with_all) else PassagePlan(jobs={})
         for ctx, items in passage.jobs.items():
             rest = [(g, j, t) for j, t in items if not with_all[j]]
             if rest:
