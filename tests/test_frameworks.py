@@ -281,6 +281,9 @@ def test_haystack_component_serialises_and_refuses_bad_documents() -> None:
         ReaderfitCompressor(KeywordSentences()).to_dict()
     with pytest.raises(InputError, match=r"documents\[1\]: expected a Haystack Document"):
         ReaderfitCompressor(KeywordSentences()).run(query=QUESTION, documents=[_doc("x"), "text"])
+    for whole in ("text", _doc("x")):  # was: "documents[0]: expected a Haystack Document, got str" for a str
+        with pytest.raises(InputError, match=f"documents must be a list of Haystack Documents, got {type(whole).__name__}"):
+            ReaderfitCompressor(KeywordSentences()).run(query=QUESTION, documents=whole)
 
 
 def _doc(text: str) -> Any:

@@ -139,6 +139,9 @@ class Service:
         cls = COMPRESSORS.get(name)
         check_request_options(cls.config_class, given, component=name, field=f"{where}options")
         self._check_size([item["question"], *passage_texts(item["passages"])], field=f"{where}{passages_field}")
+        if not any(passage_text(p).strip() for p in item["passages"]):
+            raise BadField(f"all {len(item['passages'])} passages are blank (a title alone is not compressed); give at "
+                           "least one passage with text", field=f"{where}{passages_field}")
         budget = given_budget(rate=item.get("rate"), target_tokens=item.get("target_tokens"))
         preset = item.get("preset") or self.config.preset
         try:
@@ -160,6 +163,10 @@ class Service:
                              f"(scorers: {', '.join(scorers)})", field=f"options.{stray[0]}")
         out = {}
         self._check_size([*texts, *(c for c in contexts or [] if c)], field="texts")
+        given = [i for i, c in enumerate(contexts or []) if c is not None]
+        if "sps" in scorers and given:  # before any scorer runs
+            raise BadField("sps scores a text alone (its reader representation has no context); leave the context "
+                           "out, or score with ppl or longppl", field=f"texts[{given[0]}].context")
         for name in scorers:
             if name not in self.config.scorers:
                 raise InputError(f"scorer {name!r} is not served here; served: {', '.join(self.config.scorers)}")
@@ -233,6 +240,12 @@ class Service:
                 "max_batch": self.config.max_batch, "in_flight": self.in_flight,
                 "peak_in_flight": self.peak_in_flight, "served": self.served_requests,
                 "built": self.pool.built_count()}
+
+
+def passage_text(passage: str | dict[str, Any] | Passage) -> str:
+    """A request passage's text, without its title (what a compressor compresses)."""
+    text = passage.text if isinstance(passage, Passage) else passage.get("text") if isinstance(passage, dict) else passage
+    return text if isinstance(text, str) else ""
 
 
 def passage_texts(passages: Sequence[str | dict[str, Any] | Passage]) -> list[str]:

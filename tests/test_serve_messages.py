@@ -1,0 +1,71 @@
+"""What a client reads in an error: the field it names and a message in words (not a regular expression, not the
+error of a shape the value was not given in). In process (ASGI), on the tiny random model."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("fastapi", reason="pip install 'readerfit[serve]'")
+
+from readerfit.serve import ServeConfig
+from readerfit.serve.app import create_app
+from test_serve_bad_inputs import post_all
+
+PASSAGES = ["Anna wrote it.", {"title": "T", "text": "It sold."}]
+
+
+@pytest.fixture(scope="module")
+def app(tiny_lm_dir):
+    tiny = str(tiny_lm_dir)
+    return create_app(ServeConfig(compressors=("none", "exit"), reader=tiny, scorers=("ppl", "sps"),
+                                  options={"exit": {"classifier": tiny, "splitter": "regex"}}))
+
+
+@pytest.mark.parametrize(("route", "body", "field"), [
+    ("/v1/compress", {"question": " ", "passages": PASSAGES}, "question"),
+    ("/v1/score", {"texts": ["Anna wrote it.", "\t"]}, "texts[1]"),
+    ("/v1/seper", {"question": "Who?", "answers": [" "]}, "answers[0]"),
+    ("/rerank", {"query": "Who?", "texts": ["Anna wrote it.", " "]}, "texts[1]"),
+    ("/v2/rerank", {"query": "Who?", "documents": ["\u001c"]}, "documents[0]"),
+])
+def test_a_blank_text_is_refused_as_blank(app, route, body, field):
+    # was: "String should match pattern '[^\\s\\u001c-\\u001f\\u0085\\ufeff]'", and for a field that may also be an
+    # object, "Input should be a valid dictionary or object to extract fields from" beside it
+    (response,) = post_all(app, [(route, body)])
+    assert response.status_code == 422, response.text
+    error = response.json()
+    assert error["field"] == field and error["error"] == f"{field}: must not be blank", error
+
+
+def test_an_unserved_scorer_named_alone_is_not_asked_to_be_a_list(app):
+    (response,) = post_all(app, [("/v1/score", {"texts": ["Anna wrote it."], "scorer": "longppl"})])
+    error = response.json()
+    assert response.status_code == 422 and error["field"] == "scorer", response.text
+    assert "valid list" not in error["error"] and "served scorers: ppl, sps" in error["error"], error
+
+
+def test_an_object_of_the_wrong_shape_still_names_its_own_fields(app):
+    (response,) = post_all(app, [("/v1/compress", {"question": "Who?", "passages": [{"title": "T"}]})])
+    assert response.status_code == 422 and response.json()["field"] == "passages[0].text", response.text
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"question": "Who wrote it?", "passages": [" ", {"title": "T", "text": "\n"}]}, "passages"),
+    ([{"question": "Who wrote it?", "passages": PASSAGES}, {"question": "Who wrote it?", "passages": [""]}],
+     "[1].passages"),
+])
+def test_all_passages_blank_is_a_400_naming_the_passages(app, body, field):
+    # was: 400 "question 0: all 1 passages are empty" with "field": null
+    (response,) = post_all(app, [("/v1/compress", body)])
+    error = response.json()
+    assert response.status_code == 400 and error["field"] == field, response.text
+    assert "passages are blank" in error["error"] and "question 0" not in error["error"], error
+
+
+def test_a_context_for_sps_is_a_400_naming_the_context(app):
+    # was: "field": null, and ppl's scores computed before sps refused
+    body = {"texts": ["Anna wrote it.", {"text": "It sold.", "context": "Anna wrote it."}], "scorer": ["ppl", "sps"]}
+    (response,) = post_all(app, [("/v1/score", body)])
+    error = response.json()
+    assert response.status_code == 400 and error["field"] == "texts[1].context", response.text
+    assert "sps scores a text alone" in error["error"]
