@@ -69,3 +69,16 @@ def test_a_context_for_sps_is_a_400_naming_the_context(app):
     error = response.json()
     assert response.status_code == 400 and error["field"] == "texts[1].context", response.text
     assert "sps scores a text alone" in error["error"]
+
+
+@pytest.mark.parametrize(("route", "field", "value"), [
+    ("/rerank", "raw_scores", "yes"), ("/rerank", "return_text", 1), ("/rerank", "truncate", "false"),
+    ("/v1/rerank", "return_documents", "no"), ("/v2/rerank", "return_documents", 0),
+])
+def test_a_rerank_flag_is_a_json_boolean(app, route, field, value):
+    # was: 200, pydantic's lax mode reading "yes", "no", "false", 1 and 0 as booleans the schema does not allow
+    body = {"query": "Who wrote it?", field: value,
+            **({"texts": ["Anna wrote it."]} if route == "/rerank" else {"documents": ["Anna wrote it."]})}
+    (response,) = post_all(app, [(route, body)])
+    assert response.status_code == 422 and response.json()["field"] == field, response.text
+    assert response.json()["error"] == f"{field}: Input should be a valid boolean"
