@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import socket
 import sys
 from collections.abc import Sequence
 
@@ -62,10 +63,25 @@ def config_from(args: argparse.Namespace) -> ServeConfig:
         raise InputError(str(err)) from err
 
 
+def check_port(host: str, port: int) -> None:
+    """An InputError when ``host:port`` cannot be listened on, found before the models load (which takes a while)
+    rather than after. The socket is bound as uvicorn binds its own (SO_REUSEADDR) and closed at once."""
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise InputError(f"cannot listen on {host}:{port}: {err.strerror or err} (is another server there? "
+                             "give a free --port, or --port 0 for any)") from None
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     require("fastapi", extra="serve", purpose="readerfit serve")
     uvicorn = require("uvicorn", extra="serve", purpose="readerfit serve")
+    check_port(args.host, args.port)
     from readerfit.serve.app import create_app  # imports FastAPI: only when serving
 
     if args.host not in LOOPBACK and config.api_key is None:
