@@ -235,7 +235,7 @@ def test_score_and_seper_equal_the_facade(server, tiny_lm_dir, pool):
     ("/v1/score", {"texts": ["a"], "scorer": "bleu"}, 422, "scorer"),
     ("/v1/score", {"texts": ["a"], "scorer": ["ppl", "ppl"]}, 422, "scorer"),
     ("/v1/score", {"texts": ["a"], "scorer": "ppl", "options": {"sps": {}}}, 400, "options.sps"),
-    ("/v1/score", {"texts": [{"text": "a", "context": "b"}], "scorer": "sps"}, 400, None),
+    ("/v1/score", {"texts": [{"text": "a", "context": "b"}], "scorer": "sps"}, 400, "texts[0].context"),
     ("/v1/seper", {"question": "Q", "answers": []}, 422, "answers"),
     ("/v1/seper", {"question": "Q", "answers": ["a"], "options": {"n": 1000}}, 400, "options"),
     ("/v1/seper", {"question": "Q", "answers": ["a"], "options": {"judge": "nli:x"}}, 400, "options.judge"),
