@@ -13,6 +13,7 @@ answer with the JSON objects of ``compress --json``, ``score --json`` and ``sepe
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import os
 import socket
@@ -91,5 +92,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"readerfit serve: loading {', '.join(config.compressors)} and the reader {config.reader} ...",
           file=sys.stderr, flush=True)
     app = create_app(config)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, log_config=log_config(args.log_level))
     return 0
+
+
+def log_config(level: str) -> dict:
+    """uvicorn's logging, with readerfit's server lines (a client gone: 499; an internal error) beside its own."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["readerfit"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
+    return config
