@@ -82,3 +82,23 @@ def test_a_rerank_flag_is_a_json_boolean(app, route, field, value):
     (response,) = post_all(app, [(route, body)])
     assert response.status_code == 422 and response.json()["field"] == field, response.text
     assert response.json()["error"] == f"{field}: Input should be a valid boolean"
+
+
+@pytest.fixture(scope="module")
+def default_exit_app(tiny_lm_dir):
+    """exit on its own defaults (the packaged one-pass classifier), so its paper preset names another model."""
+    return create_app(ServeConfig(compressors=("none", "exit"), reader=str(tiny_lm_dir), scorers=("ppl",)))
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(("body", "field"), [
+    ({"question": "Who wrote it?", "passages": PASSAGES, "compressor": "exit", "preset": "paper"}, "preset"),
+    ([{"question": "Who wrote it?", "passages": PASSAGES, "compressor": "none"},
+      {"question": "Who wrote it?", "passages": PASSAGES, "compressor": "exit", "preset": "paper"}], "[1].preset"),
+])
+def test_a_preset_whose_model_is_not_loaded_names_the_preset(default_exit_app, body, field):
+    # was: "field": "options" for a request that set no options
+    (response,) = post_all(default_exit_app, [("/v1/compress", body)])
+    error = response.json()
+    assert response.status_code == 400 and error["field"] == field, response.text
+    assert "this server loads its models at start" in error["error"]

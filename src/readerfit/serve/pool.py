@@ -26,6 +26,10 @@ T = TypeVar("T")
 BUILT_KINDS = frozenset({"compressor", "scorer"})
 
 
+class NotLoaded(BadField):
+    """A request that would need a model the server did not load at start."""
+
+
 class ServingPool(ModelPool):
     """A :class:`ModelPool` that, once frozen, refuses to load a model a request asks for, and keeps at most
     ``max_built`` components built for requests' options (least recently used dropped first).
@@ -59,7 +63,7 @@ class ServingPool(ModelPool):
                 return value
             if self._frozen and key[0] not in BUILT_KINDS:
                 name = key[1] if len(key) > 1 else key[0]
-                raise BadField(f"this server loads its models at start; this request needs {key[0]} {name!r}, "
+                raise NotLoaded(f"this server loads its models at start; this request needs {key[0]} {name!r}, "
                                "which is not loaded (start the server with the compressor, options or reader "
                                "that need it)", field="options")
             with quiet_loading():

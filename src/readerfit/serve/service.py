@@ -30,7 +30,7 @@ from readerfit.serve.config import (
     TooLarge,
 )
 from readerfit.serve.options import check_request_options
-from readerfit.serve.pool import ServingPool
+from readerfit.serve.pool import NotLoaded, ServingPool
 from readerfit.types import Compression, Passage
 
 log = logging.getLogger("readerfit.serve")
@@ -121,10 +121,15 @@ class Service:
         out: list[Compression] = [Compression("") for _ in items]
         for indices in jobs.values():
             name, _, preset = settings[indices[0]]
-            compressions = api.compress_budgeted(
-                [items[i]["question"] for i in indices], [api.as_passages(items[i]["passages"]) for i in indices],
-                [split[i][1] for i in indices], name, pool=self.pool, reader=self.reader_lm, preset=preset,
-                options=split[indices[0]][0])
+            try:
+                compressions = api.compress_budgeted(
+                    [items[i]["question"] for i in indices], [api.as_passages(items[i]["passages"]) for i in indices],
+                    [split[i][1] for i in indices], name, pool=self.pool, reader=self.reader_lm, preset=preset,
+                    options=split[indices[0]][0])
+            except NotLoaded as err:  # name what the request set: its preset, when it set no options
+                first = items[indices[0]]
+                cause = "preset" if first.get("preset") and not first.get("options") else "options"
+                raise NotLoaded(str(err), field=f"{'' if len(items) == 1 else f'[{indices[0]}].'}{cause}") from None
             for i, compression in zip(indices, compressions):
                 out[i] = compression
         return out
