@@ -102,3 +102,12 @@ def test_a_preset_whose_model_is_not_loaded_names_the_preset(default_exit_app, b
     error = response.json()
     assert response.status_code == 400 and error["field"] == field, response.text
     assert "this server loads its models at start" in error["error"]
+
+
+def test_a_text_the_scorer_refuses_names_the_texts(app):
+    # was: "field": null for LongPPL's official preset (bos=False) on a one-token text
+    served = create_app(ServeConfig(compressors=("none",), reader=app.state.service.config.reader, scorers=("longppl",)))
+    (response,) = post_all(served, [("/v1/score", {"texts": ["a"], "scorer": "longppl", "preset": "official"})])
+    error = response.json()
+    assert response.status_code == 400 and error["field"] == "texts", response.text
+    assert "is a single token with nothing before it" in error["error"]

@@ -180,8 +180,13 @@ class Service:
             merged = {**self.config.options.get(name, {}), **options.get(name, {})}
             checked_config(config_class, merged, what=f"scorer {name!r}",
                            preset=preset or self.config.preset, field=f"options.{name}")
-            out[name] = api.score(list(texts), scorer=name, reader=self.reader_lm, pool=self.pool, contexts=contexts,
-                                  preset=preset or self.config.preset, options=merged)
+            try:
+                out[name] = api.score(list(texts), scorer=name, reader=self.reader_lm, pool=self.pool,
+                                      contexts=contexts, preset=preset or self.config.preset, options=merged)
+            except BadField:
+                raise
+            except InputError as err:  # what the scorer refuses of the texts (too short, over its context)
+                raise BadField(str(err), field="texts") from None
         return api.score_json(out)
 
     def seper(self, question: str, answers: Sequence[str], *, context: str | None = None,
