@@ -3,9 +3,12 @@ error of a shape the value was not given in). In process (ASGI), on the tiny ran
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 pytest.importorskip("fastapi", reason="pip install 'readerfit[serve]'")
+import httpx
 
 from readerfit.serve import ServeConfig
 from readerfit.serve.app import create_app
@@ -111,3 +114,21 @@ def test_a_text_the_scorer_refuses_names_the_texts(app):
     error = response.json()
     assert response.status_code == 400 and error["field"] == "texts", response.text
     assert "is a single token with nothing before it" in error["error"]
+
+
+def test_a_seper_context_over_the_readers_context_names_the_context(app):
+    # was: "field": null; the tiny reader's context is 512 tokens
+    body = {"question": "Who wrote it?", "answers": ["Anna"], "context": "Anna wrote it. " * 200,
+            "options": {"n": 1, "max_new_tokens": 2}}
+    # not post_all: its leak check refuses the reader's directory in the message (a name on a real server;
+    # /health shows it either way)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+
+    async def go():
+        async with httpx.AsyncClient(transport=transport, base_url="http://app", timeout=120) as client:
+            return await client.post("/v1/seper", json=body)
+
+    response = asyncio.run(go())
+    error = response.json()
+    assert response.status_code == 400 and error["field"] == "context", response.text
+    assert "more than the context of" in error["error"]

@@ -210,8 +210,13 @@ class Service:
                              f"max_new_tokens={MAX_SEPER_NEW_TOKENS}; got n={config.n}, "
                            f"max_new_tokens={config.max_new_tokens}", field="options")
         seper = SePer(self.reader_lm, judge=self.judge, config=config, pool=self.pool, preset=preset)
-        result = seper.seper(question, list(answers)) if context is None else seper.delta(question, list(answers),
-                                                                                           context)
+        try:
+            result = seper.seper(question, list(answers)) if context is None else seper.delta(question, list(answers),
+                                                                                               context)
+        except BadField:
+            raise
+        except InputError as err:  # what the reader refuses of the prompt (over its context)
+            raise BadField(str(err), field="question" if context is None else "context") from None
         return seper_json(result, preset=preset)
 
     def _check_size(self, texts: Sequence[str], *, field: str) -> None:
