@@ -64,8 +64,8 @@ class ServingPool(ModelPool):
             if self._frozen and key[0] not in BUILT_KINDS:
                 name = key[1] if len(key) > 1 else key[0]
                 raise NotLoaded(f"this server loads its models at start; this request needs {key[0]} {name!r}, "
-                               "which is not loaded (start the server with the compressor, options or reader "
-                               "that need it)", field="options")
+                                "which is not loaded (start the server with the compressor, options or reader "
+                                "that need it)", field="options")
             with quiet_loading():
                 value = factory()
             self._cache[key] = value

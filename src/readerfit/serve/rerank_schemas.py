@@ -34,10 +34,11 @@ class TEIRerankBody(Strict):
     query: NonBlank = Field(description="the question the texts are ranked and pruned for")
     texts: list[NonBlank] = Field(min_length=1, description="the texts (passages) to rank")
     return_text: StrictBool = Field(False, description="echo each text in its result")
-    raw_scores: StrictBool = Field(False, description="under provence, the ranking head's logit instead of its sigmoid; "
-                                                "other compressors' scores have no raw form (the same either way)")
-    truncate: StrictBool | None = Field(None, description="accepted for TEI clients; readerfit reads whole texts (a "
-                                                    "request over --max-input-tokens gets 413)")
+    raw_scores: StrictBool = Field(False, description="under provence, the ranking head's logit instead of its "
+                                                      "sigmoid; other compressors' scores have no raw form (the same "
+                                                      "either way)")
+    truncate: StrictBool | None = Field(None, description="accepted for TEI clients; readerfit reads whole texts "
+                                                          "(a request over --max-input-tokens gets 413)")
     truncation_direction: Literal["Left", "Right", "left", "right"] | None = Field(
         None, description="accepted for TEI clients; nothing is truncated")
     compressor: str | None = Field(None, description="a served compressor that scores sentences (default: the server's)")
