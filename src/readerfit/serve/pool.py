@@ -7,7 +7,7 @@
 'built'
 >>> pool.cached(("lm", "other"), lambda: "another model")        # doctest: +IGNORE_EXCEPTION_DETAIL
 Traceback (most recent call last):
-readerfit.serve.config.BadField: this server loads its models at start; ...
+readerfit.serve.pool.NotLoaded: this server loads its models at start; ...
 """
 
 from __future__ import annotations
