@@ -324,6 +324,8 @@ def test_a_port_in_use_is_refused_before_any_model_loads(monkeypatch, tiny_lm_di
         # was: the models loaded, then uvicorn's "[Errno 98] ... address already in use" and exit status 3
         with pytest.raises(InputError, match=f"cannot listen on 127.0.0.1:{port}: Address already in use"):
             run(serve_args("--port", str(port), "--reader", str(tiny_lm_dir), "--compressor", "none"))
+    with pytest.raises(InputError, match="is --host an address of this machine"):  # TEST-NET-3, not assigned here
+        run(serve_args("--host", "203.0.113.9", "--insecure", "--port", "8080", "--reader", str(tiny_lm_dir)))
 
 
 def test_an_unknown_compressor_is_refused_with_the_arguments():

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import errno
 import os
 import socket
 import sys
@@ -74,8 +75,9 @@ def check_port(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as err:
-            raise InputError(f"cannot listen on {host}:{port}: {err.strerror or err} (is another server there? "
-                             "give a free --port, or --port 0 for any)") from None
+            hint = ("is another server there? give a free --port, or --port 0 for any" if err.errno == errno.EADDRINUSE
+                    else "is --host an address of this machine?")
+            raise InputError(f"cannot listen on {host}:{port}: {err.strerror or err} ({hint})") from None
 
 
 def run(args: argparse.Namespace) -> int:
