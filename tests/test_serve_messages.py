@@ -47,6 +47,14 @@ def test_an_unserved_scorer_named_alone_is_not_asked_to_be_a_list(app):
     assert "valid list" not in error["error"] and "served scorers: ppl, sps" in error["error"], error
 
 
+@pytest.mark.parametrize("route", ["/v1/compress", "/v1/score", "/rerank"])
+def test_a_string_for_the_whole_body_still_says_what_is_expected(app, route):
+    (response,) = post_all(app, [(route, "Who wrote it?")])
+    error = response.json()
+    assert response.status_code == 422 and error["errors"], response.text
+    assert "valid dictionary" in error["error"], error
+
+
 def test_an_object_of_the_wrong_shape_still_names_its_own_fields(app):
     (response,) = post_all(app, [("/v1/compress", {"question": "Who?", "passages": [{"title": "T"}]})])
     assert response.status_code == 422 and response.json()["field"] == "passages[0].text", response.text

@@ -61,7 +61,8 @@ def validation_response(errors: Sequence[Mapping[str, Any]], *, compressors: Seq
         message = str(e.get("msg", "invalid"))
         if field is None and named and e.get("type") in WHOLE_BODY_SHAPES:
             continue  # a body that may be an object or a list: the branch it took says what is wrong
-        if e.get("type") in WHOLE_BODY_SHAPES and isinstance(e.get("input"), str) and fields.count(field) > 1:
+        if e.get("type") in WHOLE_BODY_SHAPES and isinstance(e.get("input"), str) and any(
+                f == field and o.get("type") not in WHOLE_BODY_SHAPES for o, f in zip(errors, fields)):
             continue  # a string where a string or an object/list may go: the string branch says what is wrong
         if e.get("type") == "unencodable_text":  # the validator names the item inside the field
             field = f"{field or ''}{(e.get('ctx') or {}).get('at', '')}".lstrip(".") or None
