@@ -104,6 +104,17 @@ def test_ray_worker_errors_are_clear(tmp_path: Path) -> None:
                      config=RayConfig(address="127.0.0.1:1"), progress=False)
 
 
+def test_an_unreachable_ray_client_address_names_the_client_servers_port():
+    from readerfit.eval.ray import check_reachable
+
+    # was: "ray start --head --port 1", the GCS port, for a Ray Client address
+    with pytest.raises(InputError, match=r"could not join Ray at ray://127.0.0.1:1: nothing answers there .*"
+                                         r"Ray Client server listens on port 10001 unless --ray-client-server-port 1"):
+        check_reachable("ray://127.0.0.1:1")
+    with pytest.raises(InputError, match=r"\(`ray start --head --port 1`\)"):
+        check_reachable("127.0.0.1:1")
+
+
 # ----- joining a running cluster -------------------------------------------------------------------
 
 @pytest.mark.parametrize("address", ["127.0.0.1", "head:", ":6379", "head:port", "head:0", "head:70000",

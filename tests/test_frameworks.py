@@ -183,6 +183,20 @@ def test_llamaindex_postprocessor_with_a_registered_compressor_and_budget(tiny_l
     assert 0 < kept <= limit  # the budget is in the reader's tokens, as the metadata
 
 
+def test_llamaindex_postprocessor_refuses_what_is_not_a_list_of_scored_nodes() -> None:
+    pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (pip install 'readerfit[llamaindex]')")
+    from llama_index.core.schema import TextNode
+
+    from readerfit.integrations.llamaindex import ReaderfitPostprocessor
+
+    post = ReaderfitPostprocessor(KeywordSentences(), count_tokens=words)
+    # was: AttributeError ('str' object has no attribute 'node') for both
+    with pytest.raises(InputError, match="nodes must be a list of LlamaIndex NodeWithScore, got str"):
+        post.postprocess_nodes(DOCS[0].text, query_str=QUESTION)
+    with pytest.raises(InputError, match=r"nodes\[0\]: expected a LlamaIndex NodeWithScore, got TextNode"):
+        post.postprocess_nodes([TextNode(text=DOCS[0].text)], query_str=QUESTION)
+
+
 @pytest.mark.parametrize("budget", [{"rate": 0.4}, {"target_tokens": 25}])
 def test_an_adapter_budget_scores_once_and_equals_the_compressor_built_with_it(tiny_lm: Any, budget: dict) -> None:
     from readerfit.models.pool import ModelPool
@@ -281,6 +295,9 @@ def test_haystack_component_serialises_and_refuses_bad_documents() -> None:
         ReaderfitCompressor(KeywordSentences()).to_dict()
     with pytest.raises(InputError, match=r"documents\[1\]: expected a Haystack Document"):
         ReaderfitCompressor(KeywordSentences()).run(query=QUESTION, documents=[_doc("x"), "text"])
+    for whole in ("text", _doc("x")):  # was: "documents[0]: expected a Haystack Document, got str" for a str
+        with pytest.raises(InputError, match=f"documents must be a list of Haystack Documents, got {type(whole).__name__}"):
+            ReaderfitCompressor(KeywordSentences()).run(query=QUESTION, documents=whole)
 
 
 def _doc(text: str) -> Any:

@@ -235,7 +235,7 @@ def test_score_and_seper_equal_the_facade(server, tiny_lm_dir, pool):
     ("/v1/score", {"texts": ["a"], "scorer": "bleu"}, 422, "scorer"),
     ("/v1/score", {"texts": ["a"], "scorer": ["ppl", "ppl"]}, 422, "scorer"),
     ("/v1/score", {"texts": ["a"], "scorer": "ppl", "options": {"sps": {}}}, 400, "options.sps"),
-    ("/v1/score", {"texts": [{"text": "a", "context": "b"}], "scorer": "sps"}, 400, None),
+    ("/v1/score", {"texts": [{"text": "a", "context": "b"}], "scorer": "sps"}, 400, "texts[0].context"),
     ("/v1/seper", {"question": "Q", "answers": []}, 422, "answers"),
     ("/v1/seper", {"question": "Q", "answers": ["a"], "options": {"n": 1000}}, 400, "options"),
     ("/v1/seper", {"question": "Q", "answers": ["a"], "options": {"judge": "nli:x"}}, 400, "options.judge"),
@@ -350,3 +350,15 @@ def test_a_compressor_that_is_not_a_name_is_a_422_not_a_crash(server):
         response = server.post("/v1/compress", {"question": "Q", "passages": ["a"], "compressor": bad})
         assert response.status_code == 422 and response.json()["field"] == "compressor", response.text
         assert "expected a compressor's name" in response.json()["error"]
+
+
+
+def test_the_servers_own_lines_reach_its_log():
+    """The 499 of a client that left (logged by the app: uvicorn logs no line for an answer nobody reads) goes out
+    with uvicorn's logging, as ``readerfit serve`` configures it."""
+    code = ("import logging, logging.config; from readerfit.cli.serve import log_config; "
+            "logging.config.dictConfig(log_config('info')); "
+            "logging.getLogger('readerfit.serve').info('POST /v1/seper 499: the client disconnected')")
+    # was: readerfit.serve had no handler, so its INFO lines were dropped
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "INFO:     POST /v1/seper 499: the client disconnected" in done.stderr, done.stderr

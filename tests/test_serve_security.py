@@ -305,3 +305,30 @@ def test_rerank_options_old_bodies_work_and_a_wrong_type_is_a_400_naming_it(app,
         assert refused.status_code == 400 and refused.json()["field"] == f"options.{key}", refused.text
         assert f"option {key!r} expects {expects}, got {value!r}" in refused.json()["error"]
     assert post(app, path, {**RERANK_BODIES[path], "options": []}).status_code == 422  # an object, as before
+
+
+def test_a_port_in_use_is_refused_before_any_model_loads(monkeypatch, tiny_lm_dir):
+    import socket
+
+    import readerfit.serve.app
+    from readerfit.cli.serve import run
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("models loaded before the port was checked")
+
+    monkeypatch.setattr(readerfit.serve.app, "create_app", no_load)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        # was: the models loaded, then uvicorn's "[Errno 98] ... address already in use" and exit status 3
+        with pytest.raises(InputError, match=f"cannot listen on 127.0.0.1:{port}: Address already in use"):
+            run(serve_args("--port", str(port), "--reader", str(tiny_lm_dir), "--compressor", "none"))
+    with pytest.raises(InputError, match="is --host an address of this machine"):  # TEST-NET-3, not assigned here
+        run(serve_args("--host", "203.0.113.9", "--insecure", "--port", "8080", "--reader", str(tiny_lm_dir)))
+
+
+def test_an_unknown_compressor_is_refused_with_the_arguments():
+    # was: "loading zip and the reader ..." printed first, the error coming from the load
+    with pytest.raises(InputError, match="unknown compressor 'zip'; registered: exit"):
+        config_from(serve_args("--compressor", "exit", "zip"))

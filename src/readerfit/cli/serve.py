@@ -13,8 +13,11 @@ answer with the JSON objects of ``compress --json``, ``score --json`` and ``sepe
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
+import errno
 import os
+import socket
 import sys
 from collections.abc import Sequence
 
@@ -62,10 +65,26 @@ def config_from(args: argparse.Namespace) -> ServeConfig:
         raise InputError(str(err)) from err
 
 
+def check_port(host: str, port: int) -> None:
+    """An InputError when ``host:port`` cannot be listened on, found before the models load (which takes a while)
+    rather than after. The socket is bound as uvicorn binds its own (SO_REUSEADDR) and closed at once."""
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            hint = ("is another server there? give a free --port, or --port 0 for any" if err.errno == errno.EADDRINUSE
+                    else "is --host an address of this machine?")
+            raise InputError(f"cannot listen on {host}:{port}: {err.strerror or err} ({hint})") from None
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     require("fastapi", extra="serve", purpose="readerfit serve")
     uvicorn = require("uvicorn", extra="serve", purpose="readerfit serve")
+    check_port(args.host, args.port)
     from readerfit.serve.app import create_app  # imports FastAPI: only when serving
 
     if args.host not in LOOPBACK and config.api_key is None:
@@ -75,5 +94,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"readerfit serve: loading {', '.join(config.compressors)} and the reader {config.reader} ...",
           file=sys.stderr, flush=True)
     app = create_app(config)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, log_config=log_config(args.log_level))
     return 0
+
+
+def log_config(level: str) -> dict:
+    """uvicorn's logging, with readerfit's server lines (a client gone: 499; an internal error) beside its own."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["readerfit"] = {"handlers": ["default"], "level": level.upper(), "propagate": False}
+    return config

@@ -129,9 +129,12 @@ def check_reachable(address: str, *, timeout: float = 10.0) -> None:
     try:
         socket.create_connection((where.host, where.port), timeout=timeout).close()
     except OSError as err:
+        start = (f"`ray start --head --port {where.port}`" if where.kind == "gcs" else
+                 f"`ray start --head`, whose Ray Client server listens on port 10001 unless --ray-client-server-port "
+                 f"{where.port} says otherwise")
         raise InputError(
             f"could not join Ray at {address}: nothing answers there ({err}). Is the cluster's head running "
-            f"(`ray start --head --port {where.port}`) and is this its address? Expected {ADDRESS_FORMS}"
+            f"({start}) and is this its address? Expected {ADDRESS_FORMS}"
         ) from err
 
 

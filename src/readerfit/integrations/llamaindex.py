@@ -17,6 +17,7 @@ what the LLM and the embedder see.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from readerfit.errors import InputError, require
@@ -89,6 +90,12 @@ class ReaderfitPostprocessor(BaseNodePostprocessor):
                            ) -> list[NodeWithScore]:
         if query_bundle is None:
             raise ValueError("ReaderfitPostprocessor compresses for a question: pass query_bundle or query_str")
+        if isinstance(nodes, str | NodeWithScore) or not isinstance(nodes, Sequence):
+            raise InputError(f"nodes must be a list of LlamaIndex NodeWithScore, got {type(nodes).__name__}")
+        bad = next((i for i, n in enumerate(nodes) if not isinstance(n, NodeWithScore)), None)
+        if bad is not None:
+            raise InputError(f"nodes[{bad}]: expected a LlamaIndex NodeWithScore, got {type(nodes[bad]).__name__}; "
+                             "wrap a node as NodeWithScore(node=...)")
         sources = [SourceDocument(text=n.node.get_content(metadata_mode=MetadataMode.NONE),
                                   title=str(n.node.metadata.get(self.title_key) or ""), id=n.node.node_id)
                    for n in nodes]

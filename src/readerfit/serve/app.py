@@ -255,6 +255,8 @@ def _add_error_handlers(app: FastAPI, service: Service) -> None:
 
     @app.exception_handler(Refused)
     async def refused_early(request: Request, exc: Refused) -> JSONResponse:
+        if exc.status == 499:  # the server logs no line for an answer its client is not there to read
+            log.info("%s %s 499: %s", request.method, request.url.path, exc.message)
         return error_response(exc.status, exc.message, field=exc.field)
 
     @app.exception_handler(HTTPException)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from readerfit.compressors import COMPRESSORS
 from readerfit.errors import InputError
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.options import REQUEST_MAX_NEW_TOKENS, check_fields
@@ -84,9 +85,10 @@ class ServeConfig:
             duplicates = sorted({n for n in names if names.count(n) > 1})
             if duplicates:
                 raise InputError(f"{what} {duplicates[0]!r} is given twice")
-        unknown = sorted(set(self.scorers) - set(SCORERS.names()))
-        if unknown:
-            raise SCORERS.unknown(unknown[0])
+        for registry, names in ((COMPRESSORS, self.compressors), (SCORERS, self.scorers)):
+            unknown = [n for n in names if n not in registry]
+            if unknown:
+                raise registry.unknown(unknown[0])
         if self.api_key is not None and (len(self.api_key) < 16 or not self.api_key.isprintable()
                                          or " " in self.api_key):
             raise InputError("api_key must be at least 16 printable characters without spaces")

@@ -14,6 +14,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 
 from readerfit.compressors import COMPRESSORS
+from readerfit.options import NONBLANK_PATTERN
 
 
 class Refused(Exception):
@@ -60,11 +61,14 @@ def validation_response(errors: Sequence[Mapping[str, Any]], *, compressors: Seq
         message = str(e.get("msg", "invalid"))
         if field is None and named and e.get("type") in WHOLE_BODY_SHAPES:
             continue  # a body that may be an object or a list: the branch it took says what is wrong
+        if e.get("type") in WHOLE_BODY_SHAPES and isinstance(e.get("input"), str) and any(
+                f == field and o.get("type") not in WHOLE_BODY_SHAPES for o, f in zip(errors, fields)):
+            continue  # a string where a string or an object/list may go: the string branch says what is wrong
         if e.get("type") == "unencodable_text":  # the validator names the item inside the field
             field = f"{field or ''}{(e.get('ctx') or {}).get('at', '')}".lstrip(".") or None
         elif e.get("type") == "json_invalid":
             field, message = None, f"the body is not valid JSON ({e.get('ctx', {}).get('error', 'decode error')})"
-        elif e.get("type") == "string_pattern_mismatch" and (e.get("ctx") or {}).get("pattern") == r"\S":
+        elif e.get("type") == "string_pattern_mismatch" and (e.get("ctx") or {}).get("pattern") == NONBLANK_PATTERN:
             message = "must not be blank"
         elif e.get("type") == "string_type" and isinstance(e.get("input"), dict) and any(
                 f and field and f.startswith(field + ".") for f in fields):

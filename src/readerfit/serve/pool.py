@@ -7,7 +7,7 @@
 'built'
 >>> pool.cached(("lm", "other"), lambda: "another model")        # doctest: +IGNORE_EXCEPTION_DETAIL
 Traceback (most recent call last):
-readerfit.serve.config.BadField: this server loads its models at start; ...
+readerfit.serve.pool.NotLoaded: this server loads its models at start; ...
 """
 
 from __future__ import annotations
@@ -24,6 +24,10 @@ T = TypeVar("T")
 
 # what the façade builds from models already loaded (readerfit.api): cheap, bounded, rebuilt when dropped
 BUILT_KINDS = frozenset({"compressor", "scorer"})
+
+
+class NotLoaded(BadField):
+    """A request that would need a model the server did not load at start."""
 
 
 class ServingPool(ModelPool):
@@ -59,9 +63,9 @@ class ServingPool(ModelPool):
                 return value
             if self._frozen and key[0] not in BUILT_KINDS:
                 name = key[1] if len(key) > 1 else key[0]
-                raise BadField(f"this server loads its models at start; this request needs {key[0]} {name!r}, "
-                               "which is not loaded (start the server with the compressor, options or reader "
-                               "that need it)", field="options")
+                raise NotLoaded(f"this server loads its models at start; this request needs {key[0]} {name!r}, "
+                                "which is not loaded (start the server with the compressor, options or reader "
+                                "that need it)", field="options")
             with quiet_loading():
                 value = factory()
             self._cache[key] = value

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, create_model
 
 from readerfit.compressors import COMPRESSORS
 from readerfit.serve.schemas import NonBlank, Preset, Strict, integral, options_of
@@ -33,11 +33,12 @@ class TEIRerankBody(Strict):
 
     query: NonBlank = Field(description="the question the texts are ranked and pruned for")
     texts: list[NonBlank] = Field(min_length=1, description="the texts (passages) to rank")
-    return_text: bool = Field(False, description="echo each text in its result")
-    raw_scores: bool = Field(False, description="under provence, the ranking head's logit instead of its sigmoid; "
-                                                "other compressors' scores have no raw form (the same either way)")
-    truncate: bool | None = Field(None, description="accepted for TEI clients; readerfit reads whole texts (a "
-                                                    "request over --max-input-tokens gets 413)")
+    return_text: StrictBool = Field(False, description="echo each text in its result")
+    raw_scores: StrictBool = Field(False, description="under provence, the ranking head's logit instead of its "
+                                                      "sigmoid; other compressors' scores have no raw form (the same "
+                                                      "either way)")
+    truncate: StrictBool | None = Field(None, description="accepted for TEI clients; readerfit reads whole texts "
+                                                          "(a request over --max-input-tokens gets 413)")
     truncation_direction: Literal["Left", "Right", "left", "right"] | None = Field(
         None, description="accepted for TEI clients; nothing is truncated")
     compressor: str | None = Field(None, description="a served compressor that scores sentences (default: the server's)")
@@ -66,7 +67,7 @@ class CohereRerankBody(Strict):
     query: NonBlank = Field(description="the question the documents are ranked and pruned for")
     documents: list[NonBlank | DocumentObject] = Field(min_length=1, description="strings or {text, title?} objects")
     top_n: Positive | None = Field(None, description="the best top_n documents (default: all)")
-    return_documents: bool = Field(True, description="each result's document: {text}")
+    return_documents: StrictBool = Field(True, description="each result's document: {text}")
     # what the cohere SDK's clients may send besides; none changes readerfit's work
     max_chunks_per_doc: Positive | None = Field(None, description="accepted; readerfit reads whole documents")
     max_tokens_per_doc: Positive | None = Field(None, description="accepted; readerfit reads whole documents")

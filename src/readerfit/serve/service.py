@@ -30,7 +30,7 @@ from readerfit.serve.config import (
     TooLarge,
 )
 from readerfit.serve.options import check_request_options
-from readerfit.serve.pool import ServingPool
+from readerfit.serve.pool import NotLoaded, ServingPool
 from readerfit.types import Compression, Passage
 
 log = logging.getLogger("readerfit.serve")
@@ -121,10 +121,15 @@ class Service:
         out: list[Compression] = [Compression("") for _ in items]
         for indices in jobs.values():
             name, _, preset = settings[indices[0]]
-            compressions = api.compress_budgeted(
-                [items[i]["question"] for i in indices], [api.as_passages(items[i]["passages"]) for i in indices],
-                [split[i][1] for i in indices], name, pool=self.pool, reader=self.reader_lm, preset=preset,
-                options=split[indices[0]][0])
+            try:
+                compressions = api.compress_budgeted(
+                    [items[i]["question"] for i in indices], [api.as_passages(items[i]["passages"]) for i in indices],
+                    [split[i][1] for i in indices], name, pool=self.pool, reader=self.reader_lm, preset=preset,
+                    options=split[indices[0]][0])
+            except NotLoaded as err:  # name what the request set: its preset, when it set no options
+                first = items[indices[0]]
+                cause = "preset" if first.get("preset") and not first.get("options") else "options"
+                raise NotLoaded(str(err), field=f"{'' if len(items) == 1 else f'[{indices[0]}].'}{cause}") from None
             for i, compression in zip(indices, compressions):
                 out[i] = compression
         return out
@@ -139,6 +144,9 @@ class Service:
         cls = COMPRESSORS.get(name)
         check_request_options(cls.config_class, given, component=name, field=f"{where}options")
         self._check_size([item["question"], *passage_texts(item["passages"])], field=f"{where}{passages_field}")
+        if not any(passage_text(p).strip() for p in item["passages"]):
+            raise BadField(f"all {len(item['passages'])} passages are blank (a title alone is not compressed); give at "
+                           "least one passage with text", field=f"{where}{passages_field}")
         budget = given_budget(rate=item.get("rate"), target_tokens=item.get("target_tokens"))
         preset = item.get("preset") or self.config.preset
         try:
@@ -160,6 +168,10 @@ class Service:
                              f"(scorers: {', '.join(scorers)})", field=f"options.{stray[0]}")
         out = {}
         self._check_size([*texts, *(c for c in contexts or [] if c)], field="texts")
+        given = [i for i, c in enumerate(contexts or []) if c is not None]
+        if "sps" in scorers and given:  # before any scorer runs
+            raise BadField("sps scores a text alone (its reader representation has no context); leave the context "
+                           "out, or score with ppl or longppl", field=f"texts[{given[0]}].context")
         for name in scorers:
             if name not in self.config.scorers:
                 raise InputError(f"scorer {name!r} is not served here; served: {', '.join(self.config.scorers)}")
@@ -168,8 +180,13 @@ class Service:
             merged = {**self.config.options.get(name, {}), **options.get(name, {})}
             checked_config(config_class, merged, what=f"scorer {name!r}",
                            preset=preset or self.config.preset, field=f"options.{name}")
-            out[name] = api.score(list(texts), scorer=name, reader=self.reader_lm, pool=self.pool, contexts=contexts,
-                                  preset=preset or self.config.preset, options=merged)
+            try:
+                out[name] = api.score(list(texts), scorer=name, reader=self.reader_lm, pool=self.pool,
+                                      contexts=contexts, preset=preset or self.config.preset, options=merged)
+            except BadField:
+                raise
+            except InputError as err:  # what the scorer refuses of the texts (too short, over its context)
+                raise BadField(str(err), field="texts") from None
         return api.score_json(out)
 
     def seper(self, question: str, answers: Sequence[str], *, context: str | None = None,
@@ -193,8 +210,13 @@ class Service:
                              f"max_new_tokens={MAX_SEPER_NEW_TOKENS}; got n={config.n}, "
                            f"max_new_tokens={config.max_new_tokens}", field="options")
         seper = SePer(self.reader_lm, judge=self.judge, config=config, pool=self.pool, preset=preset)
-        result = seper.seper(question, list(answers)) if context is None else seper.delta(question, list(answers),
-                                                                                           context)
+        try:
+            result = seper.seper(question, list(answers)) if context is None else seper.delta(question, list(answers),
+                                                                                               context)
+        except BadField:
+            raise
+        except InputError as err:  # what the reader refuses of the prompt (over its context)
+            raise BadField(str(err), field="question" if context is None else "context") from None
         return seper_json(result, preset=preset)
 
     def _check_size(self, texts: Sequence[str], *, field: str) -> None:
@@ -233,6 +255,12 @@ class Service:
                 "max_batch": self.config.max_batch, "in_flight": self.in_flight,
                 "peak_in_flight": self.peak_in_flight, "served": self.served_requests,
                 "built": self.pool.built_count()}
+
+
+def passage_text(passage: str | dict[str, Any] | Passage) -> str:
+    """A request passage's text, without its title (what a compressor compresses)."""
+    text = passage.text if isinstance(passage, Passage) else passage.get("text") if isinstance(passage, dict) else passage
+    return text if isinstance(text, str) else ""
 
 
 def passage_texts(passages: Sequence[str | dict[str, Any] | Passage]) -> list[str]:

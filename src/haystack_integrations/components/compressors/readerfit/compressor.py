@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from readerfit.errors import InputError, require
@@ -74,6 +75,8 @@ class ReaderfitCompressor:
             query (str): the question the documents are compressed for (non-empty).
             documents (list[Document]): the retrieved documents (title from ``meta[title_key]``).
         """
+        if isinstance(documents, str | Document) or not isinstance(documents, Sequence):
+            raise InputError(f"documents must be a list of Haystack Documents, got {type(documents).__name__}")
         bad = next((i for i, d in enumerate(documents) if not isinstance(d, Document)), None)
         if bad is not None:
             raise InputError(f"documents[{bad}]: expected a Haystack Document, got {type(documents[bad]).__name__}")
