@@ -34,3 +34,11 @@ def test_the_evaluation_guides_python_example_runs(tmp_path: Path) -> None:
     out = run_block(block.replace('"PATH"', repr(str(data))), "evaluation.md In Python")
     prediction_contains_tokens = out.strip().rsplit(" ", 2)
     assert prediction_contains_tokens[1] in ("0.0", "1.0") and int(prediction_contains_tokens[2]) > 0
+
+
+def test_the_packages_examples_name_benchmark_files_as_the_docs_do() -> None:
+    # docstrings and --help reach users (the API reference, the terminal): $DATA/... as the docs write it,
+    # never the developers' checkout-relative ../shared/data
+    src = Path(__file__).resolve().parents[1] / "src" / "readerfit"
+    leaks = [str(p.relative_to(src)) for p in src.rglob("*.py") if "shared/data" in p.read_text(encoding="utf-8")]
+    assert not leaks
