@@ -42,3 +42,14 @@ def test_the_packages_examples_name_benchmark_files_as_the_docs_do() -> None:
     src = Path(__file__).resolve().parents[1] / "src" / "readerfit"
     leaks = [str(p.relative_to(src)) for p in src.rglob("*.py") if "shared/data" in p.read_text(encoding="utf-8")]
     assert not leaks
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+def test_the_install_lines_name_every_extra_of_all(page: str) -> None:
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    extras = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    in_all = set(re.fullmatch(r"readerfit\[(.*)\]", extras["all"][0]).group(1).split(","))
+    named = re.search(r"# or pick extras: (.*)", (root / page).read_text(encoding="utf-8")).group(1)
+    assert set(named.replace(" ", "").split(",")) == in_all
