@@ -53,3 +53,15 @@ def test_the_install_lines_name_every_extra_of_all(page: str) -> None:
     in_all = set(re.fullmatch(r"readerfit\[(.*)\]", extras["all"][0]).group(1).split(","))
     named = re.search(r"# or pick extras: (.*)", (root / page).read_text(encoding="utf-8")).group(1)
     assert set(named.replace(" ", "").split(",")) == in_all
+
+
+def test_eval_help_names_the_default_folder_eval_writes(capsys: pytest.CaptureFixture[str]) -> None:
+    from readerfit.cli import main
+    from readerfit.runs import default_out
+
+    with pytest.raises(SystemExit):
+        main(["eval", "--help"])
+    helped = " ".join(capsys.readouterr().out.split())
+    written = default_out("eval", "/data/dev_part1.json", {"limit": 1})
+    assert written.parts[:2] == ("runs", written.name) and written.name.startswith("eval-dev_part1-")
+    assert "(default: runs/eval-<data>-<settings hash>)" in helped
