@@ -206,6 +206,15 @@ def test_native_roundtrip(tmp_path: Path) -> None:
     assert gzip.decompress((tmp_path / "sub/out.jsonl.gz").read_bytes()).count(b"\n") == len(demo)
 
 
+def test_native_rows_take_passages_as_compress_reads_them(tmp_path: Path) -> None:
+    row = {"question": "Who founded the club?", "answers": ["Marta Velez"],
+           "passages": ["Marta Velez founded the club in 1887.", {"title": "Rain", "text": "Rain fell all day."}]}
+    (e,) = load_dataset(write_jsonl(tmp_path / "q.jsonl", [row]))
+    assert e.passages == [Passage("Marta Velez founded the club in 1887."), Passage("Rain fell all day.", title="Rain")]
+    with pytest.raises(InputError, match=r"line 1: field 'passages\[0\]' must be .*, got int"):
+        load_dataset(write_jsonl(tmp_path / "bad.jsonl", [{**row, "passages": [5]}]))
+
+
 def test_write_examples_rejects_unserialisable_metadata_and_keeps_old_file(tmp_path: Path) -> None:
     out = write_examples(tmp_path / "x.jsonl", load_demo(limit=1))
     before = out.read_bytes()

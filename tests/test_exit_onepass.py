@@ -253,6 +253,24 @@ def test_onepass_trains_saves_lora_and_head_only_and_loads(bert, tmp_path):
         TrainConfig(arch="lm", init=str(enc))
 
 
+def test_target_prior_on_samples_of_one_class_is_refused_before_training(bert, tmp_path):
+    from readerfit.data import write_examples
+    from readerfit.train.exit_data import write_exit_data
+    from readerfit.train.exit_train import TrainConfig, train
+
+    src = write_examples(tmp_path / "src.jsonl", make_examples(4))
+    write_exit_data([str(src)], tmp_path / "d.jsonl", seed=0)
+    rows = [json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()]
+    negatives = [r for r in rows if r["label"] == 0]
+    assert negatives and len(negatives) < len(rows)
+    (tmp_path / "neg.jsonl").write_text("".join(json.dumps(r) + "\n" for r in negatives))
+    out = tmp_path / "op"
+    with pytest.raises(InputError, match=r"--target-prior .* hold no positive sentences"):
+        train(data=tmp_path / "neg.jsonl", out=out, device="cpu", progress=False,
+              config=TrainConfig(arch="onepass", base=str(bert), lora_r=4, target_prior=0.3))
+    assert not (out / "training_log.jsonl").exists()  # refused before the first step, not after the last
+
+
 def test_grouped_order_keeps_groups_together_and_covers_every_example():
     from readerfit.train.resume import grouped_order
 

@@ -90,6 +90,18 @@ def test_gold_units_number_sentences_as_the_compressors_do():
     assert gold_units(ex, passages)[1] == [[2]]
 
 
+def test_support_recall_of_the_raw_passages_is_whole_and_of_other_units_unknown():
+    ex = example()
+    ex.metadata["supporting_passage_ids"] = ["p-river"]
+    ex.passages[1] = Passage(ex.passages[1].text, title="River", id="p-river", sentences=ex.passages[1].sentences)
+    (record,) = sweep({"none": RawPassages()}, rates=[0.5]).run(ex)
+    # `none` keeps passage indices [0, 1], not sentence units: every sentence is kept
+    assert record.recall.support_recall == 1.0 and record.recall.passage_recall == 1.0
+    (record,) = sweep({"first words": FirstPassage(words=3)}, rates=[]).run(ex)  # one unit, the compressor's text
+    assert record.recall.support_recall is None and record.recall.passage_recall is None
+    assert record.recall.answer_kept is True
+
+
 def test_sweep_records_recall_and_tokens_per_point_scoring_once():
     ex = example()
     oracle = Oracle()

@@ -10,7 +10,7 @@ import pytest
 
 from readerfit.compressors import build_compressor, registered_compressors
 from readerfit.compressors.longllmlingua import LongLLMLingua, LongLLMLinguaConfig, load_prompt_compressor
-from readerfit.errors import InputError, MissingPackageError
+from readerfit.errors import InputError, MissingPackageError, UnknownModelError
 from readerfit.models.pool import ModelPool
 from readerfit.types import Passage
 
@@ -159,3 +159,17 @@ def test_control_token_strings_in_data_stay_text(tiny_lm_dir: Path) -> None:
     injected = {tokenizer.convert_tokens_to_ids(t) for t in ("<|im_start|>", "<|im_end|>")} - {None}
     assert injected and not injected & set(seen)
     assert controls  # the tiny tokenizer has control tokens to misuse
+
+
+def test_a_folder_without_a_model_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("llmlingua", reason="llmlingua is not installed (pip install 'readerfit[llmlingua]')")
+    from readerfit.cli import main
+
+    with pytest.raises(UnknownModelError, match="expected a causal LM directory with config.json"):
+        load_prompt_compressor(str(tmp_path))  # transformers raises ValueError here, not OSError
+    (tmp_path / "q.json").write_text('{"question": "Who?", "passages": ["Marta founded the club."]}')
+    with open(tmp_path / "q.json") as stdin, pytest.MonkeyPatch.context() as mp:
+        mp.setattr("sys.stdin", stdin)
+        code = main(["compress", "--compressor", "longllmlingua", "--option", f"longllmlingua.model={tmp_path}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and f"could not load {str(tmp_path)!r}" in err

@@ -43,7 +43,8 @@ def test_named_prompts_and_a_template_file(tmp_path):
     file.write_text("Docs:\n{context}\nQ: {question}\nA:", encoding="utf-8")
     assert resolve_reader_prompt(str(file)) == (None, "Docs:\n{context}\nQ: {query}\nA:")
     for text, fragment in (("Docs: {context}", "needs {context} and {question}"),
-                           ("{context} {question} {other}", "only {context} and {query}")):
+                           ("{context} {question} {other}", r"only {context}, {question} and {examples} .*'other'"),
+                           ("{context} {question} }", "Single '}'")):
         file.write_text(text, encoding="utf-8")
         with pytest.raises(InputError, match=fragment):
             resolve_reader_prompt(str(file))

@@ -70,6 +70,18 @@ def test_cross_encoder_errors(tmp_path):
         CrossEncoderReranker(str(tmp_path / "empty"), device="cpu")
 
 
+def test_cross_encoder_load_error_is_one_line(monkeypatch):
+    st = pytest.importorskip("sentence_transformers")
+
+    def offline(*args, **kwargs):  # transformers' message for a hub id missing from the cache has two lines
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files.\nCheck your connection.")
+
+    monkeypatch.setattr(st, "CrossEncoder", offline)
+    with pytest.raises(UnknownModelError) as err:
+        CrossEncoderReranker("org/not-cached", device="cpu")
+    assert "\n" not in str(err.value) and "couldn't connect" in str(err.value) and "local directory" in str(err.value)
+
+
 def test_unknown_reranker_lists_names():
     with pytest.raises(InputError) as err:
         build_reranker("bm42:x", ModelPool(device="cpu"))

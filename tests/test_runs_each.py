@@ -114,6 +114,19 @@ def test_each_holds_the_one_writer_lock(tmp_path: Path, bars: Bars):
         assert list(run.each([Ex("q0"), Ex("q1"), Ex("q2")], desc="demo", unit="q")) == [Ex("q2")]
 
 
+def test_a_folder_where_nothing_was_done_takes_the_corrected_command(tmp_path: Path, bars: Bars):
+    folder = tmp_path / "run"
+    # the first command stops before its first record (a mistyped model name, an offset past the data's end)
+    RunFolder.open(folder, kind="eval", settings={"reader": "typo"}, key=("id",)).close()
+    with RunFolder.open(folder, kind="frontier", settings={"reader": "smollm2-135m"}, key=("id",)) as run:
+        for ex in run.each([Ex("q0")], desc="demo", unit="q"):
+            run.log.append({"id": ex.id})
+    assert json.loads((folder / "run.json").read_text())["settings"] == {"reader": "smollm2-135m"}
+    # once a record is written, other settings are refused
+    with pytest.raises(InputError, match=r"other settings \(reader differ\)"):
+        RunFolder.open(folder, kind="frontier", settings={"reader": "other"}, key=("id",))
+
+
 def test_a_one_file_run_has_no_run_json_and_its_lock_beside_the_file(tmp_path: Path, bars: Bars):
     out = tmp_path / "results.jsonl"
     with RunFolder.open_file(out, kind="compress", key=("id",)) as run:

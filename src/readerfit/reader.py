@@ -159,6 +159,12 @@ def resolve_reader_prompt(spec: str, shots: Sequence[tuple[str, str]] = ()) -> t
         raise InputError(f"--reader-prompt {spec!r} cannot be read as UTF-8 text ({err})") from None
     if "{question}" not in text or "{context}" not in text:
         raise InputError(f"--reader-prompt {spec!r}: a template needs {{context}} and {{question}}")
+    try:  # the file's own fields, named as the user wrote them ({question}, not the internal {query})
+        text.format(context="", question="", examples="")
+    except (KeyError, IndexError, ValueError) as err:
+        got = f"a field {err}" if isinstance(err, KeyError) else str(err)
+        raise InputError(f"--reader-prompt {spec!r}: a template may hold only {{context}}, {{question}} and "
+                         f"{_SLOT} (write literal braces as {{{{ }}}}), got {got}") from None
     if shots and _SLOT not in text:
         raise InputError(f"--reader-prompt {spec!r}: few-shot examples need an {_SLOT} slot in the template")
     template = _fill_examples(text.replace("{question}", "{query}"), ShotStyle().block(shots))

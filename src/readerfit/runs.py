@@ -1,7 +1,7 @@
 """The run folder: one lifecycle for every long run (eval, experiments).
 
 ``RunFolder.open`` creates (or resumes) the folder: ``run.json`` holds the run's kind and settings
-(a rerun with other settings is refused), ``records.jsonl`` the records written so far (one per
+(a rerun with other settings is refused once anything is done), ``records.jsonl`` the records written so far (one per
 example, appended as they finish), and an exclusive lock makes the run its folder's one writer.
 :meth:`RunFolder.each` is the run loop: the items not yet in the records, with a progress bar.
 :meth:`RunFolder.write_summary` writes ``summary.json`` and ``summary.md``; :class:`RunView` reads a
@@ -241,10 +241,20 @@ class RunFolder:
         self.close()
 
     # ----- settings ---------------------------------------------------------------------------
+    def _unused(self) -> bool:
+        """Nothing done here yet: only the settings and the lock (a run that stopped before its first record,
+        e.g. on a mistyped model name), so a corrected command may take the folder over."""
+        for entry in self.path.iterdir():
+            if entry.name == "records.jsonl" and entry.is_file() and entry.stat().st_size == 0:
+                continue
+            if entry.name not in (RUN_FILE, LOCK_FILE, f"{LOCK_FILE}.pid"):
+                return False
+        return True
+
     def _check_settings(self, settings: dict[str, Any]) -> None:
         old_kind, old = read_run_file(self.path)
         record = {"format": RUN_FORMAT, "kind": self.kind, "settings": settings}
-        if old is None:
+        if old is None or self._unused():
             write_json(self.path / RUN_FILE, record)
             return
         if old_kind is not None and old_kind != self.kind:

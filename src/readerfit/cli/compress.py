@@ -61,7 +61,8 @@ EXAMPLES = """examples:
 budgets: rate (a fraction of the passages' reader tokens) and target_tokens (a count; LLMLingua's target_token
 is read as it) are hard caps for the sentence selectors (exit, sentence-sim, provence, selective-context), with
 details.budget saying what was achieved; llmlingua2 and longllmlingua take them as LLMLingua's target, the
-summaries as a length. Without a budget each method keeps what its own rule keeps (EXIT's threshold, ...).
+summaries as a length. Without a budget each method keeps what its own rule keeps (EXIT: up to 30% of the
+tokens, fewer once the kept sentences hold the evidence; under --preset paper, r >= 0.5).
 The compressor is built once whatever the budget: the sentence selectors score once and select under it."""
 
 

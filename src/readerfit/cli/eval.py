@@ -38,7 +38,7 @@ from readerfit.runs import check_out
 class EvalRun:
     """How an eval runs, beside what it computes (:class:`EvalConfig`); never part of the run settings."""
 
-    out: str | None = param(None, help="output folder (default: runs/<data>-<settings hash>); reruns resume")
+    out: str | None = param(None, help="output folder (default: runs/eval-<data>-<settings hash>); reruns resume")
     skip_invalid: bool = param(False, help="run the examples that can run (default: refuse data with a blank "
                                            "question or answer, or without passages and no retriever, listing them)")
     ray: str | None = param(None, help="shard the examples over Ray workers (pip install ray); no ADDRESS: a local "

@@ -148,8 +148,10 @@ def load_prompt_compressor(model_dir: str, *, device: str = "cpu", dtype: Any = 
 
     try:
         return OfflinePromptCompressor()
-    except OSError as err:
-        raise UnknownModelError(f"llmlingua could not load {model_dir!r}: {err}") from err
+    except (OSError, ValueError, KeyError) as err:  # transformers' ways of saying "no model here"
+        raise UnknownModelError(
+            f"llmlingua could not load {model_dir!r}: expected a causal LM directory with config.json, tokenizer "
+            f"files and weights; {type(err).__name__}: {str(err).splitlines()[0][:200]}") from err
 
 
 class LongLLMLingua(BaseCompressor):

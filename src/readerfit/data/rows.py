@@ -29,7 +29,10 @@ def map_readerfit(rec: Any, where: str, default_id: str) -> QAExample:
     passages = []
     for i, p in enumerate(optional(rec, "passages", where, list, [])):
         label = f"passages[{i}]"
-        check(p, dict, where, label)
+        if isinstance(p, str):  # a bare text, as `readerfit compress` reads it: the same JSONL serves both
+            passages.append(Passage(text=p))
+            continue
+        check(p, (dict, str), where, label)  # its message names both forms
         sentences = optional(p, "sentences", where, list, label=f"{label}.sentences")
         if sentences is not None:
             sentences = string_list(sentences, where, f"{label}.sentences")

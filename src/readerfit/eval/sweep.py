@@ -88,19 +88,30 @@ class Gold:
     support: list[int] | None = None
     support_passages: list[list[int]] | None = None
     hops: int | None = None
+    n_units: int = 0  # the passages' sentences, as the selecting compressors number them
 
     @classmethod
     def of(cls, example: QAExample, passages: Sequence[Passage]) -> Gold:
         support, support_passages = gold_units(example, passages)
+        n_units = sum(1 for p in passages for sentence in p.sentences or () if sentence.strip())
         decomposition = example.metadata.get("decomposition")  # MuSiQue: the answer recall by number of hops
         return cls(answers=tuple(example.answers), has_answer=holds_answer(join_passages(passages), example.answers),
                    support=support, support_passages=support_passages,
-                   hops=len(decomposition) if decomposition else None)
+                   hops=len(decomposition) if decomposition else None, n_units=n_units)
 
-    def recall(self, c: Compression) -> Recall:
-        kept = set(c.kept)
+    def recall(self, c: Compression, *, whole: bool = False) -> Recall:
+        """What ``c`` kept of the gold; ``whole``: the passages handed on whole (``none``), every sentence kept.
+        Support and passage recall count kept sentences: None for a compression whose units are not the
+        passages' sentences (a summary, llmlingua's passages), whose ``kept`` numbers something else."""
+        answer_kept = holds_answer(c.text, self.answers) if self.has_answer else None
+        if whole:
+            kept = set(range(self.n_units))
+        elif len(c.units) == self.n_units:
+            kept = set(c.kept)
+        else:
+            return Recall(answer_kept=answer_kept, hops=self.hops)
         return Recall(
-            answer_kept=holds_answer(c.text, self.answers) if self.has_answer else None,
+            answer_kept=answer_kept,
             support_recall=len(kept & set(self.support)) / len(self.support) if self.support else None,
             passage_recall=(sum(bool(kept & set(s)) for s in self.support_passages) / len(self.support_passages)
                             if self.support_passages else None),
@@ -182,7 +193,8 @@ class BudgetSweep:
             self.read(out)
         for label in labels if labels is not None else list(self.pipelines):
             points = self.compressions(label, example.question, passages)
-            records = [record(label, slim(c), point, gold.recall(c)) for point, c in points.items()]
+            whole = self.pipelines[label].compressor.passthrough
+            records = [record(label, slim(c), point, gold.recall(c, whole=whole)) for point, c in points.items()]
             self.read([r for r in records if "all" in read_at or r.budget in read_at])
             out.extend(records)
         return out

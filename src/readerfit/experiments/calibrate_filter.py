@@ -16,7 +16,7 @@ as JSON (``--filter-file``, default ``OUT/filter.json``) for
 
 One JSONL record per question under ``--out`` (resumable).
 
-    readerfit exp calibrate-filter --data ../shared/data/hotpotqa/rpt_train.jsonl --limit 50
+    readerfit exp calibrate-filter --data $DATA/hotpotqa/rpt_train.jsonl --limit 50
 """
 
 from __future__ import annotations

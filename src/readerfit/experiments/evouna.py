@@ -22,7 +22,7 @@ skipped before any other field is read), items no human judged, and candidates w
 judgment is missing or "nan" or whose answer is null (NQ has one of each among its
 proper items: a BingChat answer with neither, a FiD answer judged wrong but null).
 
-    readerfit exp evouna --data ../shared/data/evouna/TQ.json --judge lexical [--json]
+    readerfit exp evouna --data $DATA/evouna/TQ.json --judge lexical [--json]
 
 The paper's Lexical Match row on TriviaQA (F1/accuracy): InstructGPT
 94.8/92.3, ChatGPT 95.2/92.3, GPT-4 94.8/91.1, BingChat 94.1/89.8, FiD
@@ -81,7 +81,7 @@ class MatchRule:
 
 @dataclass
 class Config:
-    data: str = param(help="EVOUNA JSON (e.g. ../shared/data/evouna/TQ.json)")
+    data: str = param(help="EVOUNA JSON (e.g. $DATA/evouna/TQ.json)")
     format: str = param("evouna", help="dataset format")
     limit: int | None = param(None, help="first N items")
     judge: str | None = param(None, help="lexical | nli:<id or path> | lm:<model> (default lexical; with --preset "

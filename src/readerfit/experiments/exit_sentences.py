@@ -26,7 +26,7 @@ confusion matrix on a balanced sample of the same questions, drawn as the traini
 >>> best_f1([1, 0, 1], [0.9, 0.8, 0.7])[0]
 0.8
 
-From the shell: ``readerfit exp exit-sentences --data ../shared/data/hotpotqa/rpt_dev.jsonl --limit 50 --json``
+From the shell: ``readerfit exp exit-sentences --data $DATA/hotpotqa/rpt_dev.jsonl --limit 50 --json``
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ the summary is recomputed from them (or from the records of an older run folder,
 ``--distractors K`` hides each question's own passages among K passages of other questions of the file
 (NQ-open oracle, SQuAD), none holding its answer. ``--offset``/``--limit`` take a slice (a held-out part).
 
-From the shell: ``readerfit exp frontier --data ../shared/data/hotpotqa/rpt_dev.jsonl --limit 100 --json``
+From the shell: ``readerfit exp frontier --data $DATA/hotpotqa/rpt_dev.jsonl --limit 100 --json``
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ authors' released code runs it (:mod:`readerfit.retrieval_utility.config`), with
 
 One JSONL record per question under ``--out`` (resumable), summary.json + summary.md.
 
-    readerfit exp seper-utility --data ../shared/data/nq/nq-open-oracle.even.jsonl.gz --limit 100 [--preset official] [--json]
+    readerfit exp seper-utility --data $DATA/nq/nq-open-oracle.even.jsonl.gz --limit 100 [--preset official] [--json]
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ new ones (only the scores are recomputed).
 One JSONL record per question under ``--out`` (resumable), summary.json,
 summary.md and report.md with its plots.
 
-    readerfit exp sps-correlation --data ../shared/data/hotpotqa/rpt_dev.jsonl --limit 50 [--preset paper] [--json]
+    readerfit exp sps-correlation --data $DATA/hotpotqa/rpt_dev.jsonl --limit 50 [--preset paper] [--json]
 """
 
 from __future__ import annotations

@@ -175,7 +175,7 @@ class CrossEncoderReranker(RerankerBase):
         except (OSError, ValueError) as err:
             # OSError: no such model in the local cache / not a model folder; nothing is downloaded here
             raise UnknownModelError(
-                f"cannot load cross-encoder {model!r} from local files ({type(err).__name__}: {str(err)[:300]}); "
+                f"cannot load cross-encoder {model!r} from local files ({type(err).__name__}: {str(err).splitlines()[0][:300]}); "
                 "pass a local directory with a sequence-classification model and its tokenizer"
             ) from err
         self.tokenizer = self._model.tokenizer

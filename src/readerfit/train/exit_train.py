@@ -139,6 +139,11 @@ def _select_samples(samples: list[ExitSample], task: Any, *, config: TrainConfig
         usable = [usable[i] for i in sorted(subset[: config.limit])]
     if not usable:
         raise InputError("no training samples fit the model")
+    positives = sum(s.label for s in usable)
+    if config.target_prior is not None and positives in (0, len(usable)):  # checked before training, not after
+        raise InputError(f"--target-prior corrects the share of positives the classifier trained on, but the "
+                         f"{len(usable)} training samples hold {'no' if positives == 0 else 'only'} positive "
+                         "sentences; give more data (or a larger --limit)")
     return _Data(n_samples=len(samples), skipped=skipped, usable=usable, held=held)
 
 
