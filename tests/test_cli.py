@@ -197,3 +197,22 @@ def test_folder_written_before_the_typed_record_resumes_and_reports_identically(
     code, _, err = run_cli(["report", "run"], capsys)  # the fixture's report.md was the second (listing itself)
     assert code == 0, err
     assert (run / "report.md").read_text() == (fixture / "eval-run" / "report.md").read_text()
+
+
+def test_a_warning_is_one_line_naming_the_command(capsys, monkeypatch):
+    import warnings
+
+    import readerfit.cli.report as report
+    from readerfit.cli.main import PACKAGE
+
+    def warns(args):
+        warnings.warn_explicit("the server's tokenizer is approximated", UserWarning,
+                               filename=str(PACKAGE / "models" / "openai" / "model.py"), lineno=100)
+        warnings.warn_explicit("a library's own", FutureWarning, filename="/elsewhere/lib.py", lineno=7)
+        return 0
+
+    monkeypatch.setattr(report, "run", warns)
+    assert main(["report", "."]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["readerfit report: warning: the server's tokenizer is approximated",
+                   "lib.py:7: FutureWarning: a library's own"]

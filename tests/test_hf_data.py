@@ -39,6 +39,7 @@ def offline_hub(monkeypatch: pytest.MonkeyPatch, error: Exception) -> list[tuple
 ])
 def test_offline_hub_error_suggests_the_local_file(monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
     calls = offline_hub(monkeypatch, error)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     with pytest.raises(InputError) as info:
         load_dataset("hf:nq_open")
     message = str(info.value)
@@ -46,6 +47,10 @@ def test_offline_hub_error_suggests_the_local_file(monkeypatch: pytest.MonkeyPat
     assert message.startswith("hf:nq_open: could not load Hugging Face dataset 'nq_open'")
     assert "cannot be reached (offline?)" in message and type(error).__name__ in message
     assert "--data PATH" in message and "HF_HUB_OFFLINE=1" in message and "../shared" not in message
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # already set: not suggested again
+    with pytest.raises(InputError) as info:
+        load_dataset("hf:nq_open")
+    assert "--data PATH" in str(info.value) and "HF_HUB_OFFLINE" not in str(info.value)
 
 
 def test_benchmark_defaults_and_their_local_files(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -207,3 +207,12 @@ def test_balanced_sample_resumes_a_half_scored_question(tmp_path: Path, bars: Ba
     assert asked == [[last["id"]]] and log.read_text().splitlines() == lines  # the one missing sample, rescored
     (opened, *_) = bars.opened[-1:]
     assert (opened["kwargs"]["total"], opened["kwargs"]["initial"]) == (3, 2)  # by question
+
+
+def test_a_folder_of_another_kind_is_refused_naming_both(tmp_path: Path, bars: Bars):
+    folder = tmp_path / "run"
+    with RunFolder.open(folder, kind="exit-sentences", settings={"n": 1}, key=("id",)) as run:
+        for ex in run.each([Ex("q0")], desc="demo", unit="q"):
+            run.log.append({"id": ex.id})
+    with pytest.raises(InputError, match=r"holds an 'exit-sentences' run, not 'frontier'"):
+        RunFolder.open(folder, kind="frontier", settings={"n": 1}, key=("id",))

@@ -258,7 +258,8 @@ class RunFolder:
             write_json(self.path / RUN_FILE, record)
             return
         if old_kind is not None and old_kind != self.kind:
-            raise InputError(f"{self.path} holds a {old_kind!r} run, not {self.kind!r}; use a new --out folder")
+            article = "an" if old_kind[:1].lower() in "aeiou" else "a"
+            raise InputError(f"{self.path} holds {article} {old_kind!r} run, not {self.kind!r}; use a new --out folder")
         diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
         if diff:
             raise InputError(f"{self.path} holds a run with other settings ({', '.join(diff)} differ); "

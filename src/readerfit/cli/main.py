@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
+import readerfit
 from readerfit import __version__
 from readerfit.errors import ReaderfitError
 from readerfit.models.progress import load_progress
@@ -52,16 +55,31 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
+PACKAGE = Path(readerfit.__file__).resolve().parent
+
+
+def one_line_warnings(command: str) -> Callable[..., None]:
+    """``warnings.showwarning`` for the command line: one line on stderr, without the source line under it (which
+    reads like a traceback); readerfit's own warnings as ``readerfit <command>: warning: ...``."""
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        ours = Path(filename).resolve().is_relative_to(PACKAGE)
+        where = f"readerfit {command}".strip() if ours else f"{Path(filename).name}:{lineno}: {category.__name__}"
+        print(f"{where}: {'warning: ' if ours else ''}{message}", file=sys.stderr)
+    return show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if a in COMMANDS), "")
     try:
         parser = build_parser(argv)
         args = parser.parse_args(argv)
         # the libraries' model-load bars (transformers' "Loading weights"): shown, unless --no-progress
-        with load_progress(not vars(args).get("no_progress", False)):
+        with load_progress(not vars(args).get("no_progress", False)), warnings.catch_warnings():
+            warnings.showwarning = one_line_warnings(command)
             return int(args.run(args) or 0)
     except ReaderfitError as err:
-        command = next((a for a in argv if a in COMMANDS), "")
         print(f"readerfit {command}: error: {err}".replace("readerfit : ", "readerfit: "), file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -7,6 +7,7 @@ mappers as the local file formats, chosen from the first row's columns.
 
 from __future__ import annotations
 
+import os
 import re
 from itertools import islice
 from pathlib import Path
@@ -84,8 +85,9 @@ def _open(spec: str) -> Any:
         offline = isinstance(e, OSError) and not isinstance(e, FileNotFoundError)
         hint = ("the Hugging Face Hub cannot be reached (offline?); " if offline else "") + (
             "use a local copy of the benchmark with --data PATH instead (formats: readerfit, hotpotqa, "
-            "nq-ctxs, qa-jsonl, triviaqa-tsv, ...), a folder written by Dataset.save_to_disk as hf:DIR, "
-            "or set HF_HUB_OFFLINE=1 to read the datasets cache without retrying")
+            "nq-ctxs, qa-jsonl, triviaqa-tsv, ...) or a folder written by Dataset.save_to_disk as hf:DIR") + (
+            "" if os.environ.get("HF_HUB_OFFLINE") else ", or set HF_HUB_OFFLINE=1 to read the datasets cache "
+                                                       "without retrying")
         raise InputError(
             f"{spec}: could not load Hugging Face dataset {name!r} (config={config!r}, split={split!r}): "
             f"{type(e).__name__}: {e}. {hint}"

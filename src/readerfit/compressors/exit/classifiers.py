@@ -63,8 +63,8 @@ def load_lm(pool: ModelSource, base: str, *, adapter: str | None, dtype: str) ->
         what = f"{base!r} with the LoRA adapter {adapter!r}" if adapter else repr(base)
         raise UnknownModelError(
             f"EXIT's classifier {what} could not be loaded ({err}). Download it to the Hugging Face cache, or pass "
-            f"another: --option exit.model=NAME_OR_DIR (an LM, or a `readerfit train exit` directory) and/or "
-            f"--option exit.adapter=DIR_OR_ID (model= / adapter= in the API)"
+            f"another: --option exit.model=NAME_OR_DIR (an LM, or a `readerfit train exit` directory; --classifier in "
+            f"`readerfit exp exit-sentences`) and/or --option exit.adapter=DIR_OR_ID (model= / adapter= in the API)"
         ) from err
 
 
