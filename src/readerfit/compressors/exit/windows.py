@@ -4,8 +4,8 @@ of it, or word runs.
 With ``context="all"`` a sentence is judged with all the passages (as the released code's inference does);
 one for which they do not fit the classifier falls back to its own passage. A sentence that does not fit
 with its whole passage is scored against a window of neighbouring sentences that fits (shared by its
-neighbours, :func:`plan_passage`); one too
-long even alone is scored in word runs and gets its best run's score. Chunked, never truncated.
+neighbours, :func:`plan_passage`); one too long even alone is scored in word runs and gets its best run's
+score. Chunked, never truncated.
 """
 
 from __future__ import annotations
@@ -67,17 +67,14 @@ def plan_passage(title: str, sentences: Sequence[str], fits: Callable[[str, str]
                  share: float = WINDOW_SHARE) -> PassagePlan:
     """Group one passage's sentences by the context they are scored with.
 
-    Sentences that fit with the whole passage share it. For the others, the
-    first one gets the largest window of neighbouring sentences that fits
-    (:func:`window_around`), and the sentences after it share that window for
-    ``share`` of the way to its end (each keeps the window's whole left side and
-    most of its right; 0: a window per sentence); the next sentence starts a new
-    window. So a long passage costs about six passes per window's length at the
-    default third, not one per sentence. A sentence that does
-    not fit even with only the title is scored in pieces (consecutive word runs, each
-    with the title as context) and gets the highest piece score: chunked, never
-    truncated. ``fits`` is monotone (what fits in a context fits in a shorter one), so
-    a passage that fits whole costs one question per sentence, not two.
+    Sentences that fit with the whole passage share it. For the others, the first one gets the largest window of
+    neighbouring sentences that fits (:func:`window_around`), and the sentences after it share that window for
+    ``share`` of the way to its end (each keeps the window's whole left side and most of its right; 0: a window
+    per sentence); the next sentence starts a new window. So a long passage costs about six passes per window's
+    length at the default third, not one per sentence. A sentence that does not fit even with only the title is
+    scored in pieces (consecutive word runs, each with the title as context) and gets the highest piece score:
+    chunked, never truncated. ``fits`` is monotone (what fits in a context fits in a shorter one), so a passage
+    that fits whole costs one question per sentence, not two.
     """
     n = len(sentences)
     full = render_passage(title, " ".join(sentences))
