@@ -48,6 +48,18 @@ class UnknownModelError(ReaderfitError, ValueError):
     """A model name that is neither registered, a local directory, nor a hub id."""
 
 
+def cause(err: BaseException, *, limit: int = 200) -> str:
+    """``Type: first line`` of a library's error, for a one-line message (its other lines are its traceback's).
+
+    >>> cause(OSError("no file\\nat line 3"))
+    'OSError: no file'
+    >>> cause(ValueError())
+    'ValueError'
+    """
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0][:limit]}" if lines else type(err).__name__
+
+
 def install_hint(package: str, extra: str | None = None) -> str:
     """The command that installs ``package`` (through readerfit's extra when there is one)."""
     hint = f"pip install {package}"

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget_fields import rate_field, target_tokens_field
-from readerfit.errors import InputError, UnknownModelError, require
+from readerfit.errors import InputError, UnknownModelError, cause, require
 from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.hf import converted_gguf_dir
 from readerfit.models.kv_cache import LegacyCacheModel
@@ -151,7 +151,7 @@ def load_prompt_compressor(model_dir: str, *, device: str = "cpu", dtype: Any = 
     except (OSError, ValueError, KeyError) as err:  # transformers' ways of saying "no model here"
         raise UnknownModelError(
             f"llmlingua could not load {model_dir!r}: expected a causal LM directory with config.json, tokenizer "
-            f"files and weights; {type(err).__name__}: {str(err).splitlines()[0][:200]}") from err
+            f"files and weights; {cause(err)}") from err
 
 
 class LongLLMLingua(BaseCompressor):

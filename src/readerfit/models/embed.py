@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from readerfit.errors import InputError, UnknownModelError, require
+from readerfit.errors import InputError, UnknownModelError, cause, require
 from readerfit.models.device import auto_device, fast_dtype, resolve_dtype
 from readerfit.models.progress import quiet_loading
 from readerfit.models.specs import DEFAULT_EMBEDDER, resolve
@@ -51,8 +51,7 @@ class SentenceEmbedder:
                 self._model = st.SentenceTransformer(self.path, device=self.device, local_files_only=True)
         except (OSError, ValueError, KeyError) as err:
             raise UnknownModelError(f"could not load embedder {name_or_path!r} from {self.path!r}: expected a "
-                                    f"sentence-transformers model folder; {type(err).__name__}: "
-                                    f"{str(err).splitlines()[0][:200]}") from err
+                                    f"sentence-transformers model folder; {cause(err)}") from err
         self._model.to(torch_dtype)
         # get_embedding_dimension is the newer name; older releases only have the long one.
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from readerfit.errors import ContextLengthError, InputError, UnknownModelError, require
+from readerfit.errors import ContextLengthError, InputError, UnknownModelError, cause, require
 from readerfit.io import atomic_dir
 from readerfit.models import hf_generate
 from readerfit.models.attention import use_grouped_attention
@@ -96,7 +96,7 @@ class HFLanguageModel:
             raise UnknownModelError(
                 f"could not load model {name_or_path!r} from {source!r}: expected a model directory with config.json, "
                 f"tokenizer files and safetensors weights (offline machines need a local directory or a registered "
-                f"name); {type(err).__name__}: {str(err).splitlines()[0][:200]}"
+                f"name); {cause(err)}"
             ) from err
         if adapter is not None:
             self.model = self._with_adapter(adapter)

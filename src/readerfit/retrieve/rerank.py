@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from readerfit.errors import InputError, UnknownModelError, require
+from readerfit.errors import InputError, UnknownModelError, cause, require
 from readerfit.models.device import auto_device
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
@@ -175,7 +175,7 @@ class CrossEncoderReranker(RerankerBase):
         except (OSError, ValueError) as err:
             # OSError: no such model in the local cache / not a model folder; nothing is downloaded here
             raise UnknownModelError(
-                f"cannot load cross-encoder {model!r} from local files ({type(err).__name__}: {str(err).splitlines()[0][:300]}); "
+                f"cannot load cross-encoder {model!r} from local files ({cause(err, limit=300)}); "
                 "pass a local directory with a sequence-classification model and its tokenizer"
             ) from err
         self.tokenizer = self._model.tokenizer

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from readerfit.errors import ContextLengthError, InputError, UnknownModelError
+from readerfit.errors import ContextLengthError, InputError, UnknownModelError, cause
 from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
@@ -59,7 +59,7 @@ def model_dir(name: str, *, kind: str, patterns: Sequence[str], what: str) -> Pa
     except Exception as err:  # the hub client raises many types (offline, 404, auth, network)
         raise UnknownModelError(
             f"{what} model {name!r} is not available: it is not a local directory and the Hugging Face hub did "
-            f"not serve it ({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}); "
+            f"not serve it ({cause(err)}); "
             f"on a machine with access run `huggingface-cli download {name} --local-dir DIR` and pass DIR"
         ) from err
 
