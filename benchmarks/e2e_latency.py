@@ -7,6 +7,7 @@ all of them alike. Seconds are per question (means); ``ratio`` is EXIT's compres
 
     python benchmarks/e2e_latency.py --data ../shared/data/hotpotqa/rpt_dev.jsonl --limit 50 \\
         [--peers sentence-sim longllmlingua] [--dtype bfloat16] [--option exit.classifier=encoder] [--json]
+        [--exit-variants overlap=false]
 
 ``--json`` prints ``{"raw": {"read_s", "contains", "context_tokens"}, "exit": {"compress_s", "read_s",
 "total_s", "contains", "context_tokens"}, "ratio", "peers": {name: {...}}}`` as the last line.
@@ -33,6 +34,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the reader's dtype")
     p.add_argument("--peers", nargs="*", default=[], help="other compressors to time beside EXIT")
     p.add_argument("--option", action="append", default=[], metavar="COMPRESSOR.KEY=VALUE")
+    p.add_argument("--exit-variants", nargs="*", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+                   help="EXIT again with these options, each a row of its own (e.g. overlap=false)")
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (set once, here)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "e2e_latency.json"))
@@ -81,13 +84,19 @@ def main(argv: list[str] | None = None) -> int:
 
     set_threads(args.threads)
     load_start = loadavg()
-    methods = ["none", "exit", *[p for p in args.peers if p not in ("none", "exit")]]
+    variants = {f"exit {v}": {**parse_options(args.option).get("exit", {}),
+                              **parse_options([f"exit.{kv}" for kv in v.split(",")], what="--exit-variants")["exit"]}
+                for v in args.exit_variants}
+    methods = ["none", "exit", *[p for p in args.peers if p not in ("none", "exit")], *variants]
     examples = [e for e in load_dataset(args.data, limit=args.limit) if e.passages]
     depth = max(len(e.passages) for e in examples)
     pool = ModelPool(dtype=args.dtype)
-    pipelines = build_pipelines(compressors=methods, pool=pool, reader=args.reader,
-                                config=PipelineConfig(top_k=depth, max_new_tokens=args.max_new_tokens),
-                                compressor_options=parse_options(args.option))
+    config = PipelineConfig(top_k=depth, max_new_tokens=args.max_new_tokens)
+    pipelines = build_pipelines(compressors=[m for m in methods if m not in variants], pool=pool, reader=args.reader,
+                                config=config, compressor_options=parse_options(args.option))
+    for name, options in variants.items():  # the same pool: the same models, loaded once
+        pipelines[name] = build_pipelines(compressors=["exit"], pool=pool, reader=args.reader, config=config,
+                                          compressor_options={"exit": options})["exit"]
     # warm-up: the first call of each pipeline pays for lazy loading, which is not per-question latency
     for name in methods:
         pipelines[name].run(examples[0])

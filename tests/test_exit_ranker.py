@@ -4,9 +4,11 @@ default's stop below its cap; a budget set by the user spent exactly)."""
 
 from __future__ import annotations
 
+import contextvars
 import json
 import math
 import random
+import threading
 
 import numpy as np
 import pytest
@@ -194,6 +196,99 @@ def test_a_ranker_reading_cosines_needs_an_embedder_and_gets_them():
     scored = exit_.score_units([(question, passages)])[0]
     vectors = BagEmbedder().encode([question] + [s for _, s in scored.units])
     assert scored.signals.column("cos_q") == pytest.approx((vectors[1:] @ vectors[0]).tolist())
+
+
+class ThreadNotingEmbedder(BagEmbedder):
+    """BagEmbedder that notes the thread of each call (and can wait for the classifier to start)."""
+
+    def __init__(self, started=None):
+        self.threads, self.started = [], started
+
+    def encode(self, texts, normalize=True):
+        self.threads.append(threading.get_ident())
+        if self.started is not None and len(self.threads) == 1:
+            assert self.started.wait(10), "the classifier never ran while the embedder waited"
+        return super().encode(texts, normalize)
+
+
+class SignallingOverlap(Overlap):
+    def __init__(self, started):
+        super().__init__()
+        self.started = started
+
+    def score(self, question, groups):
+        self.started.set()
+        return super().score(question, groups)
+
+
+def test_the_embedder_runs_beside_the_classifier_with_the_same_signals():
+    rng = random.Random(11)
+    questions = [random_bridge(rng) for _ in range(3)]
+    ranker = Ranker(signals=("cos_q", "cos_ev", "r"), trees=(stump(0, 0.3, -1.0, 1.0),), baseline=0.0)
+    out = {}
+    for overlap in (False, True):
+        started = threading.Event() if overlap else None
+        embedder = ThreadNotingEmbedder(started)
+        exit_ = ExitCompressor(SignallingOverlap(started) if overlap else Overlap(), splitter=str.split,
+                               config=ExitConfig(rate=0.5, hop=0, ranking="r", overlap=overlap), ranker=ranker,
+                               embedder=embedder)
+        out[overlap] = exit_.score_units(questions)
+        # the sentences' pass waited for the classifier to start: they ran at once, on another thread
+        assert (embedder.threads[0] != threading.get_ident()) is overlap
+        assert embedder.threads[1] == threading.get_ident()  # the evidence questions, once the classifier is done
+    for a, b, (question, _) in zip(out[False], out[True], questions):
+        assert a.signals.rows == b.signals.rows and a.ranking == b.ranking
+        best = max(range(len(a.units)), key=lambda k: (a.scores[k], -k))  # hop=0: r is the first pass
+        vectors = BagEmbedder().encode([question + " " + a.units[best][1]] + [s for _, s in a.units])
+        assert a.signals.column("cos_ev") == pytest.approx((vectors[1:] @ vectors[0]).tolist())
+
+
+REQUEST = contextvars.ContextVar("request", default=None)
+
+
+def test_the_embedder_beside_the_classifier_runs_in_the_callers_context():
+    # a server's cancellation is a context variable read by every forward pass (serve/cancel.py)
+    seen = []
+
+    class ContextEmbedder(BagEmbedder):
+        def encode(self, texts, normalize=True):
+            seen.append((threading.get_ident(), REQUEST.get()))
+            return super().encode(texts, normalize)
+
+    question, passages = random_bridge(random.Random(4))
+    exit_ = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(rate=0.5, ranking="r", overlap=True),
+                           ranker=Ranker(signals=("cos_q",), trees=(), baseline=0.0), embedder=ContextEmbedder())
+    token = REQUEST.set("request 1")
+    try:
+        exit_.score_units([(question, passages)])
+    finally:
+        REQUEST.reset(token)
+    assert seen[0][0] != threading.get_ident() and [value for _, value in seen] == ["request 1", "request 1"]
+
+
+def test_overlap_by_default_only_when_torch_may_use_more_than_one_thread(monkeypatch):
+    import torch
+
+    exit_ = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(ranking="r"))
+    for threads, expected in ((1, False), (4, True)):
+        monkeypatch.setattr(torch, "get_num_threads", lambda n=threads: n)
+        assert exit_.overlaps() is expected
+    assert ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(overlap=False)).overlaps() is False
+
+
+def test_a_classifier_error_beside_the_embedder_is_raised_once_the_embedder_is_done():
+    class Failing(Overlap):
+        def score(self, question, groups):
+            raise InputError("the classifier failed")
+
+    question, passages = random_bridge(random.Random(2))
+    embedder = ThreadNotingEmbedder()
+    ranker = Ranker(signals=("cos_q",), trees=(), baseline=0.0)
+    exit_ = ExitCompressor(Failing(), splitter=str.split, config=ExitConfig(rate=0.5, ranking="r", overlap=True),
+                           ranker=ranker, embedder=embedder)
+    with pytest.raises(InputError, match="the classifier failed"):
+        exit_.score_units([(question, passages)])
+    assert len(embedder.threads) == 1
 
 
 def test_the_evidence_pass_scores_the_other_passages_given_the_best_sentence():

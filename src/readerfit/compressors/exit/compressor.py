@@ -54,11 +54,15 @@ directory (``readerfit train exit``) holds ``exit_classifier.json`` saying which
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
+
+import numpy as np
 
 from readerfit.compressors.base import BaseCompressor, assemble, passage_sentences
 from readerfit.compressors.budget import Budget, reader_counter
@@ -103,7 +107,7 @@ class ExitCompressor(BaseCompressor):
         needs = needs if needs is not None else frozenset(ranker.signals if ranker is not None else ())
         if needs & EMBEDDED and embedder is None:
             raise InputError(f"exit's ranker reads {', '.join(sorted(needs & EMBEDDED))}: it needs an embedder")
-        self.embedder = embedder if needs & EMBEDDED else None
+        self.embedder: Any = embedder if needs & EMBEDDED else None  # an embedder (encode), or None
         self.evidence = "r_evidence" in needs
         self.signals_wanted = ranker is not None or bool(needs)  # r alone (the presets) needs none
 
@@ -136,41 +140,77 @@ class ExitCompressor(BaseCompressor):
 
     def score_units(self, items: list[tuple[str, list[Passage]]]) -> list[ScoredUnits]:
         """Each question's sentences with their r, ranking signals and ranking (what :meth:`_select` cuts and
-        ``readerfit train exit-ranker`` fits on), from checked passages."""
+        ``readerfit train exit-ranker`` fits on), from checked passages. The embedder's pass over the sentences
+        (the ranker's cosines) runs on a second thread while the classifier reads, when :meth:`overlaps`."""
         prepared = [self._groups(passages) for _, passages in items]
+        texts = [[q, *(s for _, s in units)] for (q, _), (units, _, _) in zip(items, prepared)]
+        if self.embedder is None:
+            return self._rank(items, prepared, self._classify(items, prepared), None)
+        if not self.overlaps():
+            return self._rank(items, prepared, self._classify(items, prepared), self._embed(texts))
+        with ThreadPoolExecutor(max_workers=1) as background:
+            # the caller's context goes along: a server's cancellation (serve/cancel.py) reaches the embedder too
+            embedded = background.submit(contextvars.copy_context().run, self._embed, texts)
+            classified = self._classify(items, prepared)
+            return self._rank(items, prepared, classified, embedded.result())
+
+    def overlaps(self) -> bool:
+        """Whether the embedder runs beside the classifier: ``config.overlap``, else (None) when torch may use
+        more than one thread, so that a one-thread setting stays on one core."""
+        if self.config.overlap is not None:
+            return self.config.overlap
+        import torch
+
+        return torch.get_num_threads() > 1
+
+    def _classify(self, items: list[tuple[str, list[Passage]]], prepared: list[Any]) -> list[Classified]:
+        """Each question's r (raised by the hop), first-pass r, hop details and evidence r: the classifier's
+        passes, each one batched call over the questions."""
         first = self._score_all([(q, groups) for (q, _), (_, _, groups) in zip(items, prepared)])
         merged = [self._merge(units, by_passage, results) for (units, by_passage, _), results in zip(prepared, first)]
         r_first = [list(scores) for scores, _ in merged]
         hops = self._hop(items, prepared, [scores for scores, _ in merged]) if self.config.hop else [None] * len(items)
         evidence = self._evidence(items, prepared, r_first) if self.evidence else [None] * len(items)
+        return [Classified(scores, details, r0, hop, r_ev)
+                for (scores, details), r0, hop, r_ev in zip(merged, r_first, hops, evidence)]
+
+    def _rank(self, items: list[tuple[str, list[Passage]]], prepared: list[Any], classified: list[Classified],
+              vectors: list[np.ndarray] | None) -> list[ScoredUnits]:
+        """Each question's signals and ranking from its classification and (with an embedder) the embeddings of
+        its question and sentences."""
+        cosines = self._cosines(items, prepared, classified, vectors) if vectors is not None else [{}] * len(items)
         out = []
-        for (q, passages), (units, _, _), (scores, details), r0, hop, r_ev in zip(items, prepared, merged, r_first,
-                                                                                   hops, evidence):
-            if hop is not None:
-                details["hop"] = hop
-            linked = {int(k) for k in hop["linked"]} if hop else set()
-            signals = ranking_signals(question=q, units=units, r=scores, r_first=r0, passages=passages,
-                                      linked=linked, title_linked=set(hop["title"]) if hop else set(),
-                                      r_evidence=r_ev, **self._cosines(q, units, r0)) if self.signals_wanted else None
+        for (q, passages), (units, _, _), c, cos in zip(items, prepared, classified, cosines):
+            if c.hop is not None:
+                c.details["hop"] = c.hop
+            linked = {int(k) for k in c.hop["linked"]} if c.hop else set()
+            signals = ranking_signals(question=q, units=units, r=c.scores, r_first=c.r_first, passages=passages,
+                                      linked=linked, title_linked=set(c.hop["title"]) if c.hop else set(),
+                                      r_evidence=c.r_evidence, **cos) if self.signals_wanted else None
             if self.ranker is None or signals is None:
-                ranking = list(scores)
-                details["ranking"] = "r"
+                ranking = list(c.scores)
+                c.details["ranking"] = "r"
             else:
                 ranking = self.ranker.score(signals)
-                details["ranking"] = self.config.ranking
-            out.append(ScoredUnits(units=units, scores=scores, signals=signals, ranking=ranking, details=details))
+                c.details["ranking"] = self.config.ranking
+            out.append(ScoredUnits(units=units, scores=c.scores, signals=signals, ranking=ranking, details=c.details))
         return out
 
-    def _cosines(self, question: str, units: list[tuple[int, str]], r_first: list[float]) -> dict[str, list[float]]:
-        """The sentences' cosines to the question and to the question with the best sentence (when the ranker
-        reads them): one embedding call."""
-        if self.embedder is None or not units:
-            return {}
-        best = top_units(r_first, 1)[0]
-        vectors = self.embedder.encode([question, hop_question(question, units, [best]), *(s for _, s in units)],
-                                       normalize=True)
-        return {"cos_q": [float(v) for v in vectors[2:] @ vectors[0]],
-                "cos_ev": [float(v) for v in vectors[2:] @ vectors[1]]}
+    def _embed(self, texts: list[list[str]]) -> list[np.ndarray]:
+        """Each question's [question, *sentences] unit vectors: one embedding call for all."""
+        vectors = self.embedder.encode([t for group in texts for t in group], normalize=True)
+        ends = np.cumsum([len(group) for group in texts])
+        return list(np.split(vectors, ends[:-1]))
+
+    def _cosines(self, items: list[tuple[str, list[Passage]]], prepared: list[Any], classified: list[Classified],
+                 vectors: list[np.ndarray]) -> list[dict[str, list[float]]]:
+        """Each question's sentence cosines to the question and to the question followed by its best first-pass
+        sentence (one more embedding call, for all questions, once the classifier has found those)."""
+        asks = [hop_question(q, units, [top_units(c.r_first, 1)[0]]) if units else q
+                for (q, _), (units, _, _), c in zip(items, prepared, classified)]
+        evidence = self.embedder.encode(asks, normalize=True)
+        return [{"cos_q": [float(x) for x in v[1:] @ v[0]], "cos_ev": [float(x) for x in v[1:] @ e]} if len(v) > 1
+                else {} for v, e in zip(vectors, evidence)]
 
     def _evidence(self, items: list[tuple[str, list[Passage]]], prepared: list[Any],
                   r_first: list[list[float]]) -> list[list[float] | None]:
@@ -306,3 +346,16 @@ class ScoredUnits:
     signals: RankSignals | None
     ranking: list[float]
     details: dict[str, Any]
+
+
+@dataclass
+class Classified:
+    """What the classifier's passes gave one question: every sentence's r (raised where the hop scored it again),
+    the first pass's r, how they were scored, the hop's links and (when the ranker reads it) r given the best
+    sentence."""
+
+    scores: list[float]
+    details: dict[str, Any]
+    r_first: list[float]
+    hop: dict[str, Any] | None
+    r_evidence: list[float] | None

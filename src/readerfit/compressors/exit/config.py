@@ -151,7 +151,9 @@ class ExitConfig:
     file it wrote; ``r`` ranks by r alone. With neither τ nor a budget, the default also stops below its cap
     once the kept sentences hold the ranker's ``mass`` of the question's summed probabilities (fitted with it;
     :func:`~readerfit.compressors.exit.ranker.within_mass`), so a question one confident sentence answers keeps
-    little; a ``rate`` or ``target_tokens`` the user sets is spent exactly.
+    little; a ``rate`` or ``target_tokens`` the user sets is spent exactly. ``overlap``: the embedder's pass runs
+    on a second thread while the classifier reads (None: when ``torch.get_num_threads()`` is over 1, so that a
+    one-thread setting stays on one core; the same scores either way).
     """
 
     def tau(self, budget: Budget | None = None) -> float | None:
@@ -192,6 +194,8 @@ class ExitConfig:
     target_tokens: int | None = target_tokens_field()
     min_keep: int = param(1, help="the best sentences kept when τ keeps fewer", request=True, ge=0)
     embedder: str = "minilm"
+    overlap: bool | None = param(None, help="run the embedder beside the classifier on a second thread (default: "
+                                            "when torch may use more than one thread)")
     hop: int = param(DEFAULT_HOP, ge=0, le=20)
     hop_by: str = param(DEFAULT_HOP_BY, choices=LINK_BY)
     hop_from: str = param(DEFAULT_HOP_FROM, choices=LINK_FROM)
