@@ -43,7 +43,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from smoke import add_smoke_flag, smallest
 
     add_smoke_flag(p)
-    args = smallest(p.parse_args(argv), limit=1, max_new_tokens=4, peers=[])
+    args = smallest(p.parse_args(argv), limit=1, max_new_tokens=4, peers=[], exit_variants=["overlap=false"])
     if args.smoke and not Path(args.data).exists():
         from readerfit.data import demo_path
 
@@ -69,27 +69,18 @@ def loadavg() -> list[float] | None:
         return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    from tqdm.auto import tqdm
-
-    from readerfit.cli.options import set_threads
-    from readerfit.data import load_dataset
-    from readerfit.errors import ReaderfitError
+def build(args: argparse.Namespace, depth: int) -> tuple[dict, list[str]]:
+    """The pipelines to time (one model pool, ``depth`` passages a question) and their names: raw, exit, the peers,
+    then EXIT's variants."""
     from readerfit.eval.harness import build_pipelines
     from readerfit.eval.pipeline import PipelineConfig
-    from readerfit.io import markdown_table, write_json
     from readerfit.models.pool import ModelPool
     from readerfit.registry import parse_options
 
-    set_threads(args.threads)
-    load_start = loadavg()
     variants = {f"exit {v}": {**parse_options(args.option).get("exit", {}),
                               **parse_options([f"exit.{kv}" for kv in v.split(",")], what="--exit-variants")["exit"]}
                 for v in args.exit_variants}
     methods = ["none", "exit", *[p for p in args.peers if p not in ("none", "exit")], *variants]
-    examples = [e for e in load_dataset(args.data, limit=args.limit) if e.passages]
-    depth = max(len(e.passages) for e in examples)
     pool = ModelPool(dtype=args.dtype)
     config = PipelineConfig(top_k=depth, max_new_tokens=args.max_new_tokens)
     pipelines = build_pipelines(compressors=[m for m in methods if m not in variants], pool=pool, reader=args.reader,
@@ -97,6 +88,27 @@ def main(argv: list[str] | None = None) -> int:
     for name, options in variants.items():  # the same pool: the same models, loaded once
         pipelines[name] = build_pipelines(compressors=["exit"], pool=pool, reader=args.reader, config=config,
                                           compressor_options={"exit": options})["exit"]
+    return pipelines, methods
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from tqdm.auto import tqdm
+
+    from readerfit.cli.options import set_threads
+    from readerfit.data import load_dataset
+    from readerfit.errors import ReaderfitError
+    from readerfit.io import markdown_table, write_json
+
+    set_threads(args.threads)
+    load_start = loadavg()
+    examples = [e for e in load_dataset(args.data, limit=args.limit) if e.passages]
+    depth = max(len(e.passages) for e in examples)
+    try:
+        pipelines, methods = build(args, depth)
+    except ReaderfitError as err:  # a wrong option or name: one line, no traceback
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     # warm-up: the first call of each pipeline pays for lazy loading, which is not per-question latency
     for name in methods:
         pipelines[name].run(examples[0])
