@@ -143,9 +143,9 @@ class ExitCompressor(BaseCompressor):
         ``readerfit train exit-ranker`` fits on), from checked passages. The embedder's pass over the sentences
         (the ranker's cosines) runs on a second thread while the classifier reads, when :meth:`overlaps`."""
         prepared = [self._groups(passages) for _, passages in items]
-        texts = [[q, *(s for _, s in units)] for (q, _), (units, _, _) in zip(items, prepared)]
         if self.embedder is None:
             return self._rank(items, prepared, self._classify(items, prepared), None)
+        texts = [[q, *(s for _, s in units)] for (q, _), (units, _, _) in zip(items, prepared)]
         if not self.overlaps():
             return self._rank(items, prepared, self._classify(items, prepared), self._embed(texts))
         with ThreadPoolExecutor(max_workers=1) as background:
