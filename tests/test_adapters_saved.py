@@ -18,7 +18,7 @@ TEXTS = [("Halvik Glassworks", "The Halvik Glassworks was founded in 1887 by the
                                "houses the Halvik Glass Museum."),
          ("Ossel", "Ossel is a river port. Its brewery bought bottles from Halvik until 1920.")]
 QUESTION = "When was the Halvik Glassworks founded?"
-EXIT_OPTIONS = {"target_token": 40}  # LLMLingua's name for the budget, read as target_tokens
+EXIT_OPTIONS = {"target_token": 30}  # LLMLingua's name for the budget, read as target_tokens
 
 
 def langchain_adapter() -> Any:

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from readerfit.compressors.base import assemble, join_passages
-from readerfit.compressors.budget import Budget, Budgeted, fit_units, word_count
+from readerfit.compressors.budget import TRIM_SHARE, Budget, Budgeted, Fit, fit_units, word_count
 from readerfit.compressors.exit import ExitCompressor, ExitConfig, GroupScores
+from readerfit.compressors.exit.config import DEFAULT_FLOOR
+from readerfit.compressors.select import cut_units
 from readerfit.compressors.sentence_sim import SentenceSimConfig, SentenceSimilarity
 from readerfit.errors import InputError
 from readerfit.types import Passage
@@ -64,21 +66,37 @@ def test_budget_is_never_exceeded_and_spent_greedily(seed):
     passages = random_passages(rng)
     rate = rng.choice([0.05, 0.1, 0.2, 0.3, 0.5, 0.9])
     # r alone ranks (the learned ranking: tests/test_exit_ranker.py)
-    c = exit_with(ExitConfig(rate=rate, ranking="r"), seed).compress(QUESTION, passages)
+    c = exit_with(ExitConfig(rate=rate, ranking="r", referents=False), seed).compress(QUESTION, passages)
     total = word_count(join_passages(passages))
     limit = int(rate * total)
     assert word_count(c.text) <= limit
     b = c.details["budget"]
     assert b["limit"] == limit and b["origin_tokens"] == total and b["compressed_tokens"] == word_count(c.text)
     assert b["counted_in"] == "words" and c.details["threshold"] is None
-    # the slow reference: by descending score, keep a sentence when the assembled text still fits
+    # the slow reference: by descending score, keep a sentence while the assembled text still fits; the first
+    # that does not is cut to its longest run of leading words that fits (where it is the first, or half of it
+    # fits), and nothing after it is kept
     units = [(pi, s) for pi, p in enumerate(passages) for s in p.sentences]
     ref: list[int] = []
+    cut: dict[int, str] = {}
     for k in sorted(range(len(units)), key=lambda k: (-c.scores[k], k)):
         if word_count(assemble(passages, units, sorted(ref + [k]))) <= limit:
             ref.append(k)
-    # words are additive, so the estimate is exact and the greedy pick is the reference's
-    assert c.kept == sorted(ref)
+            continue
+        words = units[k][1].split()
+        for n in range(len(words), 0, -1):
+            trimmed = [(pi, " ".join(words[:n]) if j == k else u) for j, (pi, u) in enumerate(units)]
+            if word_count(assemble(passages, trimmed, sorted(ref + [k]))) <= limit:
+                if not ref or n >= TRIM_SHARE * len(words):
+                    ref.append(k)
+                    cut[k] = " ".join(words[:n])
+                break
+        break
+    # words are additive, so the estimate is exact and the pick is the reference's
+    assert (c.kept, c.trimmed) == (sorted(ref), cut)
+    # no kept sentence ranks below a dropped one
+    dropped = [c.scores[k] for k in range(len(units)) if k not in c.kept]
+    assert all(c.scores[k] >= max(dropped, default=0) for k in c.kept)
 
 
 def test_budget_in_reader_tokens_is_never_exceeded(tiny_lm):
@@ -98,22 +116,28 @@ def test_target_tokens_and_rate_the_smaller_wins():
     assert Budget().limit(tokens_in=100) is None and not Budget().active
 
 
-def test_a_sentence_longer_than_the_budget_is_skipped_and_a_shorter_one_taken():
-    passages = [Passage("x", sentences=("one two three four five six seven.", "short one."))]
+def test_a_sentence_longer_than_the_budget_is_cut_to_fit_never_replaced_by_a_shorter_one():
+    passages = [Passage("x", sentences=("one two three four five six seven.", "a short one."))]
     scores = [0.9, 0.2]
     units = [(0, s) for s in passages[0].sentences]
-    kept = fit_units(scores, passages=passages, units=units, limit=3, count=word_count,
-                     assemble=lambda ks: assemble(passages, units, ks))
-    assert kept == [1]
-    none = fit_units(scores, passages=passages, units=units, limit=1, count=word_count,
-                     assemble=lambda ks: assemble(passages, units, ks))
-    assert none == []
+
+    def fit(limit: int, count=word_count) -> Fit:
+        return fit_units(scores, passages=passages, units=units, limit=limit, count=count,
+                         assemble=lambda ks, cut: assemble(passages, cut_units(units, cut), ks))
+
+    assert fit(3) == Fit(kept=[0], trimmed={0: "one two three"})
+    assert fit(1) == Fit(kept=[0], trimmed={0: "one"})
+    assert fit(10) == Fit(kept=[0, 1], trimmed={})
+    assert fit(9) == Fit(kept=[0, 1], trimmed={1: "a short"})
+    assert fit(8) == Fit(kept=[0], trimmed={})  # "a" alone is under half of "a short one."
+    assert fit(5, count=lambda text: 10 * len(text.split())) == Fit(kept=[], trimmed={})
 
 
-def test_nothing_fits_gives_an_empty_context_said_in_the_details():
-    passages = [Passage("x", sentences=("one two three four.", "five six seven eight."))]
-    c = exit_with(ExitConfig(target_tokens=2)).compress(QUESTION, passages)
-    assert c.kept == [] and c.text == "" and "empty" in c.details["budget"]
+def test_nothing_fits_gives_an_empty_context_said_in_the_details(tiny_lm):
+    passages = [Passage("x", sentences=("Onomatopoeia four.", "five six seven eight."))]
+    c = exit_with(ExitConfig(target_tokens=1), reader=tiny_lm).compress(QUESTION, passages)
+    if tiny_lm.count_tokens(" Onomatopoeia") > 1:  # the tiny tokenizer splits the word: not even it fits
+        assert c.kept == [] and c.text == "" and "empty" in c.details["budget"]
 
 
 def test_tau_first_then_the_cap():
@@ -131,8 +155,11 @@ def test_tau_alone_is_the_papers_rule_and_the_default_is_a_30_percent_budget():
     assert c.details["threshold"] == 0.5 and "budget" not in c.details
     assert c.kept == [k for k, r in enumerate(c.scores) if r >= 0.5]
     default = exit_with(ExitConfig(), 1).compress(QUESTION, passages)
-    same = exit_with(ExitConfig(rate=0.3), 1).compress(QUESTION, passages)
+    same = exit_with(ExitConfig(), 1).at_budget(passages, default, Budget(rate=0.3, hard=False, floor=DEFAULT_FLOOR))
     assert default.details["budget"]["rate"] == 0.3 and default.details["threshold"] is None
+    assert not default.details["budget"]["hard"] and default.trimmed == {}
+    total = word_count(join_passages(passages))
+    assert default.details["budget"]["limit"] == max(int(0.3 * total), min(DEFAULT_FLOOR, total))
     assert (default.kept, default.text) == (same.kept, same.text)
     # a cap alone replaces the default rate
     capped = exit_with(ExitConfig(target_tokens=1000), 1).compress(QUESTION, passages)
@@ -196,13 +223,14 @@ def test_selective_context_budget_is_a_hard_cap_in_the_readers_tokens(tiny_lm, u
             assert c.details["budget"]["limit"] == limit
             assert (tiny_lm.count_tokens(c.text) if c.text else 0) <= limit
             assert c.details["budget"]["achieved_rate"] <= rate
-            assert c.kept or c.details["budget"]["empty"] == "no kept unit fits the budget"
+            assert c.kept or "first word" in c.details["budget"]["empty"]
 
 
-def test_the_default_budget_keeps_the_best_sentence_even_past_it_a_set_budget_never():
-    sentences = ("the best sentence here is rather long indeed.", "short.")
+def test_the_default_budget_keeps_the_best_sentence_even_past_it_a_set_budget_cuts_it():
+    best = " ".join(["word"] * (DEFAULT_FLOOR + 23)) + " end."  # longer than the default's small-input floor
+    sentences = (best, "short.")
     passages = [Passage(" ".join(sentences), title="T", sentences=sentences)]
-    scores = {"the best sentence here is rather long indeed.": 0.9, "short.": 0.1}
+    scores = {best: 0.9, "short.": 0.1}
 
     class Fixed:
         name = "fixed"
@@ -211,10 +239,14 @@ def test_the_default_budget_keeps_the_best_sentence_even_past_it_a_set_budget_ne
             return [GroupScores([scores[s] for s in sents]) for _, sents in groups]
 
     default = ExitCompressor(Fixed(), str.split).compress(QUESTION, passages)
-    assert default.kept == [0] and default.details["budget"]["hard"] is False
+    assert default.kept == [0] and default.details["budget"]["hard"] is False and default.trimmed == {}
+    assert default.details["budget"]["limit"] == DEFAULT_FLOOR  # 30% of the words is under the small-input floor
     assert default.details["budget"]["compressed_tokens"] > default.details["budget"]["limit"]
     set_by_user = ExitCompressor(Fixed(), str.split, ExitConfig(rate=0.3)).compress(QUESTION, passages)
-    assert set_by_user.kept == [1] and set_by_user.details["budget"]["compressed_tokens"] <= 3
+    limit = int(0.3 * (DEFAULT_FLOOR + 27))  # 30% of every word, the title's among them
+    # the best sentence cut to the budget (its title line one word of it), the short one not kept in its place
+    assert set_by_user.kept == [0] and set_by_user.trimmed == {0: " ".join(["word"] * (limit - 1))}
+    assert set_by_user.details["budget"]["compressed_tokens"] == limit == set_by_user.details["budget"]["limit"]
 
 
 def test_the_achieved_rate_is_in_the_json_output():

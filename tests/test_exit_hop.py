@@ -12,6 +12,8 @@ from readerfit.compressors.base import assemble
 from readerfit.compressors.budget import Budget, fit_units, word_count
 from readerfit.compressors.exit import ExitCompressor, ExitConfig, GroupScores
 from readerfit.compressors.exit.hop import HOP_WORDS, find_links, title_pattern
+from readerfit.compressors.referents import referents
+from readerfit.compressors.select import cut_units
 from readerfit.errors import InputError
 from readerfit.types import Passage
 
@@ -154,7 +156,8 @@ def reference(question: str, passages: list[Passage], config: ExitConfig) -> tup
     kept = fit_units(scores, passages=passages, units=units, count=word_count,
                      limit=Budget(rate=config.rate).limit(tokens_in=word_count("\n\n".join(
                          f"{p.title}\n{p.text}" if p.title else p.text for p in passages))),
-                     assemble=lambda ks: assemble(passages, units, ks))
+                     assemble=lambda ks, cut: assemble(passages, cut_units(units, cut), ks),
+                     referents=referents(passages, units)).kept
     return scores, kept
 
 

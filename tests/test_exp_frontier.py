@@ -115,7 +115,8 @@ def test_sweep_records_recall_and_tokens_per_point_scoring_once():
         "Book\nAnna wrote book 0.   It sold well across many lands.\n\nRiver\nThe river is long and wide and very "
         "old indeed.")
     default = by["exit", "default"]
-    assert default.recall == Recall(answer_kept=True, support_recall=0.5) and default.compression.text.strip()
+    # the default's small-input floor (96 words, all of these 20) holds both supporting sentences
+    assert default.recall == Recall(answer_kept=True, support_recall=1.0) and default.compression.text.strip()
     assert by["exit", "0.9"].recall.support_recall == 1.0 and by["exit", "0.2"].rate <= 0.2
     assert by["none", "default"].rate == 1.0
     assert not any(r.scores or r.prediction for r in records)  # nothing read unless asked

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import readerfit
 from readerfit.compressors import COMPRESSORS
 from readerfit.compressors import select as shared
 from readerfit.compressors.budget import Budget, Budgeted
-from readerfit.compressors.select import Scoring, candidates, select
+from readerfit.compressors.select import Scoring, Selection, candidates, select
 from readerfit.types import Passage
 from test_contracts import PASSAGES, QUESTION, compressor
 
@@ -27,64 +28,96 @@ def scoring(**fields) -> Scoring:
 
 
 def test_tau_is_reached_or_with_strict_exceeded_and_compares_the_scores_not_the_ranking():
-    assert select(scoring(threshold=0.4), Budget()) == ([0, 1, 3], {})
-    assert select(scoring(threshold=0.4, strict=True), Budget())[0] == [1, 3]
+    assert select(scoring(threshold=0.4), Budget()) == Selection([0, 1, 3], {})
+    assert select(scoring(threshold=0.4, strict=True), Budget()).kept == [1, 3]
     # τ reads ``scores`` where they differ from the ranking
-    assert select(scoring(threshold=0.5, scores=[0.9, 0.0, 0.7, 0.0]), Budget())[0] == [0, 2]
-    assert select(scoring(), Budget())[0] == [0, 1, 2, 3]  # no τ: every unit
+    assert select(scoring(threshold=0.5, scores=[0.9, 0.0, 0.7, 0.0]), Budget()).kept == [0, 2]
+    assert select(scoring(), Budget()).kept == [0, 1, 2, 3]  # no τ: every unit
 
 
 def test_top_n_takes_the_best_ranked_candidates_and_among_offers_some_passages_only():
-    assert select(scoring(top_n=2), Budget())[0] == [1, 3]
-    assert select(scoring(top_n=2, threshold=0.5, scores=[1, 0, 1, 1]), Budget())[0] == [0, 3]
-    assert select(scoring(among={0}), Budget())[0] == [0, 1, 2]
+    assert select(scoring(top_n=2), Budget()).kept == [1, 3]
+    assert select(scoring(top_n=2, threshold=0.5, scores=[1, 0, 1, 1]), Budget()).kept == [0, 3]
+    assert select(scoring(among={0}), Budget()).kept == [0, 1, 2]
     # min_keep tops up from the offered passages only
-    kept, details = select(scoring(among={0}, threshold=0.95, min_keep=2), Budget())
-    assert kept == [0, 1] and details == {"min_keep_added": 2}
+    chosen = select(scoring(among={0}, threshold=0.95, min_keep=2), Budget())
+    assert chosen.kept == [0, 1] and chosen.details == {"min_keep_added": 2}
 
 
 def test_the_stop_rule_applies_under_a_soft_budget_only():
     stop = scoring(stop=lambda ranking: [1])
     assert candidates(stop, Budget(rate=1.0, hard=False)) == [1]
     assert candidates(stop, Budget(rate=1.0)) == [0, 1, 2, 3]
-    assert select(stop, Budget(rate=1.0, hard=False))[0] == [1]
+    assert select(stop, Budget(rate=1.0, hard=False)).kept == [1]
 
 
 def test_min_keep_goes_past_a_soft_budget_never_past_a_hard_one():
     best_alone = scoring(threshold=1.0, min_keep=1)  # τ keeps nothing; the best unit (4 words) is topped up
-    kept, details = select(best_alone, Budget(target_tokens=3, hard=False))
-    assert kept == [1] and details["min_keep_added"] == 1 and details["budget"]["compressed_tokens"] == 4
-    kept, details = select(best_alone, Budget(target_tokens=3))
-    assert kept == [] and details["budget"]["empty"] == "no kept unit fits the budget"
+    chosen = select(best_alone, Budget(target_tokens=3, hard=False))
+    assert chosen.kept == [1] and chosen.details["min_keep_added"] == 1
+    assert chosen.details["budget"]["compressed_tokens"] == 4 and chosen.trimmed == {}
+    # under a hard budget the best unit is cut to fit, never dropped for nothing
+    chosen = select(best_alone, Budget(target_tokens=3))
+    assert chosen.kept == [1] and chosen.trimmed == {1: "c d e"} and chosen.details["budget"]["compressed_tokens"] == 3
 
 
-def test_the_budget_spends_by_the_ranking_skips_a_unit_too_long_and_keeps_original_order():
-    # 6 words: the best (4) fits, the next (passage 1: 3 words + its title line) does not, then "a b." (2) does
-    kept, details = select(scoring(), Budget(target_tokens=6))
-    assert kept == [0, 1]
-    budget = details["budget"]
-    assert (budget["limit"], budget["compressed_tokens"], budget["origin_tokens"]) == (6, 6, 11)
-    assert budget["achieved_rate"] == pytest.approx(6 / 11) and budget["counted_in"] == "words"
-    # a unit longer than the whole budget is never kept, a shorter, lower-ranked one still is
-    assert select(scoring(), Budget(target_tokens=3))[0] == [0, 2]
-    assert select(scoring(), Budget(target_tokens=1))[0] == [2]
+def test_the_budget_spends_by_the_ranking_in_rank_order_and_keeps_original_order():
+    # 7 words: the best (4) fits, then the next (passage 1: 3 words + its title line) does not: it is cut to fit
+    # (2 of its 3 words) and nothing ranked after it is kept
+    chosen = select(scoring(), Budget(target_tokens=7))
+    assert chosen.kept == [1, 3] and chosen.trimmed == {3: "h i"}
+    budget = chosen.details["budget"]
+    assert (budget["limit"], budget["compressed_tokens"], budget["origin_tokens"]) == (7, 7, 11)
+    assert budget["achieved_rate"] == pytest.approx(7 / 11) and budget["counted_in"] == "words"
+    assert budget["trimmed"] == {"unit": 3, "words_kept": 2, "words": 3}
+    assert scoring().text(chosen.kept, chosen.trimmed) == "c d e f.\n\nT\nh i"
+    assert select(scoring(), Budget(target_tokens=8)).kept == [1, 3]  # both whole: 4 + 1 + 3
+
+
+def test_a_budget_never_trades_a_better_unit_for_a_worse_one():
+    """The best unit (8 words) is longer than a 6-word budget; a filler unit (2 words) would fit whole. The
+    filler is not kept in its place: the best is cut to fit (the old skip-and-fill rule kept the filler)."""
+    ps = [Passage("one two three four five six seven eight."), Passage("it rained.")]
+    units = [(0, ps[0].text), (1, ps[1].text)]
+    chosen = select(Scoring(passages=ps, units=units, ranking=[0.9, 0.04]), Budget(target_tokens=6))
+    assert chosen.kept == [0] and chosen.trimmed == {0: "one two three four five six"}
+    # a later unit that does not fit ends the selection: the filler ranked after it stays out
+    three = [*units, (0, "nine ten eleven twelve.")]
+    chosen = select(Scoring(passages=ps, units=three, ranking=[0.9, 0.04, 0.5]), Budget(target_tokens=11))
+    assert chosen.kept == [0, 2] and chosen.trimmed == {2: "nine ten eleven"}
+    # where not even the first word fits, the context is empty and the details say why
+    chosen = select(Scoring(passages=ps, units=units, ranking=[0.9, 0.04], counter=(lambda t: 10 * len(t.split()),
+                                                                                      "tens")), Budget(target_tokens=5))
+    assert chosen.kept == [] and "first word" in chosen.details["budget"]["empty"]
+
+
+def test_a_kept_unit_brings_its_referent_where_both_fit():
+    ps = [Passage("Hamlet is a tragedy. It was written by Shakespeare."), Passage("Paris is large.")]
+    units = [(0, "Hamlet is a tragedy."), (0, "It was written by Shakespeare."), (1, "Paris is large.")]
+    scoring_ = Scoring(passages=ps, units=units, ranking=[0.2, 0.9, 0.5], referents=[None, 0, None])
+    assert select(scoring_, Budget(target_tokens=9)).kept == [0, 1]  # 4 + 5 words: the referent before Paris
+    assert select(scoring_, Budget(target_tokens=6)).kept == [1]  # no room for both: the unit alone
+    # without referents the next best unit follows instead: "Paris is large." (3 words) after the 5
+    assert select(replace(scoring_, referents=None), Budget(target_tokens=9)).kept == [1, 2]
 
 
 def test_title_lines_cost_with_the_first_kept_unit_unless_titles_are_units():
-    # passage 1's sentence (3 words) costs its title line too: 4 words
-    assert select(scoring(ranking=[0.0, 0.0, 0.0, 1.0]), Budget(target_tokens=3))[0] == [0, 2]
+    # passage 1's sentence (3 words) costs its title line too: 4 words; 3 left: cut to 2 of its words
+    chosen = select(scoring(ranking=[0.0, 0.0, 0.0, 1.0]), Budget(target_tokens=3))
+    assert chosen.kept == [3] and chosen.trimmed == {3: "h i"}
     untitled = scoring(ranking=[0.0, 0.0, 0.0, 1.0], title_lines=False,
-                       render=lambda ks: " ".join(UNITS[k][1] for k in ks))
-    assert select(untitled, Budget(target_tokens=3))[0] == [3]
+                       render=lambda ks, cut: " ".join(cut.get(k, UNITS[k][1]) for k in ks))
+    assert select(untitled, Budget(target_tokens=3)).kept == [3]
 
 
 def test_the_counter_and_render_are_the_scorings():
     def chars(text: str) -> int:
         return len(text.replace(" ", ""))
 
-    kept, details = select(scoring(counter=(chars, "characters")), Budget(rate=0.5))
-    assert details["budget"]["counted_in"] == "characters"
-    assert chars(scoring().text(kept)) <= details["budget"]["limit"] == int(0.5 * chars("a b. c d e f. g.\n\nT\nh i j."))
+    chosen = select(scoring(counter=(chars, "characters")), Budget(rate=0.5))
+    assert chosen.details["budget"]["counted_in"] == "characters"
+    assert chars(scoring().text(chosen.kept, chosen.trimmed)) <= chosen.details["budget"]["limit"] == int(
+        0.5 * chars("a b. c d e f. g.\n\nT\nh i j."))
 
 
 # ----- the contract: every selecting compressor goes through the one select ----------------------------------------
@@ -108,9 +141,9 @@ def test_every_selecting_compressor_selects_through_the_one_select(name, tiny_po
     calls: list[tuple[Budget, list[int]]] = []
 
     def spy(scoring: Scoring, budget: Budget):
-        kept, details = shared.select(scoring, budget)
-        calls.append((budget, kept))
-        return kept, details
+        chosen = shared.select(scoring, budget)
+        calls.append((budget, chosen.kept))
+        return chosen
 
     monkeypatch.setattr(module, "select", spy)
     c = compressor(name, pool, tiny_lm_dir)

@@ -39,8 +39,10 @@ class Compression:
     relevance score per passage, aligned with the non-empty input passages, what a reranker orders them by;
     ``token_logits`` (llmlingua2) are its token classifier's logits, per chunk it read, per token: what it
     re-selects from at another budget without the classifier (bulky: :meth:`to_dict` leaves them out);
-    ``metrics`` are numbers the eval averages per compressor (e.g. xcompress's ``sampled``); ``details`` is
-    free-form provenance for people, never read back by code.
+    ``metrics`` are numbers the eval averages per compressor (e.g. xcompress's ``sampled``); ``trimmed``
+    (compressors that select units under a budget) maps a kept unit cut to fit a hard budget to the words of it kept
+    (``text`` holds those, ``units`` the whole unit; empty when none was cut); ``details`` is free-form provenance
+    for people, never read back by code.
     """
 
     text: str
@@ -55,6 +57,7 @@ class Compression:
     passage_scores: list[float] | None = None
     token_logits: list[list[list[float]]] | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+    trimmed: dict[int, str] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,6 +79,8 @@ class Compression:
             d["passage_scores"] = list(self.passage_scores)
         if self.metrics:
             d["metrics"] = dict(self.metrics)
+        if self.trimmed:
+            d["trimmed"] = {str(k): v for k, v in self.trimmed.items()}  # JSON keys are strings
         return d
 
     @classmethod
@@ -89,7 +94,10 @@ class Compression:
         unknown = sorted(set(d) - names - _DERIVED)
         if unknown:
             raise InputError(f"a compression has no field {', '.join(map(repr, unknown))}; fields: {', '.join(sorted(names))}")
-        return cls(**{"text": "", **{k: v for k, v in d.items() if k not in _DERIVED}})
+        fields = {k: v for k, v in d.items() if k not in _DERIVED}
+        if isinstance(fields.get("trimmed"), dict):
+            fields["trimmed"] = {int(k): v for k, v in fields["trimmed"].items()}
+        return cls(**{"text": "", **fields})
 
     @property
     def rate(self) -> float:

@@ -3,8 +3,12 @@
 ``rate`` is the fraction of the reader's tokens to keep (of the passages as the reader would see them
 uncompressed), ``target_tokens`` an absolute cap; with both, the smaller wins. Tokens are the reader's
 (its tokenizer) when the compressor is given a reader, else whitespace words (the details' ``budget``
-block says which, with the limit and the achieved rate). The budget is a hard cap: a selection never exceeds it, so a sentence longer than the whole budget
-is never kept (and when no sentence fits, the context is empty and the details say so).
+block says which, with the limit and the achieved rate). A budget the user sets is a hard cap: a selection never
+exceeds it. It is spent in rank order and never trades a better unit for a worse one: the first unit that does not
+fit what is left ends the selection, cut at a word boundary to fit (:func:`fit_units`), and only when not even its
+first word fits is it left out (with no unit kept, the context is empty and the details say so). A default the
+user did not ask for is soft (``hard=False``): its ``floor`` raises the limit on small inputs, and the compressor's
+best unit is kept whole even past it.
 
 >>> b = Budget(rate=0.5)
 >>> b.limit(tokens_in=101)
@@ -12,14 +16,17 @@ is never kept (and when no sentence fits, the context is empty and the details s
 >>> units = [(0, "one two three"), (0, "four"), (1, "five six")]
 >>> ps = [Passage("one two three four"), Passage("five six")]
 >>> fit_units([0.9, 0.1, 0.5], passages=ps, units=units, limit=5, count=word_count,
-...           assemble=lambda kept: " ".join(units[k][1] for k in kept))
-[0, 2]
+...           assemble=lambda kept, cut: " ".join(cut.get(k, units[k][1]) for k in kept))
+Fit(kept=[0, 2], trimmed={})
+>>> fit_units([0.9, 0.1, 0.5], passages=ps, units=units, limit=2, count=word_count,
+...           assemble=lambda kept, cut: " ".join(cut.get(k, units[k][1]) for k in kept))
+Fit(kept=[0], trimmed={0: 'one two'})
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from readerfit.errors import InputError
@@ -50,9 +57,12 @@ class Budget:
     rate: float | None = None
     target_tokens: int | None = None
     hard: bool = True  # False (a default the user did not ask for): ``min_keep`` units are kept even past it
+    floor: int = 0  # the least limit in tokens (never more than the input): a soft default's room on small inputs
 
     def __post_init__(self) -> None:
         check_budget(self.rate, self.target_tokens)
+        if isinstance(self.floor, bool) or not isinstance(self.floor, int) or self.floor < 0:
+            raise InputError(f"a budget's floor must be an integer >= 0 (tokens), got {self.floor!r}")
 
     @property
     def active(self) -> bool:
@@ -60,13 +70,17 @@ class Budget:
 
     def limit(self, *, tokens_in: int) -> int | None:
         """The most tokens the output may have (None without a budget): floor(rate · tokens_in) and/or
-        target_tokens, the smaller."""
+        target_tokens, the smaller, raised to ``floor`` (at most ``tokens_in``).
+
+        >>> Budget(rate=0.3, hard=False, floor=60).limit(tokens_in=100), Budget(rate=0.3).limit(tokens_in=1000)
+        (60, 300)
+        """
         caps = []
         if self.rate is not None:
             caps.append(int(self.rate * tokens_in))
         if self.target_tokens is not None:
             caps.append(self.target_tokens)
-        return min(caps) if caps else None
+        return max(min(caps), min(self.floor, tokens_in)) if caps else None
 
 
 def fit_text(sentences: Sequence[str], *, limit: int, count: TokenCounter) -> tuple[str, int]:
@@ -82,6 +96,15 @@ def fit_text(sentences: Sequence[str], *, limit: int, count: TokenCounter) -> tu
     while kept < len(sentences) and count(" ".join(sentences[: kept + 1])) <= limit:
         kept += 1
     return " ".join(sentences[:kept]), len(sentences) - kept
+
+
+@dataclass(frozen=True)
+class Fit:
+    """What :func:`fit_units` kept: the unit indices (original order) and ``trimmed``, unit index -> the words of
+    it kept, for the one unit cut to fit (empty when none was)."""
+
+    kept: list[int]
+    trimmed: dict[int, str] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -101,40 +124,91 @@ def reader_counter(reader_lm: LanguageModel | None) -> tuple[TokenCounter, str]:
     return reader_lm.count_tokens, "reader tokens"
 
 
-def fit_units(scores: Sequence[float], *, passages: Sequence[Passage], units: Sequence[tuple[int, str]],
+def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: Sequence[tuple[int, str]],
               limit: int, count: TokenCounter, candidates: Sequence[int] | None = None,
-              assemble: Callable[[Sequence[int]], str], must: Sequence[int] = ()) -> list[int]:
-    """Units (passage index, sentence) kept within ``limit`` tokens of the assembled context.
+              assemble: Callable[[Sequence[int], Mapping[int, str]], str], must: Sequence[int] = (),
+              referents: Sequence[int | None] | None = None, trim: bool = True) -> Fit:
+    """The units (passage index, sentence) kept within ``limit`` tokens of the assembled context: a prefix of the
+    ranking, never a lower-ranked unit in place of a higher one.
 
-    Each unit costs its own tokens plus, for the first of its passage, its title line. Units are taken by
-    descending score (ties: the earlier); one that does not fit what is left is skipped, and a later,
-    shorter one may still fit. The pick is then checked on the assembled text and the lowest-scored kept
-    unit dropped until the exact count fits (token counts are not quite additive). ``must``: units kept
-    whatever they cost (taken first).
+    Units are taken by descending ``ranking`` (ties: the earlier), each costing its own tokens plus, for the first
+    of its passage, its title line, and each bringing its referent (``referents[k]``: the unit it cannot be read
+    without) where that is not kept yet and both fit. The first unit that does not fit ends the selection: it is
+    cut at a word boundary to what is left (``trim``; :data:`TRIM_SHARE`) and no unit after it is kept, so a budget
+    never spends what is left on a worse unit that happens to be short. The pick is then checked on the assembled
+    text and shortened from its end (the cut unit's last words, else the last unit taken) until the exact count
+    fits (token counts are not quite additive). ``must``: units kept whatever they cost (taken first).
     """
     costs = [count(" " + s) for _, s in units]
     # a passage's first kept unit also brings its title line and the blank line between passages
     gap = count("\n\n")
     titles = {pi: gap + (count(render_passage(passages[pi].title, "")) if passages[pi].title else 0)
               for pi in {pi for pi, _ in units}}
-    required = set(must)
+    required = list(dict.fromkeys(must))
     pool = range(len(units)) if candidates is None else candidates
-    order = list(must) + sorted((k for k in pool if k not in required), key=lambda k: (-scores[k], k))
-    kept: list[int] = []
-    used, opened = 0, set()
+    order = required + sorted((k for k in pool if k not in set(required)), key=lambda k: (-ranking[k], k))
+    taken: list[list[int]] = []  # the groups taken, in order: [referent, unit] or [unit]
+    kept: set[int] = set()
+    used, opened, trimmed = 0, set(), {}
+
+    def cost(group: Sequence[int]) -> int:
+        return sum(costs[k] for k in group) + sum(titles[pi] for pi in {units[k][0] for k in group} - opened)
+
     for k in order:
-        pi = units[k][0]
-        cost = costs[k] + (0 if pi in opened else titles[pi])
-        if used + cost <= limit or k in required:
-            kept.append(k)
-            used += cost
-            opened.add(pi)
-    optional = [k for k in kept if k not in required]
-    while optional and count(assemble(sorted(kept))) > limit:
-        drop = min(optional, key=lambda k: (scores[k], -k))
-        optional.remove(drop)
-        kept.remove(drop)
-    return sorted(kept)
+        if k in kept:
+            continue
+        ref = referents[k] if referents is not None else None
+        group = [ref, k] if ref is not None and ref not in kept else [k]
+        if k in required or used + cost(group) <= limit:
+            pass
+        elif len(group) == 2 and used + cost([k]) <= limit:
+            group = [k]
+        else:
+            cut = trim_unit(units[k][1], room=limit - used - cost([k]) + costs[k], count=count)
+            if trim and cut and (not taken or len(cut.split()) >= TRIM_SHARE * len(units[k][1].split())):
+                trimmed[k] = cut
+                group = [k]
+                used += count(" " + cut) + cost([k]) - costs[k]
+                opened.add(units[k][0])
+                kept.add(k)
+                taken.append(group)
+            break
+        used += cost(group)
+        opened.update(units[j][0] for j in group)
+        kept.update(group)
+        taken.append(group)
+    n_required = sum(1 for group in taken if group[-1] in set(required))
+    while len(taken) > n_required and count(assemble(sorted(kept), trimmed)) > limit:
+        last = taken[-1][-1]
+        if last in trimmed and len(trimmed[last].split()) > 1:
+            trimmed[last] = trimmed[last].rsplit(None, 1)[0]
+            continue
+        trimmed.pop(last, None)
+        kept.difference_update(taken.pop())
+    return Fit(kept=sorted(kept), trimmed=trimmed)
+
+
+# the unit that ends a selection is cut to fit only where this share of its words fits (or it is the first unit):
+# a few leading words of a later sentence tell the reader nothing
+TRIM_SHARE = 0.5
+
+
+def trim_unit(text: str, *, room: int, count: TokenCounter) -> str:
+    """The longest run of ``text``'s leading words whose tokens (with the space before them) fit ``room`` ('' when
+    not even the first word does).
+
+    >>> trim_unit("one two three four", room=2, count=word_count)
+    'one two'
+    """
+    words = text.split()
+    lo, hi = 0, len(words)  # the answer lies in [lo, hi]: count is monotone in the words kept
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(" " + " ".join(words[:mid])) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return " ".join(words[:lo])
 
 
 def budget_details(budget: Budget, *, limit: int, tokens_in: int, tokens_out: int, counted_in: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget import Budget, reader_counter
 from readerfit.compressors.budget_fields import rate_field, target_tokens_field
-from readerfit.compressors.select import Scoring, select
+from readerfit.compressors.select import Scoring, cut_units, select
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
 from readerfit.options import check_fields, param
@@ -132,10 +132,12 @@ class ProvenceCompressor(BaseCompressor):
             order = sorted(order, key=lambda i: (-ranking[i], i))[: cfg.top_k]
             details["passage_order"] = order
         # units whose mean P(keep) exceeds τ, of the passages shown, cut to the budget by it
-        kept, more = select(Scoring(passages=passages, units=units, ranking=scores, threshold=cfg.threshold, strict=True,
-                                    among=frozenset(order), counter=self.counter, title_lines=cfg.always_select_title,
-                                    render=lambda ks: self._render(passages, units, titles, ks, order)), budget)
-        details.update(more)
+        chosen = select(Scoring(passages=passages, units=units, ranking=scores, threshold=cfg.threshold, strict=True,
+                                among=frozenset(order), counter=self.counter, title_lines=cfg.always_select_title,
+                                render=lambda ks, cut: self._render(passages, cut_units(units, cut), titles, ks, order)),
+                        budget)
+        kept = chosen.kept
+        details.update(chosen.details)
         if cfg.always_select_title:
             with_sentences = {units[k][0] for k in kept if k not in titles}
             kept = sorted(set(kept) | {t for t in titles if units[t][0] in with_sentences})
@@ -145,7 +147,8 @@ class ProvenceCompressor(BaseCompressor):
         details["kept_sentences"] = [[units[k][1] for k in by_passage.get(i, []) if k not in titles]
                                      for i in range(len(passages))]
         rank = {pi: r for r, pi in enumerate(order)}
-        return Compression(text=self._render(passages, units, titles, kept, order), units=[u for _, u in units],
+        return Compression(text=self._render(passages, cut_units(units, chosen.trimmed), titles, kept, order),
+                           units=[u for _, u in units], trimmed=chosen.trimmed,
                            scores=scores, kept=sorted(kept, key=lambda k: (rank[units[k][0]], k)),
                            passage_of_unit=[pi for pi, _ in units], ranking=list(scores),
                            passage_scores=list(ranking), details=details)

@@ -8,10 +8,12 @@ as typed fields of a :class:`Scoring`; :func:`select` applies that rule and the 
    the user did not ask for) only those the ``stop`` rule holds;
 2. topped up with the best-ranked other offered units to ``min_keep``;
 3. cut to the budget (``rate`` / ``target_tokens``, :func:`~readerfit.compressors.budget.fit_units`): by descending
-   ``ranking``, a unit longer than what is left skipped (one longer than the whole budget is never kept), the exact
-   count of the assembled text checked; under a soft budget the ``min_keep`` best are kept past it;
-4. the kept units in original order, and the details for people (the budget asked, its limit, the achieved rate;
-   how many units ``min_keep`` added).
+   ``ranking``, each unit with its referent (``referents``: the sentence a leaning "It ..." needs, where both fit),
+   until the first unit that does not fit what is left; under a hard budget that unit is cut at a word boundary
+   to fit, and no lower-ranked unit is kept in its place (a budget never trades a better unit for filler); the
+   exact count of the assembled text checked; under a soft budget the ``min_keep`` best are kept past it;
+4. the kept units in original order, the cut unit's words (``trimmed``), and the details for people (the budget
+   asked, its limit, the achieved rate, the unit trimmed; how many units ``min_keep`` added).
 
 A compressor's ``at_budget`` builds the same :class:`Scoring` from a compression's typed fields (``ranking``,
 ``scores``, ``passage_of_unit``), never from its details, so a budget sweep scores once.
@@ -19,17 +21,19 @@ A compressor's ``at_budget`` builds the same :class:`Scoring` from a compression
 >>> units = [(0, "Anna wrote it."), (0, "It sold."), (1, "Rain fell all day long.")]
 >>> scoring = Scoring(passages=[Passage("Anna wrote it. It sold."), Passage("Rain fell all day long.")],
 ...                   units=units, ranking=[0.9, 0.2, 0.6], threshold=0.5)
->>> select(scoring, Budget())[0]
+>>> select(scoring, Budget()).kept
 [0, 2]
->>> kept, details = select(scoring, Budget(target_tokens=4))
->>> kept, details["budget"]["compressed_tokens"]
+>>> chosen = select(scoring, Budget(target_tokens=4))
+>>> chosen.kept, chosen.details["budget"]["compressed_tokens"]
 ([0], 3)
+>>> select(scoring, Budget(target_tokens=2)).trimmed
+{0: 'Anna wrote'}
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from readerfit.compressors.base import assemble, join_passages
@@ -48,8 +52,10 @@ class Scoring:
     its ``top_k``). ``stop``: under a soft budget, the units this rule holds of the ranking (EXIT's default stops
     once the kept sentences hold the ranker's probability mass). ``min_keep``: the best-ranked units kept when the
     rule keeps fewer. ``counter``: (token counter, its unit's name), the reader's tokens or words. ``render``: how
-    kept units become the context (default: sentences under their passage titles). ``title_lines``: a passage's
-    first kept unit also costs its title line (False: titles are units of their own, costed when kept).
+    kept units become the context, given the kept indices and the trimmed units' words (default: sentences under
+    their passage titles). ``title_lines``: a passage's first kept unit also costs its title line (False: titles
+    are units of their own, costed when kept). ``referents``: for each unit, the unit a budget brings with it
+    (:func:`~readerfit.compressors.referents.referents`; None: none).
     """
 
     passages: Sequence[Passage]
@@ -63,12 +69,31 @@ class Scoring:
     stop: Callable[[Sequence[float]], Iterable[int]] | None = None
     min_keep: int = 0
     counter: tuple[TokenCounter, str] = (word_count, "words")
-    render: Callable[[Sequence[int]], str] | None = None
+    render: Callable[[Sequence[int], Mapping[int, str]], str] | None = None
     title_lines: bool = True
+    referents: Sequence[int | None] | None = None
 
-    def text(self, kept: Sequence[int]) -> str:
-        """The context of the ``kept`` units."""
-        return self.render(kept) if self.render is not None else assemble(self.passages, self.units, kept)
+    def text(self, kept: Sequence[int], trimmed: Mapping[int, str] | None = None) -> str:
+        """The context of the ``kept`` units, a trimmed unit by its kept words."""
+        cut = trimmed or {}
+        if self.render is not None:
+            return self.render(kept, cut)
+        return assemble(self.passages, cut_units(self.units, cut), kept)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What :func:`select` kept: unit indices in original order, ``trimmed`` (unit index -> the words kept of the
+    one unit cut to a hard budget; empty when none was) and the details for people."""
+
+    kept: list[int]
+    details: dict[str, Any] = field(default_factory=dict)
+    trimmed: dict[int, str] = field(default_factory=dict)
+
+
+def cut_units(units: Sequence[tuple[int, str]], trimmed: Mapping[int, str]) -> list[tuple[int, str]]:
+    """``units`` with each trimmed unit's text replaced by its kept words (what a compressor assembles)."""
+    return [(pi, trimmed.get(k, s)) for k, (pi, s) in enumerate(units)]
 
 
 def offered(scoring: Scoring) -> list[int]:
@@ -91,9 +116,9 @@ def candidates(scoring: Scoring, budget: Budget) -> list[int]:
     return out
 
 
-def select(scoring: Scoring, budget: Budget) -> tuple[list[int], dict[str, Any]]:
-    """(kept unit indices in original order, details for people) of ``scoring`` under ``budget``: the one
-    selection every selecting compressor's ``compress`` and ``at_budget`` run (module docstring: the steps)."""
+def select(scoring: Scoring, budget: Budget) -> Selection:
+    """The kept units of ``scoring`` under ``budget``: the one selection every selecting compressor's ``compress``
+    and ``at_budget`` run (module docstring: the steps)."""
     ranking = scoring.ranking
     kept = candidates(scoring, budget)
     details: dict[str, Any] = {}
@@ -104,17 +129,21 @@ def select(scoring: Scoring, budget: Budget) -> tuple[list[int], dict[str, Any]]
         kept = sorted(kept + added)
         details["min_keep_added"] = len(added)
     if not budget.active:
-        return kept, details
+        return Selection(kept, details)
     count, counted_in = scoring.counter
     tokens_in = count(join_passages(scoring.passages))
     limit = budget.limit(tokens_in=tokens_in)
     assert limit is not None
     # with titles as units of their own, a passage's first kept unit brings no title line
     costed = scoring.passages if scoring.title_lines else [Passage(p.text) for p in scoring.passages]
-    kept = fit_units(ranking, passages=costed, units=scoring.units, limit=limit, count=count, candidates=kept,
-                     assemble=scoring.text, must=() if budget.hard else ranked[: scoring.min_keep])
-    details["budget"] = budget_details(budget, limit=limit, tokens_in=tokens_in,
-                                       tokens_out=count(scoring.text(kept)) if kept else 0, counted_in=counted_in)
-    if not kept:
-        details["budget"]["empty"] = "no kept unit fits the budget"
-    return kept, details
+    fit = fit_units(ranking, passages=costed, units=scoring.units, limit=limit, count=count, candidates=kept,
+                    assemble=scoring.text, must=() if budget.hard else ranked[: scoring.min_keep],
+                    referents=scoring.referents, trim=budget.hard)
+    details["budget"] = budget_details(budget, limit=limit, tokens_in=tokens_in, counted_in=counted_in,
+                                       tokens_out=count(scoring.text(fit.kept, fit.trimmed)) if fit.kept else 0)
+    for k, words in fit.trimmed.items():
+        details["budget"]["trimmed"] = {"unit": k, "words_kept": len(words.split()),
+                                        "words": len(scoring.units[k][1].split())}
+    if not fit.kept:
+        details["budget"]["empty"] = "not even the first word of the best unit fits the budget"
+    return Selection(fit.kept, details, fit.trimmed)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -354,13 +354,14 @@ class SelectiveContext(BaseCompressor):
         A unit without a score (nan) ranks first and passes the filter: nothing says it is uninformative."""
         ranked = [s if math.isfinite(s) else math.inf for s in scores]
         threshold = math.nan if budget.active else percentile_threshold(scores, self.config.reduce_ratio)
-        kept, extra = select(Scoring(passages=passages, units=list(zip(passage_of_unit, units)), ranking=ranked,
-                                     threshold=None if math.isnan(threshold) else threshold, counter=self.counter,
-                                     render=lambda ks: self._assemble(passages, units, passage_of_unit, ks)), budget)
-        return Compression(text=self._assemble(passages, units, passage_of_unit, kept),
-                           units=[u.strip() for u in units], scores=scores, kept=kept,
-                           passage_of_unit=passage_of_unit, ranking=list(scores),
-                           details={**details, "threshold": threshold, **extra})
+        chosen = select(Scoring(passages=passages, units=list(zip(passage_of_unit, units)), ranking=ranked,
+                                threshold=None if math.isnan(threshold) else threshold, counter=self.counter,
+                                render=lambda ks, cut: self._assemble(passages, spaced(units, cut), passage_of_unit,
+                                                                      ks)), budget)
+        return Compression(text=self._assemble(passages, spaced(units, chosen.trimmed), passage_of_unit, chosen.kept),
+                           units=[u.strip() for u in units], scores=scores, kept=chosen.kept,
+                           passage_of_unit=passage_of_unit, ranking=list(scores), trimmed=chosen.trimmed,
+                           details={**details, "threshold": threshold, **chosen.details})
 
     @staticmethod
     def _assemble(passages: Sequence[Passage], units: Sequence[str], passage_of_unit: Sequence[int],
@@ -375,3 +376,8 @@ class SelectiveContext(BaseCompressor):
             if body:
                 blocks.append(render_passage(passages[pi].title, body))
         return "\n\n".join(blocks)
+
+
+def spaced(units: Sequence[str], trimmed: Mapping[int, str]) -> list[str]:
+    """``units`` with each trimmed one's kept words in its place, after the unit's own leading space."""
+    return [u[: len(u) - len(u.lstrip())] + trimmed[k] if k in trimmed else u for k, u in enumerate(units)]

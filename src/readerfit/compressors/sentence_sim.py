@@ -9,7 +9,8 @@ from typing import Any, ClassVar
 from readerfit.compressors.base import BaseCompressor, assemble, passage_sentences
 from readerfit.compressors.budget import Budget, reader_counter
 from readerfit.compressors.budget_fields import rate_field, target_tokens_field
-from readerfit.compressors.select import Scoring, select
+from readerfit.compressors.referents import referents
+from readerfit.compressors.select import Scoring, cut_units, select
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
 from readerfit.options import check_fields, param
@@ -81,7 +82,9 @@ class SentenceSimilarity(BaseCompressor):
 
     def _select(self, passages: Sequence[Passage], units: list[tuple[int, str]], scores: list[float],
                 budget: Budget) -> Compression:
-        kept, details = select(Scoring(passages=passages, units=units, ranking=scores, top_n=self.config.n_kept(budget),
-                                       counter=self.counter), budget)
-        return Compression(text=assemble(passages, units, kept), units=[s for _, s in units], scores=scores,
-                           kept=kept, passage_of_unit=[pi for pi, _ in units], ranking=list(scores), details=details)
+        chosen = select(Scoring(passages=passages, units=units, ranking=scores, top_n=self.config.n_kept(budget),
+                                counter=self.counter, referents=referents(passages, units)), budget)
+        return Compression(text=assemble(passages, cut_units(units, chosen.trimmed), chosen.kept),
+                           units=[s for _, s in units], scores=scores, kept=chosen.kept,
+                           passage_of_unit=[pi for pi, _ in units], ranking=list(scores), trimmed=chosen.trimmed,
+                           details=chosen.details)

@@ -72,7 +72,8 @@ from readerfit.compressors.exit.features import EMBEDDED, RankSignals, ranking_s
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
-from readerfit.compressors.select import Scoring, select
+from readerfit.compressors.referents import referents
+from readerfit.compressors.select import Scoring, cut_units, select
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
@@ -327,13 +328,15 @@ class ExitCompressor(BaseCompressor):
         hold the ranker's ``mass``."""
         tau = self.config.tau(budget)
         mass = self.ranker.mass if self.ranker is not None else 1.0
-        kept, more = select(Scoring(passages=passages, units=scored.units, ranking=scored.ranking, scores=scored.scores,
-                                    threshold=tau, min_keep=self.config.min_keep, counter=self.counter,
-                                    stop=partial(within_mass, mass=mass) if mass < 1.0 else None), budget)
         units = scored.units
-        return Compression(text=assemble(passages, units, kept), units=[s for _, s in units], scores=scored.scores,
-                           kept=kept, passage_of_unit=[pi for pi, _ in units], ranking=scored.ranking,
-                           details={**scored.details, "threshold": tau, **more})
+        chosen = select(Scoring(passages=passages, units=units, ranking=scored.ranking, scores=scored.scores,
+                                threshold=tau, min_keep=self.config.min_keep, counter=self.counter,
+                                stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
+                                referents=referents(passages, units) if self.config.referents else None), budget)
+        return Compression(text=assemble(passages, cut_units(units, chosen.trimmed), chosen.kept),
+                           units=[s for _, s in units], scores=scored.scores, kept=chosen.kept,
+                           passage_of_unit=[pi for pi, _ in units], ranking=scored.ranking, trimmed=chosen.trimmed,
+                           details={**scored.details, "threshold": tau, **chosen.details})
 
 
 @dataclass

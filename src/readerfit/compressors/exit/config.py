@@ -46,6 +46,10 @@ SHIPPED = {"encoder": "default", "onepass": "onepass"}
 DEFAULT_CLASSIFIER = "onepass"
 # What EXIT keeps when told neither τ nor a budget: the best sentences within this share of the reader's tokens.
 DEFAULT_RATE = 0.3
+# ... raised on small inputs to this many of the reader's tokens (at most all of them): a 30% cap on a 100-token
+# input leaves one sentence, too little to hold an answer sentence and the one it leans on (issue 53;
+# docs/measurements/first-touch.md)
+DEFAULT_FLOOR = 96
 # the bridge hop (compressors/exit/hop.py): how many top sentences' title mentions are followed (their passages are
 # scored again with the mentioning sentence), and by which rule
 DEFAULT_HOP = 1
@@ -166,7 +170,7 @@ class ExitConfig:
     def budget(self) -> Budget:
         """The budget in force: the one set; with neither τ nor a budget, ``rate`` = :data:`DEFAULT_RATE`."""
         if self.rate is None and self.target_tokens is None and self.threshold is None:
-            return Budget(rate=DEFAULT_RATE, hard=False)
+            return Budget(rate=DEFAULT_RATE, hard=False, floor=DEFAULT_FLOOR)
         return Budget(rate=self.rate, target_tokens=self.target_tokens)
 
     # options renamed since (issue 28): the old names are still read as the new ones
@@ -174,9 +178,9 @@ class ExitConfig:
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         # both run the released checkpoint; they differ in the prompt (Table 4 / the released one) and context
         "paper": {"model": RELEASED_ADAPTER, "prompt": "paper", "labels": "single", "context": "passage",
-                  "threshold": 0.5, "min_keep": 0, "hop": 0, "ranking": "r"},
+                  "threshold": 0.5, "min_keep": 0, "hop": 0, "ranking": "r", "referents": False},
         "official": {"model": RELEASED_ADAPTER, "prompt": "official", "labels": "single", "context": "all",
-                     "threshold": 0.5, "min_keep": 0, "hop": 0, "ranking": "r"},
+                     "threshold": 0.5, "min_keep": 0, "hop": 0, "ranking": "r", "referents": False},
     }
 
     model: str = param("default", nonblank=True)
@@ -201,6 +205,8 @@ class ExitConfig:
     hop_from: str = param(DEFAULT_HOP_FROM, choices=LINK_FROM)
     ranking: str = param(DEFAULT_RANKING, nonblank=True)
     window_share: float = param(WINDOW_SHARE, ge=0, le=1)
+    referents: bool = param(True, help="under a budget, a kept sentence that opens with a pronoun or 'The <noun>' "
+                                       "brings the sentence of its passage it leans on, where both fit")
 
     def __post_init__(self) -> None:
         check_fields(self)
