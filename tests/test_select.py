@@ -164,3 +164,32 @@ def test_no_other_code_cuts_units_to_a_budget():
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "fit_units":
                 callers.add(path.relative_to(src).as_posix())
     assert callers == {"compressors/select.py"}
+
+
+@pytest.mark.parametrize("name", SELECTING)
+def test_no_selecting_compressor_keeps_filler_under_a_budget(name, tiny_pool, tiny_lm_dir, monkeypatch):
+    """Under every budget, no unit a compressor keeps ranks below a candidate it dropped (the referent a kept unit
+    brought aside), and a unit cut to fit is the last one taken: the rule of compressors/select.py, for each
+    registered selecting compressor (the old skip-and-fill rule fails it: a short low-ranked unit after a long
+    better one)."""
+    module = sys.modules[COMPRESSORS.get(name).__module__]
+    seen: list[tuple[Scoring, Budget, Selection]] = []
+
+    def spy(scoring: Scoring, budget: Budget):
+        chosen = shared.select(scoring, budget)
+        seen.append((scoring, budget, chosen))
+        return chosen
+
+    monkeypatch.setattr(module, "select", spy)
+    c = compressor(name, tiny_pool, tiny_lm_dir)
+    out = c.compress(QUESTION, PASSAGES)
+    for budget in (Budget(rate=0.1), Budget(rate=0.3), Budget(rate=0.6), Budget(target_tokens=5)):
+        c.at_budget(PASSAGES, out, budget)
+    assert len(seen) == 5
+    for scoring, budget, chosen in seen[1:]:
+        pool = candidates(scoring, budget)
+        brought = {scoring.referents[k] for k in chosen.kept} if scoring.referents is not None else set()
+        dropped = [scoring.ranking[k] for k in pool if k not in chosen.kept]
+        own = [k for k in chosen.kept if k not in brought]
+        assert all(scoring.ranking[k] >= max(dropped) for k in own if dropped), (name, budget)
+        assert all(scoring.ranking[k] <= min(scoring.ranking[j] for j in own) for k in chosen.trimmed)

@@ -124,6 +124,11 @@ def reader_counter(reader_lm: LanguageModel | None) -> tuple[TokenCounter, str]:
     return reader_lm.count_tokens, "reader tokens"
 
 
+# the unit that ends a selection is cut to fit only where this share of its words fits (or it is the first unit):
+# a few leading words of a later sentence tell the reader nothing
+TRIM_SHARE = 0.5
+
+
 def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: Sequence[tuple[int, str]],
               limit: int, count: TokenCounter, candidates: Sequence[int] | None = None,
               assemble: Callable[[Sequence[int], Mapping[int, str]], str], must: Sequence[int] = (),
@@ -145,8 +150,9 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
     titles = {pi: gap + (count(render_passage(passages[pi].title, "")) if passages[pi].title else 0)
               for pi in {pi for pi, _ in units}}
     required = list(dict.fromkeys(must))
+    forced = set(required)
     pool = range(len(units)) if candidates is None else candidates
-    order = required + sorted((k for k in pool if k not in set(required)), key=lambda k: (-ranking[k], k))
+    order = required + sorted((k for k in pool if k not in forced), key=lambda k: (-ranking[k], k))
     taken: list[list[int]] = []  # the groups taken, in order: [referent, unit] or [unit]
     kept: set[int] = set()
     used, opened, trimmed = 0, set(), {}
@@ -159,26 +165,24 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
             continue
         ref = referents[k] if referents is not None else None
         group = [ref, k] if ref is not None and ref not in kept else [k]
-        if k in required or used + cost(group) <= limit:
-            pass
-        elif len(group) == 2 and used + cost([k]) <= limit:
-            group = [k]
-        else:
-            cut = trim_unit(units[k][1], room=limit - used - cost([k]) + costs[k], count=count)
-            if trim and cut and (not taken or len(cut.split()) >= TRIM_SHARE * len(units[k][1].split())):
-                trimmed[k] = cut
-                group = [k]
-                used += count(" " + cut) + cost([k]) - costs[k]
-                opened.add(units[k][0])
-                kept.add(k)
-                taken.append(group)
-            break
+        if k not in forced and used + cost(group) > limit:
+            group = [k]  # without its referent, if that fits
+            if used + cost(group) > limit:
+                title = cost(group) - costs[k]
+                cut = trim_unit(units[k][1], room=limit - used - title, count=count) if trim else ""
+                if cut and (not taken or len(cut.split()) >= TRIM_SHARE * len(units[k][1].split())):
+                    trimmed[k] = cut
+                    used += count(" " + cut) - costs[k]  # the whole unit's cost is added below
+                else:
+                    break
         used += cost(group)
         opened.update(units[j][0] for j in group)
         kept.update(group)
         taken.append(group)
-    n_required = sum(1 for group in taken if group[-1] in set(required))
-    while len(taken) > n_required and count(assemble(sorted(kept), trimmed)) > limit:
+        if k in trimmed:
+            break
+    n_forced = sum(1 for group in taken if group[-1] in forced)
+    while len(taken) > n_forced and count(assemble(sorted(kept), trimmed)) > limit:
         last = taken[-1][-1]
         if last in trimmed and len(trimmed[last].split()) > 1:
             trimmed[last] = trimmed[last].rsplit(None, 1)[0]
@@ -186,11 +190,6 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
         trimmed.pop(last, None)
         kept.difference_update(taken.pop())
     return Fit(kept=sorted(kept), trimmed=trimmed)
-
-
-# the unit that ends a selection is cut to fit only where this share of its words fits (or it is the first unit):
-# a few leading words of a later sentence tell the reader nothing
-TRIM_SHARE = 0.5
 
 
 def trim_unit(text: str, *, room: int, count: TokenCounter) -> str:

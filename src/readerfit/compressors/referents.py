@@ -8,9 +8,9 @@ own, or where the passage's title line names what the referent sentence is about
 passage's kept sentences, so it already says what "It" is.
 
 >>> from readerfit.types import Passage
->>> ps = [Passage("Hamlet is a tragedy. It was written by Shakespeare."), Passage("Ada wrote code. She was born in London.",
-...       title="Ada Lovelace")]
->>> units = [(0, "Hamlet is a tragedy."), (0, "It was written by Shakespeare."), (1, "Ada wrote code."),
+>>> ps = [Passage("Hamlet is a tragedy. It was written by Shakespeare."),
+...       Passage("Lovelace wrote code. She was born in London.", title="Ada Lovelace")]
+>>> units = [(0, "Hamlet is a tragedy."), (0, "It was written by Shakespeare."), (1, "Lovelace wrote code."),
 ...          (1, "She was born in London.")]
 >>> referents(ps, units)
 [None, 0, None, None]
