@@ -1,6 +1,6 @@
 """Signals of EXIT's learned ranking beyond r and the hop: the question's words (``lexical``), the passages
-detached from the question (``detached``) and the form of answer asked for (``answer_form``), each against a slow
-reference (the ranking that reads them: tests/test_exit_ranker.py)."""
+detached from the question (``detached``), the form of answer asked for (``answer_form``) and the entity type asked
+for (``answer_type``), each against a slow reference or examples (the ranking that reads them: tests/test_exit_ranker.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from readerfit.compressors.exit.focus import answer_form, connected_passages, lexical_overlap
+from readerfit.compressors.exit.focus import answer_form, answer_type, asked_types, connected_passages, lexical_overlap
 from readerfit.types import Passage
 from test_exit_hop import random_bridge, sentence_names
 
@@ -238,3 +238,70 @@ MARUPACHA = [
     Passage("Thomas Morse is a composer of film music.", title="Thomas Morse",
             sentences=("Thomas Morse is a composer of film music.",)),
 ]
+
+
+# a stand-in for spaCy's NER: every known name in a sentence, with its label
+FAKE_ENTITIES = {"Marie Curie": "PERSON", "Warsaw": "GPE", "Paris": "GPE", "1867": "DATE", "two": "CARDINAL",
+                 "$5 million": "MONEY", "Polish": "NORP", "Shakespeare": "PERSON", "Globe Theatre": "ORG",
+                 "Hamlet": "WORK_OF_ART"}
+
+
+def fake_entities(sentences):
+    return [[(text, label) for text, label in FAKE_ENTITIES.items() if text in s] for s in sentences]
+
+
+TYPED = [  # (question, a sentence holding the type asked for, one holding another type)
+    ("Who wrote Hamlet?", "It was written by Shakespeare.", "Hamlet was written in 1867."),
+    ("Whom did the Globe Theatre hire?", "It hired Marie Curie.", "It opened in Paris."),
+    ("Where was Marie Curie born?", "She was born in Warsaw.", "She was born in 1867."),
+    ("When was Marie Curie born?", "She was born in 1867.", "She was born in Warsaw."),
+    ("What year did Marie Curie move?", "She moved in 1867.", "She moved to Paris."),
+    ("How many prizes did Marie Curie win?", "She won two of them.", "She won them in Paris."),
+    ("How much did the Globe Theatre cost?", "It cost $5 million.", "It cost Shakespeare a fortune."),
+    ("What nationality was Marie Curie?", "She was Polish.", "She lived in Paris."),
+    ("In which city did Marie Curie die?", "She died in Paris.", "She died in 1867."),
+    ("The author of Hamlet worked for which company?", "He worked for the Globe Theatre.", "He lived in Paris."),
+]
+
+
+@pytest.mark.parametrize(("question", "holds", "other"), TYPED)
+def test_answer_type_marks_the_sentence_holding_the_type_asked_for(question, holds, other):
+    assert answer_type(question, [holds, other, "Nothing here."], find=fake_entities) == [1.0, 0.0, 0.0]
+
+
+def test_an_entity_the_question_names_does_not_count():
+    sentences = ["Marie Curie was a chemist.", "Curie was a chemist.", "She worked with Shakespeare."]
+    assert answer_type("Who was Marie Curie?", sentences, find=fake_entities) == [0.0, 0.0, 1.0]
+    assert answer_type("Where is Paris?", ["Paris is big.", "It is near Warsaw."], find=fake_entities) == [0.0, 1.0]
+
+
+def test_a_what_or_which_question_marks_its_head_noun_and_an_untyped_question_nothing():
+    assert asked_types("Which magazine was started first?") == (frozenset({"ORG"}), "magazine")
+    assert asked_types("What is the name of the band that played?")[1] == "band"
+    assert asked_types("Which vessels sank?") == (frozenset(), "vessel")
+    assert answer_type("Which vessels sank?", ["The vessel sank.", "A ship sank."], find=fake_entities) == [1.0, 0.0]
+    never = lambda sentences: pytest.fail("no type asked: no NER")
+    for question in ("Is Paris big?", "What did Marie Curie discover?", "Why did it sink?"):
+        assert asked_types(question) == (frozenset(), "")
+        assert answer_type(question, ["Paris is in France.", "In 1867."], find=never) == [0.0, 0.0]
+    assert answer_type("Who?", [], find=fake_entities) == []
+
+
+def test_the_wh_word_that_asks_is_the_opening_one_else_the_last():
+    assert asked_types("The man who founded the club was born where?")[0] == frozenset({"GPE", "LOC", "FAC"})
+    assert asked_types("Who founded the club where she played?")[0] == frozenset({"PERSON", "ORG"})
+    assert asked_types("In what year did the club open?")[0] == frozenset({"DATE", "TIME"})
+
+
+def test_answer_type_with_spacys_ner():
+    pytest.importorskip("spacy")
+    from readerfit.errors import MissingPackageError
+
+    try:
+        got = answer_type("Where was Marie Curie born?", ["Marie Curie was a physicist and chemist.",
+                                                          "She was born in Warsaw in 1867.", "She won two prizes."])
+    except MissingPackageError:
+        pytest.skip("the spaCy model is not installed")
+    assert got == [0.0, 1.0, 0.0]
+    assert answer_type("Who wrote Hamlet?", ["Hamlet is a tragedy.",
+                                             "It was written by William Shakespeare around 1600."]) == [0.0, 1.0]

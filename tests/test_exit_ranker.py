@@ -17,9 +17,11 @@ from readerfit.compressors.base import assemble
 from readerfit.compressors.budget import Budget, fit_units, word_count
 from readerfit.compressors.exit import ExitCompressor, ExitConfig
 from readerfit.compressors.exit.features import EMBEDDED, SIGNALS, RankSignals, logit, ranking_signals, text_chain
-from readerfit.compressors.exit.focus import answer_form, connected_passages, lexical_overlap
+from readerfit.compressors.exit.focus import answer_form, answer_type, connected_passages, lexical_overlap
 from readerfit.compressors.exit.hop import names
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, shipped_ranker_path
+from readerfit.compressors.referents import referents
+from readerfit.compressors.select import cut_units
 from readerfit.errors import InputError
 from test_budget import BagEmbedder
 from test_exit_hop import BatchedOverlap, Overlap, random_bridge
@@ -75,6 +77,11 @@ def test_the_signals_match_slow_references(seed):
     assert rows.column("r_evidence") == rows.column("r")  # no evidence pass: r itself
     assert rows.column("lexical") == lexical_overlap(question, [s for _, s in units])
     assert rows.column("answer_form") == answer_form(question, [s for _, s in units])
+    assert rows.column("answer_type") == answer_type(question, [s for _, s in units])
+    plain = ranking_signals(question=question, units=units, r=r, r_first=first, passages=passages, linked=linked,
+                            title_linked=set(list(linked)[:1]), answer_types=False)
+    assert plain.column("answer_type") == [0.0] * len(units)  # no NER: the other columns are the same
+    assert [row[:-1] for row in plain.rows] == [row[:-1] for row in rows.rows] and SIGNALS[-1] == "answer_type"
     connected = connected_passages(question=question, units=units, scores=r, passages=passages)
     assert rows.column("detached") == [float(pi not in connected) for pi, _ in units]
     assert rows.column("hop_linked") == [float(pi in linked) for pi, _ in units]
@@ -151,7 +158,8 @@ def test_the_budget_is_spent_by_the_ranking_batched_unbatched_and_through_at_bud
     assert c.ranking == pytest.approx(expected)
     limit = Budget(rate=0.5).limit(tokens_in=word_count("\n\n".join(p.render() for p in passages)))
     assert c.kept == fit_units(expected, passages=passages, units=units, limit=limit, count=word_count,
-                               assemble=lambda ks: assemble(passages, units, ks))
+                               assemble=lambda ks, cut: assemble(passages, cut_units(units, cut), ks),
+                               referents=referents(passages, units)).kept
     batched = ExitCompressor(BatchedOverlap(), splitter=str.split, config=config, ranker=ranker)
     many = batched.compress_many([(question, passages), ("anna?", passages)])
     assert many[0].kept == c.kept and many[0].ranking == c.ranking
@@ -317,3 +325,14 @@ def test_exit_encoders_run_at_the_devices_fast_dtype_unless_told():
 
     assert encoder_dtype(ExitConfig(), "cpu") == fast_dtype("cpu")
     assert encoder_dtype(ExitConfig(dtype="float32"), "cpu") == "float32"
+
+
+def test_musique_questions_sharing_a_single_hop_question_share_a_fold():
+    from readerfit.train.exit_ranker import Question, fold_groups, hops_of
+    from readerfit.types import QAExample
+
+    assert hops_of("3hop1__53690_161697_73916") == {"53690", "161697", "73916"} and hops_of("5a8b57f25542995d1e6f1371") == set()
+    ids = ["2hop__1_2", "a1", "2hop__3_4", "3hop1__2_5_6", "4hop2__6_7_8_9", "b2"]
+    questions = [Question(source="s", example=QAExample(id=i, question="q?", answers=["a"]), passages=[], units=[],
+                          rows=[], labels=[], has_answer=True) for i in ids]
+    assert sorted(sorted(g) for g in fold_groups(questions)) == [[0, 3, 4], [1], [2], [5]]

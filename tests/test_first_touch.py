@@ -17,8 +17,9 @@ from readerfit.metrics.qa import holds_answer
 
 CASES = [json.loads(line) for line in
          (Path(__file__).parent / "fixtures" / "first_touch" / "cases.jsonl").read_text().splitlines() if line.strip()]
-# the least share of cases whose answer the shipped EXIT keeps (measured less about two cases of 96)
-FLOORS = {"default": 0.0, 0.3: 0.0}
+# the least share of the 96 cases whose answer the shipped EXIT keeps: measured 0.896 and 0.417 (this round), less
+# about two cases; the target is 0.95 and 0.90
+FLOORS = {"default": 0.87, 0.3: 0.39}
 
 
 def test_the_set_is_what_its_readme_says():

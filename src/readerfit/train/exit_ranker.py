@@ -6,7 +6,9 @@ one-passage question, hidden among ``--distractor-passages`` passages of other q
 compresses (:meth:`~readerfit.compressors.exit.ExitCompressor.score_units`: the classifier, the bridge hop, the
 signals of :mod:`readerfit.compressors.exit.features`), and boosted trees (scikit-learn's
 ``HistGradientBoostingClassifier``) learn P(needed | signals), every source weighing the same and every question
-the same within it. ``mass``, where EXIT's default stops below its cap (:func:`~readerfit.compressors.exit.ranker.
+the same within it (a needed sentence holding a gold answer string weighs ``--answer-weight`` times the other
+needed ones). ``--exclude-hops`` leaves out the MuSiQue questions that share a single-hop question with held-out
+ones, and the folds below keep MuSiQue questions sharing one together (:func:`fold_groups`). ``mass``, where EXIT's default stops below its cap (:func:`~readerfit.compressors.exit.ranker.
 within_mass`), is then chosen on predictions of questions each fold did not see (two folds, by question): the
 smallest share whose answer recall at the default, averaged over the sources, stays within ``--mass-tolerance`` of
 filling the cap.
@@ -19,6 +21,7 @@ From the shell (the shipped ranker: ``readerfit/assets/exit/ranker.md``)::
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -48,6 +51,8 @@ from readerfit.train.exit_specs import KINDS, load_spec, parse_spec
 from readerfit.types import Passage, QAExample, token_rate
 
 MASSES = (1.0, 0.95, 0.9, 0.85, 0.8, 0.7)
+# a MuSiQue question's id names its single-hop questions: "2hop__409884_83837", "3hop1__53690_161697_73916"
+HOP_ID = re.compile(r"\d+hop\w*?__((?:\d+_)*\d+)")
 
 
 @dataclass
@@ -62,6 +67,10 @@ class Config:
     mass_tolerance: float = param(0.01, help="how much mean answer recall at the default the stop may cost")
     reader: str = param(DEFAULT_LM, help="the reader whose tokens the default's cap counts")
     seed: int = param(0, help="the trees' and the folds' seed")
+    answer_weight: float = param(1.0, help="the weight in the fit of a needed sentence holding a gold answer "
+                                           "string, against 1 for the other needed sentences")
+    exclude_hops: list[str] = param(default_factory=list, help="MuSiQue [FORMAT=]PATH[@START:END[:STEP]]: a "
+                                    "question sharing a single-hop question (by id) with one of them is left out")
     exit_options: list[str] = param(default_factory=list, help="KEY=VALUE options of the exit compressor that scores")
 
     def __post_init__(self) -> None:
@@ -71,6 +80,8 @@ class Config:
         if self.depth < 1 or self.trees < 1 or not 0 < self.learning_rate <= 1 or not 0 <= self.mass_tolerance < 1:
             raise InputError(f"--depth and --trees >= 1, --learning-rate in (0, 1], --mass-tolerance in [0, 1); got "
                              f"{self.depth}, {self.trees}, {self.learning_rate}, {self.mass_tolerance}")
+        if not self.answer_weight > 0:
+            raise InputError(f"--answer-weight must be > 0, got {self.answer_weight}")
         if self.distractor_passages < 0:
             raise InputError(f"--distractor-passages must be >= 0, got {self.distractor_passages}")
 
@@ -92,6 +103,8 @@ class Question:
 def labelled(config: Config) -> tuple[list[tuple[str, QAExample, list[list[str]]]], dict[str, dict[str, int]]]:
     """(source name, example with its sentence split, each passage's sentence kinds) of every source question."""
     split = get_splitter("spacy")
+    held_hops = {h for text in config.exclude_hops for ex in load_spec(parse_spec(text, "--exclude-hops"),
+                                                                        "--exclude-hops")[1] for h in hops_of(ex.id)}
     out: list[tuple[str, QAExample, list[list[str]]]] = []
     counts_of: dict[str, dict[str, int]] = {}
     for text in config.source:
@@ -101,8 +114,12 @@ def labelled(config: Config) -> tuple[list[tuple[str, QAExample, list[list[str]]
             raise InputError(f"--source {text!r}: format {fmt!r} has no sentence labels; expected one of "
                              f"{', '.join(sorted(KINDS))}")
         counts = new_counts()
+        if held_hops and KINDS[fmt] == "musique":
+            counts["excluded_hops"] = sum(bool(hops_of(ex.id) & held_hops) for ex in examples)
+            examples = [ex for ex in examples if not hops_of(ex.id) & held_hops]
         kept = take(KINDS[fmt], examples, exclusion=None, cap=None, counts=counts, split=split, seen=set(),
                     name=fmt)
+        counts["loaded"] += counts.get("excluded_hops", 0)
         if KINDS[fmt] == "one-passage" and config.distractor_passages:
             # as `exp frontier --distractors` hides them: among passages of the whole file's other questions
             kept = hidden(kept, n=config.distractor_passages, seed=config.seed, split=split,
@@ -110,6 +127,12 @@ def labelled(config: Config) -> tuple[list[tuple[str, QAExample, list[list[str]]
         counts_of[text] = counts
         out.extend((text, ex, kinds) for ex, kinds in kept)
     return out, counts_of
+
+
+def hops_of(qid: str) -> set[str]:
+    """The single-hop question ids a MuSiQue question id names (none for another id)."""
+    m = HOP_ID.fullmatch(qid)
+    return set(m[1].split("_")) if m else set()
 
 
 def hidden(kept: list[tuple[QAExample, list[list[str]]]], *, n: int, seed: int, split: Any,
@@ -167,10 +190,11 @@ def fit_trees(questions: Sequence[Question], config: Config) -> Any:
         per_source[q.source] = per_source.get(q.source, 0) + 1
     X, y, w = [], [], []
     for q in questions:
-        for row, label in zip(q.rows, q.labels):
+        for row, label, (_, sentence) in zip(q.rows, q.labels, q.units):
             X.append([row[c] for c in columns])
             y.append(label)
-            w.append(1.0 / (len(q.rows) * per_source[q.source]))
+            answers = label and config.answer_weight != 1.0 and holds_answer(sentence, q.example.answers)
+            w.append((config.answer_weight if answers else 1.0) / (len(q.rows) * per_source[q.source]))
     weights = np.array(w) * len(w) / sum(w)
     model = HistGradientBoostingClassifier(max_depth=config.depth, max_iter=config.trees,
                                            learning_rate=config.learning_rate, random_state=config.seed)
@@ -199,9 +223,9 @@ def default_recall(questions: Sequence[Question], *, mass: float, count: Any) ->
     by_source: dict[str, list[tuple[bool | None, float]]] = {}
     for q in questions:
         # EXIT's default selection (ExitCompressor._select) with these predictions as its ranking
-        kept, _ = select(Scoring(passages=q.passages, units=q.units, ranking=q.predicted, min_keep=1,
+        kept = select(Scoring(passages=q.passages, units=q.units, ranking=q.predicted, min_keep=1,
                                  stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
-                                 counter=(count, "reader tokens")), Budget(rate=DEFAULT_RATE, hard=False))
+                                 counter=(count, "reader tokens")), Budget(rate=DEFAULT_RATE, hard=False)).kept
         text = assemble(q.passages, q.units, kept)
         kept_rate = token_rate(count(join_passages(q.passages)), count(text) if kept else 0)
         by_source.setdefault(q.source, []).append(
@@ -215,15 +239,37 @@ def default_recall(questions: Sequence[Question], *, mass: float, count: Any) ->
     return sum(recalls) / max(len(recalls), 1), sum(fractions) / max(len(fractions), 1)
 
 
+def fold_groups(questions: Sequence[Question]) -> list[list[int]]:
+    """The questions (indices) that must share a fold: MuSiQue questions linked through a shared single-hop
+    question (:func:`hops_of`), every other question alone."""
+    group = list(range(len(questions)))
+
+    def root(i: int) -> int:
+        while group[i] != i:
+            group[i] = group[group[i]]
+            i = group[i]
+        return i
+
+    holder: dict[str, int] = {}
+    for i, q in enumerate(questions):
+        for hop in hops_of(q.example.id):
+            group[root(i)] = root(holder.setdefault(hop, i))
+    out: dict[int, list[int]] = {}
+    for i in range(len(questions)):
+        out.setdefault(root(i), []).append(i)
+    return list(out.values())
+
+
 def cross_predict(questions: list[Question], config: Config) -> None:
-    """Each question's log-odds from trees fitted on the other fold (two folds, by question, seeded)."""
+    """Each question's log-odds from trees fitted on the other fold (two folds, by question, seeded; MuSiQue
+    questions sharing a single-hop question share a fold: :func:`fold_groups`)."""
     import random
 
     import numpy as np
 
-    order = list(range(len(questions)))
-    random.Random(config.seed).shuffle(order)
-    folds = [set(order[::2]), set(order[1::2])]
+    groups = fold_groups(questions)
+    random.Random(config.seed).shuffle(groups)
+    folds = [{i for g in groups[::2] for i in g}, {i for g in groups[1::2] for i in g}]
     columns = [SIGNALS.index(s) for s in config.signals]
     for held in folds:
         model = fit_trees([q for i, q in enumerate(questions) if i not in held], config)
@@ -247,6 +293,7 @@ def run(config: Config, *, progress: bool = True, device: str | None = None) -> 
     fitted = {"sources": config.source, "counts": counts, "questions": len(questions),
               "sentences": sum(len(q.rows) for q in questions), "depth": config.depth, "trees": config.trees,
               "learning_rate": config.learning_rate, "seed": config.seed, "exit_options": config.exit_options,
+              "answer_weight": config.answer_weight, "exclude_hops": config.exclude_hops,
               "signals": config.signals,
               "mass_grid": [{"mass": m, "answer_recall": r, "tokens": f} for m, r, f in grid]}
     ranker = export(fit_trees(questions, config), config, mass=mass, fitted=fitted)

@@ -110,6 +110,7 @@ class ExitCompressor(BaseCompressor):
             raise InputError(f"exit's ranker reads {', '.join(sorted(needs & EMBEDDED))}: it needs an embedder")
         self.embedder: Any = embedder if needs & EMBEDDED else None  # an embedder (encode), or None
         self.evidence = "r_evidence" in needs
+        self.answer_types = "answer_type" in needs  # spaCy's NER pass, only for a ranker that reads it
         self.signals_wanted = ranker is not None or bool(needs)  # r alone (the presets) needs none
 
     @classmethod
@@ -187,7 +188,8 @@ class ExitCompressor(BaseCompressor):
             linked = {int(k) for k in c.hop["linked"]} if c.hop else set()
             signals = ranking_signals(question=q, units=units, r=c.scores, r_first=c.r_first, passages=passages,
                                       linked=linked, title_linked=set(c.hop["title"]) if c.hop else set(),
-                                      r_evidence=c.r_evidence, **cos) if self.signals_wanted else None
+                                      r_evidence=c.r_evidence, answer_types=self.answer_types,
+                                      **cos) if self.signals_wanted else None
             if self.ranker is None or signals is None:
                 ranking = list(c.scores)
                 c.details["ranking"] = "r"

@@ -28,7 +28,10 @@ Every signal is a number per sentence, computed from the question, the passages 
 * ``evidence_names``: the share of the best sentence's names (the question lacks) that the sentence holds;
 * ``*_pct``: the sentence's place among the question's sentences by ``r``, ``r_evidence``, ``cos_q``, ``cos_ev``
   and ``lexical`` (1 the best, 0 the worst: a ranking is within one question);
-* ``passages``, ``question_words``: the context's shape (log of the passages, of the question's words).
+* ``passages``, ``question_words``: the context's shape (log of the passages, of the question's words);
+* ``answer_type``: the sentence holds an entity of the type the question asks for that the question does not
+  name, or a "what/which X" question's head noun X (:func:`~.focus.answer_type`: spaCy's NER, run only when
+  ``answer_types``).
 
 >>> from readerfit.types import Passage
 >>> ps = [Passage("Damerjog is a village in eastern Djibouti.", title="Damerjog"),
@@ -47,7 +50,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from readerfit.compressors.exit.focus import WORD, answer_form, connected_passages, lexical_overlap
+from readerfit.compressors.exit.focus import WORD, answer_form, answer_type, connected_passages, lexical_overlap
 from readerfit.compressors.exit.hop import names, names_title, top_units
 from readerfit.types import Passage
 
@@ -55,9 +58,10 @@ from readerfit.types import Passage
 SIGNALS = ("r", "r_first", "r_evidence", "cos_q", "cos_ev", "lexical", "answer_form", "detached", "title_link",
            "hop_linked", "passage_top", "passage_rank", "passage_gap", "first_sentence", "question_names", "chain",
            "evidence_names", "r_pct", "r_evidence_pct", "cos_q_pct", "cos_ev_pct", "lexical_pct", "passages",
-           "question_words")
+           "question_words", "answer_type")
 # the signals the shipped ranker reads (``readerfit train exit-ranker``'s default): r given the best sentence (a
-# second classifier pass) and the context's shape added nothing in cross-validation (assets/exit/ranker.md)
+# second classifier pass) and the context's shape added nothing in cross-validation; ``answer_type`` (issue 53)
+# was chosen on the hand-made first-touch questions' tune fold (assets/exit/ranker.md)
 DEFAULT_SIGNALS = tuple(s for s in SIGNALS if s not in ("r_evidence", "r_evidence_pct", "passages", "question_words"))
 # the signals also read as a sentence's place among the question's sentences (1 the best, 0 the worst)
 RANKED = ("r", "r_evidence", "cos_q", "cos_ev", "lexical")
@@ -116,10 +120,11 @@ def text_chain(*, question: str, units: Sequence[tuple[int, str]], start: int, p
 def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Sequence[float],
                     r_first: Sequence[float], passages: Sequence[Passage], linked: set[int],
                     title_linked: set[int], r_evidence: Sequence[float] | None = None,
-                    cos_q: Sequence[float] | None = None, cos_ev: Sequence[float] | None = None) -> RankSignals:
+                    cos_q: Sequence[float] | None = None, cos_ev: Sequence[float] | None = None,
+                    answer_types: bool = True) -> RankSignals:
     """Every sentence's signals (:data:`SIGNALS`) from the classifier's scores after (``r``) and before
     (``r_first``) the bridge hop, and the passages the hop scored again (``linked``) or whose title a top sentence
-    names (``title_linked``)."""
+    names (``title_linked``); ``answer_type`` is 0.0 throughout unless ``answer_types`` (its NER pass)."""
     if not units:
         return RankSignals(rows=())
     sentences = [s for _, s in units]
@@ -152,7 +157,8 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
     columns = [[row[SIGNALS.index(name)] for row in rows] for name in RANKED]
     shape = (math.log(len(best_of)), math.log(1 + len(WORD.findall(question))))
     places = [percentiles(column) for column in columns]
-    return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape) for k, row in enumerate(rows)))
+    typed = answer_type(question, sentences) if answer_types else [0.0] * len(units)
+    return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, typed[k]) for k, row in enumerate(rows)))
 
 
 def percentiles(values: Sequence[float]) -> list[float]:

