@@ -155,7 +155,9 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
     order = required + sorted((k for k in pool if k not in forced), key=lambda k: (-ranking[k], k))
     taken: list[list[int]] = []  # the groups taken, in order: [referent, unit] or [unit]
     kept: set[int] = set()
-    used, opened, trimmed = 0, set(), {}
+    opened: set[int] = set()  # the passages whose title line is already paid for
+    trimmed: dict[int, str] = {}
+    used = 0
 
     def cost(group: Sequence[int]) -> int:
         return sum(costs[k] for k in group) + sum(titles[pi] for pi in {units[k][0] for k in group} - opened)
