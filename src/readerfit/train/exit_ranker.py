@@ -32,7 +32,7 @@ from typing import Any
 from readerfit.compressors.base import assemble, join_passages
 from readerfit.compressors.budget import Budget
 from readerfit.compressors.exit import ExitCompressor, build_classifier
-from readerfit.compressors.exit.config import DEFAULT_RATE, ExitConfig, encoder_dtype
+from readerfit.compressors.exit.config import DEFAULT_FLOOR, DEFAULT_RATE, ExitConfig, encoder_dtype
 from readerfit.compressors.exit.features import DEFAULT_SIGNALS, SIGNALS
 from readerfit.compressors.exit.ranker import Ranker, within_mass
 from readerfit.compressors.select import Scoring, select
@@ -225,7 +225,7 @@ def default_recall(questions: Sequence[Question], *, mass: float, count: Any) ->
         # EXIT's default selection (ExitCompressor._select) with these predictions as its ranking
         kept = select(Scoring(passages=q.passages, units=q.units, ranking=q.predicted, min_keep=1,
                                  stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
-                                 counter=(count, "reader tokens")), Budget(rate=DEFAULT_RATE, hard=False)).kept
+                                 counter=(count, "reader tokens")), Budget(rate=DEFAULT_RATE, hard=False, floor=DEFAULT_FLOOR)).kept
         text = assemble(q.passages, q.units, kept)
         kept_rate = token_rate(count(join_passages(q.passages)), count(text) if kept else 0)
         by_source.setdefault(q.source, []).append(
