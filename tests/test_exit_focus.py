@@ -1,6 +1,7 @@
 """Signals of EXIT's learned ranking beyond r and the hop: the question's words (``lexical``), the passages
 detached from the question (``detached``), the form of answer asked for (``answer_form``) and the entity type asked
-for (``answer_type``), each against a slow reference or examples (the ranking that reads them: tests/test_exit_ranker.py)."""
+for (``answer_type``), each against a slow reference or examples (the ranking that reads them:
+tests/test_exit_ranker.py)."""
 
 from __future__ import annotations
 

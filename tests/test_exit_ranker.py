@@ -331,7 +331,8 @@ def test_musique_questions_sharing_a_single_hop_question_share_a_fold():
     from readerfit.train.exit_ranker import Question, fold_groups, hops_of
     from readerfit.types import QAExample
 
-    assert hops_of("3hop1__53690_161697_73916") == {"53690", "161697", "73916"} and hops_of("5a8b57f25542995d1e6f1371") == set()
+    assert hops_of("3hop1__53690_161697_73916") == {"53690", "161697", "73916"}
+    assert hops_of("5a8b57f25542995d1e6f1371") == set()
     ids = ["2hop__1_2", "a1", "2hop__3_4", "3hop1__2_5_6", "4hop2__6_7_8_9", "b2"]
     questions = [Question(source="s", example=QAExample(id=i, question="q?", answers=["a"]), passages=[], units=[],
                           rows=[], labels=[], has_answer=True) for i in ids]

@@ -134,8 +134,8 @@ class ProvenceCompressor(BaseCompressor):
         # units whose mean P(keep) exceeds τ, of the passages shown, cut to the budget by it
         chosen = select(Scoring(passages=passages, units=units, ranking=scores, threshold=cfg.threshold, strict=True,
                                 among=frozenset(order), counter=self.counter, title_lines=cfg.always_select_title,
-                                render=lambda ks, cut: self._render(passages, cut_units(units, cut), titles, ks, order)),
-                        budget)
+                                render=lambda ks, cut: self._render(passages, cut_units(units, cut), titles, ks,
+                                                                    order)), budget)
         kept = chosen.kept
         details.update(chosen.details)
         if cfg.always_select_title:

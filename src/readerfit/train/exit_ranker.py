@@ -8,10 +8,10 @@ signals of :mod:`readerfit.compressors.exit.features`), and boosted trees (sciki
 ``HistGradientBoostingClassifier``) learn P(needed | signals), every source weighing the same and every question
 the same within it (a needed sentence holding a gold answer string weighs ``--answer-weight`` times the other
 needed ones). ``--exclude-hops`` leaves out the MuSiQue questions that share a single-hop question with held-out
-ones, and the folds below keep MuSiQue questions sharing one together (:func:`fold_groups`). ``mass``, where EXIT's default stops below its cap (:func:`~readerfit.compressors.exit.ranker.
-within_mass`), is then chosen on predictions of questions each fold did not see (two folds, by question): the
-smallest share whose answer recall at the default, averaged over the sources, stays within ``--mass-tolerance`` of
-filling the cap.
+ones, and the folds below keep MuSiQue questions sharing one together (:func:`fold_groups`). ``mass``, where
+EXIT's default stops below its cap (:func:`~readerfit.compressors.exit.ranker.within_mass`), is then chosen on
+predictions of questions each fold did not see (two folds, by question): the smallest share whose answer recall at
+the default, averaged over the sources, stays within ``--mass-tolerance`` of filling the cap.
 
 From the shell (the shipped ranker: ``readerfit/assets/exit/ranker.md``)::
 
@@ -30,9 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from readerfit.compressors.base import assemble, join_passages
-from readerfit.compressors.budget import Budget
 from readerfit.compressors.exit import ExitCompressor, build_classifier
-from readerfit.compressors.exit.config import DEFAULT_FLOOR, DEFAULT_RATE, ExitConfig, encoder_dtype
+from readerfit.compressors.exit.config import ExitConfig, encoder_dtype
 from readerfit.compressors.exit.features import DEFAULT_SIGNALS, SIGNALS
 from readerfit.compressors.exit.ranker import Ranker, within_mass
 from readerfit.compressors.select import Scoring, select
@@ -224,8 +223,8 @@ def default_recall(questions: Sequence[Question], *, mass: float, count: Any) ->
     for q in questions:
         # EXIT's default selection (ExitCompressor._select) with these predictions as its ranking
         kept = select(Scoring(passages=q.passages, units=q.units, ranking=q.predicted, min_keep=1,
-                                 stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
-                                 counter=(count, "reader tokens")), Budget(rate=DEFAULT_RATE, hard=False, floor=DEFAULT_FLOOR)).kept
+                              stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
+                              counter=(count, "reader tokens")), ExitConfig().budget()).kept
         text = assemble(q.passages, q.units, kept)
         kept_rate = token_rate(count(join_passages(q.passages)), count(text) if kept else 0)
         by_source.setdefault(q.source, []).append(
