@@ -5,6 +5,7 @@ default's stop below its cap; a budget set by the user spent exactly)."""
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import math
 import random
@@ -12,17 +13,19 @@ import threading
 
 import numpy as np
 import pytest
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from readerfit.compressors.base import assemble
 from readerfit.compressors.budget import Budget, fit_units, word_count
 from readerfit.compressors.exit import ExitCompressor, ExitConfig
-from readerfit.compressors.exit.features import EMBEDDED, SIGNALS, RankSignals, logit, ranking_signals, text_chain
+from readerfit.compressors.exit.features import EMBEDDED, LANGUAGE, SIGNALS, RankSignals, logit, ranking_signals, text_chain
 from readerfit.compressors.exit.focus import answer_form, answer_type, connected_passages, lexical_overlap
 from readerfit.compressors.exit.hop import names
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, shipped_ranker_path
 from readerfit.compressors.referents import referents
 from readerfit.compressors.select import cut_units
 from readerfit.errors import InputError
+from readerfit.text.split import SPACY_MODEL
 from test_budget import BagEmbedder
 from test_exit_hop import BatchedOverlap, Overlap, random_bridge
 
@@ -63,6 +66,24 @@ def slow_chain(question, units, start, passages, depth=3):
     return reached
 
 
+@functools.cache
+def spacy_english():
+    return pytest.importorskip("spacy").load(SPACY_MODEL, exclude=["parser", "senter"])
+
+
+def slow_relation(question, sentences):
+    """The question's relation words (content lemmas outside entities), text by text; each sentence's
+    idf-weighted share of them."""
+    nlp = spacy_english()
+    q = nlp(question)
+    terms = {t.lemma_.lower() for t in q if t.pos_ in {"NOUN", "VERB", "ADJ", "ADV", "NUM"} and t.is_alpha
+             and not t.ent_type_ and t.lemma_.lower() not in ENGLISH_STOP_WORDS}
+    held = [{t.lemma_.lower() for t in nlp(s)} for s in sentences]
+    weight = {t: math.log((len(held) + 1) / (sum(t in h for h in held) + 0.5)) for t in terms}
+    total = sum(weight.values())
+    return [sum(w for t, w in weight.items() if t in h) / total if total > 0 else 0.0 for h in held]
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_the_signals_match_slow_references(seed):
     rng = random.Random(seed)
@@ -79,9 +100,15 @@ def test_the_signals_match_slow_references(seed):
     assert rows.column("answer_form") == answer_form(question, [s for _, s in units])
     assert rows.column("answer_type") == answer_type(question, [s for _, s in units])
     plain = ranking_signals(question=question, units=units, r=r, r_first=first, passages=passages, linked=linked,
-                            title_linked=set(list(linked)[:1]), answer_types=False)
-    assert plain.column("answer_type") == [0.0] * len(units)  # no NER: the other columns are the same
-    assert [row[:-1] for row in plain.rows] == [row[:-1] for row in rows.rows] and SIGNALS[-1] == "answer_type"
+                            title_linked=set(list(linked)[:1]), language=False)
+    words = [SIGNALS.index(name) for name in sorted(LANGUAGE)]
+    assert all(row[i] == 0.0 for row in plain.rows for i in words)  # no spaCy pass: the other columns the same
+    assert [[x for i, x in enumerate(row) if i not in words] for row in plain.rows] == \
+        [[x for i, x in enumerate(row) if i not in words] for row in rows.rows]
+    shares = slow_relation(question, [s for _, s in units])
+    assert rows.column("relation") == pytest.approx(shares)
+    assert rows.column("relation_gap") == pytest.approx(
+        [shares[k] - max(shares[j] for j, (pj, _) in enumerate(units) if pj == pi) for k, (pi, _) in enumerate(units)])
     connected = connected_passages(question=question, units=units, scores=r, passages=passages)
     assert rows.column("detached") == [float(pi not in connected) for pi, _ in units]
     assert rows.column("hop_linked") == [float(pi in linked) for pi, _ in units]
@@ -112,6 +139,35 @@ def test_the_trees_equal_scikit_learns_prediction(tmp_path):
     ranker.save(tmp_path / "r.json")
     again = Ranker.load(tmp_path / "r.json")
     assert again.score(rows) == ranker.score(rows) and again.mass == 0.8 and again.fitted == {"note": "test"}
+
+
+def test_the_answer_head_puts_its_likeliest_sentence_first(tmp_path):
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    from readerfit.train.exit_ranker import Config, export
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, len(SIGNALS)))
+    needed = HistGradientBoostingClassifier(max_depth=2, max_iter=15, random_state=0).fit(X, X[:, 0] > 0)
+    answer = HistGradientBoostingClassifier(max_depth=3, max_iter=15, random_state=0).fit(X, X[:, 1] > 0.5)
+    ranker = export(needed, Config(source=["x"], out="x", signals=list(SIGNALS)), mass=1.0, fitted={},
+                    answer=answer)
+    for start in range(0, 40, 8):
+        rows = RankSignals(rows=tuple(tuple(map(float, x)) for x in X[start:start + 8]))
+        got = ranker.score(rows)
+        n, a = needed.decision_function(X[start:start + 8]), answer.decision_function(X[start:start + 8])
+        top = int(np.argmax(a))  # the answer head's best ranks first; every other keeps its needed log-odds
+        assert max(range(8), key=lambda k: got[k]) == top
+        assert got[top] == pytest.approx(max(n) + 1e-3, abs=1e-9)
+        assert [g for k, g in enumerate(got) if k != top] == pytest.approx([x for k, x in enumerate(n) if k != top])
+    ranker.save(tmp_path / "r.json")
+    again = Ranker.load(tmp_path / "r.json")
+    assert again.answer == ranker.answer and again.score(rows) == ranker.score(rows)
+    broken = ranker.to_dict()
+    broken["answer"]["trees"][0]["feature"][0] = len(SIGNALS) + 3
+    (tmp_path / "bad.json").write_text(json.dumps(broken))
+    with pytest.raises(InputError, match="answer tree 0"):
+        Ranker.load(tmp_path / "bad.json")
 
 
 def test_bad_ranker_files_are_clear_errors(tmp_path):

