@@ -191,3 +191,102 @@ def test_haystack_pipeline_with_exit_saved_reloaded_and_run() -> None:
     print("haystack saved:\n", saved, "\nran:", after)
     assert after == before
     assert_compressed(after)
+
+
+# ----- every budget name, and settings checked at construction and at load -------------------------------------------
+
+HAYSTACK_TYPE = "haystack_integrations.components.compressors.readerfit.compressor.ReaderfitCompressor"
+
+
+def built_from(framework: str, cls: Any, settings: dict[str, Any], *, how: str) -> Any:
+    """The adapter with ``settings``, by keyword or read back from the framework's saved form."""
+    if how == "constructor":
+        return cls(**settings)
+    if framework == "langchain":
+        return cls.model_validate_json(json.dumps(settings))
+    if framework == "llamaindex":
+        return cls.from_dict({**settings, "class_name": "ReaderfitPostprocessor"})
+    return cls.from_dict({"type": HAYSTACK_TYPE, "init_parameters": settings})
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def kept_words(framework: str, adapter: Any) -> list[int]:
+    """Run the adapter on TEXTS with a word-overlap embedder and a word counter (no model): each output's words."""
+    from readerfit.models.pool import ModelPool
+    from test_frameworks import _WordOverlap
+
+    pool = ModelPool()
+    pool.put("embedder", "minilm", _WordOverlap())
+    adapter._engine._pool, adapter._engine._count = pool, words
+    if framework == "langchain":
+        from langchain_core.documents import Document
+
+        out = adapter.compress_documents([Document(page_content=t, metadata={"title": h}) for h, t in TEXTS], QUESTION)
+        return [d.metadata["readerfit"]["compressed_tokens"] for d in out]
+    if framework == "llamaindex":
+        from llama_index.core.schema import NodeWithScore, TextNode
+
+        nodes = [NodeWithScore(node=TextNode(text=t, metadata={"title": h})) for h, t in TEXTS]
+        return [n.node.metadata["readerfit"]["compressed_tokens"]
+                for n in adapter.postprocess_nodes(nodes, query_str=QUESTION)]
+    from haystack import Document
+
+    out = adapter.run(query=QUESTION, documents=[Document(content=t, meta={"title": h}) for h, t in TEXTS])
+    return [d.meta["readerfit"]["compressed_tokens"] for d in out["documents"]]
+
+
+@pytest.mark.parametrize("how", ["constructor", "saved"])
+@pytest.mark.parametrize("framework", ADAPTERS)
+def test_target_token_is_the_budget_in_every_adapter(framework: str, how: str) -> None:
+    # was: LangChain and LlamaIndex dropped it silently (no budget), Haystack raised a bare TypeError
+    cls = ADAPTERS[framework]()
+    settings = {"compressor": "sentence-sim", "options": {"splitter": "regex"}}
+    made = built_from(framework, cls, {**settings, "target_token": 8}, how=how)
+    assert made.target_tokens == 8 and made._engine.budget.target_tokens == 8
+    unbudgeted = sum(kept_words(framework, cls(**settings)))
+    kept = sum(kept_words(framework, made))
+    assert 0 < kept <= 8 < unbudgeted  # honoured, not only accepted
+    with pytest.raises(InputError, match="'target_token' and 'target_tokens' are one setting"):
+        built_from(framework, cls, {**settings, "target_token": 8, "target_tokens": 9}, how=how)
+
+
+@pytest.mark.parametrize("how", ["constructor", "saved"])
+@pytest.mark.parametrize(("bad", "match"), [
+    ({"compressor": 5}, "setting 'compressor' expects a compressor name .*, got int 5"),
+    ({"compressor": "none", "title_key": [1, 2]}, r"setting 'title_key' expects a metadata key .*, got list \[1, 2\]"),
+    ({"compressor": "none", "preset": 3}, "setting 'preset' expects a preset's name .*, got int 3"),
+    ({"compressor": "exit", "rate": "half"}, "setting 'rate' expects a number in \\(0, 1\\] or None, got str 'half'"),
+    ({"compressor": "exit", "options": ["rate"]}, "setting 'options' expects a mapping"),
+])
+@pytest.mark.parametrize("framework", ADAPTERS)
+def test_a_setting_of_the_wrong_type_is_refused_at_construction_and_at_load(framework: str, how: str,
+                                                                            bad: dict[str, Any], match: str) -> None:
+    # was: LangChain's bare TypeError for compressor 5; Haystack took title_key [1, 2] and failed at run
+    cls = ADAPTERS[framework]()
+    with pytest.raises(InputError, match=match) as raised:
+        built_from(framework, cls, bad, how=how)
+    assert {"LangChain": "langchain", "LlamaIndex": "llamaindex", "Haystack": "haystack"}[
+        str(raised.value).split()[0]] == framework  # says where
+
+
+@pytest.mark.parametrize("framework", ["langchain", "llamaindex"])
+def test_an_unknown_setting_is_named_not_dropped(framework: str) -> None:
+    cls = ADAPTERS[framework]()
+    with pytest.raises(InputError, match="unknown setting 'target_tokenz'; its settings: .*target_tokens"):
+        cls(compressor="exit", target_tokenz=30)  # was: dropped without a word, so no budget
+
+
+def test_a_haystack_pipeline_with_a_wrong_setting_fails_at_load() -> None:
+    cls = haystack_adapter()
+    from haystack import Pipeline
+    from haystack.core.errors import DeserializationError
+
+    pipe = Pipeline()
+    pipe.add_component("compressor", cls(compressor="none"))
+    saved = pipe.dumps().replace("title_key: title", "title_key:\n      - 1\n      - 2")
+    # was: loaded, then an error at run; Haystack names the component and gives readerfit's message
+    with pytest.raises(DeserializationError, match="setting 'title_key' expects a metadata key"):
+        Pipeline.loads(saved)

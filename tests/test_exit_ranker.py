@@ -18,7 +18,15 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from readerfit.compressors.base import assemble
 from readerfit.compressors.budget import Budget, fit_units, word_count
 from readerfit.compressors.exit import ExitCompressor, ExitConfig
-from readerfit.compressors.exit.features import EMBEDDED, LANGUAGE, SIGNALS, RankSignals, logit, ranking_signals, text_chain
+from readerfit.compressors.exit.features import (
+    EMBEDDED,
+    LANGUAGE,
+    SIGNALS,
+    RankSignals,
+    logit,
+    ranking_signals,
+    text_chain,
+)
 from readerfit.compressors.exit.focus import answer_form, answer_type, connected_passages, lexical_overlap
 from readerfit.compressors.exit.hop import names
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, shipped_ranker_path

@@ -15,6 +15,7 @@ from readerfit.compressors import build_compressor
 from readerfit.data.loaders import demo_corpus_path, load_demo
 from readerfit.errors import InputError, MissingPackageError
 from readerfit.integrations.documents import DocumentCompression, SourceDocument
+from readerfit.models.pool import ModelPool
 from readerfit.retrieve.base import read_passages
 from readerfit.types import Passage
 from toy_compressors import KeywordSentences as ToyKeywordSentences
@@ -304,3 +305,13 @@ def _doc(text: str) -> Any:
     from haystack import Document
 
     return Document(content=text)
+
+
+def test_a_sentence_a_hard_budget_cut_comes_back_cut() -> None:
+    # was: the whole sentence (7 words) for a 4-word budget, of which the compression kept 3 words after the title
+    pool = ModelPool()
+    pool.put("embedder", "minilm", _WordOverlap())
+    engine = DocumentCompression("sentence-sim", options={"splitter": "regex"}, target_tokens=4, pool=pool,
+                                 count_tokens=words)
+    (piece,) = engine.run(QUESTION, DOCS)
+    assert (piece.source, piece.text, piece.compressed_tokens) == (0, "The Halvik Glassworks", 3)

@@ -95,8 +95,8 @@ def test_empty_inputs_and_bad_arguments() -> None:
     assert compressor.compress_documents(DOCS, "unrelated words") == []  # nothing kept
     with pytest.raises(InputError, match="unknown compressor"):
         ReaderfitCompressor("zip")
-    with pytest.raises(TypeError, match="compressor name or a readerfit compressor"):
-        ReaderfitCompressor(42)
+    with pytest.raises(InputError, match="setting 'compressor' expects a compressor name .* got int 42"):
+        ReaderfitCompressor(42)  # was: a bare TypeError
     with pytest.raises(InputError, match="options and preset apply when the compressor is given by name"):
         ReaderfitCompressor(KeywordSentences(), options={"top_n": 2})
     with pytest.raises(InputError, match="non-empty question"):

@@ -173,3 +173,28 @@ def test_a_folder_without_a_model_is_a_clear_error(tmp_path: Path, capsys: pytes
         code = main(["compress", "--compressor", "longllmlingua", "--option", f"longllmlingua.model={tmp_path}"])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and f"could not load {str(tmp_path)!r}" in err
+
+
+class KeepsEverything(FakePromptCompressor):
+    """llmlingua on a short input: its context_budget (+100 tokens) holds the whole context."""
+
+    def compress_prompt(self, context: list[str], **kwargs: Any) -> dict[str, Any]:
+        self.calls.append((context, kwargs))
+        self.last_ranking, self.last_used = [(0, 1.0), (1, 2.0)], [0, 1]
+        return {"compressed_prompt": "\n\n".join(context), "origin_tokens": 30, "compressed_tokens": 30}
+
+
+@pytest.mark.parametrize("config, asked", [(LongLLMLinguaConfig(rate=0.5), "rate 0.5"),
+                                           (LongLLMLinguaConfig(target_tokens=10), "target of 10 tokens")])
+def test_a_target_llmlingua_cannot_meet_is_a_warning_in_the_details(config: LongLLMLinguaConfig, asked: str) -> None:
+    # was: 100% of the tokens for --rate 0.5 on a short input, without a word
+    out = LongLLMLingua(KeepsEverything(), config).compress("When was Halvik Glassworks founded?", PASSAGES)
+    assert out.rate == 1.0
+    warning = out.details["warning"]
+    assert f"kept 30 of 30 tokens (rate 1.00), over the requested {asked}" in warning
+    assert "for a hard cap use a compressor that selects" in warning
+
+
+def test_a_target_met_has_no_warning() -> None:
+    out = LongLLMLingua(FakePromptCompressor(), LongLLMLinguaConfig(rate=0.4)).compress("When?", PASSAGES)
+    assert (out.origin_tokens, out.compressed_tokens) == (40, 9) and "warning" not in out.details

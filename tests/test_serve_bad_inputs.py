@@ -49,7 +49,7 @@ FIELDS: dict[str, list[tuple[tuple[Any, ...], list[Any]]]] = {
     "/v1/rerank": [
         (("model",), [5, "zip", "none"]), (("query",), [5, None, " "]), (("documents",), ["x", [], [5], None]),
         (("documents", 0), [5, " ", None]), (("documents", 1, "text"), [5, None, " "]),
-        (("documents", 1, "title"), [5]), (("documents", 1, "colour"), [1]), (("top_n",), [0, "2", 1.5, [1]]),
+        (("documents", 1, "title"), [5]), (("top_n",), [0, "2", 1.5, [1]]),
         (("return_documents",), ["maybe", 5]), (("max_chunks_per_doc",), [0, "x"]),
         (("max_tokens_per_doc",), [0, "x"]), (("rank_fields",), ["text", 5]), (("rank_fields", 0), [5]),
         (("priority",), ["high", 1.5]), (("options",), [[1], "rate"]), (("options", "rate"), ["half", 5]),

@@ -140,3 +140,83 @@ def test_a_seper_context_over_the_readers_context_names_the_context(app):
     error = response.json()
     assert response.status_code == 400 and error["field"] == "context", response.text
     assert "more than the context of" in error["error"]
+
+
+# ----- the field a request set, named ----------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def preset_not_loaded(app, monkeypatch):
+    """The compressor's work asks for a model the server did not load, as a preset naming a hub checkpoint does."""
+    from readerfit.serve import service as service_module
+    from readerfit.serve.pool import NotLoaded
+
+    def compress_budgeted(*args, **kwargs):
+        raise NotLoaded("this server loads its models at start; this request needs lm 'org/released-model', which "
+                        "is not loaded", field="options")
+
+    monkeypatch.setattr(service_module.api, "compress_budgeted", compress_budgeted)
+    return app
+
+
+@pytest.mark.parametrize(("route", "body", "field"), [
+    ("/v1/compress", {"question": "Who wrote it?", "passages": PASSAGES, "compressor": "exit", "preset": "paper",
+                      "options": {"threshold": 0.3}}, "preset"),
+    ("/rerank", {"query": "Who wrote it?", "texts": ["Anna wrote it."], "compressor": "exit", "preset": "paper"},
+     "preset"),
+    ("/v1/rerank", {"query": "Who wrote it?", "documents": ["Anna wrote it."], "model": "exit", "preset": "paper",
+                    "options": {"rate": 0.5}}, "preset"),
+    ("/v1/compress", {"question": "Who wrote it?", "passages": PASSAGES, "compressor": "exit",
+                      "options": {"threshold": 0.3}}, "options"),
+])
+def test_a_model_not_loaded_names_the_preset_the_request_set(preset_not_loaded, route, body, field):
+    # was: "field": "options" for a rerank request's preset, and for a preset beside options
+    (response,) = post_all(preset_not_loaded, [(route, body)])
+    error = response.json()
+    assert response.status_code == 400 and error["field"] == field, response.text
+    assert "loads its models at start" in error["error"]
+
+
+@pytest.fixture(scope="module")
+def small_app(tiny_lm_dir):
+    return create_app(ServeConfig(compressors=("none",), reader=str(tiny_lm_dir), scorers=("ppl",),
+                                  max_input_tokens=40))
+
+
+@pytest.mark.parametrize(("route", "body", "field"), [
+    ("/v1/compress", {"question": "Who wrote it? " * 30, "passages": ["Anna wrote it."]}, "question"),
+    ("/v1/compress", {"question": "Who wrote it? " * 2000, "passages": ["Anna wrote it."]}, "question"),
+    ("/v1/compress", {"question": "Who wrote it?", "passages": ["Anna wrote it. " * 30]}, "passages"),
+    ("/v1/compress", [{"question": "Who?", "passages": ["Anna."]}, {"question": "Who? " * 60, "passages": ["Anna."]}],
+     "[1].question"),
+    ("/rerank", {"query": "Who wrote it? " * 30, "texts": ["Anna wrote it."], "compressor": "none"}, "query"),
+    ("/v1/seper", {"question": "Who wrote it? " * 30, "answers": ["Anna"], "context": "Anna wrote it."}, "question"),
+    ("/v1/seper", {"question": "Who wrote it?", "answers": ["Anna"], "context": "Anna wrote it. " * 30}, "context"),
+])
+def test_text_over_the_limit_names_the_field_that_holds_it(small_app, route, body, field):
+    # was: "passages" for an oversized question, "context" for an oversized SePer question
+    (response,) = post_all(small_app, [(route, body)])
+    error = response.json()
+    assert response.status_code == 413 and error["field"] == field, response.text
+    assert "--max-input-tokens" in error["error"]
+
+
+@pytest.mark.parametrize("route", ["/v1/rerank", "/v2/rerank"])
+def test_a_cohere_document_with_keys_of_its_own_is_read(app, route):
+    # was: 422 "documents[0].id: Extra inputs are not permitted" for what Cohere and Jina clients send
+    documents = [{"text": "Anna wrote it.", "id": "d1"}, {"text": "It sold.", "title": "T", "meta": {"page": 3}}]
+    body = {"model": "exit", "query": "Who wrote it?", "documents": documents}
+    (response,) = post_all(app, [(route, body)])
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert sorted(r["index"] for r in results) == [0, 1]
+    assert {r["document"]["text"] for r in results} == {"Anna wrote it.", "It sold."}
+
+
+@pytest.mark.parametrize(("document", "field"), [
+    ({"id": "d1"}, "documents[0].text"), ({"text": 5, "id": "d1"}, "documents[0].text"),
+    ({"text": " ", "id": "d1"}, "documents[0].text"), ({"text": "Anna wrote it.", "title": 5}, "documents[0].title"),
+])
+def test_a_cohere_document_that_is_really_wrong_is_still_refused(app, document, field):
+    (response,) = post_all(app, [("/v1/rerank", {"query": "Who wrote it?", "documents": [document]})])
+    assert response.status_code == 422 and response.json()["field"] == field, response.text

@@ -161,3 +161,13 @@ def test_concurrent_rerank_requests_share_batches(tiny_lm_dir):
     strip = lambda r: r.json() if isinstance(r.json(), list) else {**r.json(), "id": ""}
     assert [strip(r) for r in got] == [strip(r) for r in want]
     assert batched.state.rerank_batcher.largest > 1 and alone.state.rerank_batcher is None
+
+
+def test_pruned_text_keeps_only_the_words_a_hard_budget_kept():
+    # was: the whole sentence a budget cut to fit, over the budget the request set
+    from readerfit.serve.rerank import ranked
+    from readerfit.types import Compression
+
+    c = Compression("Anna wrote", units=["Anna wrote the book in 1990.", "Rain fell."], scores=[0.9, 0.1], kept=[0],
+                    passage_of_unit=[0, 1], trimmed={0: "Anna wrote"})
+    assert [(r.index, r.pruned_text) for r in ranked("exit", c, 2)] == [(0, "Anna wrote"), (1, "")]

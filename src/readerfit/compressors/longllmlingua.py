@@ -200,6 +200,12 @@ class LongLLMLingua(BaseCompressor):
             origin, kept_tokens = len(counter.encode("\n\n".join(units))), len(counter.encode(text)) if text else 0
         else:
             origin, kept_tokens = int(result.get("origin_tokens", 0)), int(result.get("compressed_tokens", 0))
+        details: dict[str, Any] = {"target_rate": self.config.rate, "target_tokens": self.config.target_tokens,
+                                   "rate": token_rate(origin, kept_tokens), "token_counter": "small LM tokenizer"}
+        warning = missed_target(origin=origin, kept=kept_tokens, rate=self.config.rate,
+                                target_tokens=self.config.target_tokens)
+        if warning:
+            details["warning"] = warning
         return Compression(
             text=text,
             units=units,
@@ -207,6 +213,27 @@ class LongLLMLingua(BaseCompressor):
             kept=list(used) if used is not None else [],
             origin_tokens=origin,
             compressed_tokens=kept_tokens,
-            details={"target_rate": self.config.rate, "target_tokens": self.config.target_tokens, "rate": token_rate(origin, kept_tokens),
-                     "token_counter": "small LM tokenizer"},
+            details=details,
         )
+
+
+# llmlingua's targets are approximate (its rate counts the question too): a miss by more than this is reported
+TARGET_SLACK = 0.1
+
+
+def missed_target(*, origin: int, kept: int, rate: float, target_tokens: int | None) -> str | None:
+    """What ``details["warning"]`` says when llmlingua kept clearly more than the target (``target_tokens`` when
+    set, else ``rate`` of ``origin``); None when it met it.
+
+    >>> missed_target(origin=40, kept=40, rate=0.5, target_tokens=None)
+    "longllmlingua kept 40 of 40 tokens (rate 1.00), over the requested rate 0.5: llmlingua's target is approximate (its context_budget adds room, so a short input may be kept whole); for a hard cap use a compressor that selects (exit, sentence-sim, provence, selective-context)"
+    >>> missed_target(origin=40, kept=21, rate=0.5, target_tokens=None) is None
+    True
+    """
+    allowed = target_tokens if target_tokens is not None else rate * origin
+    if origin <= 0 or kept <= allowed * (1 + TARGET_SLACK):
+        return None
+    asked = f"target of {target_tokens} tokens" if target_tokens is not None else f"rate {rate:g}"
+    return (f"longllmlingua kept {kept} of {origin} tokens (rate {token_rate(origin, kept):.2f}), over the requested "
+            f"{asked}: llmlingua's target is approximate (its context_budget adds room, so a short input may be kept "
+            "whole); for a hard cap use a compressor that selects (exit, sentence-sim, provence, selective-context)")

@@ -17,22 +17,94 @@ sentence's score (None for a compressor that does not score).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic import ValidationError
 
 from readerfit.compressors import COMPRESSORS, BaseCompressor, build_compressor, join_passages
 from readerfit.compressors.budget import Budget, Budgeted
 from readerfit.compressors.per_call import budget_options, checked_budget, compress_at_budgets, with_budget
 from readerfit.errors import InputError
+from readerfit.inputs import kind_of
 from readerfit.models.lm import LanguageModel
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
+from readerfit.options import OPTION_ALIASES
 from readerfit.registry import make_config
 from readerfit.types import Compression, Passage, token_rate, token_ratio
 
 # the metadata keys the adapters add; frameworks that put metadata in the LLM prompt are told to leave them out
 METADATA_KEYS = ("readerfit", "relevance_score")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+# what each setting of an adapter holds, checked at construction and at load (a saved form read back)
+_SETTING_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "compressor": (lambda v: isinstance(v, BaseCompressor) or isinstance(v, str) and bool(v.strip()),
+                   "a compressor name (exit, sentence-sim, ...) or a readerfit compressor"),
+    "options": (lambda v: v is None or isinstance(v, Mapping), "a mapping of the compressor's options or None"),
+    "preset": (lambda v: v is None or isinstance(v, str), "a preset's name (paper, official) or None"),
+    "rate": (lambda v: v is None or _number(v), "a number in (0, 1] or None"),
+    "target_tokens": (lambda v: v is None or _number(v), "a whole number of the reader's tokens or None"),
+    "reader": (lambda v: v is None or isinstance(v, str | LanguageModel), "a model name (a string), a loaded LM or None"),
+    "title_key": (lambda v: isinstance(v, str) and bool(v.strip()), "a metadata key (a non-empty string)"),
+    "keep_empty": (lambda v: isinstance(v, bool), "true or false"),
+}
+
+
+def adapter_settings(fields: Mapping[str, Any], *, adapter: str, known: Iterable[str]) -> dict[str, Any]:
+    """An adapter's settings (``fields``, by keyword or from its saved form) checked, with the budget's other name
+    read as readerfit's (LLMLingua's, LangChain's and LlamaIndex's ``target_token`` is ``target_tokens``, as
+    everywhere an option is taken): an unknown setting, the budget named twice or a value of the wrong type is an
+    :class:`InputError` naming ``adapter``, the setting, what it expects and what came.
+
+    >>> adapter_settings({"compressor": "exit", "target_token": 30}, adapter="A", known=["compressor", "target_tokens"])
+    {'compressor': 'exit', 'target_tokens': 30}
+    >>> adapter_settings({"title_key": [1, 2]}, adapter="A", known=["title_key"])
+    Traceback (most recent call last):
+        ...
+    readerfit.errors.InputError: A: setting 'title_key' expects a metadata key (a non-empty string), got list [1, 2]
+    """
+    known = set(known)
+    out = dict(fields)
+    for alias, name in OPTION_ALIASES.items():
+        if alias in out and name in known:
+            value = out.pop(alias)
+            if value is not None and out.get(name) is not None:
+                raise InputError(f"{adapter}: settings {alias!r} and {name!r} are one setting ({alias!r} is another "
+                                 f"name for it); give {name!r} only")
+            if value is not None or name not in out:
+                out[name] = value
+    unknown = sorted(set(out) - known)
+    if unknown:
+        aliases = [f"{a} (= {n})" for a, n in OPTION_ALIASES.items() if n in known]
+        raise InputError(f"{adapter}: unknown setting {unknown[0]!r}; its settings: "
+                         f"{', '.join([*sorted(known), *aliases])}")
+    for name, value in out.items():
+        check, expected = _SETTING_TYPES.get(name, (None, ""))
+        if check is not None and not check(value):
+            raise InputError(f"{adapter}: setting {name!r} expects {expected}, got {kind_of(value)}")
+    return out
+
+
+@contextmanager
+def unwrapped_input_errors() -> Iterator[None]:
+    """Re-raise the :class:`InputError` a framework's pydantic validation wrapped in its ``ValidationError`` (an
+    adapter loaded from a saved form whose settings readerfit refuses), so the user reads readerfit's message."""
+    try:
+        yield
+    except ValidationError as err:
+        causes = [e.get("ctx", {}).get("error") for e in err.errors()]
+        first = next((c for c in causes if isinstance(c, InputError)), None)
+        if first is None:
+            raise
+        raise first from None
 
 
 @dataclass(frozen=True)
@@ -204,7 +276,8 @@ class DocumentCompression:
             kept_units = [k for k in units if k in kept]
             if not kept_units and not keep_empty:
                 continue
-            text = " ".join(c.units[k].strip() for k in kept_units)
+            # a unit a hard budget cut to fit keeps only its words that fit (Compression.trimmed)
+            text = " ".join((c.trimmed or {}).get(k, c.units[k]).strip() for k in kept_units)
             out.append(Piece(text=text, source=source, compressor=self.name, origin_tokens=count(doc.text),
                              compressed_tokens=count(text),
                              scores=[c.scores[k] for k in units] if c.scores is not None else None,

@@ -32,7 +32,13 @@ from typing import Any
 
 from readerfit.compressors import BaseCompressor
 from readerfit.errors import InputError, require
-from readerfit.integrations.documents import DocumentCompression, Piece, SourceDocument
+from readerfit.integrations.documents import (
+    DocumentCompression,
+    Piece,
+    SourceDocument,
+    adapter_settings,
+    unwrapped_input_errors,
+)
 from readerfit.models.source import ModelSource
 
 require("langchain_core", extra="langchain", package="langchain-core", purpose="readerfit.integrations.langchain")
@@ -50,13 +56,16 @@ class ReaderfitCompressor(BaseDocumentCompressor):
         options (dict | None, default None): the compressor's config fields (``{"threshold": 0.3}``); by name only.
         rate (float | None, default None), target_tokens (int | None, default None): the budget, in the reader's
             tokens (the compressor is built once without it; the sentence selectors score once and select
-            under it).
+            under it); ``target_token``, LangChain's and LLMLingua's name, is read as ``target_tokens``.
         preset (str | None, default None): ``paper`` or ``official``, for a compressor given by name.
         reader (str | LanguageModel | None, default None): the reader whose tokens budgets and counts are in
             (None: the packaged SmolLM2, loaded on first use, unless ``count_tokens`` is given).
         title_key (str, default "title"): the metadata key of a document's title.
         pool (ModelPool | None, default None): where a compressor given by name loads its models (None: a new pool).
         count_tokens (Callable[[str], int] | None, default None): counts tokens instead of the reader.
+
+    A setting it does not know or of the wrong type is an :class:`~readerfit.errors.InputError` naming it, at
+    construction and when a saved compressor is read back (``model_validate_json``).
 
     >>> from langchain_core.documents import Document
     >>> docs = [Document(page_content="Marta founded the club in 1887.", metadata={"title": "Club"})]
@@ -79,14 +88,28 @@ class ReaderfitCompressor(BaseDocumentCompressor):
 
     def __init__(self, compressor: Any = "exit", *, pool: ModelSource | None = None, count_tokens: Callable[[str], int] | None = None,
                  **fields: Any) -> None:
-        if not isinstance(compressor, str | BaseCompressor):
-            raise TypeError(f"expected a compressor name or a readerfit compressor, got {type(compressor).__name__}")
+        fields = adapter_settings({"compressor": compressor, **fields}, adapter="LangChain ReaderfitCompressor",
+                                  known=type(self).model_fields)
+        compressor = fields.pop("compressor")
         # built first, so a bad name or option is readerfit's InputError rather than pydantic's wrapper of it
         engine = DocumentCompression(compressor, pool=pool, options=fields.get("options"), preset=fields.get("preset"),
                                      reader=fields.get("reader"), count_tokens=count_tokens, rate=fields.get("rate"),
                                      target_tokens=fields.get("target_tokens"))
         super().__init__(compressor=compressor, **fields)
         self._engine = engine
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> ReaderfitCompressor:
+        """A saved compressor read back from its fields; settings readerfit refuses are its InputError."""
+        with unwrapped_input_errors():
+            return super().model_validate(obj, **kwargs)
+
+    @classmethod
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> ReaderfitCompressor:
+        """A saved compressor read back from its JSON (``model_dump_json``); settings readerfit refuses are its
+        InputError."""
+        with unwrapped_input_errors():
+            return super().model_validate_json(json_data, **kwargs)
 
     def model_post_init(self, context: Any, /) -> None:
         # reached by model_validate / model_validate_json too, which rebuild a saved compressor from its fields

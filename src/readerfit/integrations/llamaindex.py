@@ -21,7 +21,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from readerfit.errors import InputError, require
-from readerfit.integrations.documents import METADATA_KEYS, DocumentCompression, Piece, SourceDocument
+from readerfit.integrations.documents import (
+    METADATA_KEYS,
+    DocumentCompression,
+    Piece,
+    SourceDocument,
+    adapter_settings,
+)
 from readerfit.models.source import ModelSource
 
 require("llama_index.core", extra="llamaindex", package="llama-index-core", purpose="readerfit.integrations.llamaindex")
@@ -40,7 +46,7 @@ class ReaderfitPostprocessor(BaseNodePostprocessor):
         options (dict | None, default None): the compressor's settings (``{"threshold": 0.3}``); by name only.
         rate (float | None, default None), target_tokens (int | None, default None): the budget, in the reader's
             tokens (the compressor is built once without it; the sentence selectors score once and select
-            under it).
+            under it); ``target_token``, LlamaIndex's and LLMLingua's name, is read as ``target_tokens``.
         preset (str | None, default None): ``paper`` or ``official``, for a compressor given by name.
         reader (str | LanguageModel | None, default None): the reader whose tokens are counted (None: the packaged
             SmolLM2, unless ``count_tokens`` is given).
@@ -49,6 +55,9 @@ class ReaderfitPostprocessor(BaseNodePostprocessor):
             empty text and their scores.
         count_tokens (Callable[[str], int] | None, default None): counts tokens instead of the reader.
         pool (ModelPool | None, default None): where a compressor given by name loads its models.
+
+    A setting it does not know or of the wrong type is an :class:`~readerfit.errors.InputError` naming it, at
+    construction and in ``from_dict`` / ``from_json``.
 
     >>> from llama_index.core.schema import NodeWithScore, TextNode
     >>> nodes = [NodeWithScore(node=TextNode(text="Marta founded the club in 1887.", metadata={"title": "Club"}))]
@@ -71,7 +80,10 @@ class ReaderfitPostprocessor(BaseNodePostprocessor):
 
     def __init__(self, compressor: Any = "exit", *, count_tokens: Any = None, pool: ModelSource | None = None,
                  **fields: Any) -> None:
-        super().__init__(compressor=compressor, **fields)
+        fields = adapter_settings({"compressor": compressor, **fields}, adapter="LlamaIndex ReaderfitPostprocessor",
+                                  known=type(self).model_fields)
+        super().__init__(**fields)
+        compressor = self.compressor
         self._engine = DocumentCompression(compressor, pool=pool, options=self.options, preset=self.preset,
                                            reader=self.reader, count_tokens=count_tokens, rate=self.rate,
                                            target_tokens=self.target_tokens)

@@ -13,8 +13,9 @@
     GET  /openapi.json      the schema
 
 Model work runs in worker threads, at most ``max_concurrency`` at once (the rest wait their turn); a request with
-more than ``long_request_chars`` of text runs in a lane of its own, so it never holds up shorter ones. Work stops
-when the client disconnects or after ``request_timeout`` (504). Every
+more than ``long_request_chars`` of text or more than ``long_request_units`` passages, texts or sentences runs in a
+lane of its own (:mod:`readerfit.serve.lanes`), so it never holds up shorter ones. Work stops when the client
+disconnects or after ``request_timeout`` (504). Every
 error is JSON: ``{"error": message, "field": the request field or null, ...}`` — 422 for a body that does not
 match the schema (an unknown compressor lists the registered and served ones), 400 for input the method
 refuses, 413 for a body over ``max_body_bytes``, 503 when the server lacks a package or backend.
@@ -41,6 +42,7 @@ from readerfit.serve.cancel import RequestCancelled, cancellable
 from readerfit.serve.cancel import install as install_cancel_hook
 from readerfit.serve.config import BadField, ServeConfig
 from readerfit.serve.errors import Refused, error_response, validation_response
+from readerfit.serve.lanes import Work, passages_work, texts_work
 from readerfit.serve.pool import ServingPool
 from readerfit.serve.rerank import RerankItem, rerank_batch
 from readerfit.serve.rerank_routes import add_rerank_routes
@@ -56,7 +58,7 @@ from readerfit.serve.schemas import (
     TextObject,
     request_models,
 )
-from readerfit.serve.service import Service, passage_texts
+from readerfit.serve.service import Service
 
 log = logging.getLogger("readerfit.serve")
 
@@ -82,10 +84,15 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
     app = FastAPI(title="readerfit", version=__version__,
                   description="Fit retrieved context to the reader LLM: compress, score, SePer.")
     app.state.service = service
+    app.state.lanes = {"shared": limiter, "long": long_lane}  # what a request runs under (tests read them)
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     if config.api_key is not None:
         app.add_middleware(BearerAuth, key=config.api_key)  # added last: it runs first
     _add_error_handlers(app, service)
+
+    def is_long(work: Work) -> bool:
+        """Over the characters or the units of a short request: the long lane (:mod:`readerfit.serve.lanes`)."""
+        return work.is_long(chars=config.long_request_chars, units=config.long_request_units)
 
     def in_service(fn: Any, stop: threading.Event) -> Any:
         """``fn()`` counted in the service's in-flight requests, stopped at its next forward pass once ``stop``."""
@@ -150,7 +157,7 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
             error = RequestCancelled("withdrawn")
         return answer(result, error, timed_out=gone == "timeout")
 
-    async def work(fn: Any, /, request: Request, chars: int, **kwargs: Any) -> Any:
+    async def work(fn: Any, /, request: Request, brings: Work, **kwargs: Any) -> Any:
         """``fn(**kwargs)`` in a worker thread of its lane; stopped when the client disconnects or time is up."""
         stop = threading.Event()
         timed_out = False
@@ -168,7 +175,7 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
             timed_out = True
             stop.set()
 
-        lane = long_lane if chars > config.long_request_chars else limiter
+        lane = long_lane if is_long(brings) else limiter
         result: Any = None
         error: Exception | None = None
         async with anyio.create_task_group() as tasks:
@@ -210,18 +217,18 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
             items.append(dict(question=one.question, passages=passages, compressor=one.compressor,
                               options=one.options, preset=one.preset, rate=one.rate,
                               target_tokens=one.target_tokens, id=one.id))
-        chars = sum(len(t) for item in items for t in [item["question"], *passage_texts(item["passages"])])
-        if batcher is not None and not isinstance(body, list) and chars <= config.long_request_chars:
+        brings = sum((passages_work(item["question"], item["passages"]) for item in items), Work(0, 0))
+        if batcher is not None and not isinstance(body, list) and not is_long(brings):
             return await batched(batcher, items[0], request)
-        out = await work(service.compress_batch, request, chars, items=items)
+        out = await work(service.compress_batch, request, brings, items=items)
         return out if isinstance(body, list) else out[0]
 
     async def rerank(item: RerankItem, request: Request) -> Any:
         """One rerank request: a short one through the rerank batcher, as /v1/compress batches."""
-        chars = item.chars()
-        if rerank_batcher is not None and chars <= config.long_request_chars:
+        brings = passages_work(item.query, item.passages)
+        if rerank_batcher is not None and not is_long(brings):
             return await batched(rerank_batcher, item, request)
-        return (await work(rerank_batch, request, chars, service=service, items=[item]))[0]
+        return (await work(rerank_batch, request, brings, service=service, items=[item]))[0]
 
     add_rerank_routes(app, compressors=config.compressors, rerank=rerank, fixed=fixed, responses=ERRORS)
 
@@ -231,16 +238,16 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
         items = [t if isinstance(t, TextObject) else TextObject(text=t) for t in body.texts]  # type: ignore[attr-defined]
         scorers = body.scorer if isinstance(body.scorer, list) else [body.scorer]  # type: ignore[attr-defined]
         contexts = [t.context for t in items]
-        chars = sum(len(t.text) + len(t.context or "") for t in items)
-        return await work(service.score, request, chars, texts=[t.text for t in items],
+        brings = texts_work([t for item in items for t in (item.text, item.context)])
+        return await work(service.score, request, brings, texts=[t.text for t in items],
                           contexts=None if all(c is None for c in contexts) else contexts, scorers=scorers,
                           options=body.options, preset=body.preset)  # type: ignore[attr-defined]
 
     @app.post("/v1/seper", response_model=SePerResponse, responses=ERRORS)
     async def seper(body: SePerRequest, request: Request) -> Any:
         fixed(body)
-        chars = len(body.question) + sum(map(len, body.answers)) + len(body.context or "")
-        return await work(service.seper, request, chars, question=body.question, answers=body.answers, context=body.context,
+        brings = texts_work([body.question, *body.answers, body.context])
+        return await work(service.seper, request, brings, question=body.question, answers=body.answers, context=body.context,
                           options=body.options, preset=body.preset)
 
     return app

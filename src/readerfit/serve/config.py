@@ -58,6 +58,9 @@ class ServeConfig:
                                                "(as it does when the client disconnects)")
     long_request_chars: int = param(8000, ge=1, help="a request with more characters of text than this runs in its own "
                                                "lane, one at a time, so it never holds up shorter requests")
+    long_request_units: int = param(128, ge=1, help="a request with more passages, texts or sentences than this runs "
+                                              "in that lane too (the cost grows with them: thousands of tiny passages "
+                                              "are few characters and much work)")
     batch_window: float = param(0.005, ge=0, le=1, help="seconds a /v1/compress request waits for others to share its model "
                                              "work (a batch also grows while it waits for a worker); 0: no batching")
     max_batch: int = param(16, ge=1, le=MAX_BATCH, help="most questions in one such batch")

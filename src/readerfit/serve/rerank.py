@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from readerfit.serve.config import MAX_BATCH, BadField, TooLarge
-from readerfit.serve.service import Service, passage_texts
+from readerfit.serve.service import Service
 from readerfit.types import Compression
 
 
@@ -33,9 +33,6 @@ class RerankItem:
     field: str = "compressor"
     texts_field: str = "texts"
 
-    def chars(self) -> int:
-        return len(self.query) + sum(map(len, passage_texts(self.passages)))
-
 
 @dataclass
 class Ranked:
@@ -51,8 +48,9 @@ def rerank_batch(service: Service, items: Sequence[RerankItem]) -> list[tuple[st
     if len(items) > MAX_BATCH:
         raise TooLarge(f"a batch may hold at most {MAX_BATCH} requests, got {len(items)}", field="body")
     settings = [_settings(service, item) for item in items]
-    compressions = service.compressions([dict(question=item.query, passages=item.passages) for item in items],
-                                        settings)
+    # with what the request set (its preset, options), which an error names
+    compressions = service.compressions([dict(question=item.query, passages=item.passages, options=item.options,
+                                              preset=item.preset) for item in items], settings)
     return [(name, ranked(name, c, len(item.passages), raw=item.raw_scores, field=item.field))
             for item, (name, _, _), c in zip(items, settings, compressions)]
 
@@ -63,7 +61,8 @@ def _settings(service: Service, item: RerankItem) -> tuple[str, dict[str, Any], 
         raise BadField(f"{item.field} {name!r} is not served here; {item.field} names the readerfit compressor that "
                        f"ranks and prunes, one of: {', '.join(service.config.compressors)}", field=item.field)
     return service.compress_settings(dict(question=item.query, passages=item.passages, compressor=name,
-                                          options=item.options, preset=item.preset), passages_field=item.texts_field)
+                                          options=item.options, preset=item.preset), passages_field=item.texts_field,
+                                  question_field="query")
 
 
 def ranked(compressor: str, c: Compression, n: int, *, raw: bool = False, field: str = "compressor") -> list[Ranked]:
@@ -80,7 +79,9 @@ def ranked(compressor: str, c: Compression, n: int, *, raw: bool = False, field:
             score = head[index] if raw else _sigmoid(head[index])
         else:
             score = max((float(c.scores[k]) for k in units), default=0.0)
-        out.append(Ranked(index, score, " ".join(c.units[k].strip() for k in units if k in kept)))
+        # a unit a hard budget cut to fit keeps only its words that fit (Compression.trimmed)
+        pruned = " ".join((c.trimmed or {}).get(k, c.units[k]).strip() for k in units if k in kept)
+        out.append(Ranked(index, score, pruned))
     return sorted(out, key=lambda r: (-r.score, r.index))
 
 

@@ -5,7 +5,8 @@
   v2 clients, LiteLLM, Jina clients).
 
 A field the client sends that changes nothing here is accepted and said so in its description (readerfit reads
-whole texts: nothing is truncated); a field readerfit does not know is refused (422 naming it). ``options`` are
+whole texts: nothing is truncated); a field readerfit does not know is refused (422 naming it), except inside a
+document object, where clients put their own keys (``id``, metadata): those are ignored. ``options`` are
 typed in the schema by each served compressor's request option model, as ``POST /v1/compress`` types them, so
 :func:`rerank_models` builds the request models for one server; the service checks the options against the
 compressor the request names (a 400 naming ``options.<key>``).
@@ -55,6 +56,11 @@ class TEIRank(BaseModel):
 
 
 class DocumentObject(Strict):
+    """A document as Cohere and Jina clients send it: its ``text`` (and ``title``); the other keys clients add (``id``,
+    metadata) are accepted and ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
     text: NonBlank
     title: str = Field("", description="readerfit reads it as the passage's title line")
 
@@ -65,7 +71,8 @@ class CohereRerankBody(Strict):
 
     model: str | None = Field(None, description="a served compressor that scores sentences (default: the server's)")
     query: NonBlank = Field(description="the question the documents are ranked and pruned for")
-    documents: list[NonBlank | DocumentObject] = Field(min_length=1, description="strings or {text, title?} objects")
+    documents: list[NonBlank | DocumentObject] = Field(min_length=1, description="strings or {text, title?} objects "
+                                                                                   "(their other keys ignored)")
     top_n: Positive | None = Field(None, description="the best top_n documents (default: all)")
     return_documents: StrictBool = Field(True, description="each result's document: {text}")
     # what the cohere SDK's clients may send besides; none changes readerfit's work

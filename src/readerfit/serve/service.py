@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from readerfit import api
@@ -126,16 +126,16 @@ class Service:
                     [items[i]["question"] for i in indices], [api.as_passages(items[i]["passages"]) for i in indices],
                     [split[i][1] for i in indices], name, pool=self.pool, reader=self.reader_lm, preset=preset,
                     options=split[indices[0]][0])
-            except NotLoaded as err:  # name what the request set: its preset, when it set no options
-                first = items[indices[0]]
-                cause = "preset" if first.get("preset") and not first.get("options") else "options"
+            except NotLoaded as err:  # name what the request set: a request's options never name a model, its
+                # preset may (a hub checkpoint the server did not load)
+                cause = "preset" if items[indices[0]].get("preset") else "options"
                 raise NotLoaded(str(err), field=f"{'' if len(items) == 1 else f'[{indices[0]}].'}{cause}") from None
             for i, compression in zip(indices, compressions):
                 out[i] = compression
         return out
 
-    def compress_settings(self, item: dict[str, Any], *, where: str = "",
-                          passages_field: str = "passages") -> tuple[str, dict[str, Any], str | None]:
+    def compress_settings(self, item: dict[str, Any], *, where: str = "", passages_field: str = "passages",
+                          question_field: str = "question") -> tuple[str, dict[str, Any], str | None]:
         """(compressor, options, preset) of one compress item, checked: served, allowed options, size, config; the
         options hold the item's budget (its ``rate`` / ``target_tokens`` fields over its options')."""
         name = item.get("compressor") or self.config.default_compressor
@@ -143,7 +143,8 @@ class Service:
         given = item.get("options") or {}
         cls = COMPRESSORS.get(name)
         check_request_options(cls.config_class, given, component=name, field=f"{where}options")
-        self._check_size([item["question"], *passage_texts(item["passages"])], field=f"{where}{passages_field}")
+        self._check_size({f"{where}{question_field}": [item["question"]],
+                          f"{where}{passages_field}": passage_texts(item["passages"])})
         if not any(passage_text(p).strip() for p in item["passages"]):
             raise BadField(f"all {len(item['passages'])} passages are blank (a title alone is not compressed); give at "
                            "least one passage with text", field=f"{where}{passages_field}")
@@ -167,7 +168,7 @@ class Service:
             raise BadField(f"options for scorer {stray[0]!r}, which this request does not use "
                              f"(scorers: {', '.join(scorers)})", field=f"options.{stray[0]}")
         out = {}
-        self._check_size([*texts, *(c for c in contexts or [] if c)], field="texts")
+        self._check_size({"texts": [*texts, *(c for c in contexts or [] if c)]})
         given = [i for i, c in enumerate(contexts or []) if c is not None]
         if "sps" in scorers and given:  # before any scorer runs
             raise BadField("sps scores a text alone (its reader representation has no context); leave the context "
@@ -183,6 +184,8 @@ class Service:
             try:
                 out[name] = api.score(list(texts), scorer=name, reader=self.reader_lm, pool=self.pool,
                                       contexts=contexts, preset=preset or self.config.preset, options=merged)
+            except NotLoaded as err:  # a request's options never name a model; its preset may
+                raise NotLoaded(str(err), field="preset" if preset else f"options.{name}") from None
             except BadField:
                 raise
             except InputError as err:  # what the scorer refuses of the texts (too short, over its context)
@@ -194,7 +197,7 @@ class Service:
         """``seper --json``'s object: SePer without the context, and with it and ΔSePer when one is given."""
         options = dict(options or {})
         check_request_options(SePerConfig, options, component="seper", field="options")
-        self._check_size([question, *answers, context or ""], field="context" if context else "answers")
+        self._check_size({"question": [question], "answers": list(answers), "context": [context or ""]})
         if options.get("judge", self.judge_name) != self.judge_name:
             raise BadField(f"this server's SePer judge is {self.judge_name!r} (set at start with --judge); "
                            f"a request cannot change it, got {options['judge']!r}", field="options.judge")
@@ -219,16 +222,22 @@ class Service:
             raise BadField(str(err), field="question" if context is None else "context") from None
         return seper_json(result, preset=preset)
 
-    def _check_size(self, texts: Sequence[str], *, field: str) -> None:
-        """413 for a request over ``max_input_tokens`` of the reader's tokens; a long one is refused by its
-        length alone, before any tokenizing."""
+    def _check_size(self, fields: Mapping[str, Sequence[str]]) -> None:
+        """413 for a request over ``max_input_tokens`` of the reader's tokens, naming the request field (of
+        ``fields``: each field's texts) that holds the most of them; a long one is refused by its length alone,
+        before any tokenizing."""
         limit = self.config.max_input_tokens
-        chars = sum(len(t) for t in texts)
-        tokens = chars if chars > limit * MAX_CHARS_PER_TOKEN else sum(self.reader_lm.count_tokens(t) for t in texts if t)
-        if tokens > limit:
-            measured = f"{chars} characters" if chars > limit * MAX_CHARS_PER_TOKEN else f"{tokens} tokens"
-            raise TooLarge(f"the request holds {measured} of text, over this server's limit of {limit} reader "
-                           "tokens (--max-input-tokens)", field=field)
+        sizes = {name: sum(len(t) for t in texts) for name, texts in fields.items()}
+        by_length = sum(sizes.values()) > limit * MAX_CHARS_PER_TOKEN
+        if not by_length:
+            sizes = {name: sum(self.reader_lm.count_tokens(t) for t in texts if t) for name, texts in fields.items()}
+        total = sum(sizes.values())
+        if total > limit:
+            field = max(sizes, key=lambda name: sizes[name])  # the first of equals
+            unit = "characters" if by_length else "tokens"
+            held = f" ({sizes[field]} in {field})" if len(sizes) > 1 else ""
+            raise TooLarge(f"the request holds {total} {unit} of text{held}, over this server's limit of {limit} "
+                           "reader tokens (--max-input-tokens)", field=field)
 
     def _check_served(self, name: str) -> None:
         if name not in COMPRESSORS:

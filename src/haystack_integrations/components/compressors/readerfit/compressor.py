@@ -27,10 +27,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from readerfit.errors import InputError, require
-from readerfit.integrations.documents import DocumentCompression, Piece, SourceDocument
+from readerfit.integrations.documents import DocumentCompression, Piece, SourceDocument, adapter_settings
 
 require("haystack", extra="haystack", package="haystack-ai", purpose="readerfit.integrations.haystack")
 from haystack import Document, component, default_from_dict, default_to_dict  # noqa: E402
+
+# what to_dict saves and __init__ takes (and ``target_token``, read as ``target_tokens``)
+SETTINGS = ("compressor", "options", "preset", "reader", "title_key", "rate", "target_tokens")
 
 
 @component
@@ -46,8 +49,13 @@ class ReaderfitCompressor:
         rate (float | None, default None), target_tokens (int | None, default None): the budget, in the reader's
             tokens (the compressor is built once without it; the sentence selectors score once and select
             under it).
+        target_token (int | None, default None): LLMLingua's name for ``target_tokens``, read as it (saved as
+            ``target_tokens``).
         reader (str | None, default None): the reader whose tokens are counted (None: the packaged SmolLM2).
         title_key (str, default "title"): the ``meta`` key of a document's title.
+
+    A setting of the wrong type is an :class:`~readerfit.errors.InputError` naming it, at construction and when a
+    saved pipeline loads.
 
     A pipeline stores it by name and options (nothing loads until it runs):
 
@@ -58,11 +66,15 @@ class ReaderfitCompressor:
 
     def __init__(self, compressor: Any = "exit", *, options: dict[str, Any] | None = None, preset: str | None = None,
                  reader: str | None = None, title_key: str = "title", rate: float | None = None,
-                 target_tokens: int | None = None) -> None:
+                 target_tokens: int | None = None, target_token: int | None = None) -> None:
+        settings = adapter_settings(dict(compressor=compressor, options=options, preset=preset, reader=reader,
+                                         title_key=title_key, rate=rate, target_tokens=target_tokens,
+                                         target_token=target_token),
+                                    adapter="Haystack ReaderfitCompressor", known=SETTINGS)
         self.compressor, self.options, self.preset, self.reader = compressor, options, preset, reader
-        self.title_key, self.rate, self.target_tokens = title_key, rate, target_tokens
+        self.title_key, self.rate, self.target_tokens = title_key, rate, settings["target_tokens"]
         self._engine = DocumentCompression(compressor, options=options, preset=preset, reader=reader, rate=rate,
-                                           target_tokens=target_tokens)
+                                           target_tokens=self.target_tokens)
 
     def warm_up(self) -> None:
         self._engine.warm_up()
