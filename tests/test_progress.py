@@ -20,7 +20,7 @@ BAR = "Loading weights"
 
 def test_library_loads_are_quiet_and_leave_the_switches_as_they_were(tiny_lm_dir, tiny_nli_dir, capsys):
     before = (hf_logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())
-    ModelPool(device="cpu").lm(str(tiny_lm_dir))
+    ModelPool(device="cpu").lm(str(tiny_lm_dir)).model  # the weights load on first use
     NLIJudge(str(tiny_nli_dir))  # no pool
     readerfit.compress("Who wrote it?", ["Anna wrote it."], method="exit", pool=ModelPool(device="cpu"),
                        options={"classifier": str(tiny_lm_dir), "splitter": "regex"})
@@ -30,7 +30,7 @@ def test_library_loads_are_quiet_and_leave_the_switches_as_they_were(tiny_lm_dir
 
 def test_asked_for_the_bars_show(tiny_lm_dir, capsys):
     with load_progress():
-        ModelPool(device="cpu").lm(str(tiny_lm_dir))
+        ModelPool(device="cpu").lm(str(tiny_lm_dir)).model  # the weights load on first use
     assert BAR in capsys.readouterr().err
 
 

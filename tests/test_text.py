@@ -97,3 +97,12 @@ def test_split_sentences_validates():
     assert split_sentences("One. Two.", splitter="regex") == ["One.", "Two."]
     with pytest.raises(InputError):
         split_sentences(None, splitter="regex")  # type: ignore[arg-type]
+
+
+def test_stop_words_are_scikit_learns():
+    """readerfit.text.stop_words is a copy, so that using it costs no import of scikit-learn (issue 57)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    from readerfit.text.stop_words import ENGLISH_STOP_WORDS as COPY
+
+    assert COPY == ENGLISH_STOP_WORDS and isinstance(COPY, frozenset)

@@ -9,13 +9,46 @@ torch.bfloat16
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from readerfit.errors import InputError
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported inside the functions below, on first use: importing readerfit (and the commands that load no
+# model) must not pay the seconds torch's import takes (issue 57)
+
+
+class _Dtypes(Mapping[str, "torch.dtype"]):
+    """The dtype names readerfit takes, each to its torch dtype (torch imported at the first lookup).
+
+    >>> sorted(DTYPES), DTYPES["float16"]
+    (['bfloat16', 'float16', 'float32'], torch.float16)
+    """
+
+    _NAMES = ("float32", "bfloat16", "float16")
+
+    def __getitem__(self, name: str) -> torch.dtype:
+        if name not in self._NAMES:
+            raise KeyError(name)
+        import torch
+
+        return getattr(torch, name)
+
+    def __contains__(self, name: object) -> bool:  # by name: no torch import
+        return name in self._NAMES
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._NAMES)
+
+    def __len__(self) -> int:
+        return len(self._NAMES)
+
+
+DTYPES: Mapping[str, torch.dtype] = _Dtypes()
 
 
 def cache_root() -> Path:
@@ -28,6 +61,8 @@ def auto_device(device: str | torch.device | None) -> torch.device:
 
     A device that does not exist here is an :class:`InputError` saying what does.
     """
+    import torch
+
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -56,6 +91,8 @@ def fast_dtype(device: str | torch.device | None = None) -> str:
     Measured on an AVX2-only CPU (AMD EPYC, torch 2.13): a bfloat16 matmul is about 100x slower than float32
     there (emulated), so bfloat16 is never chosen where the instructions are missing.
     """
+    import torch
+
     d = auto_device(device)
     if d.type == "cuda":
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
@@ -65,8 +102,22 @@ def fast_dtype(device: str | torch.device | None = None) -> str:
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
-    if isinstance(dtype, torch.dtype):
-        return dtype
+    if not isinstance(dtype, str):
+        import torch
+
+        if isinstance(dtype, torch.dtype):
+            return dtype
     if dtype not in DTYPES:
         raise InputError(f"unknown dtype {dtype!r}; expected one of {sorted(DTYPES)}")
     return DTYPES[dtype]
+
+
+def check_dtype_name(dtype: str) -> None:
+    """An :class:`InputError` unless ``dtype`` is a dtype name readerfit takes (no torch import).
+
+    >>> check_dtype_name("float64")
+    Traceback (most recent call last):
+    readerfit.errors.InputError: unknown dtype 'float64'; expected one of ['bfloat16', 'float16', 'float32']
+    """
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}; expected one of {sorted(DTYPES)}")

@@ -4,27 +4,32 @@ A GGUF file (the packaged SmolLM2 is one) is dequantized by transformers on
 load, which takes ~20 s; we convert it once to a safetensors directory under
 ``$READERFIT_CACHE`` (default ``~/.cache/readerfit``) so later loads take well
 under a second.
+
+The weights load on first use (:attr:`HFLanguageModel.model`): a reader that only counts tokens (budgets,
+``origin_tokens``) never loads them, and counts with the tokenizer saved by :mod:`readerfit.models.tokens`
+without importing transformers or torch. torch is imported inside the methods that compute (issue 57).
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from readerfit.errors import ContextLengthError, InputError, UnknownModelError, cause, require
 from readerfit.io import atomic_dir
-from readerfit.models import hf_generate
-from readerfit.models.attention import use_grouped_attention
-from readerfit.models.device import auto_device, cache_root, resolve_dtype
+from readerfit.models.device import auto_device, cache_root, check_dtype_name, resolve_dtype
 from readerfit.models.lm import Prompt, PromptText
 from readerfit.models.progress import quiet_loading
 from readerfit.models.specs import DEFAULT_LM, ModelSpec, resolve
+from readerfit.models.tokens import SavedCounter, save_counter, saved_counter
 from readerfit.types import CandidateProbs
+
+if TYPE_CHECKING:
+    import torch
 
 
 def converted_gguf_dir(spec: ModelSpec) -> Path:
@@ -37,6 +42,7 @@ def converted_gguf_dir(spec: ModelSpec) -> Path:
         return target
     require("gguf", extra="gguf", purpose="loading a GGUF model")
     require("accelerate", extra="gguf", purpose="loading a GGUF model")
+    import torch  # the conversion runs once; importing readerfit stays free of torch
     from transformers import (
         AutoModelForCausalLM,
         AutoTokenizer,
@@ -57,6 +63,10 @@ def converted_gguf_dir(spec: ModelSpec) -> Path:
     return target
 
 
+ADAPTER_EXPECTED = ("expected a LoRA adapter directory as peft saves it (adapter_config.json + "
+                    "adapter_model.safetensors) or a Hugging Face id such as 'org/adapter'")
+
+
 class HFLanguageModel:
     """A causal LM from transformers behind the :class:`~readerfit.models.lm.LanguageModel` protocol.
 
@@ -74,74 +84,165 @@ class HFLanguageModel:
         trust_remote_code: bool = False,
         batch_size: int = 8,
         adapter: str | None = None,
+        load_lock: threading.RLock | None = None,
     ) -> None:
         spec = resolve(name_or_path, "lm")
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         self.name = name_or_path
-        self.device = auto_device(device)
-        self.dtype = resolve_dtype(dtype)
+        if device is not None:
+            auto_device(device)  # a device that does not exist here fails now
+        if isinstance(dtype, str):
+            check_dtype_name(dtype)  # by name: no torch yet
+        else:
+            resolve_dtype(dtype)
         if batch_size < 1:
             raise InputError(f"batch_size must be >= 1, got {batch_size}")
         self.batch_size = batch_size
+        self._device_arg, self._dtype_arg = device, dtype
+        self._adapter = None if adapter is None else self._check_adapter(adapter)
+        self._kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+        # one load at a time (a pool passes its own: transformers' loading is not safe to run twice at once)
+        self._lock = load_lock or threading.RLock()
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._config: Any = None
+        self._device: torch.device | None = None
+        self._eos_ids: frozenset[int] | None = None  # found on first use (the generation config)
+        self.load_seconds = 0.0  # the tokenizer's and the weights' loads, as they happen
         start = time.perf_counter()
-        kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
-        try:
-            with quiet_loading():
-                source = str(converted_gguf_dir(spec)) if spec.gguf_file else spec.path()
-                self.tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-                self.model = AutoModelForCausalLM.from_pretrained(source, dtype=self.dtype, use_safetensors=True,
-                                                                  **kwargs)
-        except (OSError, ValueError, KeyError) as err:  # transformers' ways of saying "no model here"
-            raise UnknownModelError(
-                f"could not load model {name_or_path!r} from {source!r}: expected a model directory with config.json, "
-                f"tokenizer files and safetensors weights (offline machines need a local directory or a registered "
-                f"name); {cause(err)}"
-            ) from err
-        if adapter is not None:
-            self.model = self._with_adapter(adapter)
-        self.model.to(self.device).eval()
-        use_grouped_attention(self.model)
-        self.load_seconds = time.perf_counter() - start
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        self._eos_ids = frozenset(self._collect_eos_ids())
+        with quiet_loading():
+            self.source = str(converted_gguf_dir(spec)) if spec.gguf_file else spec.path()
+        self.load_seconds += time.perf_counter() - start
+        # the reader's counts: the saved tokenizer alone when there is one, else transformers' (saved for next time)
+        self._counter: SavedCounter | None = saved_counter(self.source)
+        if self._counter is None:
+            tokenizer = self.tokenizer  # a directory without a tokenizer fails here, as before
+            self._counter = save_counter(self.source, tokenizer, self.context_length)
 
-    def _with_adapter(self, adapter: str) -> Any:
-        """Merge a LoRA adapter (a peft directory or a hub id, which peft resolves) into the weights: same
-        outputs, no adapter overhead."""
-        expected = ("expected a LoRA adapter directory as peft saves it (adapter_config.json + "
-                    "adapter_model.safetensors) or a Hugging Face id such as 'org/adapter'")
+    def _unknown(self, err: Exception) -> UnknownModelError:
+        return UnknownModelError(
+            f"could not load model {self.name!r} from {self.source!r}: expected a model directory with config.json, "
+            f"tokenizer files and safetensors weights (offline machines need a local directory or a registered "
+            f"name); {cause(err)}"
+        )
+
+    @property
+    def tokenizer(self) -> Any:
+        """transformers' tokenizer, loaded on first use (chat templates, prompts, generation)."""
+        if self._tokenizer is None:
+            # transformers: imported when first needed (issue 57), before quiet_loading, which silences its bars
+            from transformers import AutoTokenizer
+
+            with self._lock, quiet_loading():
+                if self._tokenizer is None:
+                    start = time.perf_counter()
+                    try:
+                        tokenizer = AutoTokenizer.from_pretrained(self.source, **self._kwargs)
+                    except (OSError, ValueError, KeyError) as err:  # transformers' ways of saying "no model here"
+                        raise self._unknown(err) from err
+                    if tokenizer.pad_token_id is None:
+                        tokenizer.pad_token = tokenizer.eos_token
+                    self._tokenizer = tokenizer
+                    self.load_seconds += time.perf_counter() - start
+        return self._tokenizer
+
+    @property
+    def model(self) -> Any:
+        """The torch module, its weights loaded on first use (what generates, scores and reads hidden states)."""
+        if self._model is None:
+            self.tokenizer  # noqa: B018  (first: transformers imported, and its errors name the directory)
+            with self._lock, quiet_loading():
+                if self._model is None:
+                    self._model = self._load_model()
+        return self._model
+
+    @model.setter
+    def model(self, module: Any) -> None:
+        self._model = module
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the weights are in memory (counting tokens never loads them)."""
+        return self._model is not None
+
+    def _load_model(self) -> Any:
+        start = time.perf_counter()
+        from transformers import AutoModelForCausalLM  # transformers and torch: imported when first needed
+
+        from readerfit.models.attention import use_grouped_attention  # torch at its top: here, not at import
+
+        try:
+            model = AutoModelForCausalLM.from_pretrained(self.source, dtype=self.dtype, use_safetensors=True,
+                                                         **self._kwargs)
+        except (OSError, ValueError, KeyError) as err:
+            raise self._unknown(err) from err
+        if self._adapter is not None:
+            model = self._with_adapter(model, self._adapter)
+        model.to(self.device).eval()
+        use_grouped_attention(model)
+        self.load_seconds += time.perf_counter() - start
+        return model
+
+    @property
+    def device(self) -> torch.device:
+        if self._device is None:
+            self._device = auto_device(self._device_arg)
+        return self._device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return resolve_dtype(self._dtype_arg)
+
+    def _check_adapter(self, adapter: str) -> str:
+        """A LoRA adapter's directory or hub id, checked before anything loads (peft resolves a hub id)."""
         path = Path(adapter).expanduser()
         local = path.is_dir()
         if not local and (path.exists() or adapter.startswith((".", "/", "~")) or adapter.count("/") != 1):
-            raise UnknownModelError(f"adapter {adapter!r} is neither a directory nor a hub id: {expected}")
+            raise UnknownModelError(f"adapter {adapter!r} is neither a directory nor a hub id: {ADAPTER_EXPECTED}")
         if local and not (path / "adapter_config.json").is_file():
-            raise UnknownModelError(f"adapter directory {adapter!r} has no adapter_config.json: {expected}")
+            raise UnknownModelError(f"adapter directory {adapter!r} has no adapter_config.json: {ADAPTER_EXPECTED}")
         require("peft", extra="train", purpose="a LoRA adapter")
+        return str(path) if local else adapter
+
+    def _with_adapter(self, model: Any, adapter: str) -> Any:
+        """Merge a LoRA adapter into the weights: same outputs, no adapter overhead."""
         from peft import PeftModel
 
         try:
-            return PeftModel.from_pretrained(self.model, str(path) if local else adapter).merge_and_unload()
+            return PeftModel.from_pretrained(model, adapter).merge_and_unload()
         # OSError/ValueError: not found (offline, no such repo, missing files); RuntimeError/KeyError: its
         # weights do not fit this base model
         except (OSError, ValueError, KeyError, RuntimeError) as err:
             raise UnknownModelError(
-                f"could not load the LoRA adapter {adapter!r} onto {self.name!r}: {expected}, trained on this base "
-                f"model (offline machines need a local directory); {type(err).__name__}: "
+                f"could not load the LoRA adapter {adapter!r} onto {self.name!r}: {ADAPTER_EXPECTED}, trained on this "
+                f"base model (offline machines need a local directory); {type(err).__name__}: "
                 f"{(str(err).splitlines() or [''])[0][:200]}"
             ) from err
 
     def __repr__(self) -> str:
         return f"HFLanguageModel({self.name!r}, device={self.device}, dtype={self.dtype})"
 
-    # samples, beams and stop strings (:func:`readerfit.models.hf_generate.generate`, a function of this model)
-    generate = hf_generate.generate
+    def generate(self, prompts: Sequence[Prompt], **options: Any) -> Any:
+        """Samples, beams and stop strings: :func:`readerfit.models.hf_generate.generate` (its options)."""
+        from readerfit.models import hf_generate  # torch at its top: imported on the first generation (issue 57)
+
+        return hf_generate.generate(self, prompts, **options)
 
     # ----- tokens and prompts -------------------------------------------------
     @property
     def context_length(self) -> int:
-        return int(getattr(self.model.config, "max_position_embeddings", 2048))
+        if self._model is not None:
+            return int(getattr(self._model.config, "max_position_embeddings", 2048))
+        if self._counter is not None:
+            return self._counter.context_length  # read with the saved tokenizer: no transformers
+        if self._config is None:
+            from transformers import AutoConfig  # the config alone, not the weights
+
+            with self._lock, quiet_loading():
+                try:
+                    self._config = AutoConfig.from_pretrained(self.source, **self._kwargs)
+                except (OSError, ValueError, KeyError) as err:
+                    raise self._unknown(err) from err
+        return int(getattr(self._config, "max_position_embeddings", 2048))
 
     @property
     def hidden_size(self) -> int:
@@ -153,6 +254,8 @@ class HFLanguageModel:
 
     @property
     def eos_ids(self) -> frozenset[int]:
+        if self._eos_ids is None:
+            self._eos_ids = frozenset(self._collect_eos_ids())
         return self._eos_ids
 
     def _collect_eos_ids(self) -> set[int]:
@@ -203,7 +306,10 @@ class HFLanguageModel:
         return self.encode(text)
 
     def count_tokens(self, text: str) -> int:
-        """Tokens of ``text`` as content (a control-token string in it counts as the plain text it is)."""
+        """Tokens of ``text`` as content (a control-token string in it counts as the plain text it is): from the
+        tokenizer alone (the saved one where :mod:`readerfit.models.tokens` made it), never the weights."""
+        if self._counter is not None:
+            return self._counter.count(text)
         return len(self.encode_text(text))
 
     def _check_fits(self, n_tokens: int, what: str, *, extra: int = 0) -> None:
@@ -234,41 +340,15 @@ class HFLanguageModel:
             yield order[start : start + self.batch_size]
 
     def _padded(self, seqs: Sequence[list[int]], *, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        width = max(len(s) for s in seqs)
-        pad = int(self.tokenizer.pad_token_id)
-        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for row, s in enumerate(seqs):
-            if left:
-                ids[row, width - len(s) :] = torch.tensor(s)
-                mask[row, width - len(s) :] = 1
-            else:
-                ids[row, : len(s)] = torch.tensor(s)
-                mask[row, : len(s)] = 1
-        return ids.to(self.device), mask.to(self.device)
+        return _forward().padded(self, seqs, left=left)
 
     def forward(self, seqs: Sequence[list[int]], *, left: bool = False, hidden: bool = False) -> Any:
         """One padded forward pass with explicit positions (so left padding does not shift them)."""
-        ids, mask = self._padded(seqs, left=left)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, output_hidden_states=hidden)
+        return _forward().forward(self, seqs, left=left, hidden=hidden)
 
     # ----- protocol ---------------------------------------------------------------
-    @torch.inference_mode()
     def next_token_probs(self, prompts: Sequence[Prompt], candidates: Sequence[str]) -> list[CandidateProbs]:
-        if not candidates:
-            raise InputError("next_token_probs needs at least one candidate word")
-        variant_ids = {c: self.candidate_token_ids(c) for c in candidates}
-        seqs = [self._prompt_ids(p) for p in prompts]
-        for s in seqs:
-            self._check_fits(len(s), "prompt")
-        out: list[CandidateProbs | None] = [None] * len(seqs)
-        for batch in self._batches([len(s) for s in seqs]):
-            logits = self.forward([seqs[i] for i in batch], left=True).logits[:, -1, :].float()
-            probs = torch.softmax(logits, dim=-1).cpu()
-            for row, i in enumerate(batch):
-                out[i] = self.candidate_probs(probs[row], variant_ids)
-        return [o for o in out if o is not None]
+        return _forward().next_token_probs(self, prompts, candidates)
 
     def candidate_token_ids(self, word: str) -> list[int]:
         """Single-token ids of a word's variants: with/without leading space, as given, lower, capitalised.
@@ -297,50 +377,20 @@ class HFLanguageModel:
         all_ids = sorted({i for ids in variant_ids.values() for i in ids})
         return CandidateProbs(probs=per, covered=float(probs[all_ids].sum()))
 
-    @torch.inference_mode()
     def token_logprobs(self, texts: Sequence[str], *, prompts: Sequence[str] | None = None) -> list[list[float]]:
-        if prompts is not None and len(prompts) != len(texts):
-            raise InputError(f"got {len(texts)} texts but {len(prompts)} prompts; expected one prompt per text")
-        seqs: list[list[int]] = []
-        starts: list[int] = []
-        for i, text in enumerate(texts):
-            head = self._prompt_ids(prompts[i]) if prompts is not None else self._text_ids("")
-            body = self.encode_text(text)
-            seqs.append(head + body)
-            starts.append(len(head))
-            self._check_fits(len(seqs[-1]), f"text {i}")
-        out: list[list[float]] = [[] for _ in seqs]
-        for batch in self._batches([len(s) for s in seqs]):
-            sub = [seqs[i] for i in batch]
-            logp = torch.log_softmax(self.forward(sub).logits.float(), dim=-1)
-            for row, i in enumerate(batch):
-                s, start = seqs[i], starts[i]
-                if start == 0:  # no BOS and no prompt: the first token has nothing to condition on
-                    start = 1
-                target = torch.tensor(s[start:], device=logp.device)
-                pos = torch.arange(start - 1, len(s) - 1, device=logp.device)
-                out[i] = logp[row, pos, target].cpu().tolist()
-        return out
+        return _forward().token_logprobs(self, texts, prompts=prompts)
 
-    @torch.inference_mode()
     def hidden_states(self, texts: Sequence[str], *, layer: int = -2) -> list[torch.Tensor]:
         """States after decoder layer ``layer`` (HF convention: index 0 = embeddings, -1 = after the final norm)."""
-        n_states = self.num_layers + 1
-        if not -n_states <= layer < n_states:
-            raise InputError(f"layer must be in [{-n_states}, {n_states - 1}] for {self.name!r}, got {layer}")
-        seqs = []
-        for i, t in enumerate(texts):
-            ids = self.encode_text(t)
-            if not ids:
-                raise InputError(f"text {i} is empty; hidden states need at least one token")
-            self._check_fits(len(ids), f"text {i}")
-            seqs.append(ids)
-        out: list[torch.Tensor | None] = [None] * len(seqs)
-        for batch in self._batches([len(s) for s in seqs]):
-            states = self.forward([seqs[i] for i in batch], hidden=True).hidden_states[layer].float().cpu()
-            for row, i in enumerate(batch):
-                out[i] = states[row, : len(seqs[i])].clone()
-        return [o for o in out if o is not None]
+        return _forward().hidden_states(self, texts, layer=layer)
 
     def input_embeddings(self) -> torch.Tensor:
         return self.model.get_input_embeddings().weight.detach().float().cpu()
+
+
+def _forward() -> Any:
+    """:mod:`readerfit.models.hf_forward`, imported on the first forward pass: it imports torch at its top, and
+    importing readerfit or counting a reader's tokens must not pay for torch (issue 57)."""
+    from readerfit.models import hf_forward
+
+    return hf_forward

@@ -1,7 +1,7 @@
 """Generation for the transformers backend: samples, beams, stop strings, and the model's own token log-probs.
 
 Functions of the model ``lm``, an :class:`~readerfit.models.hf.HFLanguageModel` (its ``model``, ``tokenizer``,
-``device``, ``_eos_ids``, ``_prompt_ids`` and ``_check_fits``; typed ``Any``: importing it here would be a
+``device``, ``eos_ids``, ``_prompt_ids`` and ``_check_fits``; typed ``Any``: importing it here would be a
 cycle); ``HFLanguageModel.generate`` is :func:`generate`.
 """
 
@@ -78,7 +78,7 @@ def generate(
                                           temperature=temperature if sample else 0.0,
                                           top_p=top_p, top_k=0 if top_k is None else top_k,
                                           repetition_penalty=repetition_penalty, max_new_tokens=max_new_tokens,
-                                          eos_ids=lm._eos_ids, stop=stops, seed=seed, logprobs=logprobs,
+                                          eos_ids=lm.eos_ids, stop=stops, seed=seed, logprobs=logprobs,
                                           keep_eos=keep_stop_token)]
     results: list[list[Generation]] = []
     rng = torch.random.fork_rng(devices=[lm.device] if lm.device.type == "cuda" else []) if seed is not None else contextlib.nullcontext()
@@ -120,7 +120,7 @@ def _generate_one(lm: Any, ids: list[int], *, n: int, sample: bool, temperature:
         config = lm.model.generation_config  # None: transformers' defaults (1.0, False)
         length_penalty = 1.0 if config.length_penalty is None else float(config.length_penalty)
         beams = beam_search_packed(lm.model, ids, num_beams=num_beams, n=n, repetition_penalty=repetition_penalty,
-                                   max_new_tokens=max_new_tokens, eos_ids=lm._eos_ids,
+                                   max_new_tokens=max_new_tokens, eos_ids=lm.eos_ids,
                                    pad_id=int(lm.tokenizer.pad_token_id or 0), stop_criteria=crit,
                                    length_penalty=length_penalty,
                                    early_stopping=config.early_stopping or False)
@@ -151,11 +151,11 @@ def _generate_one(lm: Any, ids: list[int], *, n: int, sample: bool, temperature:
         toks, lps = [], []
         for t in range(new.shape[1]):
             tok = int(new[row, t])
-            if tok in lm._eos_ids and not keep_stop:
+            if tok in lm.eos_ids and not keep_stop:
                 break
             toks.append(tok)
             lps.append(float(logp[row, t, tok]))
-            if tok in lm._eos_ids:
+            if tok in lm.eos_ids:
                 break
         rows.append((toks, lps))
     return _generations(lm, rows, stop, keep_stop=keep_stop)
@@ -169,7 +169,7 @@ def _generations(lm: Any, rows: Sequence[tuple[list[int], list[float]]], stop: S
     out = []
     for toks, lps in rows:
         first = (toks[:1], lps[:1])
-        if keep_stop and toks and toks[-1] in lm._eos_ids:
+        if keep_stop and toks and toks[-1] in lm.eos_ids:
             toks, lps = toks[:-1], lps[:-1]
         gen = _cut_at_stop(tokenizer, Generation(text=tokenizer.decode(toks, skip_special_tokens=True).strip(),
                                                  token_ids=toks, token_logprobs=lps), stop)

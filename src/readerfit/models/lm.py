@@ -11,12 +11,13 @@ for it, through :func:`require_local` or ``ModelPool.local_lm``, and fail early 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
-
-import torch
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from readerfit.errors import LocalModelRequired
 from readerfit.types import CandidateProbs, Generation
+
+if TYPE_CHECKING:  # annotations only: `import readerfit.api` must not pay for torch (issue 57)
+    import torch
 
 Prompt = str | list[dict[str, str]]
 """A prompt is either raw text or chat messages ([{"role": "user", "content": ...}])."""

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from readerfit.errors import InputError
-from readerfit.models.device import auto_device, fast_dtype, resolve_dtype
+from readerfit.models.device import auto_device, check_dtype_name, fast_dtype
 from readerfit.models.embed import SentenceEmbedder
 from readerfit.models.hf import HFLanguageModel
 from readerfit.models.lm import LanguageModel, LocalLanguageModel, not_local, require_local
@@ -36,10 +36,11 @@ class ModelPool:
 
     def __init__(self, *, device: str | None = None, dtype: str = "float32", openai_base_url: str | None = None,
                  openai_api_key: str | None = None, openai_options: dict[str, Any] | None = None) -> None:
-        auto_device(device)  # a device that does not exist here fails now, before any model loads
+        if device is not None:
+            auto_device(device)  # a device that does not exist here fails now, before any model loads
         if dtype == "auto":
             dtype = fast_dtype(device)
-        resolve_dtype(dtype)
+        check_dtype_name(dtype)  # by name: a pool is made without importing torch (issue 57)
         self.device = device
         self.dtype = dtype
         self.openai_base_url = openai_base_url
@@ -75,7 +76,9 @@ class ModelPool:
                 served, base_url=self.openai_base_url, api_key=self.openai_api_key, **self.openai_options))
 
         def load() -> LanguageModel:
-            return HFLanguageModel(name, device=self.device, dtype=dtype or self.dtype, adapter=adapter)
+            # its weights load on first use, under this pool's lock: a reader that only counts tokens never loads them
+            return HFLanguageModel(name, device=self.device, dtype=dtype or self.dtype, adapter=adapter,
+                                   load_lock=self._load_lock)
 
         return self.cached(("lm", name, dtype or self.dtype, adapter), load)
 
@@ -84,7 +87,9 @@ class ModelPool:
         """:meth:`lm` for components that need model internals; a served model fails before anything loads."""
         if parse_model_name(name) is not None:
             raise not_local(name, purpose=purpose)
-        return require_local(self.lm(name, dtype=dtype, adapter=adapter), purpose=purpose)
+        lm = require_local(self.lm(name, dtype=dtype, adapter=adapter), purpose=purpose)
+        lm.model  # noqa: B018  (the weights now: a component that reads them fails when built, not at its first call)
+        return lm
 
     def embedder(self, name: str = DEFAULT_EMBEDDER, *, dtype: str = "float32") -> Any:
         def load() -> Any:

@@ -49,8 +49,7 @@ def quiet_loading() -> Iterator[None]:
         yield
         return
     with _LOCK:
-        if _depth == 0:
-            _saved.update(_silence())
+        _silence(_saved)  # the libraries imported since the outer block began are silenced at a nested load
         _silence_gguf(_saved)  # its module may load within an outer block
         _depth += 1
     try:
@@ -63,17 +62,20 @@ def quiet_loading() -> Iterator[None]:
                 _saved.clear()
 
 
-def _silence() -> dict[str, Any]:
-    saved: dict[str, Any] = {}
+def _silence(saved: dict[str, Any]) -> None:
+    """transformers' and the hub's bars off, once transformers is imported: a load that does not use it (a
+    reader's saved tokenizer) must not import it only to silence it (a second; issue 57). A load that imports it
+    does so before its own :func:`quiet_loading`, or within an outer one, whose next nested load silences it."""
+    if "transformers" in saved or "transformers" not in sys.modules:
+        return
     try:
         from huggingface_hub import utils as hub
         from transformers.utils import logging as hf_logging
     except ImportError:  # neither library: no bars of theirs to silence
-        return saved
+        return
     saved["transformers"] = hf_logging.is_progress_bar_enabled()
     saved["hub_disabled"] = hub.are_progress_bars_disabled()
     hf_logging.disable_progress_bar()  # the hub's too
-    return saved
 
 
 def _silence_gguf(saved: dict[str, Any]) -> None:

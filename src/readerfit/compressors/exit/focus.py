@@ -45,10 +45,9 @@ import math
 import re
 from collections.abc import Callable, Sequence
 
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
 from readerfit.compressors.exit.hop import links_from, names, names_title, top_units
 from readerfit.compressors.exit.language import parse
+from readerfit.text.stop_words import ENGLISH_STOP_WORDS
 from readerfit.types import Passage
 
 # how many links away from the question's passages a passage still counts as connected (a MuSiQue question

@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
 from readerfit.errors import MissingPackageError, require
 from readerfit.text.split import SPACY_MODEL
+from readerfit.text.stop_words import ENGLISH_STOP_WORDS
 
 # the tagger and lemmatizer give the lemmas, the NER the entities; no parse is read
 EXCLUDE = ("parser", "senter")
