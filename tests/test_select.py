@@ -13,7 +13,7 @@ import pytest
 import readerfit
 from readerfit.compressors import COMPRESSORS
 from readerfit.compressors import select as shared
-from readerfit.compressors.budget import Budget, Budgeted
+from readerfit.compressors.budget import Budget, Budgeted, trim_unit
 from readerfit.compressors.select import Scoring, Selection, candidates, select
 from readerfit.types import Passage
 from test_contracts import PASSAGES, QUESTION, compressor
@@ -89,6 +89,42 @@ def test_a_budget_never_trades_a_better_unit_for_a_worse_one():
     chosen = select(Scoring(passages=ps, units=units, ranking=[0.9, 0.04], counter=(lambda t: 10 * len(t.split()),
                                                                                       "tens")), Budget(target_tokens=5))
     assert chosen.kept == [] and "first word" in chosen.details["budget"]["empty"]
+
+
+def slow_trim(text, room, anchor):
+    """Every run of consecutive words, in words: the leading run if it holds the anchor or none holding it fits,
+    else the longest run ending with the anchor."""
+    words = text.split()
+    runs = [(i, j) for i in range(len(words) + 1) for j in range(i, len(words) + 1) if j - i <= room]
+    lead = max(j for i, j in runs if i == 0)
+    holding = [(i, j) for i, j in runs if anchor and " ".join(words[i:j]).find(anchor) >= 0]
+    if not anchor or anchor not in text or any(i == 0 and j == lead for i, j in holding) or not holding:
+        return " ".join(words[:lead])
+    i, j = max(holding, key=lambda run: (run[1] - run[0], -run[1]))
+    return " ".join(words[i:j])
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_cut_keeps_its_anchor_where_a_run_ending_with_it_fits(seed):
+    import random
+
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(rng.randint(1, 12))]
+    text = " ".join(words)
+    i = rng.randrange(len(words))
+    anchor = " ".join(words[i:i + rng.randint(1, 3)]) if rng.random() < 0.8 else "absent"
+    room = rng.randint(0, len(words))
+    got = trim_unit(text, room=room, count=lambda t: len(t.split()), anchor=anchor)
+    assert got == slow_trim(text, room, anchor), (text, room, anchor)
+
+
+def test_a_budget_cut_keeps_the_answer_a_compressor_anchored():
+    ps = [Passage("Hamlet is a tragedy. It was written by William Shakespeare around 1600.")]
+    units = [(0, "Hamlet is a tragedy."), (0, "It was written by William Shakespeare around 1600.")]
+    scoring_ = Scoring(passages=ps, units=units, ranking=[0.2, 0.9], anchors={1: "William Shakespeare"})
+    chosen = select(scoring_, Budget(target_tokens=5))
+    assert chosen.kept == [1] and chosen.trimmed == {1: "was written by William Shakespeare"}
+    assert select(replace(scoring_, anchors=None), Budget(target_tokens=5)).trimmed == {1: "It was written by William"}
 
 
 def test_a_kept_unit_brings_its_referent_where_both_fit():
@@ -193,3 +229,11 @@ def test_no_selecting_compressor_keeps_filler_under_a_budget(name, tiny_pool, ti
         own = [k for k in chosen.kept if k not in brought]
         assert all(scoring.ranking[k] >= max(dropped) for k in own if dropped), (name, budget)
         assert all(scoring.ranking[k] <= min(scoring.ranking[j] for j in own) for k in chosen.trimmed)
+
+
+def test_a_compressions_cut_and_anchors_survive_its_json_form():
+    from readerfit.types import Compression
+
+    c = Compression("b", units=["a b", "c"], kept=[0], trimmed={0: "b"}, anchors={0: "b", 1: "c"})
+    again = Compression.from_dict(c.to_dict())
+    assert again.trimmed == {0: "b"} and again.anchors == {0: "b", 1: "c"}

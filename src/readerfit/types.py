@@ -41,8 +41,10 @@ class Compression:
     re-selects from at another budget without the classifier (bulky: :meth:`to_dict` leaves them out);
     ``metrics`` are numbers the eval averages per compressor (e.g. xcompress's ``sampled``); ``trimmed``
     (compressors that select units under a budget) maps a kept unit cut to fit a hard budget to the words of it kept
-    (``text`` holds those, ``units`` the whole unit; empty when none was cut); ``details`` is free-form provenance
-    for people, never read back by code.
+    (``text`` holds those, ``units`` the whole unit; empty when none was cut); ``anchors`` maps a unit to the words
+    of it a cut keeps where it can (EXIT: the entity of the type the question asks for), so that a re-selection at
+    a tighter budget keeps the answer rather than the unit's first words; ``details`` is free-form provenance for
+    people, never read back by code.
     """
 
     text: str
@@ -58,6 +60,7 @@ class Compression:
     token_logits: list[list[list[float]]] | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     trimmed: dict[int, str] = field(default_factory=dict)
+    anchors: dict[int, str] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,6 +84,8 @@ class Compression:
             d["metrics"] = dict(self.metrics)
         if self.trimmed:
             d["trimmed"] = {str(k): v for k, v in self.trimmed.items()}  # JSON keys are strings
+        if self.anchors:
+            d["anchors"] = {str(k): v for k, v in self.anchors.items()}
         return d
 
     @classmethod
@@ -95,8 +100,9 @@ class Compression:
         if unknown:
             raise InputError(f"a compression has no field {', '.join(map(repr, unknown))}; fields: {', '.join(sorted(names))}")
         fields = {k: v for k, v in d.items() if k not in _DERIVED}
-        if isinstance(fields.get("trimmed"), dict):
-            fields["trimmed"] = {int(k): v for k, v in fields["trimmed"].items()}
+        for name in ("trimmed", "anchors"):
+            if isinstance(fields.get(name), dict):
+                fields[name] = {int(k): v for k, v in fields[name].items()}
         return cls(**{"text": "", **fields})
 
     @property

@@ -132,7 +132,8 @@ TRIM_SHARE = 0.5
 def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: Sequence[tuple[int, str]],
               limit: int, count: TokenCounter, candidates: Sequence[int] | None = None,
               assemble: Callable[[Sequence[int], Mapping[int, str]], str], must: Sequence[int] = (),
-              referents: Sequence[int | None] | None = None, trim: bool = True) -> Fit:
+              referents: Sequence[int | None] | None = None, trim: bool = True,
+              anchors: Mapping[int, str] | None = None) -> Fit:
     """The units (passage index, sentence) kept within ``limit`` tokens of the assembled context: a prefix of the
     ranking, never a lower-ranked unit in place of a higher one.
 
@@ -142,7 +143,8 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
     cut at a word boundary to what is left (``trim``; :data:`TRIM_SHARE`) and no unit after it is kept, so a budget
     never spends what is left on a worse unit that happens to be short. The pick is then checked on the assembled
     text and shortened from its end (the cut unit's last words, else the last unit taken) until the exact count
-    fits (token counts are not quite additive). ``must``: units kept whatever they cost (taken first).
+    fits (token counts are not quite additive). ``must``: units kept whatever they cost (taken first). ``anchors``:
+    the words a cut unit keeps where it can (:func:`trim_unit`).
     """
     costs = [count(" " + s) for _, s in units]
     # a passage's first kept unit also brings its title line and the blank line between passages
@@ -171,7 +173,8 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
             group = [k]  # without its referent, if that fits
             if used + cost(group) > limit:
                 title = cost(group) - costs[k]
-                cut = trim_unit(units[k][1], room=limit - used - title, count=count) if trim else ""
+                cut = trim_unit(units[k][1], room=limit - used - title, count=count,
+                                anchor=(anchors or {}).get(k, "")) if trim else ""
                 if cut and (not taken or len(cut.split()) >= TRIM_SHARE * len(units[k][1].split())):
                     trimmed[k] = cut
                     used += count(" " + cut) - costs[k]  # the whole unit's cost is added below
@@ -187,29 +190,48 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
     while len(taken) > n_forced and count(assemble(sorted(kept), trimmed)) > limit:
         last = taken[-1][-1]
         if last in trimmed and len(trimmed[last].split()) > 1:
-            trimmed[last] = trimmed[last].rsplit(None, 1)[0]
+            # a cut that ends with its anchor loses its first word, any other its last
+            cut = trimmed[last].split()
+            leading = units[last][1].split()[:len(cut)] == cut
+            trimmed[last] = " ".join(cut[:-1] if leading else cut[1:])
             continue
         trimmed.pop(last, None)
         kept.difference_update(taken.pop())
     return Fit(kept=sorted(kept), trimmed=trimmed)
 
 
-def trim_unit(text: str, *, room: int, count: TokenCounter) -> str:
+def trim_unit(text: str, *, room: int, count: TokenCounter, anchor: str = "") -> str:
     """The longest run of ``text``'s leading words whose tokens (with the space before them) fit ``room`` ('' when
-    not even the first word does).
+    not even the first word does). Where that run would lose ``anchor`` (words of ``text``: the answer a compressor
+    found in it), the longest run that ends with the anchor and fits, if one does.
 
     >>> trim_unit("one two three four", room=2, count=word_count)
     'one two'
+    >>> trim_unit("It was written by William Shakespeare", room=3, count=word_count, anchor="William Shakespeare")
+    'by William Shakespeare'
     """
     words = text.split()
-    lo, hi = 0, len(words)  # the answer lies in [lo, hi]: count is monotone in the words kept
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if count(" " + " ".join(words[:mid])) <= room:
-            lo = mid
-        else:
-            hi = mid - 1
-    return " ".join(words[:lo])
+
+    def longest(fits: Callable[[int], bool]) -> int:
+        lo, hi = 0, len(words)  # the answer lies in [lo, hi]: count is monotone in the words kept
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    n = longest(lambda m: count(" " + " ".join(words[:m])) <= room)
+    at = text.find(anchor) if anchor else -1
+    if at < 0 or n == len(words):
+        return " ".join(words[:n])
+    end = len(text[:at + len(anchor)].split())  # the anchor's last word, counted from 1
+    if end <= n:
+        return " ".join(words[:n])
+    m = longest(lambda m: m <= end and count(" " + " ".join(words[end - m:end])) <= room)
+    start = len(text[:at].split())  # the anchor's first word
+    return " ".join(words[end - m:end]) if end - m <= start else " ".join(words[:n])
 
 
 def budget_details(budget: Budget, *, limit: int, tokens_in: int, tokens_out: int, counted_in: str) -> dict[str, Any]:

@@ -55,7 +55,8 @@ class Scoring:
     kept units become the context, given the kept indices and the trimmed units' words (default: sentences under
     their passage titles). ``title_lines``: a passage's first kept unit also costs its title line (False: titles
     are units of their own, costed when kept). ``referents``: for each unit, the unit a budget brings with it
-    (:func:`~readerfit.compressors.referents.referents`; None: none).
+    (:func:`~readerfit.compressors.referents.referents`; None: none). ``anchors``: unit -> the words a cut keeps
+    where it can (:func:`~readerfit.compressors.budget.trim_unit`).
     """
 
     passages: Sequence[Passage]
@@ -72,6 +73,7 @@ class Scoring:
     render: Callable[[Sequence[int], Mapping[int, str]], str] | None = None
     title_lines: bool = True
     referents: Sequence[int | None] | None = None
+    anchors: Mapping[int, str] | None = None
 
     def text(self, kept: Sequence[int], trimmed: Mapping[int, str] | None = None) -> str:
         """The context of the ``kept`` units, a trimmed unit by its kept words."""
@@ -138,7 +140,7 @@ def select(scoring: Scoring, budget: Budget) -> Selection:
     costed = scoring.passages if scoring.title_lines else [Passage(p.text) for p in scoring.passages]
     fit = fit_units(ranking, passages=costed, units=scoring.units, limit=limit, count=count, candidates=kept,
                     assemble=scoring.text, must=() if budget.hard else ranked[: scoring.min_keep],
-                    referents=scoring.referents, trim=budget.hard)
+                    referents=scoring.referents, trim=budget.hard, anchors=scoring.anchors)
     details["budget"] = budget_details(budget, limit=limit, tokens_in=tokens_in, counted_in=counted_in,
                                        tokens_out=count(scoring.text(fit.kept, fit.trimmed)) if fit.kept else 0)
     for k, words in fit.trimmed.items():

@@ -35,9 +35,19 @@ def read_classifier_manifest(directory: str | Path) -> dict[str, Any] | None:
     path = Path(directory) / CLASSIFIER_FILE
     if not path.is_file():
         return None
-    info = json.loads(path.read_text())
+    expected = (f"expected a JSON object with \"format\": \"{CLASSIFIER_FORMAT}\" and \"arch\" one of "
+                f"{', '.join(ARCHS)} (as `readerfit train exit` writes it)")
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UnknownModelError(f"{path} is not a readerfit EXIT classifier manifest: {expected}; got a file that "
+                                f"is not JSON ({err})") from err
+    if not isinstance(info, dict):
+        got = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(info), "a number")
+        raise UnknownModelError(f"{path} is not a readerfit EXIT classifier manifest: {expected}; got {got}")
     if info.get("format") != CLASSIFIER_FORMAT or info.get("arch") not in ARCHS:
-        raise UnknownModelError(f"{path} is not a readerfit EXIT classifier manifest")
+        raise UnknownModelError(f"{path} is not a readerfit EXIT classifier manifest: {expected}; got format "
+                                f"{info.get('format')!r} and arch {info.get('arch')!r}")
     return info
 
 

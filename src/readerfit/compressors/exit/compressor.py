@@ -58,7 +58,7 @@ import contextvars
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -196,7 +196,9 @@ class ExitCompressor(BaseCompressor):
             else:
                 ranking = self.ranker.score(signals)
                 c.details["ranking"] = self.config.ranking
-            out.append(ScoredUnits(units=units, scores=c.scores, signals=signals, ranking=ranking, details=c.details))
+            anchors = {k: a for k, a in enumerate(signals.anchors) if a} if signals is not None else {}
+            out.append(ScoredUnits(units=units, scores=c.scores, signals=signals, ranking=ranking, details=c.details,
+                                   anchors=anchors))
         return out
 
     def _embed(self, texts: list[list[str]]) -> list[np.ndarray]:
@@ -322,7 +324,8 @@ class ExitCompressor(BaseCompressor):
         units = list(zip(compression.passage_of_unit, compression.units))
         details = {k: v for k, v in compression.details.items() if k not in ("threshold", "budget", "min_keep_added")}
         return self._select(passages, ScoredUnits(units=units, scores=list(compression.scores), signals=None,
-                                                  ranking=list(compression.ranking), details=details), budget)
+                                                  ranking=list(compression.ranking), details=details,
+                                                  anchors=dict(compression.anchors)), budget)
 
     def _select(self, passages: Sequence[Passage], scored: ScoredUnits, budget: Budget) -> Compression:
         """The shared selection (:func:`~readerfit.compressors.select.select`) of ``scored`` under ``budget``: r ≥ τ
@@ -334,11 +337,12 @@ class ExitCompressor(BaseCompressor):
         chosen = select(Scoring(passages=passages, units=units, ranking=scored.ranking, scores=scored.scores,
                                 threshold=tau, min_keep=self.config.min_keep, counter=self.counter,
                                 stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
-                                referents=referents(passages, units) if self.config.referents else None), budget)
+                                referents=referents(passages, units) if self.config.referents else None,
+                                anchors=scored.anchors), budget)
         return Compression(text=assemble(passages, cut_units(units, chosen.trimmed), chosen.kept),
                            units=[s for _, s in units], scores=scored.scores, kept=chosen.kept,
                            passage_of_unit=[pi for pi, _ in units], ranking=scored.ranking, trimmed=chosen.trimmed,
-                           details={**scored.details, "threshold": tau, **chosen.details})
+                           anchors=scored.anchors, details={**scored.details, "threshold": tau, **chosen.details})
 
 
 @dataclass
@@ -351,6 +355,7 @@ class ScoredUnits:
     signals: RankSignals | None
     ranking: list[float]
     details: dict[str, Any]
+    anchors: dict[int, str] = field(default_factory=dict)  # unit -> the words a budget's cut keeps where it can
 
 
 @dataclass

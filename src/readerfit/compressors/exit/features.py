@@ -52,7 +52,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from readerfit.compressors.exit.focus import WORD, answer_form, answer_type, connected_passages, lexical_overlap
+from readerfit.compressors.exit.focus import (
+    WORD,
+    answer_form,
+    answer_type,
+    connected_passages,
+    lexical_overlap,
+    typed_entities,
+)
 from readerfit.compressors.exit.hop import names, names_title, top_units
 from readerfit.compressors.exit.language import parse, relation
 from readerfit.types import Passage
@@ -90,6 +97,9 @@ class RankSignals:
     """The ranking's signals: ``rows[k]`` holds sentence k's values in :data:`SIGNALS` order."""
 
     rows: tuple[tuple[float, ...], ...]
+    # sentence k's entity of the type the question asks for ("" none; all "" without spaCy's pass): the words a
+    # budget's cut keeps where it can (:func:`~readerfit.compressors.budget.trim_unit`)
+    anchors: tuple[str, ...] = ()
 
     def column(self, name: str) -> list[float]:
         i = SIGNALS.index(name)
@@ -162,19 +172,24 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
     columns = [[row[SIGNALS.index(name)] for row in rows] for name in RANKED]
     shape = (math.log(len(best_of)), math.log(1 + len(WORD.findall(question))))
     places = [percentiles(column) for column in columns]
-    words = language_signals(question, units) if language else [(0.0, 0.0, 0.0)] * len(units)
-    return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *words[k]) for k, row in enumerate(rows)))
+    words, anchors = language_signals(question, units) if language else ([(0.0, 0.0, 0.0)] * len(units), [])
+    return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *words[k]) for k, row in enumerate(rows)),
+                       anchors=tuple(anchors))
 
 
-def language_signals(question: str, units: Sequence[tuple[int, str]]) -> list[tuple[float, float, float]]:
-    """Each sentence's (``answer_type``, ``relation``, ``relation_gap``), from one spaCy pass (:func:`.parse`)."""
+def language_signals(question: str, units: Sequence[tuple[int, str]]) -> tuple[list[tuple[float, float, float]],
+                                                                                list[str]]:
+    """Each sentence's (``answer_type``, ``relation``, ``relation_gap``) and its entity of the type the question
+    asks for ("" none), from one spaCy pass (:func:`.parse`)."""
     parsed = parse([question, *(s for _, s in units)])
-    typed = answer_type(question, [s for _, s in units], find=lambda _: [list(p.entities) for p in parsed[1:]])
+    found = [list(p.entities) for p in parsed[1:]]
+    typed = answer_type(question, [s for _, s in units], find=lambda _: found)
     shares = relation(parsed[0], parsed[1:])
     best: dict[int, float] = {}
     for (pi, _), share in zip(units, shares):
         best[pi] = max(best.get(pi, 0.0), share)
-    return [(typed[k], share, share - best[pi]) for k, ((pi, _), share) in enumerate(zip(units, shares))]
+    words = [(typed[k], share, share - best[pi]) for k, ((pi, _), share) in enumerate(zip(units, shares))]
+    return words, typed_entities(question, found)
 
 
 def percentiles(values: Sequence[float]) -> list[float]:

@@ -246,8 +246,17 @@ def answer_type(question: str, sentences: Sequence[str], *,
     out = [float(bool(head) and head in h) for h in held]
     if not types:
         return out
+    return [max(x, float(bool(typed))) for x, typed in zip(out, typed_entities(question, find(sentences)))]
+
+
+def typed_entities(question: str, found: Entities) -> list[str]:
+    """Each sentence's first entity (of ``found``, one list per sentence) of a type the question asks for whose
+    words are not all the question's: what the sentence answers with, or "" (:func:`answer_type`'s entities).
+
+    >>> typed_entities("Who wrote Hamlet?", [[("Hamlet", "WORK_OF_ART")], [("1600", "DATE"), ("Shakespeare", "PERSON")]])
+    ['', 'Shakespeare']
+    """
+    types, _ = asked_types(question)
     asked = words(question)
-    for k, found in enumerate(find(sentences)):
-        if any(label in types and not content(text) <= asked for text, label in found):
-            out[k] = 1.0
-    return out
+    return [next((text for text, label in ents if label in types and not content(text) <= asked), "")
+            for ents in found]
