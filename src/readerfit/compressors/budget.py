@@ -191,9 +191,9 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
         last = taken[-1][-1]
         if last in trimmed and len(trimmed[last].split()) > 1:
             # a cut that ends with its anchor loses its first word, any other its last
-            cut = trimmed[last].split()
-            leading = units[last][1].split()[:len(cut)] == cut
-            trimmed[last] = " ".join(cut[:-1] if leading else cut[1:])
+            held = trimmed[last].split()
+            leading = units[last][1].split()[:len(held)] == held
+            trimmed[last] = " ".join(held[:-1] if leading else held[1:])
             continue
         trimmed.pop(last, None)
         kept.difference_update(taken.pop())

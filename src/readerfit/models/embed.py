@@ -10,6 +10,7 @@ from readerfit.errors import InputError, UnknownModelError, cause, require
 from readerfit.models.device import auto_device, fast_dtype, resolve_dtype
 from readerfit.models.progress import quiet_loading
 from readerfit.models.specs import DEFAULT_EMBEDDER, resolve
+from readerfit.models.weights import refusing_pickled_weights
 
 # texts per forward pass: on a CPU (one to a few threads) padding a long batch to its longest text costs more
 # than the batch saves (EXIT's 46 sentences a question: 0.27 s at 16, 0.36 s at 64, bfloat16, one thread)
@@ -46,12 +47,14 @@ class SentenceEmbedder:
         self.batch_size = batch_size or (CPU_BATCH if self.device == "cpu" else ACCELERATOR_BATCH)
         self.dtype = fast_dtype(self.device) if dtype == "auto" else dtype
         torch_dtype = resolve_dtype(self.dtype)
-        try:
-            with quiet_loading():
-                self._model = st.SentenceTransformer(self.path, device=self.device, local_files_only=True)
-        except (OSError, ValueError, KeyError) as err:
-            raise UnknownModelError(f"could not load embedder {name_or_path!r} from {self.path!r}: expected a "
-                                    f"sentence-transformers model folder; {cause(err)}") from err
+        # a .bin of pickled objects: refused in readerfit's words, not torch's advice to load it unsafely
+        with refusing_pickled_weights("embedder", name_or_path, self.path):
+            try:
+                with quiet_loading():
+                    self._model = st.SentenceTransformer(self.path, device=self.device, local_files_only=True)
+            except (OSError, ValueError, KeyError) as err:
+                raise UnknownModelError(f"could not load embedder {name_or_path!r} from {self.path!r}: expected a "
+                                        f"sentence-transformers model folder; {cause(err)}") from err
         self._model.to(torch_dtype)
         # get_embedding_dimension is the newer name; older releases only have the long one.
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension

@@ -132,10 +132,16 @@ class LanguageModel(Protocol):
 class LocalLanguageModel(LanguageModel, Protocol):
     """A language model whose weights run in this process (the transformers backend)."""
 
-    model: Any  # the torch module
-    tokenizer: Any
-    device: torch.device
     batch_size: int
+
+    @property
+    def model(self) -> Any: ...  # the torch module (the transformers backend loads it on first use)
+
+    @property
+    def tokenizer(self) -> Any: ...
+
+    @property
+    def device(self) -> torch.device: ...
 
     @property
     def hidden_size(self) -> int: ...

@@ -40,6 +40,7 @@ from readerfit.models.device import auto_device
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
 from readerfit.models.specs import resolve
+from readerfit.models.weights import refusing_pickled_weights
 from readerfit.options import check_fields, param
 from readerfit.registry import Registry
 from readerfit.text.split import word_runs
@@ -170,14 +171,15 @@ class CrossEncoderReranker(RerankerBase):
                      purpose="the cross-encoder reranker")
         self.name = f"cross-encoder:{model}"
         self.batch_size = batch_size
-        try:
-            self._model = st.CrossEncoder(path, device=str(auto_device(device)), local_files_only=True)
-        except (OSError, ValueError) as err:
-            # OSError: no such model in the local cache / not a model folder; nothing is downloaded here
-            raise UnknownModelError(
-                f"cannot load cross-encoder {model!r} from local files ({cause(err, limit=300)}); "
-                "pass a local directory with a sequence-classification model and its tokenizer"
-            ) from err
+        with refusing_pickled_weights("cross-encoder", model, path):  # a .bin of pickled objects
+            try:
+                self._model = st.CrossEncoder(path, device=str(auto_device(device)), local_files_only=True)
+            except (OSError, ValueError) as err:
+                # OSError: no such model in the local cache / not a model folder; nothing is downloaded here
+                raise UnknownModelError(
+                    f"cannot load cross-encoder {model!r} from local files ({cause(err, limit=300)}); "
+                    "pass a local directory with a sequence-classification model and its tokenizer"
+                ) from err
         self.tokenizer = self._model.tokenizer
         # max_seq_length is the newer name; older releases only have max_length
         limit = getattr(self._model, "max_seq_length", None)

@@ -198,8 +198,11 @@ def fit_trees(questions: Sequence[Question], config: Config, *, answer: bool = F
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     columns = [SIGNALS.index(s) for s in config.signals]
-    targets = [(q, answer_labels(q) if answer else q.labels) for q in questions]
-    targets = [(q, t) for q, t in targets if t is not None]
+    targets: list[tuple[Question, list[int]]] = []
+    for q in questions:
+        labels = answer_labels(q) if answer else q.labels
+        if labels is not None:
+            targets.append((q, labels))
     per_source: dict[str, int] = {}
     for q, _ in targets:
         per_source[q.source] = per_source.get(q.source, 0) + 1
