@@ -17,9 +17,9 @@ from readerfit.metrics.qa import holds_answer
 
 CASES = [json.loads(line) for line in
          (Path(__file__).parent / "fixtures" / "first_touch" / "cases.jsonl").read_text().splitlines() if line.strip()]
-# the least share of the 96 cases whose answer the shipped EXIT keeps: measured 0.896 and 0.417 (this round), less
-# about two cases; the target is 0.95 and 0.90
-FLOORS = {"default": 0.87, 0.3: 0.39}
+# the least share of the 96 cases whose answer the shipped EXIT keeps: measured 0.875, 0.688 and 0.562 (the answer
+# head, relation and the anchored cut), less about two cases; the target is 0.95 and 0.90
+FLOORS = {"default": 0.85, 0.3: 0.66, 0.2: 0.54}
 
 
 def test_the_set_is_what_its_readme_says():
@@ -32,7 +32,7 @@ def test_the_set_is_what_its_readme_says():
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("budget", ["default", 0.3])
+@pytest.mark.parametrize("budget", ["default", 0.3, 0.2])
 def test_exit_keeps_the_answer_of_small_inputs(budget):
     kept, filler = [], []
     for c in CASES:
