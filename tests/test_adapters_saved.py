@@ -65,17 +65,20 @@ def test_one_constructor_by_keyword_with_exit_by_default(framework: str) -> None
 def test_langchain_settings_round_trip_through_its_fields() -> None:
     cls = langchain_adapter()
     saved = cls(**SETTINGS).model_dump_json()
-    assert json.loads(saved) == {**SETTINGS, "title_key": "title"}
+    assert json.loads(saved) == {**SETTINGS, "title_key": "title", "titles": True}
     assert settings_of(cls.model_validate_json(saved)) == SETTINGS
     assert settings_of(cls(**json.loads(saved))) == SETTINGS
+    untitled = cls.model_validate_json(cls(**SETTINGS, titles=False).model_dump_json())
+    assert untitled.titles is False and settings_of(untitled) == SETTINGS
 
 
 def test_llamaindex_to_dict_and_from_dict_keep_the_settings() -> None:
     cls = llamaindex_adapter()
-    data = cls(**SETTINGS, keep_empty=True).to_dict()
+    data = cls(**SETTINGS, keep_empty=True, titles=False).to_dict()
     assert {k: data[k] for k in SETTINGS} == SETTINGS and data["class_name"] == "ReaderfitPostprocessor"
     back = cls.from_dict(data)
-    assert settings_of(back) == SETTINGS and back.keep_empty is True
+    assert settings_of(back) == SETTINGS and back.keep_empty is True and back.titles is False
+    assert cls.from_dict(cls(**SETTINGS).to_dict()).titles is True
     none = cls.from_json(cls(compressor="none").to_json())
     assert none.compressor == "none" and none._engine.name == "none"  # was rebuilt as exit
     with pytest.raises(InputError, match="cannot be serialised"):
@@ -270,6 +273,14 @@ def test_a_setting_of_the_wrong_type_is_refused_at_construction_and_at_load(fram
         built_from(framework, cls, bad, how=how)
     assert {"LangChain": "langchain", "LlamaIndex": "llamaindex", "Haystack": "haystack"}[
         str(raised.value).split()[0]] == framework  # says where
+
+
+@pytest.mark.parametrize("how", ["constructor", "saved"])
+@pytest.mark.parametrize("framework", ["langchain", "llamaindex"])
+def test_titles_must_be_true_or_false(framework: str, how: str) -> None:
+    cls = ADAPTERS[framework]()
+    with pytest.raises(InputError, match="setting 'titles' expects true or false, got str 'no'"):
+        built_from(framework, cls, {"compressor": "none", "titles": "no"}, how=how)
 
 
 @pytest.mark.parametrize("framework", ["langchain", "llamaindex"])

@@ -45,3 +45,19 @@ def test_score_and_seper(pool, tiny_lm):
     delta = readerfit.seper("Who wrote the book?", ["Anna"], context="Anna wrote the book.", generator="tiny",
                             pool=pool, n=3, max_new_tokens=4)
     assert delta.soft == pytest.approx(delta.with_context.soft - delta.without.soft)
+    # a REPL shows each result on one line (was: every field, ~40 lines for seper's samples)
+    assert repr(without).count("\n") == 0 and repr(without).startswith(f"SePerResult(soft={without.soft:.4g}, ")
+    assert "samples=3" in repr(without) and "responses" not in repr(without)
+    line = repr(delta)
+    assert "\n" not in line and line.startswith(f"DeltaSePer(soft={delta.soft:.4g}, hard={delta.hard:.4g}, ")
+    assert f"without=(soft {delta.without.soft:.4g}" in line and "weights" not in line
+
+
+def test_a_compression_prints_on_one_line(pool):
+    long = "Marta Velez founded the club in 1887 in the old harbour town. " * 4
+    c = readerfit.compress("Who founded the club?", [long, "Rain fell all day."], method="none", pool=pool,
+                           reader="tiny")
+    line = repr(c)
+    assert "\n" not in line and len(line) < 200 and "units=" not in line and "details" not in line
+    assert line.startswith("Compression(text='Marta Velez founded the club in 1887") and "...'" in line
+    assert f"kept=2/{len(c.units)} units, origin_tokens={c.origin_tokens}, " in line and line.endswith("rate=1)")

@@ -65,3 +65,38 @@ def test_eval_help_names_the_default_folder_eval_writes(capsys: pytest.CaptureFi
     written = default_out("eval", "/data/dev_part1.json", {"limit": 1})
     assert written.parts[:2] == ("runs", written.name) and written.name.startswith("eval-dev_part1-")
     assert "(default: runs/eval-<data>-<settings hash>)" in helped
+
+
+def test_the_exit_options_table_lists_every_field_with_its_default() -> None:
+    import dataclasses
+
+    from readerfit.compressors.exit.config import ExitConfig
+
+    text = (DOCS / "guides" / "compression.md").read_text(encoding="utf-8")
+    table = text.split("### EXIT's options", 1)[1].split("\n\n|", 1)[1].split("\n\n", 1)[0]
+    rows = {m[0]: m[1] for m in re.findall(r"^\| `(\w+)` \| ([^|]+?) \|", table, flags=re.M)}
+    fields = {f.name: f.default for f in dataclasses.fields(ExitConfig)}
+    assert sorted(rows) == sorted(fields)  # one row per option, none missing, none invented
+
+    def shown(default: object) -> set[str]:
+        if default is None:
+            return {"none", "auto"}
+        if isinstance(default, bool):
+            return {str(default).lower()}
+        return {"1/3"} if default == 1 / 3 else {str(default), f"`{default}`"}
+
+    for name, default in fields.items():
+        assert rows[name] in shown(default), (name, rows[name], default)
+
+
+def test_the_api_pages_head_each_top_level_name_by_its_public_name() -> None:
+    import readerfit
+
+    for page in sorted((DOCS / "api").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for path, options in re.findall(r"^::: (\S+)\n((?:    .*\n)*)", text, flags=re.M):
+            name = path.rpartition(".")[2]
+            if name not in readerfit.__all__ or path == f"readerfit.{name}":
+                continue
+            # was: "readerfit.api.compress" where users write readerfit.compress
+            assert f'heading: "readerfit.{name}"' in options, (page.name, path)

@@ -49,6 +49,38 @@ def test_pieces_carry_the_ecosystem_names_in_tokens() -> None:
     assert {"origin_tokens", "compressed_tokens", "rate", "ratio"} <= set(meta) and "kept_fraction" not in meta
 
 
+class _TitleUnits(KeywordSentences):
+    """Like Provence: a titled passage's title is its first unit, kept with the passage's kept sentences."""
+
+    def _compress(self, question: str, passages: list[Passage]) -> Any:
+        sentences = super()._compress(question, passages)
+        units, owners, kept = [], [], []
+        for k, (unit, owner) in enumerate(zip(sentences.units, sentences.passage_of_unit or [], strict=True)):
+            if passages[owner].title and owner not in owners:
+                units.append(passages[owner].title)
+                owners.append(owner)
+                if any(sentences.passage_of_unit[j] == owner for j in sentences.kept):  # type: ignore[index]
+                    kept.append(len(units) - 1)
+            units.append(unit)
+            owners.append(owner)
+            if k in sentences.kept:
+                kept.append(len(units) - 1)
+        return dataclasses.replace(sentences, units=units, scores=[1.0] * len(units), kept=kept, passage_of_unit=owners)
+
+
+def test_titles_head_each_piece_and_count_as_the_facade_counts_them() -> None:
+    engine = DocumentCompression(KeywordSentences(), count_tokens=words)
+    titled = engine.run(QUESTION, DOCS, titles=True, keep_empty=True)
+    assert [(p.source, p.text) for p in titled] == [(0, "Halvik\nThe Halvik Glassworks was founded in 1887."), (2, "")]
+    assert (titled[0].origin_tokens, titled[0].compressed_tokens) == (12, 8)  # the title line is read, and counted
+    assert (titled[1].origin_tokens, titled[1].compressed_tokens) == (7, 0)   # nothing kept: no title alone
+    untitled = [SourceDocument(text=d.text, id=d.id) for d in DOCS]
+    assert [p.text for p in engine.run(QUESTION, untitled, titles=True)] == ["The Halvik Glassworks was founded in 1887."]
+    # a compressor whose units include the title gives it once, as the title line
+    (piece,) = DocumentCompression(_TitleUnits(), count_tokens=words).run(QUESTION, DOCS, titles=True)
+    assert piece.text == "Halvik\nThe Halvik Glassworks was founded in 1887."
+
+
 def test_sources_left_empty_are_dropped_unless_kept() -> None:
     engine = DocumentCompression(KeywordSentences(), count_tokens=words)
     kept = engine.run(QUESTION, DOCS, keep_empty=True)
@@ -148,6 +180,10 @@ def test_llamaindex_query_engine_reads_the_compressed_nodes(demo: tuple[list[Pas
     retrieved = DemoBM25().retrieve(example.question)
     assert_dropped(example.question, [n.node.get_content() for n in retrieved], prompt)
     assert "readerfit" not in prompt and "relevance_score" not in prompt  # metadata kept out of the LLM's view
+    halvik = next(n for n in response.source_nodes if "founded in 1887" in n.node.get_content())
+    title = halvik.node.metadata["title"]
+    assert halvik.node.get_content().startswith(f"{title}\n")  # the title line heads the kept sentences
+    assert f"title: {title}" not in prompt  # read once: not again from its metadata (was: "title: ..." only)
     nodes = response.source_nodes
     assert nodes and all(n.node.metadata["readerfit"]["compressor"] == "keyword" for n in nodes)
     by_id = {n.node.node_id: n for n in retrieved}
@@ -159,6 +195,11 @@ def test_llamaindex_query_engine_reads_the_compressed_nodes(demo: tuple[list[Pas
         assert n.node.metadata["relevance_score"] == max(info["scores"][k] for k in info["kept"])
     again = asyncio.run(post.apostprocess_nodes(retrieved, query_str=example.question))
     assert [n.node.get_content() for n in again] == [n.node.get_content() for n in nodes]
+    bare = ReaderfitPostprocessor(KeywordSentences(), count_tokens=words, titles=False)
+    bare_nodes = bare.postprocess_nodes(retrieved, query_str=example.question)
+    assert [n.node.get_content() for n in bare_nodes] == \
+        [n.node.get_content().split("\n", 1)[1] for n in nodes]  # titles off: the kept sentences alone
+    assert all("title" not in n.node.excluded_llm_metadata_keys for n in bare_nodes)
     everything = ReaderfitPostprocessor(KeywordSentences(), count_tokens=words, keep_empty=True)
     all_nodes = everything.postprocess_nodes(retrieved, query_str=example.question)
     assert [n.node.node_id for n in all_nodes] == [n.node.node_id for n in retrieved]  # none dropped, order kept

@@ -65,18 +65,35 @@ def test_extractive_compressor_gives_one_document_per_source() -> None:
     compressor = ReaderfitCompressor(KeywordSentences(), count_tokens=words)
     assert isinstance(compressor, BaseDocumentCompressor)
     out = compressor.compress_documents(DOCS, "who founded the Halvik Glassworks?")
-    assert [d.page_content for d in out] == ["The Halvik Glassworks was founded in 1887.",
-                                             "Marta Velez founded the Halvik Glassworks."]
+    # each document's title line above its kept sentences, as readerfit.compress renders them
+    assert [d.page_content for d in out] == ["Halvik\nThe Halvik Glassworks was founded in 1887.",
+                                             "Marta Velez\nMarta Velez founded the Halvik Glassworks."]
     first, second = out
     assert first.id == "d1" and first.metadata["source"] == "wiki/1" and first.metadata["title"] == "Halvik"
     info = first.metadata["readerfit"]
     assert info["compressor"] == "keyword" and info["kept"] == [1] and len(info["scores"]) == 2
     assert info["scores"][1] >= 2 > info["scores"][0] and first.metadata["relevance_score"] == info["scores"][1]
-    assert (info["origin_tokens"], info["compressed_tokens"]) == (11, 7)  # the counter's tokens, kept / the document's
-    assert info["rate"] == pytest.approx(7 / 11) and info["ratio"] == pytest.approx(11 / 7)
+    assert (info["origin_tokens"], info["compressed_tokens"]) == (12, 8)  # the counter's tokens, title line included
+    assert info["rate"] == pytest.approx(8 / 12) and info["ratio"] == pytest.approx(12 / 8)
     assert "kept_fraction" not in info
     assert second.metadata["source"] == "wiki/3" and second.metadata["readerfit"]["kept"] == [0]
     assert DOCS[0].page_content.startswith("Halvik is a town")  # inputs untouched
+
+
+def test_a_kept_sentence_reaches_the_prompt_with_its_title_unless_turned_off() -> None:
+    # was: "She was born in Truro." alone, its subject only in metadata["title"], which the prompt does not read
+    docs = [Document(page_content="Ann Lee was a singer. She was born in Truro.", metadata={"name": "Ann Lee"})]
+    question = "Where was she born?"
+    titled = ReaderfitCompressor(KeywordSentences(), count_tokens=words, title_key="name")
+    (doc,) = titled.compress_documents(docs, question)
+    assert doc.page_content == "Ann Lee\nShe was born in Truro."
+    assert (doc.metadata["readerfit"]["origin_tokens"], doc.metadata["readerfit"]["compressed_tokens"]) == (12, 7)
+    untitled = ReaderfitCompressor(KeywordSentences(), count_tokens=words, title_key="name", titles=False)
+    (bare,) = untitled.compress_documents(docs, question)
+    assert bare.page_content == "She was born in Truro." and bare.metadata["name"] == "Ann Lee"
+    assert (bare.metadata["readerfit"]["origin_tokens"], bare.metadata["readerfit"]["compressed_tokens"]) == (10, 5)
+    untitled_doc = Document(page_content="She was born in Truro.", metadata={})
+    assert [d.page_content for d in titled.compress_documents([untitled_doc], question)] == ["She was born in Truro."]
 
 
 def test_none_by_name_gives_one_combined_document() -> None:

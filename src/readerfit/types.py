@@ -105,6 +105,17 @@ class Compression:
                 fields[name] = {int(k): v for k, v in fields[name].items()}
         return cls(**{"text": "", **fields})
 
+    def __repr__(self) -> str:
+        """One line: the text (cut at 60 characters), how many units were kept, the tokens and the rate.
+
+        >>> Compression("Anna wrote it.", units=["Anna wrote it.", "Rain fell."], kept=[0], origin_tokens=8,
+        ...             compressed_tokens=4)
+        Compression(text='Anna wrote it.', kept=1/2 units, origin_tokens=8, compressed_tokens=4, rate=0.5)
+        """
+        text = self.text if len(self.text) <= 60 else self.text[:57] + "..."
+        return (f"Compression(text={text!r}, kept={len(self.kept)}/{len(self.units)} units, origin_tokens="
+                f"{self.origin_tokens}, compressed_tokens={self.compressed_tokens}, rate={self.rate:.4g})")
+
     @property
     def rate(self) -> float:
         """compressed / origin tokens (:func:`token_rate`)."""

@@ -28,7 +28,7 @@ from readerfit.compressors import COMPRESSORS, BaseCompressor, build_compressor,
 from readerfit.compressors.budget import Budget, Budgeted
 from readerfit.compressors.per_call import budget_options, checked_budget, compress_at_budgets, with_budget
 from readerfit.errors import InputError
-from readerfit.inputs import kind_of
+from readerfit.inputs import kind_of, render_passage
 from readerfit.models.lm import LanguageModel
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
@@ -55,6 +55,7 @@ _SETTING_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "reader": (lambda v: v is None or isinstance(v, str | LanguageModel), "a model name (a string), a loaded LM or None"),
     "title_key": (lambda v: isinstance(v, str) and bool(v.strip()), "a metadata key (a non-empty string)"),
     "keep_empty": (lambda v: isinstance(v, bool), "true or false"),
+    "titles": (lambda v: isinstance(v, bool), "true or false"),
 }
 
 
@@ -238,7 +239,8 @@ class DocumentCompression:
             self._count = lm.count_tokens
         return self._count
 
-    def run(self, query: str, documents: Sequence[SourceDocument], *, keep_empty: bool = False) -> list[Piece]:
+    def run(self, query: str, documents: Sequence[SourceDocument], *, keep_empty: bool = False,
+            titles: bool = False) -> list[Piece]:
         """The compressed pieces of ``documents`` for ``query``; no documents (or only empty ones) give [].
 
         Parameters:
@@ -246,6 +248,10 @@ class DocumentCompression:
             documents (list[SourceDocument]): the framework's documents; empty ones are dropped.
             keep_empty (bool, default False): an extractive compressor's sources that kept no sentence come back
                 too, with empty text.
+            titles (bool, default False): an extractive compressor's piece is its document's title line above its
+                kept sentences, as the façade renders them and as budgets count them (its ``origin_tokens``
+                count the title too); False: the kept sentences alone. A piece holding the whole context is the
+                compressor's text either way (titled where the compressor renders titles).
         """
         if not isinstance(query, str) or not query.strip():
             raise InputError(f"expected a non-empty question (the query string), got {query!r:.60}")
@@ -257,7 +263,7 @@ class DocumentCompression:
         compression = compress_at_budgets(self.cls, [(query, passages)], [self.budget], build=self.compressor)[0]
         owners = compression.passage_of_unit
         if owners is not None and len(owners) == len(compression.units):
-            return self._per_document(indexed, compression, owners, keep_empty=keep_empty)
+            return self._per_document(indexed, compression, owners, keep_empty=keep_empty, titles=titles)
         if not compression.text.strip():
             return []
         count = self.counter()
@@ -268,7 +274,7 @@ class DocumentCompression:
                       sources=[p.id for p in passages])]
 
     def _per_document(self, indexed: list[tuple[int, SourceDocument]], c: Compression,
-                      owners: Sequence[int], *, keep_empty: bool = False) -> list[Piece]:
+                      owners: Sequence[int], *, keep_empty: bool = False, titles: bool = False) -> list[Piece]:
         kept, count = set(c.kept), self.counter()
         out = []
         for d_index, (source, doc) in enumerate(indexed):
@@ -277,8 +283,16 @@ class DocumentCompression:
             if not kept_units and not keep_empty:
                 continue
             # a unit a hard budget cut to fit keeps only its words that fit (Compression.trimmed)
-            text = " ".join((c.trimmed or {}).get(k, c.units[k]).strip() for k in kept_units)
-            out.append(Piece(text=text, source=source, compressor=self.name, origin_tokens=count(doc.text),
+            said = [(k, (c.trimmed or {}).get(k, c.units[k]).strip()) for k in kept_units]
+            title = doc.title.strip() if titles else ""
+            if title:
+                # a compressor whose units include the title (Provence's first unit) keeps it as the title line
+                body = " ".join(t for k, t in said if not (k == units[0] and t == title))
+                text = render_passage(title, body) if body else (title if said else "")
+            else:
+                text = " ".join(t for _, t in said)
+            out.append(Piece(text=text, source=source, compressor=self.name,
+                             origin_tokens=count(render_passage(title, doc.text)),
                              compressed_tokens=count(text),
                              scores=[c.scores[k] for k in units] if c.scores is not None else None,
                              kept=[units.index(k) for k in kept_units], relevance_score=_best(c, kept_units),

@@ -6,8 +6,9 @@ the compressed context comes back as Documents:
 
 - extractive compressors (``exit``, ``sentence-sim``: they report which passage
   each sentence came from) give one Document per source document that kept a
-  sentence, with that document's metadata, its kept sentences in order, and its
-  sentence scores;
+  sentence, with that document's metadata, its title line above its kept sentences
+  in order (as ``readerfit.compress`` renders them; ``titles=False``: the sentences
+  alone), and its sentence scores;
 - the others (``none``, ``summary``, ``xcompress``, ``longllmlingua``...) give one
   Document holding the whole compressed context.
 
@@ -61,6 +62,9 @@ class ReaderfitCompressor(BaseDocumentCompressor):
         reader (str | LanguageModel | None, default None): the reader whose tokens budgets and counts are in
             (None: the packaged SmolLM2, loaded on first use, unless ``count_tokens`` is given).
         title_key (str, default "title"): the metadata key of a document's title.
+        titles (bool, default True): a document's title line heads its kept sentences in ``page_content``, so a
+            kept "She was born in Truro" reaches the prompt with its subject (as ``readerfit.compress`` renders
+            them, and as budgets count them); False: the kept sentences alone (the title stays in ``metadata``).
         pool (ModelPool | None, default None): where a compressor given by name loads its models (None: a new pool).
         count_tokens (Callable[[str], int] | None, default None): counts tokens instead of the reader.
 
@@ -84,6 +88,7 @@ class ReaderfitCompressor(BaseDocumentCompressor):
     target_tokens: int | None = None
     reader: Any = None
     title_key: str = "title"
+    titles: bool = True
     _engine: DocumentCompression = PrivateAttr()
 
     def __init__(self, compressor: Any = "exit", *, pool: ModelSource | None = None, count_tokens: Callable[[str], int] | None = None,
@@ -151,7 +156,7 @@ class ReaderfitCompressor(BaseDocumentCompressor):
             raise InputError(f"documents[{bad}]: expected a LangChain Document (page_content, metadata), got "
                              f"{type(documents[bad]).__name__}; wrap text as Document(page_content=...)")
         sources = [self.to_source(d, i) for i, d in enumerate(documents)]
-        return [self._document(p, documents) for p in self.engine.run(query, sources)]
+        return [self._document(p, documents) for p in self.engine.run(query, sources, titles=self.titles)]
 
     async def acompress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None

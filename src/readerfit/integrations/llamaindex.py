@@ -3,7 +3,9 @@
 
 Needs ``llama-index-core`` (``pip install 'readerfit[llamaindex]'``). Nodes become readerfit passages (title from
 ``metadata["title"]``). An extractive compressor (``exit``, ``sentence-sim``) gives one node per source node that
-kept a sentence: the same node (id, metadata, relationships, retrieval score) with its kept sentences as text;
+kept a sentence: the same node (id, metadata, relationships, retrieval score) with its title line above its kept
+sentences as text (as ``readerfit.compress`` renders them; the title is then left out of the metadata the LLM
+sees, so it is read once; ``titles=False``: the kept sentences alone, the metadata as it was);
 the others give one new node holding the whole compressed context. Each node's metadata gets ``readerfit``
 (compressor, ``origin_tokens``, ``compressed_tokens``, ``rate``, ``ratio`` in the reader's tokens, the sentence
 scores, the kept sentence indices) and ``relevance_score`` (the best kept sentence's score), both left out of
@@ -51,6 +53,9 @@ class ReaderfitPostprocessor(BaseNodePostprocessor):
         reader (str | LanguageModel | None, default None): the reader whose tokens are counted (None: the packaged
             SmolLM2, unless ``count_tokens`` is given).
         title_key (str, default "title"): the metadata key of a node's title.
+        titles (bool, default True): a node's title line heads its kept sentences in its text, as
+            ``readerfit.compress`` renders them and as budgets count them (the title key is then left out of the
+            metadata the LLM sees, so it is read once); False: the kept sentences alone.
         keep_empty (bool, default False): True keeps the nodes an extractive compressor kept nothing of, with
             empty text and their scores.
         count_tokens (Callable[[str], int] | None, default None): counts tokens instead of the reader.
@@ -76,6 +81,8 @@ class ReaderfitPostprocessor(BaseNodePostprocessor):
     reader: Any = Field(None, description="the reader whose tokens are counted (None: the packaged SmolLM2)")
     title_key: str = "title"
     keep_empty: bool = False  # keep the nodes an extractive compressor left empty (with empty text)
+    titles: bool = Field(True, description="a node's title line heads its kept sentences, as readerfit.compress "
+                                           "renders them")
     _engine: DocumentCompression = PrivateAttr()
 
     def __init__(self, compressor: Any = "exit", *, count_tokens: Any = None, pool: ModelSource | None = None,
@@ -111,7 +118,7 @@ class ReaderfitPostprocessor(BaseNodePostprocessor):
         sources = [SourceDocument(text=n.node.get_content(metadata_mode=MetadataMode.NONE),
                                   title=str(n.node.metadata.get(self.title_key) or ""), id=n.node.node_id)
                    for n in nodes]
-        pieces = self._engine.run(query_bundle.query_str, sources, keep_empty=self.keep_empty)
+        pieces = self._engine.run(query_bundle.query_str, sources, keep_empty=self.keep_empty, titles=self.titles)
         return [self._node(piece, nodes) for piece in pieces]
 
     def _node(self, piece: Piece, nodes: list[NodeWithScore]) -> NodeWithScore:
@@ -123,6 +130,9 @@ class ReaderfitPostprocessor(BaseNodePostprocessor):
             original = nodes[piece.source]
             node = original.node.model_copy(deep=True)
             node.set_content(piece.text)
+            titled = self.titles and bool(piece.text) and bool(str(node.metadata.get(self.title_key) or "").strip())
+            if titled and self.title_key not in node.excluded_llm_metadata_keys:
+                node.excluded_llm_metadata_keys.append(self.title_key)  # the text's title line says it
             node.metadata = {**node.metadata, **extra}
             score = original.score
         for keys in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):

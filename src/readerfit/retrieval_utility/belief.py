@@ -77,6 +77,17 @@ class SePerResult:
     judge: str = ""  # the judge that scored it (its spec: lexical, nli:<model>, ...)
     judge_warning: str | None = None  # why a preset's result is not the paper's SePer (its judge), or None
 
+    def __repr__(self) -> str:
+        """One line: the scores, the judge, how many samples (the samples themselves: :meth:`to_dict`).
+
+        >>> SePerResult(soft=0.5, hard=0.25, soft_per_reference=[0.5], hard_per_reference=[0.25], responses=["a"],
+        ...             weights=[1.0], clusters=[0], judge="lexical")
+        SePerResult(soft=0.5, hard=0.25, judge='lexical', samples=1)
+        """
+        warning = f", judge_warning={self.judge_warning!r:.80}" if self.judge_warning else ""
+        return (f"SePerResult(soft={self.soft:.4g}, hard={self.hard:.4g}, judge={self.judge!r}, "
+                f"samples={len(self.responses)}{warning})")
+
     def to_dict(self, *, samples: bool = True) -> dict[str, Any]:
         d = asdict(self)
         if not samples:
@@ -312,6 +323,19 @@ class DeltaSePer:
 
     without: SePerResult
     with_context: SePerResult
+
+    def __repr__(self) -> str:
+        """One line: ΔSePer (``soft``, ``hard``), SePer without and with the context, the judge.
+
+        >>> side = dict(soft_per_reference=[], hard_per_reference=[], responses=["a"], weights=[1.0], clusters=[0])
+        >>> DeltaSePer(SePerResult(soft=0.25, hard=0.0, judge="lexical", **side),
+        ...            SePerResult(soft=0.75, hard=1.0, judge="lexical", **side))
+        DeltaSePer(soft=0.5, hard=1, without=(soft 0.25, hard 0), with_context=(soft 0.75, hard 1), judge='lexical')
+        """
+        warning = f", judge_warning={self.judge_warning!r:.80}" if self.judge_warning else ""
+        return (f"DeltaSePer(soft={self.soft:.4g}, hard={self.hard:.4g}, without=(soft {self.without.soft:.4g}, "
+                f"hard {self.without.hard:.4g}), with_context=(soft {self.with_context.soft:.4g}, hard "
+                f"{self.with_context.hard:.4g}), judge={self.judge!r}{warning})")
 
     @property
     def soft(self) -> float:
