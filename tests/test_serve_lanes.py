@@ -100,28 +100,23 @@ def post(app, route: str, body) -> httpx.Response:
     return asyncio.run(go())
 
 
-@pytest.mark.parametrize(("route", "body"), [
-    ("/v1/compress", {"question": "Who wrote it?", "passages": TINY_PASSAGES}),
-    ("/v1/compress", [{"question": "Who wrote it?", "passages": TINY_PASSAGES[:1300]}] * 2),
-    ("/rerank", {"query": "Who wrote it?", "texts": TINY_PASSAGES, "compressor": "exit"}),
-    ("/v1/rerank", {"query": "Who wrote it?", "documents": TINY_PASSAGES, "model": "exit"}),
+LONG, SHARED = {"shared": 0, "long": 1}, {"shared": 1, "long": 0}
+
+
+@pytest.mark.parametrize(("route", "body", "lane"), [
+    # thousands of tiny passages: 7,800 characters, under --long-request-chars; was the shared lane, holding up
+    # every other client
+    ("/v1/compress", {"question": "Who wrote it?", "passages": TINY_PASSAGES}, LONG),
+    ("/v1/compress", [{"question": "Who wrote it?", "passages": TINY_PASSAGES[:1300]}] * 2, LONG),
+    ("/rerank", {"query": "Who wrote it?", "texts": TINY_PASSAGES, "compressor": "exit"}, LONG),
+    ("/v1/rerank", {"query": "Who wrote it?", "documents": TINY_PASSAGES, "model": "exit"}, LONG),
+    # a short request
+    ("/v1/compress", {"question": "Who wrote it?", "passages": ["Anna wrote it. It sold well."] * 3}, SHARED),
+    ("/rerank", {"query": "Who wrote it?", "texts": ["Anna wrote it."] * 3, "compressor": "exit"}, SHARED),
 ])
-def test_a_request_of_thousands_of_tiny_passages_runs_in_the_long_lane(recording_app, route, body):
-    # was: the shared lane (7,800 characters, under --long-request-chars), holding up every other client
+def test_a_request_runs_in_the_lane_its_work_calls_for(recording_app, route, body, lane):
     app, seen = recording_app
     seen.clear()
     response = post(app, route, body)
     assert response.status_code == 200, response.text[:300]
-    assert seen == [{"shared": 0, "long": 1}]
-
-
-@pytest.mark.parametrize(("route", "body"), [
-    ("/v1/compress", {"question": "Who wrote it?", "passages": ["Anna wrote it. It sold well."] * 3}),
-    ("/rerank", {"query": "Who wrote it?", "texts": ["Anna wrote it."] * 3, "compressor": "exit"}),
-])
-def test_a_short_request_runs_in_the_shared_lane(recording_app, route, body):
-    app, seen = recording_app
-    seen.clear()
-    response = post(app, route, body)
-    assert response.status_code == 200, response.text[:300]
-    assert seen == [{"shared": 1, "long": 0}]
+    assert seen == [lane]
