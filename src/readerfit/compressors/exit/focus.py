@@ -41,12 +41,11 @@ issue 53; each is a signal of the learned ranking (:mod:`.features`), which weig
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Sequence
 
 from readerfit.compressors.exit.hop import links_from, names, names_title, top_units
-from readerfit.compressors.exit.language import parse
+from readerfit.compressors.exit.language import idf_share, parse
 from readerfit.text.stop_words import ENGLISH_STOP_WORDS
 from readerfit.types import Passage
 
@@ -74,13 +73,7 @@ def words(text: str) -> set[str]:
 def lexical_overlap(question: str, sentences: Sequence[str]) -> list[float]:
     """Each sentence's share of the question's words (in [0, 1]): the question's words other than stop words,
     each weighted by log((n + 1) / (df + 0.5)), df the number of the n ``sentences`` that hold it."""
-    held = [words(s) for s in sentences]
-    terms = sorted(words(question) - ENGLISH_STOP_WORDS)
-    weight = {t: math.log((len(held) + 1) / (sum(t in h for h in held) + 0.5)) for t in terms}
-    total = sum(weight.values())
-    if total <= 0:
-        return [0.0] * len(held)
-    return [sum(weight[t] for t in terms if t in h) / total for h in held]
+    return idf_share(words(question) - ENGLISH_STOP_WORDS, [words(s) for s in sentences])
 
 
 def answer_form(question: str, sentences: Sequence[str]) -> list[float]:

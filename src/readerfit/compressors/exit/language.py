@@ -17,7 +17,7 @@ a sentence's lemmas hold, each word weighted by its inverse document frequency o
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -68,9 +68,14 @@ def parse(texts: Sequence[str]) -> list[Parsed]:
 def relation(question: Parsed, sentences: Sequence[Parsed]) -> list[float]:
     """Each sentence's share (in [0, 1]) of the question's relation words, weighted by log((n + 1) / (df + 0.5)),
     df the number of the n sentences whose lemmas hold the word; all 0.0 for a question without one."""
-    terms = sorted(question.relation)
-    weight = {t: math.log((len(sentences) + 1) / (sum(t in s.lemmas for s in sentences) + 0.5)) for t in terms}
+    return idf_share(question.relation, [s.lemmas for s in sentences])
+
+
+def idf_share(terms: Collection[str], held: Sequence[Collection[str]]) -> list[float]:
+    """Each of ``held``'s share (in [0, 1]) of ``terms``, each term weighted by log((n + 1) / (df + 0.5)), df the
+    number of the n that hold it; all 0.0 when no term weighs anything."""
+    weight = {t: math.log((len(held) + 1) / (sum(t in h for h in held) + 0.5)) for t in sorted(terms)}
     total = sum(weight.values())
     if total <= 0:
-        return [0.0] * len(sentences)
-    return [sum(weight[t] for t in terms if t in s.lemmas) / total for s in sentences]
+        return [0.0] * len(held)
+    return [sum(w for t, w in weight.items() if t in h) / total for h in held]
