@@ -24,9 +24,23 @@ def test_compress_takes_strings_and_objects_and_reuses_the_compressor(pool, monk
     real = readerfit.compressors.COMPRESSORS.build
     monkeypatch.setattr(readerfit.compressors.COMPRESSORS, "build", lambda *a, **k: built.append(a) or real(*a, **k))
     for _ in range(3):
-        readerfit.compress("Who?", ["A b."], method="summary", pool=pool, reader="tiny", compressor="tiny",
+        readerfit.compress("Who?", ["A b."], "summary", pool=pool, reader="tiny", options={"compressor": "tiny"},
                            max_new_tokens=3)
     assert len(built) == 1  # one compressor for these options, its models loaded once
+
+
+def test_compressor_names_the_compressor_and_method_is_its_alias(pool):
+    ps = ["Marta founded the club.", "Rain fell all day."]
+    by_name = readerfit.compress("Who founded the club?", ps, compressor="none", pool=pool, reader="tiny")
+    by_alias = readerfit.compress("Who founded the club?", ps, method="none", pool=pool, reader="tiny")
+    by_place = readerfit.compress("Who founded the club?", ps, "none", pool=pool, reader="tiny")
+    assert by_name.text == by_alias.text == by_place.text == "Marta founded the club.\n\nRain fell all day."
+    batch = readerfit.compress_batch(["Who?"], [ps], compressor="none", pool=pool, reader="tiny")
+    assert batch[0].text == by_name.text
+    with pytest.raises(InputError, match="name two compressors"):
+        readerfit.compress("Who?", ps, compressor="sentence-sim", method="none", pool=pool)
+    with pytest.raises(InputError, match="compressor must be a registered name"):
+        readerfit.compress("Who?", ps, compressor=5, pool=pool)
 
 
 @pytest.mark.parametrize("bad", ["one string", [{"text": 3}], [{"title": "T", "text": "x", "extra": 1}], [5]])

@@ -271,7 +271,7 @@ def _api_cases() -> list[tuple[str, Callable[[], Any], str]]:
          "reader must be"),
         ("compress pool a string", lambda: compress("Who?", ["Marta."], method="none", pool="x"), "pool must be"),
         ("compress question None", lambda: compress(None, ["Marta."], method="none"), "non-empty question"),
-        ("compress method a number", lambda: compress("Who?", ["Marta."], method=3), "method must be"),
+        ("compress method a number", lambda: compress("Who?", ["Marta."], method=3), "compressor must be"),
         ("compress options a list", lambda: compress("Who?", ["Marta."], method="none", options=[1]),
          "options must be"),
         ("compress option given twice", lambda: compress("Who?", ["Marta."], method="exit", options={"rate": 0.2},

@@ -22,15 +22,15 @@ Q, P = "Who wrote it?", ["Anna wrote it."]
 
 
 def compress(**kw: Any) -> Any:
-    return api.compress(**{"question": Q, "passages": P, "method": "none", **kw})
+    return api.compress(**{"question": Q, "passages": P, "compressor": "none", **kw})
 
 
 def batch(**kw: Any) -> Any:
-    return api.compress_batch(**{"questions": [Q], "passages": [P], "method": "none", **kw})
+    return api.compress_batch(**{"questions": [Q], "passages": [P], "compressor": "none", **kw})
 
 
 def acompress(**kw: Any) -> Any:
-    return asyncio.run(api.acompress(**{"question": Q, "passages": P, "method": "none", **kw}))
+    return asyncio.run(api.acompress(**{"question": Q, "passages": P, "compressor": "none", **kw}))
 
 
 def score(**kw: Any) -> Any:
@@ -60,7 +60,8 @@ for name, fn in (("compress", compress), ("acompress", acompress)):
     cases(name, fn, "passages", ("text", "passages"), (5, "passages"), ([5], "passages[0]"),
           ([{"title": "T"}], "passages[0]"), ([{"text": 5}], "passages[0]"), (["ok", BAD], "passages[1]"),
           ([{"title": BAD, "text": "x"}], "passages[0]"), ([{"text": "x", "sentences": [BAD]}], "passages[0]"))
-    cases(name, fn, "method", (3, "method"), (None, "method"), ("zip", "unknown compressor 'zip'"))
+    cases(name, fn, "compressor", (3, "compressor"), (None, "compressor"), ("zip", "unknown compressor 'zip'"))
+    cases(name, fn, "method", (3, "method"), ("zip", "method"))
     cases(name, fn, "pool", ("x", "pool"), (5, "pool"))
     cases(name, fn, "reader", (5, "reader"), (["x"], "reader"))
     cases(name, fn, "preset", ("fancy", "preset"), (5, "preset"))
@@ -72,7 +73,8 @@ cases("compress_batch", batch, "questions", ("q", "questions"), (None, "question
       ([BAD], "question 0"), ([" "], "question 0"))
 cases("compress_batch", batch, "passages", ("x", "passages"), ([P, P], "passages"), ([[5]], "passages[0]"),
       ([[BAD]], "passages[0]"), ([None], "passages"))
-cases("compress_batch", batch, "method", (3, "method"), (None, "method"))
+cases("compress_batch", batch, "compressor", (3, "compressor"), (None, "compressor"))
+cases("compress_batch", batch, "method", (3, "method"))
 cases("compress_batch", batch, "pool", ("x", "pool"))
 cases("compress_batch", batch, "reader", (5, "reader"))
 cases("compress_batch", batch, "preset", ("fancy", "preset"))

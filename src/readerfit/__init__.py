@@ -1,6 +1,6 @@
 """readerfit: fit retrieved context to the reader LLM of a RAG pipeline (EXIT, SPS/xCompress, SePer).
 
-``readerfit.compress(question, passages, method="exit")``, ``readerfit.score(texts, scorer="sps")`` and
+``readerfit.compress(question, passages, compressor="exit")``, ``readerfit.score(texts, scorer="sps")`` and
 ``readerfit.seper(question, answers, context=...)`` do the three jobs; models load once per process. The main
 types load at once; everything that needs torch loads on first use.
 

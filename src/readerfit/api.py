@@ -4,8 +4,8 @@ Models load on first use and stay loaded for the process (one shared :class:`~re
 or the ``pool=`` you pass); a compressor built once for a set of options is reused by later calls.
 
 >>> import readerfit
->>> readerfit.compress("Who founded the club?", ["Marta founded the club in 1887.", "Rain fell."], method="none",
-...                    reader=None).text
+>>> readerfit.compress("Who founded the club?", ["Marta founded the club in 1887.", "Rain fell."],
+...                    compressor="none", reader=None).text
 'Marta founded the club in 1887.\\n\\nRain fell.'
 """
 
@@ -19,6 +19,7 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from readerfit.call_args import as_passages, checked, compressor_name, strings
 from readerfit.compressors import COMPRESSORS, BaseCompressor, join_passages
 from readerfit.compressors.budget import Budget
 from readerfit.compressors.per_call import budget_options, compress_at_budgets, given_budget, split_budget
@@ -26,7 +27,6 @@ from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, PromptText
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
-from readerfit.registry import PRESET_NAMES
 from readerfit.retrieval_utility.belief import SePerResult
 from readerfit.retrieval_utility.seper import DeltaSePer, SePer
 from readerfit.scorers import SCORERS
@@ -40,74 +40,10 @@ def default_pool() -> ModelPool:
     return ModelPool()
 
 
-def as_passages(passages: Sequence[str | dict[str, Any] | Passage]) -> list[Passage]:
-    """Plain strings, ``{"title", "text"}`` objects or Passages, as Passages (a clear error names a bad item)."""
-    if isinstance(passages, (str, dict, Passage)) or not isinstance(passages, Sequence):
-        raise InputError(f"passages must be a list of strings, {{title, text}} objects or Passages, "
-                         f"got {type(passages).__name__}")
-    out = []
-    for i, p in enumerate(passages):
-        if isinstance(p, Passage):
-            out.append(p)
-        elif isinstance(p, str):
-            out.append(Passage(p))
-        elif isinstance(p, dict):
-            unknown = sorted(set(p) - {"title", "text", "id", "sentences", "score"})
-            if unknown or not isinstance(p.get("text"), str) or not isinstance(p.get("title", ""), str):
-                raise InputError(f"passages[{i}]: expected {{\"title\": str, \"text\": str}}, got {json.dumps(p)[:200]}")
-            out.append(Passage.from_dict(p))
-        else:
-            raise InputError(f"passages[{i}]: expected a string or {{\"title\", \"text\"}}, got {type(p).__name__}")
-        check_text(f"passages[{i}]", {"title": out[-1].title, "text": out[-1].text, "sentences": out[-1].sentences})
-    return out
-
-
-def _strings(name: str, value: Any, *, none_items: bool = False) -> list[Any]:
-    """``value`` as a list of strings (``None`` items too under ``none_items``), or an InputError naming the
-    argument and the item."""
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise InputError(f"{name} must be a list of strings, got "
-                         + ("a single string; wrap it in a list" if isinstance(value, str) else type(value).__name__))
-    for i, item in enumerate(value):
-        if not isinstance(item, str) and not (none_items and item is None):
-            raise InputError(f"{name}[{i}] must be a string{' or None' if none_items else ''}, "
-                             f"got {type(item).__name__}")
-    check_text(name, list(value))
-    return list(value)
-
-
-_UNSET: Any = object()  # an argument the caller has not (``method``: a function without one)
-
-
-def _checked(*, question: str | None = None, method: str | None = _UNSET, pool: object = None, reader: object = None,
-             options: Mapping[str, Any] | None = None, preset: Any = None, keywords: dict[str, Any]) -> dict[str, Any]:
-    """The façade's arguments checked before any model loads; ``options`` and keyword options merged (an option
-    named like a façade argument, such as xcompress's ``reader``, goes in ``options=``)."""
-    if question is not None and (not isinstance(question, str) or not question.strip()):
-        raise InputError(f"expected a non-empty question (a string), got {type(question).__name__} {question!r:.60}")
-    check_text("question", question)
-    if preset is not None and preset not in PRESET_NAMES:
-        raise InputError(f"preset must be one of {', '.join(PRESET_NAMES)} or None, got {preset!r:.60}")
-    if method is not _UNSET and not isinstance(method, str):
-        raise InputError(f"method must be a registered name (a string), got {type(method).__name__}")
-    if pool is not None and not isinstance(pool, ModelPool):
-        raise InputError(f"pool must be a readerfit.ModelPool or None, got {type(pool).__name__}")
-    if reader is not None and not isinstance(reader, str | LanguageModel):
-        raise InputError(f"reader must be a model name (a string) or a loaded LM, got {type(reader).__name__}")
-    if options is not None and not isinstance(options, Mapping):
-        raise InputError(f"options must be a dict of the config's fields, got {type(options).__name__}")
-    both = sorted(set(options or {}) & set(keywords))
-    if both:
-        raise InputError(f"option {both[0]!r} is given twice (in options= and as a keyword)")
-    merged = {**(options or {}), **keywords}
-    check_text("options", merged)
-    return merged
-
-
-def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], method: str = "exit", *,
+def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], compressor: str = "exit", *,
              rate: float | None = None, target_tokens: int | None = None, pool: ModelPool | None = None,
              reader: str | LanguageModel | None = DEFAULT_LM, preset: str | None = None,
-             options: Mapping[str, Any] | None = None, **kwargs: Any) -> Compression:
+             options: Mapping[str, Any] | None = None, method: str | None = None, **kwargs: Any) -> Compression:
     """The passages compressed for the question by a registered compressor (``options`` and keyword
     arguments: its config's fields; a field named like an argument here, such as xcompress's ``reader``, goes
     in ``options=``).
@@ -115,7 +51,7 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
     Parameters:
         question: the question the passages are compressed for (non-empty).
         passages: strings, ``{"title", "text"}`` objects or :class:`Passage`\\ s; blank ones are dropped.
-        method: a registered compressor (``readerfit.compressors.COMPRESSORS``); an unknown name lists them.
+        compressor: a registered compressor (``readerfit.compressors.COMPRESSORS``); an unknown name lists them.
         rate: this call's budget as a fraction of the reader's tokens (also in ``options``): one compressor
             whatever the budget (:mod:`readerfit.compressors.per_call`).
         target_tokens: this call's budget as a count of the reader's tokens (also ``target_token``).
@@ -126,28 +62,31 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
             1.0) and budgets count whitespace words.
         preset: ``paper`` or ``official``: the method as its paper defines it or its authors' code runs it.
         options: the compressor's config fields (``{"threshold": 0.3}``), over the preset's.
+        method: the older name of ``compressor`` (an alias).
 
     Returns: a :class:`Compression` (text, units, scores, kept, token counts, ``rate``, ``ratio``, details).
 
     >>> import readerfit
-    >>> c = readerfit.compress("Who wrote it?", [{"title": "Book", "text": "Anna wrote it."}], method="none",
+    >>> c = readerfit.compress("Who wrote it?", [{"title": "Book", "text": "Anna wrote it."}], "none",
     ...                        reader=None)
     >>> c.text, c.kept
     ('Book\\nAnna wrote it.', [0])
     """
-    options = _checked(question=question, method=method, pool=pool, reader=reader, options=options, preset=preset,
-                       keywords={**kwargs, **given_budget(rate=rate, target_tokens=target_tokens)})
+    name = compressor_name(compressor, method)
+    options = checked(question=question, pool=pool, reader=reader, options=options, preset=preset,
+                      keywords={**kwargs, **given_budget(rate=rate, target_tokens=target_tokens)})
     given = as_passages(passages)  # checked before any model loads
-    options, budget = split_budget(options, what=f"compressor {method!r}")
-    return compress_budgeted([question], [given], [budget], method, options=options, preset=preset, pool=pool,
+    options, budget = split_budget(options, what=f"compressor {name!r}")
+    return compress_budgeted([question], [given], [budget], name, options=options, preset=preset, pool=pool,
                              reader=reader)[0]
 
 
 def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | dict[str, Any] | Passage]],
-                   method: str = "exit", *, rate: float | None = None, target_tokens: int | None = None,
+                   compressor: str = "exit", *, rate: float | None = None, target_tokens: int | None = None,
                    pool: ModelPool | None = None,
                    reader: str | LanguageModel | None = DEFAULT_LM, preset: str | None = None,
-                   options: Mapping[str, Any] | None = None, **kwargs: Any) -> list[Compression]:
+                   options: Mapping[str, Any] | None = None, method: str | None = None,
+                   **kwargs: Any) -> list[Compression]:
     """:func:`compress` of many questions at once, one :class:`Compression` per question in order:
     ``passages[i]`` are question ``i``'s. Everything is checked before any model loads (an error names the
     question's index); compressors that can batch model work across questions do (EXIT's one-pass classifier
@@ -156,7 +95,7 @@ def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | d
     Parameters: as :func:`compress`, with ``questions`` (one string each) and ``passages`` (one list each).
 
     >>> import readerfit
-    >>> [c.text for c in readerfit.compress_batch(["Who?", "When?"], [["Anna wrote it."], ["In 1887."]], method="none",
+    >>> [c.text for c in readerfit.compress_batch(["Who?", "When?"], [["Anna wrote it."], ["In 1887."]], "none",
     ...                                           reader=None)]
     ['Anna wrote it.', 'In 1887.']
     """
@@ -165,17 +104,18 @@ def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | d
     if isinstance(passages, str) or not isinstance(passages, Sequence) or len(passages) != len(questions):
         raise InputError(f"passages must be a list with one list of passages per question: {len(questions)} "
                          f"questions, got {len(passages) if isinstance(passages, Sequence) else type(passages).__name__}")
-    options = _checked(method=method, pool=pool, reader=reader, options=options, preset=preset,
-                       keywords={**kwargs, **given_budget(rate=rate, target_tokens=target_tokens)})
-    options, budget = split_budget(options, what=f"compressor {method!r}")
+    name = compressor_name(compressor, method)
+    options = checked(pool=pool, reader=reader, options=options, preset=preset,
+                      keywords={**kwargs, **given_budget(rate=rate, target_tokens=target_tokens)})
+    options, budget = split_budget(options, what=f"compressor {name!r}")
     given = []
     for i, (question, ps) in enumerate(zip(questions, passages)):
         try:
-            _checked(question=question, keywords={})
+            checked(question=question, keywords={})
             given.append(as_passages(ps))
         except InputError as err:
             raise InputError(f"question {i}: {err}") from None
-    return compress_budgeted(list(questions), given, [budget] * len(given), method, options=options, preset=preset,
+    return compress_budgeted(list(questions), given, [budget] * len(given), name, options=options, preset=preset,
                              pool=pool, reader=reader)
 
 
@@ -194,16 +134,16 @@ def compress_budgeted(questions: Sequence[str], passages: Sequence[Sequence[Pass
     return [_counted(c, ps, reader_lm) for c, ps in zip(compressions, passages)]
 
 
-async def acompress(question: str, passages: Sequence[str | dict[str, Any] | Passage], method: str = "exit",
+async def acompress(question: str, passages: Sequence[str | dict[str, Any] | Passage], compressor: str = "exit",
                     **kwargs: Any) -> Compression:
     """:func:`compress` in a worker thread, for asyncio applications (same arguments); the event loop stays free
     while the models work.
 
     >>> import asyncio, readerfit
-    >>> asyncio.run(readerfit.acompress("Who?", ["Anna wrote it."], method="none", reader=None)).text
+    >>> asyncio.run(readerfit.acompress("Who?", ["Anna wrote it."], "none", reader=None)).text
     'Anna wrote it.'
     """
-    return await asyncio.to_thread(compress, question, passages, method, **kwargs)
+    return await asyncio.to_thread(compress, question, passages, compressor, **kwargs)
 
 
 def _compressor(method: str, *, options: dict[str, Any], preset: str | None, pool: ModelPool | None,
@@ -256,11 +196,11 @@ def score(texts: Sequence[str], scorer: str = "sps", *, reader: str | LanguageMo
     """
     if not isinstance(scorer, str) or scorer.strip().partition(":")[0] not in SCORERS:
         raise InputError(f"scorer must be one of {', '.join(SCORERS.names())}, got {scorer!r:.60}")
-    options = _checked(pool=pool, reader=reader, options=options, preset=preset, keywords=kwargs)
-    texts = _strings("texts", texts)
+    options = checked(pool=pool, reader=reader, options=options, preset=preset, keywords=kwargs)
+    texts = strings("texts", texts)
     if contexts is not None:
-        _strings("contexts", contexts, none_items=True)  # one context or None per text
-    if prompts is not None and len(_strings("prompts", prompts)) != len(texts):
+        strings("contexts", contexts, none_items=True)  # one context or None per text
+    if prompts is not None and len(strings("prompts", prompts)) != len(texts):
         raise InputError(f"prompts must hold one prompt per text: {len(texts)} texts, got {len(prompts)} prompts")
     pool = pool or default_pool()
     lm = pool.lm(reader) if isinstance(reader, str) else reader
@@ -314,7 +254,7 @@ def seper(question: str, answers: Sequence[str], *, context: str | None = None, 
     >>> d = readerfit.seper("Who wrote Hamlet?", ["Shakespeare"], context="Hamlet is a play by Shakespeare.")  # doctest: +SKIP
     >>> d.soft                                                                                                # doctest: +SKIP
     """
-    _checked(question=question, pool=pool, preset=options.get("preset"), keywords={})
+    checked(question=question, pool=pool, preset=options.get("preset"), keywords={})
     if isinstance(answers, str) or not isinstance(answers, Sequence) or not answers \
             or not all(isinstance(a, str) and a.strip() for a in answers):
         raise InputError(f"answers must be a non-empty list of non-empty strings, got {answers!r:.80}")

@@ -305,7 +305,7 @@ def _compress_all(args: argparse.Namespace, items: list[Item], *, many: bool, op
     result: dict[str, Any] = {}
     for it in todo:
         try:
-            compression = api.compress(it.question, it.passages, method=args.compressor, pool=pool,
+            compression = api.compress(it.question, it.passages, compressor=args.compressor, pool=pool,
                                        reader=reader, preset=args.preset, options=options)
         except InputError as err:
             raise InputError(f"{it.where}: {err}") from None
