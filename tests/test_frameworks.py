@@ -329,7 +329,7 @@ def test_haystack_component_serialises_and_refuses_bad_documents() -> None:
     data = comp.to_dict()
     assert data["init_parameters"] == {"compressor": "sentence-sim", "options": {"top_n": 2}, "preset": None,
                                        "reader": "smollm2-135m", "title_key": "title", "rate": 0.2,
-                                       "target_tokens": None}
+                                       "target_tokens": None, "titles": False}
     back = ReaderfitCompressor.from_dict(data)
     assert (back.compressor, back.options, back.reader, back.rate) == ("sentence-sim", {"top_n": 2}, "smollm2-135m",
                                                                         0.2)
@@ -356,3 +356,24 @@ def test_a_sentence_a_hard_budget_cut_comes_back_cut() -> None:
                                  count_tokens=words)
     (piece,) = engine.run(QUESTION, DOCS)
     assert (piece.source, piece.text, piece.compressed_tokens) == (0, "The Halvik Glassworks", 3)
+
+
+def test_haystack_run_takes_this_calls_budget_and_heads_kept_sentences_with_the_title() -> None:
+    pytest.importorskip("haystack", reason="haystack-ai is not installed (pip install 'readerfit[haystack]')")
+    from haystack import Document
+
+    from readerfit.integrations.haystack import ReaderfitCompressor
+
+    docs = [Document(content="Halvik is a town. The Halvik Glassworks was founded in 1887. It made green bottles "
+                             "for the brewers of the valley.", meta={"title": "Halvik Glassworks"}),
+            Document(content="Rain fell all week in the valley. The river rose over its banks.", meta={"title": "Rain"})]
+    comp = ReaderfitCompressor("sentence-sim", titles=True)
+    own = comp.run(query=QUESTION, documents=docs)["documents"]
+    tight = comp.run(query=QUESTION, documents=docs, rate=0.3)["documents"]
+    counted = [sum(d.meta["readerfit"]["compressed_tokens"] for d in out) for out in (own, tight)]
+    assert counted[1] < counted[0] and comp.rate is None  # the call's budget, the init value unchanged
+    assert "Glassworks was founded" in " ".join(d.content for d in tight)
+    assert all(d.content.startswith(d.meta["title"] + "\n") for d in own + tight)
+    assert len(comp._engine._built) == 1  # sentence-sim re-selects: built once, whatever the budget
+    with pytest.raises(InputError, match="rate"):
+        comp.run(query=QUESTION, documents=docs, rate=1.5)

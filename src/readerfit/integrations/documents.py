@@ -26,7 +26,13 @@ from pydantic import ValidationError
 
 from readerfit.compressors import COMPRESSORS, BaseCompressor, build_compressor, join_passages
 from readerfit.compressors.budget import Budget, Budgeted
-from readerfit.compressors.per_call import budget_options, checked_budget, compress_at_budgets, with_budget
+from readerfit.compressors.per_call import (
+    budget_options,
+    checked_budget,
+    compress_at_budgets,
+    given_budget,
+    with_budget,
+)
 from readerfit.errors import InputError
 from readerfit.inputs import kind_of, render_passage
 from readerfit.models.lm import LanguageModel
@@ -191,9 +197,8 @@ class DocumentCompression:
                                                                          target_tokens=target_tokens))
         if isinstance(compressor, str):
             make_config(self.cls.config_class, self.options, what=f"compressor {self.cls.name!r}", preset=preset)
-        elif self.budget is not None and not isinstance(compressor, Budgeted):
-            raise InputError(f"a budget needs a compressor given by name, or one that re-selects (exit, sentence-sim, "
-                             f"provence); {type(compressor).__name__} is neither")
+        elif self.budget is not None:
+            check_reselects(compressor)
         self.spec = compressor
         self.preset = preset
         self.reader = reader
@@ -240,7 +245,7 @@ class DocumentCompression:
         return self._count
 
     def run(self, query: str, documents: Sequence[SourceDocument], *, keep_empty: bool = False,
-            titles: bool = False) -> list[Piece]:
+            titles: bool = False, rate: float | None = None, target_tokens: int | None = None) -> list[Piece]:
         """The compressed pieces of ``documents`` for ``query``; no documents (or only empty ones) give [].
 
         Parameters:
@@ -252,15 +257,23 @@ class DocumentCompression:
                 kept sentences, as the façade renders them and as budgets count them (its ``origin_tokens``
                 count the title too); False: the kept sentences alone. A piece holding the whole context is the
                 compressor's text either way (titled where the compressor renders titles).
+            rate (float | None), target_tokens (int | None): this call's budget instead of the one set at
+                construction (a compressor that re-selects scores once and selects under it; another is built
+                with it, once per budget).
         """
         if not isinstance(query, str) or not query.strip():
             raise InputError(f"expected a non-empty question (the query string), got {query!r:.60}")
+        budget = self.budget
+        if rate is not None or target_tokens is not None:
+            budget = checked_budget(self.cls, given_budget(rate=rate, target_tokens=target_tokens))[1]
+            if isinstance(self.spec, BaseCompressor):
+                check_reselects(self.spec)
         # empty documents are dropped here, as the compressor would, so its passage indices are ours too
         indexed = [(i, d) for i, d in enumerate(documents) if d.text.strip()]
         if not indexed:
             return []
         passages = [Passage(text=d.text, title=d.title, id=d.id or str(i)) for i, d in indexed]
-        compression = compress_at_budgets(self.cls, [(query, passages)], [self.budget], build=self.compressor)[0]
+        compression = compress_at_budgets(self.cls, [(query, passages)], [budget], build=self.compressor)[0]
         owners = compression.passage_of_unit
         if owners is not None and len(owners) == len(compression.units):
             return self._per_document(indexed, compression, owners, keep_empty=keep_empty, titles=titles)
@@ -298,6 +311,13 @@ class DocumentCompression:
                              kept=[units.index(k) for k in kept_units], relevance_score=_best(c, kept_units),
                              seconds=c.seconds))
         return out
+
+
+def check_reselects(compressor: BaseCompressor) -> None:
+    """A budget for a built compressor needs one that re-selects (it cannot be rebuilt with the budget)."""
+    if not isinstance(compressor, Budgeted):
+        raise InputError(f"a budget needs a compressor given by name, or one that re-selects (exit, sentence-sim, "
+                         f"provence); {type(compressor).__name__} is neither")
 
 
 def _best(c: Compression, units: Sequence[int]) -> float | None:

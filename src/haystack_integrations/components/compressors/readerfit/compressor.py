@@ -33,7 +33,7 @@ require("haystack", extra="haystack", package="haystack-ai", purpose="readerfit.
 from haystack import Document, component, default_from_dict, default_to_dict  # noqa: E402
 
 # what to_dict saves and __init__ takes (and ``target_token``, read as ``target_tokens``)
-SETTINGS = ("compressor", "options", "preset", "reader", "title_key", "rate", "target_tokens")
+SETTINGS = ("compressor", "options", "preset", "reader", "title_key", "rate", "target_tokens", "titles")
 
 
 @component
@@ -53,9 +53,16 @@ class ReaderfitCompressor:
             ``target_tokens``).
         reader (str | None, default None): the reader whose tokens are counted (None: the packaged SmolLM2).
         title_key (str, default "title"): the ``meta`` key of a document's title.
+        titles (bool, default False): a document's title line heads its kept sentences in its content, so a kept
+            "It was founded in 1887." still says what "It" is (as ``readerfit.compress`` renders them and as
+            budgets count them). Off by default, unlike the LangChain and LlamaIndex adapters: Haystack prompt
+            templates usually render ``meta["title"]`` beside the content themselves.
 
     A setting of the wrong type is an :class:`~readerfit.errors.InputError` naming it, at construction and when a
     saved pipeline loads.
+
+    ``run`` takes this call's ``rate`` or ``target_tokens`` over the ones set here (Haystack's rankers let a run
+    override an init value the same way).
 
     A pipeline stores it by name and options (nothing loads until it runs):
 
@@ -66,13 +73,14 @@ class ReaderfitCompressor:
 
     def __init__(self, compressor: Any = "exit", *, options: dict[str, Any] | None = None, preset: str | None = None,
                  reader: str | None = None, title_key: str = "title", rate: float | None = None,
-                 target_tokens: int | None = None, target_token: int | None = None) -> None:
+                 target_tokens: int | None = None, target_token: int | None = None, titles: bool = False) -> None:
         settings = adapter_settings(dict(compressor=compressor, options=options, preset=preset, reader=reader,
                                          title_key=title_key, rate=rate, target_tokens=target_tokens,
-                                         target_token=target_token),
+                                         target_token=target_token, titles=titles),
                                     adapter="Haystack ReaderfitCompressor", known=SETTINGS)
         self.compressor, self.options, self.preset, self.reader = compressor, options, preset, reader
         self.title_key, self.rate, self.target_tokens = title_key, rate, settings["target_tokens"]
+        self.titles = titles
         self._engine = DocumentCompression(compressor, options=options, preset=preset, reader=reader, rate=rate,
                                            target_tokens=self.target_tokens)
 
@@ -80,13 +88,20 @@ class ReaderfitCompressor:
         self._engine.warm_up()
 
     @component.output_types(documents=list[Document])
-    def run(self, query: str, documents: list[Document]) -> dict[str, list[Document]]:
+    def run(self, query: str, documents: list[Document], rate: float | None = None,
+            target_tokens: int | None = None, target_token: int | None = None) -> dict[str, list[Document]]:
         """The compressed documents for ``query``.
 
         Parameters:
             query (str): the question the documents are compressed for (non-empty).
             documents (list[Document]): the retrieved documents (title from ``meta[title_key]``).
+            rate (float | None), target_tokens (int | None): if set, this run's budget, over the one set at
+                initialization (``target_token``, LLMLingua's name, is read as ``target_tokens``).
         """
+        if target_token is not None:
+            if target_tokens is not None:
+                raise InputError("the budget is given twice: target_token and target_tokens; give one")
+            target_tokens = target_token
         if isinstance(documents, str | Document) or not isinstance(documents, Sequence):
             raise InputError(f"documents must be a list of Haystack Documents, got {type(documents).__name__}")
         bad = next((i for i, d in enumerate(documents) if not isinstance(d, Document)), None)
@@ -94,12 +109,14 @@ class ReaderfitCompressor:
             raise InputError(f"documents[{bad}]: expected a Haystack Document, got {type(documents[bad]).__name__}")
         sources = [SourceDocument(text=d.content or "", title=str(d.meta.get(self.title_key) or ""), id=d.id)
                    for d in documents]
-        return {"documents": [self._document(p, documents) for p in self._engine.run(query, sources)]}
+        pieces = self._engine.run(query, sources, titles=self.titles, rate=rate, target_tokens=target_tokens)
+        return {"documents": [self._document(p, documents) for p in pieces]}
 
     @component.output_types(documents=list[Document])
-    async def run_async(self, query: str, documents: list[Document]) -> dict[str, list[Document]]:
+    async def run_async(self, query: str, documents: list[Document], rate: float | None = None,
+                        target_tokens: int | None = None, target_token: int | None = None) -> dict[str, list[Document]]:
         """:meth:`run` in a worker thread, for ``AsyncPipeline``."""
-        return await asyncio.to_thread(self.run, query, documents)
+        return await asyncio.to_thread(self.run, query, documents, rate, target_tokens, target_token)
 
     def _document(self, piece: Piece, documents: list[Document]) -> Document:
         extra = {"readerfit": piece.metadata(), "relevance_score": piece.relevance_score}
@@ -114,7 +131,7 @@ class ReaderfitCompressor:
                              "registered name and options instead")
         return default_to_dict(self, compressor=self.compressor, options=self.options, preset=self.preset,
                                reader=self.reader, title_key=self.title_key, rate=self.rate,
-                               target_tokens=self.target_tokens)
+                               target_tokens=self.target_tokens, titles=self.titles)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ReaderfitCompressor:
