@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from readerfit.errors import ContextLengthError, InputError, UnknownModelError, cause, require
 from readerfit.io import atomic_dir
 from readerfit.models.device import auto_device, cache_root, check_dtype_name, resolve_dtype
+from readerfit.models.hub import hub_kwargs
 from readerfit.models.lm import Prompt, PromptText
 from readerfit.models.progress import quiet_loading
 from readerfit.models.specs import DEFAULT_LM, ModelSpec, resolve
@@ -111,6 +112,7 @@ class HFLanguageModel:
         start = time.perf_counter()
         with quiet_loading():
             self.source = str(converted_gguf_dir(spec)) if spec.gguf_file else spec.path()
+        self._kwargs.update(hub_kwargs(self.source))  # offline: the local cache, or fail now rather than retry
         self.load_seconds += time.perf_counter() - start
         # the reader's counts: the saved tokenizer alone when there is one, else transformers' (saved for next time)
         self._counter: SavedCounter | None = saved_counter(self.source)
