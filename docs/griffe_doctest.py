@@ -36,3 +36,22 @@ class DoctestFences(griffe.Extension):
     def on_instance(self, *, obj: griffe.Object, **kwargs: Any) -> None:
         if obj.docstring is not None:
             obj.docstring.value = markdown(obj.docstring.value)
+
+
+class ConstantDefaults(griffe.Extension):
+    """A parameter whose default is a module constant shows the constant's value (``reader='smollm2-135m'``, not
+    ``reader=DEFAULT_LM``): what a caller gets is the value."""
+
+    def on_function_instance(self, *, func: griffe.Function, **kwargs: Any) -> None:
+        import importlib
+
+        for parameter in func.parameters:
+            default = parameter.default
+            if isinstance(default, griffe.ExprName) and default.name.isupper():
+                module, _, name = default.canonical_path.rpartition(".")
+                try:
+                    value = getattr(importlib.import_module(module), name)
+                except (ImportError, AttributeError, ValueError):
+                    continue
+                if isinstance(value, str | int | float | bool):
+                    parameter.default = repr(value)
