@@ -102,6 +102,29 @@ def test_support_recall_of_the_raw_passages_is_whole_and_of_other_units_unknown(
     assert record.recall.answer_kept is True
 
 
+def test_the_answer_passage_is_kept_when_one_of_its_sentences_is():
+    from readerfit.eval.sweep import Gold
+
+    ex = example()
+    ex.metadata["supporting_passage_ids"] = ["p-book", "p-river"]
+    ex.passages = [Passage(p.text, title=p.title, id=i, sentences=p.sentences)
+                   for p, i in zip(ex.passages, ["p-book", "p-river"])]
+    gold = Gold.of(ex, ex.passages)
+    assert gold.answer_passages == [[0, 1]]  # the Book passage holds "Anna"; the River passage, supporting, does not
+    keeps = {(): False, (1,): True, (2,): False, (0, 2): True}
+    for kept, expected in keeps.items():
+        c = Compression(text=" ".join(["Anna wrote book 0.", "It sold well across many lands.",
+                                       "The river is long and wide and very old indeed."][k] for k in kept),
+                        units=["a", "b", "c"], kept=list(kept))
+        assert gold.recall(c).answer_passage_kept is expected, kept
+    assert Gold.of(example(), example().passages).answer_passages is None  # no passage labels: unknown
+    from readerfit.experiments.frontier_summary import PointRow, point_summary
+
+    rows = [PointRow(id=str(i), method="exit", point="default", rate=0.3, empty=False,
+                     recall=Recall(answer_passage_kept=kept)) for i, kept in enumerate([True, False, None])]
+    assert point_summary(rows, "default")["answer_passage_recall"] == 0.5  # of the questions that have one
+
+
 def test_sweep_records_recall_and_tokens_per_point_scoring_once():
     ex = example()
     oracle = Oracle()

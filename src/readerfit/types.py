@@ -214,8 +214,9 @@ class Recall:
 
     ``answer_kept``: whether the context holds a gold answer string (:func:`readerfit.metrics.qa.holds_answer`),
     None when the raw passages hold none; ``support_recall``: the fraction of the supporting sentences kept;
-    ``passage_recall``: the fraction of the supporting passages with a kept sentence; ``hops``: the question's
-    number of hops (MuSiQue's decomposition), what answer recall is broken down by.
+    ``passage_recall``: the fraction of the supporting passages with a kept sentence; ``answer_passage_kept``:
+    whether a supporting passage holding a gold answer string (a multi-hop question's last hop) has a kept sentence;
+    ``hops``: the question's number of hops (MuSiQue's decomposition), what answer recall is broken down by.
 
     >>> Recall(answer_kept=True, support_recall=0.5).to_dict()
     {'answer_kept': True, 'support_recall': 0.5}
@@ -224,6 +225,7 @@ class Recall:
     answer_kept: bool | None = None
     support_recall: float | None = None
     passage_recall: float | None = None
+    answer_passage_kept: bool | None = None
     hops: int | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -87,6 +87,7 @@ class Gold:
     has_answer: bool
     support: list[int] | None = None
     support_passages: list[list[int]] | None = None
+    answer_passages: list[list[int]] | None = None  # those of support_passages holding a gold answer string
     hops: int | None = None
     n_units: int = 0  # the passages' sentences, as the selecting compressors number them
 
@@ -94,9 +95,13 @@ class Gold:
     def of(cls, example: QAExample, passages: Sequence[Passage]) -> Gold:
         support, support_passages = gold_units(example, passages)
         n_units = sum(1 for p in passages for sentence in p.sentences or () if sentence.strip())
+        ids = set(example.metadata.get("supporting_passage_ids") or ())
+        holding = [p for p in passages if p.id in ids and holds_answer(p.text, example.answers)]
+        answer_passages = [span for p, span in zip([p for p in passages if p.id in ids], support_passages or ())
+                           if p in holding] or None
         decomposition = example.metadata.get("decomposition")  # MuSiQue: the answer recall by number of hops
         return cls(answers=tuple(example.answers), has_answer=holds_answer(join_passages(passages), example.answers),
-                   support=support, support_passages=support_passages,
+                   support=support, support_passages=support_passages, answer_passages=answer_passages,
                    hops=len(decomposition) if decomposition else None, n_units=n_units)
 
     def recall(self, c: Compression, *, whole: bool = False) -> Recall:
@@ -115,6 +120,7 @@ class Gold:
             support_recall=len(kept & set(self.support)) / len(self.support) if self.support else None,
             passage_recall=(sum(bool(kept & set(s)) for s in self.support_passages) / len(self.support_passages)
                             if self.support_passages else None),
+            answer_passage_kept=any(kept & set(s) for s in self.answer_passages) if self.answer_passages else None,
             hops=self.hops)
 
 

@@ -10,7 +10,8 @@ the top 5), over the questions of a dataset:
   (2WikiMultiHopQA's comparisons are answered "no", and "the no. 1 hit" holds it);
 * **support recall**: the fraction of a question's supporting sentences kept (HotpotQA, 2WikiMultiHopQA
   supporting facts), averaged over questions; **passage recall**: the fraction of its supporting passages
-  with a kept sentence (MuSiQue), averaged;
+  with a kept sentence (MuSiQue), averaged; **answer passage**: the share of questions whose supporting passage
+  holding the answer (a multi-hop question's last hop) has a kept sentence;
 * **tokens**: the kept fraction of the reader's tokens (achieved, beside the requested budget); **empty**:
   questions whose compressed context is empty; seconds per question (the compressor's default call);
 * with ``--read N``: the reader's EM / F1 / contains on the first N questions at every point, and raw.

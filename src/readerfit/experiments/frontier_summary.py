@@ -61,7 +61,8 @@ def _old_rows(r: dict[str, Any]) -> list[PointRow]:
                     # records written before the names were shared with Record call the achieved rate "fraction"
                     rate=p["rate"] if "rate" in p else p["fraction"],
                     recall=Recall(answer_kept=p.get("answer_kept"), support_recall=p.get("support_recall"),
-                                  passage_recall=p.get("passage_recall"), hops=r.get("hops")),
+                                  passage_recall=p.get("passage_recall"),
+                                  answer_passage_kept=p.get("answer_passage_kept"), hops=r.get("hops")),
                     read=p.get("read"), seconds=r["seconds"] if point == DEFAULT_POINT else 0.0)
            for point, p in r["points"].items()]
     if r.get("raw_read") is not None:
@@ -82,6 +83,8 @@ def point_summary(rows: Sequence[PointRow], point: str) -> dict[str, Any]:
         "empty": sum(p.empty for p in pts),
         "support_recall": mean([p.recall.support_recall for p in pts if p.recall.support_recall is not None]),
         "passage_recall": mean([p.recall.passage_recall for p in pts if p.recall.passage_recall is not None]),
+        "answer_passage_recall": mean([float(p.recall.answer_passage_kept) for p in pts
+                                       if p.recall.answer_passage_kept is not None]),
     }
     reads = [p.read for p in pts if p.read is not None]
     if reads:
@@ -133,6 +136,7 @@ def summary_table(result: dict[str, Any]) -> str:
     columns = [("compressor", "compressor", ""), ("budget", "budget", ""), ("token_fraction", "tokens kept", ".1%"),
                ("answer_recall", "answer recall", ".3f"), ("answers", "answers kept", ""),
                ("support_recall", "support recall", ".3f"), ("passage_recall", "passage recall", ".3f"),
+               ("answer_passage_recall", "answer passage", ".3f"),
                ("empty", "empty", "d"), ("s/q", "s/q", ".3f")]
     table_rows = rows(result)
     if any("n_read" in r for r in table_rows):
