@@ -47,6 +47,7 @@ from readerfit.registry import make_config, param, parse_options
 from readerfit.runs import Outcome
 from readerfit.text.split import get_splitter
 from readerfit.train.exit_samples import sentences_of
+from readerfit.train.exit_small import small_copies
 from readerfit.train.exit_sources import new_counts, split_passage, take
 from readerfit.train.exit_specs import KINDS, load_spec, parse_spec
 from readerfit.types import Passage, QAExample, token_rate
@@ -75,6 +76,8 @@ class Config:
     exclude_hops: list[str] = param(default_factory=list, help="MuSiQue [FORMAT=]PATH[@START:END[:STEP]]: a "
                                     "question sharing a single-hop question (by id) with one of them is left out")
     exit_options: list[str] = param(default_factory=list, help="KEY=VALUE options of the exit compressor that scores")
+    small_inputs: int = param(0, help="small copies of each question fitted on beside it (its passages holding a "
+                                      "needed sentence and 1-3 others: train/exit_small.py), each scored anew")
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.signals if s not in SIGNALS]
@@ -85,8 +88,9 @@ class Config:
                              f"{self.depth}, {self.trees}, {self.learning_rate}, {self.mass_tolerance}")
         if not self.answer_weight > 0:
             raise InputError(f"--answer-weight must be > 0, got {self.answer_weight}")
-        if self.distractor_passages < 0:
-            raise InputError(f"--distractor-passages must be >= 0, got {self.distractor_passages}")
+        if self.distractor_passages < 0 or self.small_inputs < 0:
+            raise InputError(f"--distractor-passages and --small-inputs must be >= 0, got {self.distractor_passages}, "
+                             f"{self.small_inputs}")
 
 
 @dataclass
@@ -265,7 +269,7 @@ def default_recall(questions: Sequence[Question], *, mass: float, count: Any) ->
 
 def fold_groups(questions: Sequence[Question]) -> list[list[int]]:
     """The questions (indices) that must share a fold: MuSiQue questions linked through a shared single-hop
-    question (:func:`hops_of`), every other question alone."""
+    question (:func:`hops_of`), a question and its small copies (one id), every other question alone."""
     group = list(range(len(questions)))
 
     def root(i: int) -> int:
@@ -276,8 +280,8 @@ def fold_groups(questions: Sequence[Question]) -> list[list[int]]:
 
     holder: dict[str, int] = {}
     for i, q in enumerate(questions):
-        for hop in hops_of(q.example.id):
-            group[root(i)] = root(holder.setdefault(hop, i))
+        for key in (f"id {q.example.id}", *hops_of(q.example.id)):
+            group[root(i)] = root(holder.setdefault(key, i))
     out: dict[int, list[int]] = {}
     for i in range(len(questions)):
         out.setdefault(root(i), []).append(i)
@@ -312,6 +316,7 @@ def run(config: Config, *, progress: bool = True, device: str | None = None) -> 
     items, counts = labelled(config)
     if not items:
         raise InputError("no question of any --source could be labelled (see train exit-data's per-source counts)")
+    items += small_copies(items, copies=config.small_inputs, seed=config.seed)
     questions = [q for q in score(config, items, pool=pool, progress=progress) if any(q.labels)]
     count = pool.lm(config.reader).count_tokens
     cross_predict(questions, config)
@@ -322,7 +327,7 @@ def run(config: Config, *, progress: bool = True, device: str | None = None) -> 
               "sentences": sum(len(q.rows) for q in questions), "depth": config.depth, "trees": config.trees,
               "learning_rate": config.learning_rate, "seed": config.seed, "exit_options": config.exit_options,
               "answer_weight": config.answer_weight, "exclude_hops": config.exclude_hops,
-              "answer_head": config.answer_head,
+              "answer_head": config.answer_head, "small_inputs": config.small_inputs,
               "signals": config.signals,
               "mass_grid": [{"mass": m, "answer_recall": r, "tokens": f} for m, r, f in grid]}
     ranker = export(fit_trees(questions, config), config, mass=mass, fitted=fitted,

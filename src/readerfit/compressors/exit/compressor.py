@@ -70,6 +70,7 @@ from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig, encoder_dtype
 from readerfit.compressors.exit.features import EMBEDDED, LANGUAGE, RankSignals, ranking_signals
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
+from readerfit.compressors.exit.language import WordVectors
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
 from readerfit.compressors.referents import referents
@@ -111,6 +112,7 @@ class ExitCompressor(BaseCompressor):
         self.embedder: Any = embedder if needs & EMBEDDED else None  # an embedder (encode), or None
         self.evidence = "r_evidence" in needs
         self.language = bool(needs & LANGUAGE)  # spaCy's pass, only for a ranker that reads what it gives
+        self.words = WordVectors(embedder) if "relation_soft" in needs else None  # relation_soft's word vectors
         self.signals_wanted = ranker is not None or bool(needs)  # r alone (the presets) needs none
 
     @classmethod
@@ -188,7 +190,7 @@ class ExitCompressor(BaseCompressor):
             linked = {int(k) for k in c.hop["linked"]} if c.hop else set()
             signals = ranking_signals(question=q, units=units, r=c.scores, r_first=c.r_first, passages=passages,
                                       linked=linked, title_linked=set(c.hop["title"]) if c.hop else set(),
-                                      r_evidence=c.r_evidence, language=self.language,
+                                      r_evidence=c.r_evidence, language=self.language, words=self.words,
                                       **cos) if self.signals_wanted else None
             if self.ranker is None or signals is None:
                 ranking = list(c.scores)

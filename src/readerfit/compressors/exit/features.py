@@ -33,7 +33,9 @@ Every signal is a number per sentence, computed from the question, the passages 
   name, or a "what/which X" question's head noun X (:func:`~.focus.answer_type`: spaCy's NER);
 * ``relation``, ``relation_gap``: the share of the question's relation words (what it asks of what it names:
   "wrote", "born") the sentence's lemmas hold (:func:`~.language.relation`), and how far it is under its passage's
-  best (``answer_type`` and these run spaCy's pass only when ``language``).
+  best (``answer_type`` and these run spaCy's pass only when ``language``);
+* ``relation_soft``: ``relation`` where a relation word said in other words counts by how near the sentence's
+  nearest word is ("shut" for "close": :func:`~.language.soft_relation`, the embedder's vectors of lone words).
 
 >>> from readerfit.types import Passage
 >>> ps = [Passage("Damerjog is a village in eastern Djibouti.", title="Damerjog"),
@@ -61,14 +63,14 @@ from readerfit.compressors.exit.focus import (
     typed_entities,
 )
 from readerfit.compressors.exit.hop import names, names_title, top_units
-from readerfit.compressors.exit.language import parse, relation
+from readerfit.compressors.exit.language import WordVectors, parse, relation, soft_relation
 from readerfit.types import Passage
 
 # the signals, in the order of a row (a fitted ranker names the ones it weighs)
 SIGNALS = ("r", "r_first", "r_evidence", "cos_q", "cos_ev", "lexical", "answer_form", "detached", "title_link",
            "hop_linked", "passage_top", "passage_rank", "passage_gap", "first_sentence", "question_names", "chain",
            "evidence_names", "r_pct", "r_evidence_pct", "cos_q_pct", "cos_ev_pct", "lexical_pct", "passages",
-           "question_words", "answer_type", "relation", "relation_gap")
+           "question_words", "answer_type", "relation", "relation_gap", "relation_soft")
 # the signals the shipped ranker reads (``readerfit train exit-ranker``'s default): r given the best sentence (a
 # second classifier pass) and the context's shape added nothing in cross-validation; ``answer_type`` (issue 53)
 # was chosen on the hand-made first-touch questions' tune fold (assets/exit/ranker.md)
@@ -76,9 +78,9 @@ DEFAULT_SIGNALS = tuple(s for s in SIGNALS if s not in ("r_evidence", "r_evidenc
 # the signals also read as a sentence's place among the question's sentences (1 the best, 0 the worst)
 RANKED = ("r", "r_evidence", "cos_q", "cos_ev", "lexical")
 # the signals that need an embedder (the sentences' cosines)
-EMBEDDED = frozenset({"cos_q", "cos_ev"})
+EMBEDDED = frozenset({"cos_q", "cos_ev", "relation_soft"})
 # the signals that need spaCy's pass over the question and its sentences (:mod:`.language`)
-LANGUAGE = frozenset({"answer_type", "relation", "relation_gap"})
+LANGUAGE = frozenset({"answer_type", "relation", "relation_gap", "relation_soft"})
 # how many text links away from the best passage ``chain`` still counts (MuSiQue chains two to four passages)
 CHAIN_DEPTH = 3
 # a name that more than this many other passages hold links nothing ("American", "April")
@@ -136,10 +138,11 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
                     r_first: Sequence[float], passages: Sequence[Passage], linked: set[int],
                     title_linked: set[int], r_evidence: Sequence[float] | None = None,
                     cos_q: Sequence[float] | None = None, cos_ev: Sequence[float] | None = None,
-                    language: bool = True) -> RankSignals:
+                    language: bool = True, words: WordVectors | None = None) -> RankSignals:
     """Every sentence's signals (:data:`SIGNALS`) from the classifier's scores after (``r``) and before
     (``r_first``) the bridge hop, and the passages the hop scored again (``linked``) or whose title a top sentence
-    names (``title_linked``); the :data:`LANGUAGE` signals are 0.0 throughout unless ``language`` (spaCy's pass)."""
+    names (``title_linked``); the :data:`LANGUAGE` signals are 0.0 throughout unless ``language`` (spaCy's pass),
+    ``relation_soft`` unless ``words`` too (the word vectors)."""
     if not units:
         return RankSignals(rows=())
     sentences = [s for _, s in units]
@@ -172,15 +175,15 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
     columns = [[row[SIGNALS.index(name)] for row in rows] for name in RANKED]
     shape = (math.log(len(best_of)), math.log(1 + len(WORD.findall(question))))
     places = [percentiles(column) for column in columns]
-    words, anchors = language_signals(question, units) if language else ([(0.0, 0.0, 0.0)] * len(units), [])
-    return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *words[k]) for k, row in enumerate(rows)),
+    said, anchors = language_signals(question, units, words) if language else ([(0.0, 0.0, 0.0, 0.0)] * len(units), [])
+    return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *said[k]) for k, row in enumerate(rows)),
                        anchors=tuple(anchors))
 
 
-def language_signals(question: str, units: Sequence[tuple[int, str]]) -> tuple[list[tuple[float, float, float]],
-                                                                                list[str]]:
-    """Each sentence's (``answer_type``, ``relation``, ``relation_gap``) and its entity of the type the question
-    asks for ("" none), from one spaCy pass (:func:`.parse`)."""
+def language_signals(question: str, units: Sequence[tuple[int, str]], words: WordVectors | None = None,
+                     ) -> tuple[list[tuple[float, float, float, float]], list[str]]:
+    """Each sentence's (``answer_type``, ``relation``, ``relation_gap``, ``relation_soft``: 0.0 without ``words``)
+    and its entity of the type the question asks for ("" none), from one spaCy pass (:func:`.parse`)."""
     parsed = parse([question, *(s for _, s in units)])
     found = [list(p.entities) for p in parsed[1:]]
     typed = answer_type(question, [s for _, s in units], find=lambda _: found)
@@ -188,8 +191,9 @@ def language_signals(question: str, units: Sequence[tuple[int, str]]) -> tuple[l
     best: dict[int, float] = {}
     for (pi, _), share in zip(units, shares):
         best[pi] = max(best.get(pi, 0.0), share)
-    words = [(typed[k], share, share - best[pi]) for k, ((pi, _), share) in enumerate(zip(units, shares))]
-    return words, typed_entities(question, found)
+    soft = soft_relation(parsed[0], parsed[1:], words) if words is not None else [0.0] * len(units)
+    said = [(typed[k], share, share - best[pi], soft[k]) for k, ((pi, _), share) in enumerate(zip(units, shares))]
+    return said, typed_entities(question, found)
 
 
 def percentiles(values: Sequence[float]) -> list[float]:

