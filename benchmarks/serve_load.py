@@ -15,6 +15,9 @@ different budgets share batches (the server builds one compressor whatever the b
 
 ``--mixed CHARS``: at each level, the short requests alone and then beside one client that sends a request of
 CHARS characters of text over and over (a server with ``--long-request-chars`` below CHARS runs it in its own lane).
+``--mixed-passages N``: the long request is N passages of three characters instead (2,600 of them are 7,800
+characters, under the character threshold: a request whose cost is its units, which ``--long-request-units``
+sends to the long lane; ``--long-request-units 1000000`` gives the lanes of before).
 
 p99 is the nearest-rank percentile: with 48 requests a level it is the slowest request.
 ``--json`` prints the result object on the last line; it is also written to ``--out``.
@@ -97,9 +100,13 @@ async def run_level(url: str, endpoint: str, payloads: list[dict], *, clients: i
             "p99_ms": 1000 * percentile(latencies, 99), "mean_ms": 1000 * statistics.fmean(latencies)}
 
 
-def long_body(endpoint: str, compressor: str, chars: int) -> dict:
-    """One request with about ``chars`` characters of text: the demo passages, in turn, until it is that long."""
+def long_body(endpoint: str, compressor: str, chars: int, passages_of_three: int = 0) -> dict:
+    """One request with about ``chars`` characters of text: the demo passages, in turn, until it is that long (or,
+    ``passages_of_three``, that many passages of three characters)."""
     from readerfit.data import load_demo
+
+    if passages_of_three and endpoint == "compress":
+        return {"question": load_demo()[0].question, "passages": ["abc"] * passages_of_three, "compressor": compressor}
 
     passages = [p for ex in load_demo() for p in ex.passages]
     picked, total = [], 0
@@ -157,7 +164,8 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str, Path]
     command = [sys.executable, "-m", "readerfit.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
                "--compressor", args.compressor, "--reader", args.reader, "--max-concurrency", str(args.max_concurrency),
                "--log-level", "warning"] + (["--threads", str(args.threads)] if args.threads else []) \
-        + ["--long-request-chars", str(args.long_request_chars), "--batch-window", str(args.batch_window)]
+        + ["--long-request-chars", str(args.long_request_chars), "--batch-window", str(args.batch_window),
+           "--long-request-units", str(args.long_request_units)]
     env = {**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})}
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -185,7 +193,10 @@ def main() -> None:
     p.add_argument("--mixed", type=int, default=0, metavar="CHARS",
                    help="also time the short requests beside one client sending a request of CHARS characters of "
                         "text over and over (the mixed load), against the same short requests alone")
+    p.add_argument("--mixed-passages", type=int, default=0, metavar="N",
+                   help="with --mixed: the long request is N passages of three characters (compress)")
     p.add_argument("--long-request-chars", type=int, default=8000, help="the started server's --long-request-chars")
+    p.add_argument("--long-request-units", type=int, default=128, help="the started server's --long-request-units")
     p.add_argument("--batch-window", type=float, default=0.005,
                    help="the started server's --batch-window (0: no batching of concurrent compress requests)")
     p.add_argument("--budgets", type=float, nargs="+", default=None, metavar="RATE",
@@ -214,11 +225,12 @@ def main() -> None:
                   for c in args.levels]
         mixed = []
         if args.mixed:
-            long = long_body(args.endpoint, args.compressor, args.mixed)
+            long = long_body(args.endpoint, args.compressor, args.mixed, args.mixed_passages)
             for c in args.levels:
                 alone = asyncio.run(run_level(url, args.endpoint, payloads, clients=c, requests=args.requests))
                 beside = asyncio.run(run_mixed(url, args.endpoint, payloads, long, clients=c, requests=args.requests))
-                mixed += [{**alone, "load": "short alone"}, {**beside, "load": f"beside one {args.mixed}-char request"}]
+                what = f"{args.mixed_passages} passages" if args.mixed_passages else f"{args.mixed}-char"
+                mixed += [{**alone, "load": "short alone"}, {**beside, "load": f"beside one {what} request"}]
         built = httpx.get(url + "/health", timeout=30).json().get("built")
     finally:
         if process is not None:
