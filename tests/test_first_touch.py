@@ -17,9 +17,10 @@ from readerfit.metrics.qa import holds_answer
 
 CASES = [json.loads(line) for line in
          (Path(__file__).parent / "fixtures" / "first_touch" / "cases.jsonl").read_text().splitlines() if line.strip()]
-# the least share of the 96 cases whose answer the shipped EXIT keeps: measured 0.875, 0.688 and 0.562 (the answer
-# head, relation and the anchored cut), less about two cases; the target is 0.95 and 0.90
-FLOORS = {"default": 0.85, 0.3: 0.66, 0.2: 0.54}
+# the least share of the 96 cases whose answer the shipped EXIT keeps: measured 0.875, 0.760 and 0.688 (the ranker
+# fitted beside small copies of its questions, with relation_soft), less about two cases; the target is 0.95
+# and 0.90
+FLOORS = {"default": 0.85, 0.3: 0.74, 0.2: 0.66}
 
 
 def test_the_set_is_what_its_readme_says():
