@@ -216,3 +216,20 @@ def test_a_folder_of_another_kind_is_refused_naming_both(tmp_path: Path, bars: B
             run.log.append({"id": ex.id})
     with pytest.raises(InputError, match=r"holds an 'exit-sentences' run, not 'frontier'"):
         RunFolder.open(folder, kind="frontier", settings={"n": 1}, key=("id",))
+
+
+def test_a_run_of_other_shipped_models_is_refused_and_the_default_folder_moves(tmp_path, monkeypatch):
+    from readerfit import runs
+    from readerfit.runs import RunFolder, default_out
+
+    out = tmp_path / "run"
+    with RunFolder.open(out, kind="demo", settings={"n": 1}, key=("id",)) as run:
+        run.log.append({"id": "q1"})
+    before = default_out("eval", "demo.jsonl", {"n": 1})
+    monkeypatch.setattr(runs, "assets_digest", lambda: "0ther000")  # a new ranker or classifier shipped
+    with pytest.raises(InputError, match="other shipped models"):
+        RunFolder.open(out, kind="demo", settings={"n": 1}, key=("id",))
+    assert default_out("eval", "demo.jsonl", {"n": 1}) != before  # the default folder is a new one
+    monkeypatch.undo()
+    with RunFolder.open(out, kind="demo", settings={"n": 1}, key=("id",)) as run:  # the same models resume
+        assert len(run.log) == 1 and run.log.done(("q1",))

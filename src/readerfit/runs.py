@@ -1,7 +1,8 @@
 """The run folder: one lifecycle for every long run (eval, experiments).
 
-``RunFolder.open`` creates (or resumes) the folder: ``run.json`` holds the run's kind and settings
-(a rerun with other settings is refused once anything is done), ``records.jsonl`` the records written so far (one per
+``RunFolder.open`` creates (or resumes) the folder: ``run.json`` holds the run's kind and settings and a digest of
+the shipped models (a rerun with other settings, or after the shipped models changed, is refused once anything is
+done; the default folder's name holds the digest, so an upgraded readerfit starts a new one), ``records.jsonl`` the records written so far (one per
 example, appended as they finish), and an exclusive lock makes the run its folder's one writer.
 :meth:`RunFolder.each` is the run loop: the items not yet in the records, with a progress bar.
 :meth:`RunFolder.write_summary` writes ``summary.json`` and ``summary.md``; :class:`RunView` reads a
@@ -27,6 +28,8 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -41,9 +44,22 @@ T = TypeVar("T")
 Key = tuple[Any, ...]
 
 
+@cache
+def assets_digest() -> str:
+    """A digest of the shipped models, rankers and their settings (``readerfit/assets``, its notes left out): a
+    run's records belong to the models that wrote them."""
+    root = Path(str(resources.files("readerfit"))) / "assets"
+    digest = hashlib.sha1()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix != ".md"):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:8]
+
+
 def default_out(kind: str, data_label: str, settings: dict[str, Any]) -> Path:
-    """``runs/<kind>-<data stem>-<hash of the settings>``: the same command resumes the same folder."""
-    digest = hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    """``runs/<kind>-<data stem>-<hash of the settings and the shipped models>``: the same command resumes the same
+    folder, unless the shipped models changed."""
+    digest = hashlib.sha1(json.dumps({**settings, "shipped models": assets_digest()}, sort_keys=True,
+                                     default=str).encode()).hexdigest()[:8]
     stem = Path(data_label.split(":")[-1]).name.split(".")[0] or "data"
     return Path("runs") / f"{kind}-{stem}-{digest}"
 
@@ -253,10 +269,15 @@ class RunFolder:
 
     def _check_settings(self, settings: dict[str, Any]) -> None:
         old_kind, old = read_run_file(self.path)
-        record = {"format": RUN_FORMAT, "kind": self.kind, "settings": settings}
+        record = {"format": RUN_FORMAT, "kind": self.kind, "settings": settings, "assets": assets_digest()}
         if old is None or self._unused():
             write_json(self.path / RUN_FILE, record)
             return
+        written = read_json(self.path / RUN_FILE, what="run file").get("assets")
+        if written is not None and written != record["assets"]:
+            raise InputError(f"{self.path} holds a run made with other shipped models (readerfit's assets were "
+                             f"{written}, now {record['assets']}: a new ranker or classifier); its records would mix "
+                             "the two: use a new --out folder or delete it")
         if old_kind is not None and old_kind != self.kind:
             article = "an" if old_kind[:1].lower() in "aeiou" else "a"
             raise InputError(f"{self.path} holds {article} {old_kind!r} run, not {self.kind!r}; use a new --out folder")
