@@ -109,11 +109,10 @@ def soft_relation(question: Parsed, sentences: Sequence[Parsed],
     """:func:`relation` where a relation word a sentence lacks counts by the largest cosine (clipped to [0, 1]) of
     its vector to one of the sentence's :attr:`~Parsed.content` words (``vectors``: words -> unit vectors, as
     :class:`WordVectors`); all 0.0 for a question without a relation word that weighs anything."""
-    terms = sorted(question.relation)
-    n = len(sentences)
-    weight = np.array([max(math.log((n + 1) / (sum(t in s.lemmas for s in sentences) + 0.5)), 0.0) for t in terms])
+    weights = idf_weights(question.relation, [s.lemmas for s in sentences])
+    terms, weight = sorted(weights), np.array([weights[t] for t in sorted(weights)])
     if not terms or weight.sum() <= 0:
-        return [0.0] * n
+        return [0.0] * len(sentences)
     words = sorted(set(terms).union(*(s.content for s in sentences)))
     index = {w: i for i, w in enumerate(words)}
     matrix = vectors(words)
@@ -127,10 +126,15 @@ def soft_relation(question: Parsed, sentences: Sequence[Parsed],
     return out
 
 
+def idf_weights(terms: Collection[str], held: Sequence[Collection[str]]) -> dict[str, float]:
+    """Each term's weight log((n + 1) / (df + 0.5)), df the number of the n of ``held`` that hold it."""
+    return {t: math.log((len(held) + 1) / (sum(t in h for h in held) + 0.5)) for t in sorted(terms)}
+
+
 def idf_share(terms: Collection[str], held: Sequence[Collection[str]]) -> list[float]:
-    """Each of ``held``'s share (in [0, 1]) of ``terms``, each term weighted by log((n + 1) / (df + 0.5)), df the
-    number of the n that hold it; all 0.0 when no term weighs anything."""
-    weight = {t: math.log((len(held) + 1) / (sum(t in h for h in held) + 0.5)) for t in sorted(terms)}
+    """Each of ``held``'s share (in [0, 1]) of ``terms``, each term weighted by :func:`idf_weights`; all 0.0 when
+    no term weighs anything."""
+    weight = idf_weights(terms, held)
     total = sum(weight.values())
     if total <= 0:
         return [0.0] * len(held)
