@@ -98,10 +98,8 @@ class ReaderfitCompressor:
             rate (float | None), target_tokens (int | None): if set, this run's budget, over the one set at
                 initialization (``target_token``, LLMLingua's name, is read as ``target_tokens``).
         """
-        if target_token is not None:
-            if target_tokens is not None:
-                raise InputError("the budget is given twice: target_token and target_tokens; give one")
-            target_tokens = target_token
+        call = adapter_settings(dict(rate=rate, target_tokens=target_tokens, target_token=target_token),
+                                adapter="Haystack ReaderfitCompressor.run", known=("rate", "target_tokens"))
         if isinstance(documents, str | Document) or not isinstance(documents, Sequence):
             raise InputError(f"documents must be a list of Haystack Documents, got {type(documents).__name__}")
         bad = next((i for i, d in enumerate(documents) if not isinstance(d, Document)), None)
@@ -109,7 +107,7 @@ class ReaderfitCompressor:
             raise InputError(f"documents[{bad}]: expected a Haystack Document, got {type(documents[bad]).__name__}")
         sources = [SourceDocument(text=d.content or "", title=str(d.meta.get(self.title_key) or ""), id=d.id)
                    for d in documents]
-        pieces = self._engine.run(query, sources, titles=self.titles, rate=rate, target_tokens=target_tokens)
+        pieces = self._engine.run(query, sources, titles=self.titles, **call)
         return {"documents": [self._document(p, documents) for p in pieces]}
 
     @component.output_types(documents=list[Document])
