@@ -7,6 +7,7 @@ guard, not the issue's target (docs/measurements/first-touch.md has the figures 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,10 @@ from readerfit.metrics.qa import holds_answer
 
 CASES = [json.loads(line) for line in
          (Path(__file__).parent / "fixtures" / "first_touch" / "cases.jsonl").read_text().splitlines() if line.strip()]
-# the least share of the 96 cases whose answer the shipped EXIT keeps: measured 0.875, 0.760 and 0.688 (the ranker
-# fitted beside small copies of its questions, with relation_soft), less about two cases; the target is 0.95
-# and 0.90
-FLOORS = {"default": 0.85, 0.3: 0.74, 0.2: 0.66}
+# the least share of the 96 cases whose answer the shipped EXIT keeps: measured 0.948, 0.771 and 0.698 (the ranker
+# fitted beside small copies of its questions, with relation_soft; the default filled to DEFAULT_FILL tokens), less
+# about two cases; the target is 0.95 and 0.90
+FLOORS = {"default": 0.92, 0.3: 0.75, 0.2: 0.67}
 
 
 def test_the_set_is_what_its_readme_says():
@@ -29,7 +30,11 @@ def test_the_set_is_what_its_readme_says():
     for c in CASES:
         assert 2 <= len(c["passages"]) <= 6 and c["answers"]
         assert not any(a.lower() in c["question"].lower() for a in c["answers"])
-        assert any(a.lower() in c["passages"][c["support"][-1][0]]["text"].lower() for a in c["answers"])
+        # the answering sentence (the README's split) holds an answer as the measure reads it: SQuAD's normalising
+        # joins "186-room" into one word, so that case lists "186-room" beside "186"
+        pi, si = c["support"][-1]
+        sentence = re.split(r"(?<=[.!?])\s+", c["passages"][pi]["text"])[si]
+        assert holds_answer(sentence, c["answers"]), (c["id"], sentence)
 
 
 @pytest.mark.model

@@ -7,8 +7,9 @@ block says which, with the limit and the achieved rate). A budget the user sets 
 exceeds it. It is spent in rank order and never trades a better unit for a worse one: the first unit that does not
 fit what is left ends the selection, cut at a word boundary to fit (:func:`fit_units`), and only when not even its
 first word fits is it left out (with no unit kept, the context is empty and the details say so). A default the
-user did not ask for is soft (``hard=False``): its ``floor`` raises the limit on small inputs, and the compressor's
-best unit is kept whole even past it.
+user did not ask for is soft (``hard=False``): its ``floor`` raises the limit on small inputs, its ``fill`` keeps the
+best-ranked units until they hold that many tokens where the compressor's own stop keeps fewer, and the compressor's
+best unit is kept whole even past the limit.
 
 >>> b = Budget(rate=0.5)
 >>> b.limit(tokens_in=101)
@@ -58,11 +59,15 @@ class Budget:
     target_tokens: int | None = None
     hard: bool = True  # False (a default the user did not ask for): ``min_keep`` units are kept even past it
     floor: int = 0  # the least limit in tokens (never more than the input): a soft default's room on small inputs
+    # a soft budget's least keep in tokens: a compressor's stop (EXIT's probability mass) that holds fewer is topped
+    # up in rank order, within the limit; a small input's answer is rarely in its one or two most confident sentences
+    fill: int = 0
 
     def __post_init__(self) -> None:
         check_budget(self.rate, self.target_tokens)
-        if isinstance(self.floor, bool) or not isinstance(self.floor, int) or self.floor < 0:
-            raise InputError(f"a budget's floor must be an integer >= 0 (tokens), got {self.floor!r}")
+        for name, value in (("floor", self.floor), ("fill", self.fill)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InputError(f"a budget's {name} must be an integer >= 0 (tokens), got {value!r}")
 
     @property
     def active(self) -> bool:

@@ -12,7 +12,7 @@ spends each item's budget after:
 * a compressor that takes no budget (``none``) refuses one, naming it.
 
 >>> split_budget({"threshold": 0.3, "target_token": 40}, what="exit")
-({'threshold': 0.3}, Budget(rate=None, target_tokens=40, hard=True, floor=0))
+({'threshold': 0.3}, Budget(rate=None, target_tokens=40, hard=True, floor=0, fill=0))
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ as typed fields of a :class:`Scoring`; :func:`select` applies that rule and the 
 1. the candidates: units of the offered passages (``among``; all by default) whose ``scores`` reach τ
    (``threshold``; exceed it with ``strict``), at most the ``top_n`` best ranked, and under a soft budget (a default
    the user did not ask for) only those the ``stop`` rule holds;
-2. topped up with the best-ranked other offered units to ``min_keep``;
+2. topped up with the best-ranked other offered units to ``min_keep``, and under a soft budget with a ``fill``,
+   with the best-ranked other candidates (τ and top n, past the stop) until the kept text holds ``fill`` tokens;
 3. cut to the budget (``rate`` / ``target_tokens``, :func:`~readerfit.compressors.budget.fit_units`): by descending
    ``ranking``, each unit with its referent (``referents``: the sentence a leaning "It ..." needs, where both fit),
    until the first unit that does not fit what is left; under a hard budget that unit is cut at a word boundary
@@ -103,8 +104,8 @@ def offered(scoring: Scoring) -> list[int]:
     return [k for k, (pi, _) in enumerate(scoring.units) if scoring.among is None or pi in scoring.among]
 
 
-def candidates(scoring: Scoring, budget: Budget) -> list[int]:
-    """The units the scoring's own rule keeps under ``budget`` (τ, top n, the soft budget's stop), in order."""
+def eligible(scoring: Scoring) -> list[int]:
+    """The offered units the scoring's τ and top n allow, in order."""
     ranking, tau = scoring.ranking, scoring.threshold
     scores = scoring.ranking if scoring.scores is None else scoring.scores
     out = offered(scoring)
@@ -112,9 +113,27 @@ def candidates(scoring: Scoring, budget: Budget) -> list[int]:
         out = [k for k in out if (scores[k] > tau if scoring.strict else scores[k] >= tau)]
     if scoring.top_n is not None:
         out = sorted(sorted(out, key=lambda k: (-ranking[k], k))[: scoring.top_n])
+    return out
+
+
+def candidates(scoring: Scoring, budget: Budget) -> list[int]:
+    """The units the scoring's own rule keeps under ``budget`` (τ, top n, the soft budget's stop), in order."""
+    out = eligible(scoring)
     if scoring.stop is not None and not budget.hard:
-        held = set(scoring.stop(ranking))
+        held = set(scoring.stop(scoring.ranking))
         out = [k for k in out if k in held]
+    return out
+
+
+def filled(scoring: Scoring, kept: list[int], *, fill: int, count: TokenCounter) -> list[int]:
+    """``kept`` and the best-ranked other eligible units, added one by one until the kept text holds ``fill``
+    tokens (or none is left), in order."""
+    out = sorted(kept)
+    for k in sorted(eligible(scoring), key=lambda k: (-scoring.ranking[k], k)):
+        if count(scoring.text(out)) >= fill:
+            break
+        if k not in out:
+            out = sorted([*out, k])
     return out
 
 
@@ -133,6 +152,11 @@ def select(scoring: Scoring, budget: Budget) -> Selection:
     if not budget.active:
         return Selection(kept, details)
     count, counted_in = scoring.counter
+    if budget.fill and not budget.hard:
+        more = filled(scoring, kept, fill=budget.fill, count=count)
+        if len(more) > len(kept):
+            details["fill_added"] = len(more) - len(kept)
+        kept = more
     tokens_in = count(join_passages(scoring.passages))
     limit = budget.limit(tokens_in=tokens_in)
     assert limit is not None

@@ -324,7 +324,7 @@ class ExitCompressor(BaseCompressor):
         if compression.scores is None or compression.passage_of_unit is None or compression.ranking is None:
             raise InputError("exit can re-select only its own compressions (scores, ranking and passage_of_unit set)")
         units = list(zip(compression.passage_of_unit, compression.units))
-        details = {k: v for k, v in compression.details.items() if k not in ("threshold", "budget", "min_keep_added")}
+        details = {k: v for k, v in compression.details.items() if k not in ("threshold", "budget", "min_keep_added", "fill_added")}
         return self._select(passages, ScoredUnits(units=units, scores=list(compression.scores), signals=None,
                                                   ranking=list(compression.ranking), details=details,
                                                   anchors=dict(compression.anchors)), budget)
