@@ -33,7 +33,7 @@ RECORDS = [
 ]
 
 
-RECORDS_ = [Record.from_dict(r) for r in RECORDS]  # written as readerfit before 0.4 wrote them
+RECORDS_ = [Record.from_dict(r) for r in RECORDS]  # in the flat layout written before the typed Record
 
 
 def expected_line(method: str, rows: list[dict]) -> str:

@@ -1,5 +1,5 @@
-"""The typed eval record: one serialisation (to_dict / from_dict), the layout before 0.4 read back, and a
-summary that averages whatever scores and numbers the records carry."""
+"""The typed eval record: one serialisation (to_dict / from_dict), the flat layout written before it read back,
+and a summary that averages whatever scores and numbers the records carry."""
 
 from __future__ import annotations
 

@@ -13,12 +13,12 @@ from typing import Any
 from readerfit.errors import InputError
 
 
-def kind_of(value: Any) -> str:
+def kind_of(value: object) -> str:
     """A value as an error message shows it: its type and the start of its repr."""
     return f"{type(value).__name__} {value!r:.60}"
 
 
-def expect_type(value: Any, tp: type, what: str) -> None:
+def expect_type(value: object, tp: type, what: str) -> None:
     """Raise :class:`InputError` naming ``what`` unless ``value`` is a ``tp`` (a bool is no int)."""
     if not isinstance(value, tp) or isinstance(value, bool) and tp is not bool:
         raise InputError(f"{what} must be a {tp.__name__}, got {kind_of(value)}")

@@ -15,9 +15,14 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from readerfit.errors import InputError
+
+JSON: TypeAlias = "None | bool | int | float | str | list[JSON] | dict[str, JSON]"
+"""A value as ``json.loads`` gives it."""
+JSONObject: TypeAlias = "dict[str, JSON]"
+"""A JSON object: a record of a JSONL file, a dataset row."""
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
@@ -112,7 +117,7 @@ def writable_file(path: str | os.PathLike, *, flag: str = "--out", what: str = "
     return file
 
 
-def to_jsonable(x: Any) -> Any:
+def to_jsonable(x: object) -> Any:
     """``json.dumps`` default: arrays and tensors as lists, dataclasses as dicts."""
     if hasattr(x, "tolist"):
         return x.tolist()
@@ -121,7 +126,7 @@ def to_jsonable(x: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(x).__name__}")
 
 
-def write_json(path: str | os.PathLike, obj: Any) -> None:
+def write_json(path: str | os.PathLike, obj: object) -> None:
     write_atomic(path, json.dumps(obj, indent=2, ensure_ascii=False, default=to_jsonable) + "\n")
 
 

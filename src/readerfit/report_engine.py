@@ -25,16 +25,19 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from readerfit.errors import InputError, MissingPackageError, require
 from readerfit.io import atomic_file, write_atomic
 from readerfit.runs import RunFolder, RunView
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 REPORT_NAME = "report.md"
 
 
-def figure_class() -> Any:
+def figure_class() -> type[Figure]:
     """matplotlib's Figure on the Agg canvas: headless, and no pyplot global state to leak."""
     require("matplotlib.backends.backend_agg", extra="plot", package="matplotlib",
             purpose="readerfit report's plots (--no-plots writes the tables alone)")
@@ -54,7 +57,7 @@ class Doc:
         for b in blocks:
             self.lines.extend([b.rstrip("\n"), ""])
 
-    def figure(self, name: str, caption: str, draw: Callable[[Any], None], *, size: tuple[float, float]) -> None:
+    def figure(self, name: str, caption: str, draw: Callable[[Figure], None], *, size: tuple[float, float]) -> None:
         """Draw with ``draw(fig)``, save ``<stem>-<name>.png`` atomically, link it in the markdown."""
         if not self.plots_enabled:
             return
@@ -82,7 +85,7 @@ def kv_table(settings: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def fmt(x: Any, spec: str = ".3f") -> str:
+def fmt(x: object, spec: str = ".3f") -> str:
     """A number formatted, or n/a when missing or not finite."""
     return format(x, spec) if isinstance(x, (int, float)) and math.isfinite(x) else "n/a"
 

@@ -31,10 +31,15 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from readerfit.errors import InputError
 from readerfit.io import RecordLog, read_json, read_jsonl, writable_file, write_atomic, write_json
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from filelock import FileLock
 
 RUN_FORMAT = "readerfit-run/1"
 RUN_FILE = "run.json"
@@ -147,7 +152,7 @@ class RunFolder:
         self.kind = kind
         self.settings = settings
         self._records = records
-        self._lock: Any = None
+        self._lock: FileLock | None = None
         self._take_lock()
         try:
             if settings is not None:
@@ -253,7 +258,8 @@ class RunFolder:
     def __enter__(self) -> RunFolder:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
         self.close()
 
     # ----- settings ---------------------------------------------------------------------------

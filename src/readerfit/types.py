@@ -232,7 +232,7 @@ class Recall:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
     @classmethod
-    def from_dict(cls, d: Any) -> Recall:
+    def from_dict(cls, d: object) -> Recall:
         if not isinstance(d, dict):
             raise InputError(f"record field 'recall' is {_kind(d)}, expected an object")
         names = {f.name for f in dataclasses.fields(cls)}
@@ -328,10 +328,10 @@ class Record:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Record:
-        """A record as :meth:`to_dict` writes it, or as readerfit before 0.4 wrote it (flat scores; ``extra``
-        holding the error, the reranker's note and every number; the token counts once named
-        ``context_tokens_in``/``_out``), so older run folders resume and report. A malformed record is an
-        :class:`InputError` naming the field."""
+        """A record as :meth:`to_dict` writes it, or in the flat layout readerfit 0.1.0 wrote before this typed
+        record (commit a6c750c; flat scores; ``extra`` holding the error, the reranker's note and every number; the
+        token counts once named ``context_tokens_in``/``_out``), so older run folders resume and report. A
+        malformed record is an :class:`InputError` naming the field."""
         if not isinstance(d, dict):
             raise InputError(f"a record must be a JSON object, got {_kind(d)}")
         if "scores" not in d:
@@ -355,14 +355,14 @@ class Record:
 
 # the compression's costs (field → the record's key for it)
 _COSTS = {"origin_tokens": "origin_tokens", "compressed_tokens": "compressed_tokens", "seconds": "compress_s"}
-# The fields of a record before 0.4 besides its scores (every other number at its top level was a score); the
+# The fields of a flat record (readerfit 0.1.0 before the typed Record) besides its scores (every other number at its top level was a score); the
 # token counts were named context_tokens_in/_out before LLMLingua's names.
 _FLAT_FIELDS = {"id", "method", "question", "answers", "prediction", "compress_s", "read_s", "retrieve_s", "total_s",
                 "origin_tokens", "compressed_tokens", "context_tokens_in", "context_tokens_out", "compression", "extra"}
 
 
 def _flat_record(d: dict[str, Any]) -> dict[str, Any]:
-    """A record as readerfit before 0.4 wrote it, in today's layout."""
+    """A flat record (readerfit 0.1.0 before the typed Record), in today's layout."""
     extra = d.get("extra") or {}
     if not isinstance(extra, dict):
         raise InputError(f"record field 'extra' is {_kind(extra)}, expected an object")
@@ -379,13 +379,13 @@ def _flat_record(d: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _number(value: Any, what: str) -> float:
+def _number(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"record field {what!r} is {value!r}, expected a number")
     return value
 
 
-def _numbers(value: Any, what: str) -> dict[str, float]:
+def _numbers(value: object, what: str) -> dict[str, float]:
     if not isinstance(value, dict):
         raise InputError(f"record field {what!r} is {_kind(value)}, expected an object of numbers")
     for k, v in value.items():

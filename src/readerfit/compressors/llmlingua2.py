@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget import Budget
@@ -41,6 +41,10 @@ from readerfit.models.source import ModelSource
 from readerfit.options import check_fields, param
 from readerfit.retrieve.rerank_provence import model_dir
 from readerfit.types import Compression, Passage, token_rate
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
 
 LLMLINGUA2_MODEL = "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"
 # llmlingua's word merging knows two tokenizer families, by a substring of the model name
@@ -71,14 +75,14 @@ class LLMLingua2Config:
 class _Counter:
     """Stands in for llmlingua's tiktoken encoder: only ``encode`` (for counts) is used."""
 
-    def __init__(self, count: Any) -> None:
+    def __init__(self, count: Callable[[str], int]) -> None:
         self.count = count
 
     def encode(self, text: str) -> list[int]:
         return [0] * self.count(text)
 
 
-def load_llmlingua2(name: str, *, device: str = "cpu", dtype: Any = None, batch_size: int = 50) -> Any:
+def load_llmlingua2(name: str, *, device: str = "cpu", dtype: torch.dtype | None = None, batch_size: int = 50) -> Any:
     """An llmlingua ``PromptCompressor`` in LLMLingua-2 mode on a local directory or cached hub id, built
     without network access or global seeding; its counter is the classifier's tokenizer until replaced."""
     llmlingua = require("llmlingua", extra="llmlingua", purpose="the llmlingua2 compressor")
@@ -187,11 +191,11 @@ class _Recorded:
     """The token classifier, keeping the logits it gives the tokens of each chunk llmlingua reads (None when it
     read none: with nothing to drop llmlingua skips the classifier)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
         self.logits: list[list[list[float]]] | None = None
 
-    def __call__(self, *, input_ids: Any, attention_mask: Any) -> Any:
+    def __call__(self, *, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Any:
         out = self.model(input_ids=input_ids, attention_mask=attention_mask)
         self.logits = (self.logits or []) + [row[mask].tolist() for row, mask in zip(out.logits, attention_mask)]
         return out
@@ -201,17 +205,17 @@ class _Replayed:
     """Stands in for the token classifier: the logits it gave (:class:`_Recorded`), chunk by chunk, in the order
     llmlingua reads the chunks again, on the classifier's device and in its dtype (the same probabilities)."""
 
-    def __init__(self, logits: list[list[list[float]]], *, like: Any) -> None:
+    def __init__(self, logits: list[list[list[float]]], *, like: PreTrainedModel) -> None:
         self.logits = logits
         self.pending = list(logits)
         self.like = like
         self.called = False
 
-    def __call__(self, *, input_ids: Any, attention_mask: Any) -> Any:
+    def __call__(self, *, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Any:
         import torch
 
         self.called = True
-        width = self.like.config.num_labels
+        width = int(self.like.config.num_labels or 0)  # a token classifier: its labels per token
         out = torch.zeros(*input_ids.shape, width, dtype=self.like.dtype, device=input_ids.device)
         for row, mask in zip(out, attention_mask):
             chunk = self.pending.pop(0) if self.pending else None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget_fields import rate_field, target_tokens_field
@@ -34,6 +34,10 @@ from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM, resolve
 from readerfit.options import check_fields, param
 from readerfit.types import Compression, Passage, token_rate
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerBase
 
 # llmlingua evaluates "target_token" + context_budget with eval(); only an operator and a number may pass
 _BUDGET = re.compile(r"^\s*[-+*/]\s*\d+(\.\d+)?\s*$")
@@ -91,14 +95,14 @@ class LongLLMLinguaConfig:
 class _TokenCounter:
     """Stands in for llmlingua's tiktoken encoder: only ``encode`` (for counts) is used."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
         self.tokenizer = tokenizer
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def init_offline(engine: Any, *, model_name: str, model_dir: str, device: str, dtype: Any,
+def init_offline(engine: Any, *, model_name: str, model_dir: str, device: str, dtype: torch.dtype | None,
                  llmlingua2: bool) -> None:
     """llmlingua 0.2's ``PromptCompressor.__init__`` minus ``tiktoken.encoding_for_model`` (a download): its
     attributes, and the model loaded from ``model_dir`` (shared by ``longllmlingua`` and ``llmlingua2``)."""
@@ -116,7 +120,7 @@ def init_offline(engine: Any, *, model_name: str, model_dir: str, device: str, d
         engine.load_model(model_dir, device, config)
 
 
-def load_prompt_compressor(model_dir: str, *, device: str = "cpu", dtype: Any = None) -> Any:
+def load_prompt_compressor(model_dir: str, *, device: str = "cpu", dtype: torch.dtype | None = None) -> Any:
     """An llmlingua ``PromptCompressor`` on a local HF-format model, built without network access.
 
     It also remembers, per call, the passage ranking and the passages kept
@@ -130,7 +134,7 @@ def load_prompt_compressor(model_dir: str, *, device: str = "cpu", dtype: Any = 
             # llmlingua tokenizes the passages and question itself: a control-token string in that data
             # (<|im_start|>) must stay text, never become the model's control token
             self.tokenizer.split_special_tokens = True
-            self.model = LegacyCacheModel(self.model)  # type: ignore[has-type]
+            self.model = LegacyCacheModel(self.model)  # type: ignore[has-type, arg-type]
             self.oai_tokenizer = _TokenCounter(self.tokenizer)
             self.last_ranking: list[tuple[int, float]] | None = None
             self.last_used: list[int] | None = None

@@ -43,7 +43,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -58,6 +58,9 @@ from readerfit.models.specs import DEFAULT_LM
 from readerfit.options import check_fields, param
 from readerfit.text.split import SPACY_MODEL, get_splitter
 from readerfit.types import Compression, Passage, render_passage
+
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 UNITS = ("sentence", "phrase", "token")
 AGGREGATES = ("sum", "mean")
@@ -132,7 +135,7 @@ def word_pieces(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
-def phrase_pieces(text: str, nlp: Any) -> list[str]:
+def phrase_pieces(text: str, nlp: Language) -> list[str]:
     """spaCy tokens after merging noun chunks, each with the whitespace before it."""
     doc = nlp(text)
     pieces, cursor = [], 0
@@ -279,7 +282,7 @@ class SelectiveContext(BaseCompressor):
     config_class = SelectiveContextConfig
 
     def __init__(self, lm: LanguageModel, *, splitter: Callable[[str], list[str]] | None = None,
-                 config: SelectiveContextConfig | None = None, nlp: Any | None = None,
+                 config: SelectiveContextConfig | None = None, nlp: Language | None = None,
                  reader_lm: LanguageModel | None = None) -> None:
         self.lm = lm
         self.config = config or SelectiveContextConfig()

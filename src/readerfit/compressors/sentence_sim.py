@@ -12,13 +12,13 @@ from readerfit.compressors.budget_fields import rate_field, target_tokens_field
 from readerfit.compressors.referents import referents
 from readerfit.compressors.select import Scoring, cut_units, select
 from readerfit.models.lm import LanguageModel
-from readerfit.models.source import ModelSource
+from readerfit.models.source import Embedder, ModelSource
 from readerfit.options import check_fields, param
 from readerfit.text.split import get_splitter
 from readerfit.types import Compression, Passage
 
 
-def question_similarity(embedder: Any, question: str, sentences: Sequence[str]) -> list[float]:
+def question_similarity(embedder: Embedder, question: str, sentences: Sequence[str]) -> list[float]:
     """Each sentence's cosine to the question (the embedder's normalised vectors; ``sentence-sim``'s score and
     EXIT's ``similarity`` term)."""
     vectors = embedder.encode([question, *sentences], normalize=True)
@@ -57,7 +57,7 @@ class SentenceSimilarity(BaseCompressor):
     name = "sentence-sim"
     config_class = SentenceSimConfig
 
-    def __init__(self, embedder: Any, splitter: Callable[[str], list[str]], config: SentenceSimConfig | None = None,
+    def __init__(self, embedder: Embedder, splitter: Callable[[str], list[str]], config: SentenceSimConfig | None = None,
                  *, reader_lm: LanguageModel | None = None) -> None:
         self.embedder = embedder
         self.splitter = splitter

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from readerfit.errors import InputError
+from readerfit.io import JSON
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -128,7 +129,7 @@ def _first_list_item(fh: TextIO, shown: str) -> Any:
         chunk *= 2
 
 
-def iter_records(path: Path, shown: str) -> Iterator[tuple[str, Any]]:
+def iter_records(path: Path, shown: str) -> Iterator[tuple[str, JSON]]:
     """Yield ``(where, record)`` from a JSON-lines file or a JSON list, lazily for JSON lines.
 
     ``where`` is ``"<file> line N"`` (1-based) or ``"<file> index N"`` (the list index).
@@ -173,7 +174,7 @@ def _type_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
 
 
-def field(rec: Any, key: str, where: str, kind: type | tuple[type, ...] | None = None, *,
+def field(rec: object, key: str, where: str, kind: type | tuple[type, ...] | None = None, *,
           label: str | None = None) -> Any:
     """``rec[key]``, or an InputError ``"<where>: field 'key' missing"`` / of the wrong type.
 
@@ -201,7 +202,7 @@ def optional(rec: dict[str, Any], key: str, where: str, kind: type | tuple[type,
     return value
 
 
-def check(value: Any, kind: type | tuple[type, ...], where: str, name: str) -> Any:
+def check(value: object, kind: type | tuple[type, ...], where: str, name: str) -> Any:
     """``value`` when it is of ``kind`` (bools are not integers here), else an InputError."""
     kinds = kind if isinstance(kind, tuple) else (kind,)
     ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
@@ -210,7 +211,7 @@ def check(value: Any, kind: type | tuple[type, ...], where: str, name: str) -> A
     return value
 
 
-def question(rec: Any, where: str, key: str = "question") -> str:
+def question(rec: object, where: str, key: str = "question") -> str:
     """The stripped, non-empty question string of a record."""
     q = field(rec, key, where, str).strip()
     if not q:
@@ -218,14 +219,12 @@ def question(rec: Any, where: str, key: str = "question") -> str:
     return q
 
 
-def string_list(value: Any, where: str, name: str, *, single_ok: bool = False) -> list[str]:
+def string_list(value: object, where: str, name: str, *, single_ok: bool = False) -> list[str]:
     """A list of strings; with ``single_ok`` a lone string becomes a one-item list (answer fields)."""
     if single_ok and isinstance(value, str):
         return [value]
-    check(value, list, where, name)
-    for i, v in enumerate(value):
-        check(v, str, where, f"{name}[{i}]")
-    return list(value)
+    items: list[object] = check(value, list, where, name)
+    return [check(v, str, where, f"{name}[{i}]") for i, v in enumerate(items)]
 
 
 def dedupe(items: list[str]) -> list[str]:

@@ -30,11 +30,12 @@ from readerfit.data.rows import (
     map_triviaqa_hf,
 )
 from readerfit.errors import InputError
+from readerfit.io import JSON, JSONObject
 from readerfit.registry import Registry
 from readerfit.types import Passage, QAExample
 
 # (record, where, fallback id) -> example; shared by file loaders and hf: rows
-RowMapper = Callable[[Any, str, str], QAExample]
+RowMapper = Callable[[JSONObject, str, str], QAExample]
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,10 @@ def _records_format(name: str, mapper: RowMapper, description: str) -> Format:
     return Format(name, "dataset", load, description, row=mapper)
 
 
-def map_row(mapper: RowMapper, rec: Any, where: str, default_id: str) -> QAExample:
+def map_row(mapper: RowMapper, rec: JSON, where: str, default_id: str) -> QAExample:
+    """``mapper(rec)``, whose errors name ``where``; a record that is not a JSON object is refused first."""
+    if not isinstance(rec, dict):
+        raise InputError(f"{where}: expected a JSON object, got {type(rec).__name__}")
     try:
         return mapper(rec, where, default_id)
     except InputError:
@@ -132,8 +136,8 @@ def _load_squad(path: Path, shown: str) -> Iterator[QAExample]:
 def _load_corpus_jsonl(path: Path, shown: str) -> Iterator[Passage]:
     """Corpus lines ``{id, contents: '"Title"\\ntext'}`` (Pyserini/DPR) or ``{id, title, text}``."""
     stem = _io.file_stem(path)
-    for i, (where, rec) in enumerate(_io.iter_records(path, shown)):
-        check(rec, dict, where, "record")
+    for i, (where, line) in enumerate(_io.iter_records(path, shown)):
+        rec: JSONObject = check(line, dict, where, "record")
         pid = str(optional(rec, "id", where, (str, int), f"{stem}-{i}"))
         if "contents" in rec:
             title, _, text = field(rec, "contents", where, str).partition("\n")
@@ -178,7 +182,7 @@ for _format in [
     FORMATS.register(_format.name, _format, help=_format.description)
 
 
-def format_from_record(rec: Any, shape: str = "lines") -> str | None:
+def format_from_record(rec: JSON, shape: str = "lines") -> str | None:
     """The registered format a first record looks like, or None.
 
     Shared with ``hf:`` loading, where the record is the first dataset row.

@@ -11,6 +11,7 @@ from typing import Any
 from readerfit.data import _io
 from readerfit.data._io import check, dedupe, field, optional, question, string_list
 from readerfit.errors import InputError
+from readerfit.io import JSONObject
 from readerfit.types import Passage, QAExample, SupportingFact
 
 
@@ -18,7 +19,7 @@ def _passage_from_sentences(title: str, sentences: list[str], pid: str) -> Passa
     return Passage(text=_io.join_sentences(sentences), title=title, id=pid, sentences=tuple(sentences))
 
 
-def map_readerfit(rec: Any, where: str, default_id: str) -> QAExample:
+def map_readerfit(rec: JSONObject, where: str, default_id: str) -> QAExample:
     """readerfit native JSONL row -> QAExample."""
     q = question(rec, where)
     qid = str(optional(rec, "id", where, (str, int), default_id))
@@ -57,7 +58,7 @@ def map_readerfit(rec: Any, where: str, default_id: str) -> QAExample:
     return QAExample(id=qid, question=q, answers=answers, passages=passages, supporting=supporting, metadata=metadata)
 
 
-def map_hotpotqa(rec: Any, where: str, default_id: str) -> QAExample:
+def map_hotpotqa(rec: JSONObject, where: str, default_id: str) -> QAExample:
     """HF-datasets style HotpotQA row (``context{title[], sentences[][]}``) -> QAExample."""
     q = question(rec, where)
     qid = str(optional(rec, "id", where, (str, int), default_id))
@@ -84,7 +85,7 @@ def map_hotpotqa(rec: Any, where: str, default_id: str) -> QAExample:
     return QAExample(id=qid, question=q, answers=[answer], passages=passages, supporting=supporting, metadata=metadata)
 
 
-def map_hotpotqa_json(rec: Any, where: str, default_id: str) -> QAExample:
+def map_hotpotqa_json(rec: JSONObject, where: str, default_id: str) -> QAExample:
     """Original HotpotQA / 2WikiMultiHopQA JSON item (``context[[title, [sentences]]]``) -> QAExample; an item
     without ``context`` (some 2WikiMultiHopQA releases leave it out) is a question without passages (to retrieve for)."""
     q = question(rec, where)
@@ -108,7 +109,7 @@ def map_hotpotqa_json(rec: Any, where: str, default_id: str) -> QAExample:
     return QAExample(id=qid, question=q, answers=[answer], passages=passages, supporting=supporting, metadata=metadata)
 
 
-def map_musique(rec: Any, where: str, default_id: str) -> QAExample:
+def map_musique(rec: JSONObject, where: str, default_id: str) -> QAExample:
     """MuSiQue item -> QAExample; supporting paragraphs go to metadata (whole paragraphs, no sentence ids), and
     the ``question_decomposition`` steps to ``metadata["decomposition"]`` (``question, answer,
     paragraph_support_idx``: the ``idx`` of the paragraph, whose passage id is ``f"{id}:{idx}"``)."""
@@ -145,7 +146,7 @@ def map_musique(rec: Any, where: str, default_id: str) -> QAExample:
     return QAExample(id=qid, question=q, answers=dedupe(answers), passages=passages, metadata=metadata)
 
 
-def map_nq_ctxs(rec: Any, where: str, default_id: str) -> QAExample:
+def map_nq_ctxs(rec: JSONObject, where: str, default_id: str) -> QAExample:
     """DPR/FiD style row (``question, answers[], ctxs[]``) -> QAExample with the ctxs as passages."""
     q = question(rec, where)
     qid = str(optional(rec, "id", where, (str, int), default_id))
@@ -171,7 +172,7 @@ def map_nq_ctxs(rec: Any, where: str, default_id: str) -> QAExample:
     return QAExample(id=qid, question=q, answers=answers, passages=passages, metadata=metadata)
 
 
-def map_qa_jsonl(rec: Any, where: str, default_id: str) -> QAExample:
+def map_qa_jsonl(rec: JSONObject, where: str, default_id: str) -> QAExample:
     """``{question, answer[]}`` row (NQ-open, EfficientQA) -> QAExample without passages."""
     q = question(rec, where)
     qid = str(optional(rec, "id", where, (str, int), default_id))
@@ -179,7 +180,7 @@ def map_qa_jsonl(rec: Any, where: str, default_id: str) -> QAExample:
     return QAExample(id=qid, question=q, answers=answers)
 
 
-def map_triviaqa_hf(rec: Any, where: str, default_id: str) -> QAExample:
+def map_triviaqa_hf(rec: JSONObject, where: str, default_id: str) -> QAExample:
     """HF ``trivia_qa`` row (``answer{value, aliases}``) -> QAExample; value first, then aliases."""
     q = question(rec, where)
     qid = str(optional(rec, "question_id", where, (str, int), None)
@@ -193,7 +194,7 @@ def map_triviaqa_hf(rec: Any, where: str, default_id: str) -> QAExample:
 EVOUNA_SYSTEMS = ("fid", "gpt35", "chatgpt", "gpt4", "newbing")
 
 
-def _evouna_judge(value: Any, where: str, name: str) -> bool | None:
+def _evouna_judge(value: object, where: str, name: str) -> bool | None:
     # The real TQ.json holds booleans and the string "nan" where no human judged
     if value is None or isinstance(value, bool):
         return value
@@ -210,7 +211,7 @@ def _evouna_judge(value: Any, where: str, name: str) -> bool | None:
     raise InputError(f"{where}: field {name!r} must be true, false or \"nan\", got {value!r}")
 
 
-def _evouna_missing(value: Any) -> bool:
+def _evouna_missing(value: object) -> bool:
     """No human judgment: absent, null, NaN or a "nan"-like string."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return True
@@ -238,7 +239,7 @@ def _evouna_candidates(rec: dict[str, Any], systems: list[str], where: str, *,
     return candidates
 
 
-def map_evouna(rec: Any, where: str, default_id: str) -> QAExample:
+def map_evouna(rec: JSONObject, where: str, default_id: str) -> QAExample:
     """EVOUNA item -> QAExample; candidate answers and human judgments go to metadata.
 
     Items the protocol skips, improper ones and those no human judged, are read without validating any field

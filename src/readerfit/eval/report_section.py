@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from readerfit.eval.summary import summarize, summary_markdown, summary_value
 from readerfit.metrics.qa import QA_METRICS, label
 from readerfit.report_engine import Doc, colors, finite, fmt, mean
 from readerfit.runs import RunView
 from readerfit.types import Record
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def report_section(folder: RunView, doc: Doc) -> None:
@@ -79,7 +82,7 @@ def _errors(records: Sequence[Record], doc: Doc) -> None:
     doc.add("## Errors", "\n".join(rows), f"First: `{errors[0][1][:300]}`")
 
 
-def _plot_accuracy_vs_kept(fig: Any, rows: dict[str, dict[str, Any]]) -> None:
+def _plot_accuracy_vs_kept(fig: Figure, rows: dict[str, dict[str, Any]]) -> None:
     axes = fig.subplots(1, len(QA_METRICS), sharex=True)
     color_of = dict(zip(rows, colors(len(rows))))
     # hollow markers of different shapes: compressors on the same spot stay visible, named in the legend
@@ -102,7 +105,7 @@ def _plot_accuracy_vs_kept(fig: Any, rows: dict[str, dict[str, Any]]) -> None:
     fig.suptitle("reader accuracy vs how much of the context each compressor keeps", fontsize=10)
 
 
-def _plot_latency(fig: Any, rows: dict[str, dict[str, Any]]) -> None:
+def _plot_latency(fig: Figure, rows: dict[str, dict[str, Any]]) -> None:
     ax = fig.subplots()
     names = list(rows)
     parts = [("retrieve_s", "retrieve (+ rerank)", "#9e9e9e"), ("compress_s", "compress", "#1f77b4"),

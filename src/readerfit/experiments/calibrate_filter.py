@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from readerfit.compressors.base import check_inputs
 from readerfit.compressors.xcompress import FilterCalibration, Summary, SummaryConfig, calibrate_threshold, norm_ratio
@@ -40,6 +40,9 @@ from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import PRESET_NAMES, make_config, param
 from readerfit.report_engine import Doc, finite, fmt
 from readerfit.runs import Outcome, RunFolder, RunView, with_added
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 KEY = ("id",)
 
@@ -150,7 +153,7 @@ def report_section(folder: RunView, doc: Doc) -> None:
                    lambda fig: _plot_ratios(fig, ratios, threshold, percentile), size=(7, 3.2))
 
 
-def _plot_ratios(fig: Any, ratios: Sequence[float], threshold: float, percentile: float) -> None:
+def _plot_ratios(fig: Figure, ratios: Sequence[float], threshold: float, percentile: float) -> None:
     ax = fig.subplots()
     ax.hist(ratios, bins=min(30, max(5, len(ratios) // 2)), color="#1f77b4", alpha=0.8)
     ax.axvline(threshold, color="#d62728", linestyle="--", label=f"threshold ({percentile:.0f}th percentile) {threshold:.5f}")

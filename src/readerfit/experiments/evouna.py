@@ -38,7 +38,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from readerfit.data import load_dataset
 from readerfit.errors import InputError
@@ -52,6 +52,9 @@ from readerfit.retrieval_utility.config import PRESET_CHOICES, judge_warning, se
 from readerfit.retrieval_utility.judge import Judge, build_judge
 from readerfit.runs import Outcome, RunFolder, RunView, progress_bar, with_added
 from readerfit.types import QAExample
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 KEY = ("id", "system")
 DIRECTIONS = ("forward", "both", "loose")
@@ -323,7 +326,7 @@ def report_section(folder: RunView, doc: Doc) -> None:
                    lambda fig: _plot_confusion(fig, cells, SYSTEM_NAMES), size=(10, 3.4))
 
 
-def _plot_agreement(fig: Any, cells: dict[str, Any], paper: dict[str, tuple[float, float]] | None,
+def _plot_agreement(fig: Figure, cells: dict[str, Any], paper: dict[str, tuple[float, float]] | None,
                     names: dict[str, str]) -> None:
     ax = fig.subplots()
     systems = list(cells)
@@ -343,7 +346,7 @@ def _plot_agreement(fig: Any, cells: dict[str, Any], paper: dict[str, tuple[floa
     ax.set_title("judge vs human labels" + (" (black ticks: the paper's values)" if paper else ""), fontsize=10)
 
 
-def _plot_confusion(fig: Any, cells: dict[str, Any], names: dict[str, str]) -> None:
+def _plot_confusion(fig: Figure, cells: dict[str, Any], names: dict[str, str]) -> None:
     ax = fig.subplots()
     systems = list(cells)
     bottom = [0.0] * len(systems)

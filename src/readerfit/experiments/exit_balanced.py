@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from readerfit.compressors.exit import SentenceClassifier
 from readerfit.errors import InputError
@@ -29,6 +29,9 @@ from readerfit.train.exit_data import DEFAULT_SEED, RATIO, build_samples, build_
 from readerfit.train.exit_data import Config as DataConfig
 from readerfit.train.exit_samples import ExitSample
 from readerfit.types import QAExample
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 MIXES = ("paper", "official", "none")
 # the sampler's own presets: the sample is what `train exit-data --preset P` draws
@@ -166,7 +169,7 @@ def _report(r: dict[str, Any]) -> str:
                                  ("recall", "recall", ".3f"), ("f1", "F1", ".3f"), ("support", "support", "d")])
 
 
-def plot_confusion(fig: Any, b: dict[str, Any]) -> None:
+def plot_confusion(fig: Figure, b: dict[str, Any]) -> None:
     """Fig. 4's layout: true class by row, predicted by column, each row normalised; counts in brackets."""
     ax = fig.subplots()
     norm = [[v if isinstance(v, (int, float)) and math.isfinite(v) else math.nan for v in row]

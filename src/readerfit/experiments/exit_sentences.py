@@ -37,7 +37,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sklearn.metrics import roc_curve
 
@@ -51,10 +51,14 @@ from readerfit.metrics.classification import best_f1, threshold_metrics
 from readerfit.metrics.correlation import auroc
 from readerfit.models.device import DTYPES
 from readerfit.models.pool import ModelPool
+from readerfit.models.source import Embedder
 from readerfit.registry import PRESET_NAMES, apply_preset, make_config, param
 from readerfit.report_engine import Doc, fmt
 from readerfit.runs import Outcome, RunFolder, RunView, with_added
 from readerfit.types import Passage, QAExample
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 KEY = ("id",)
 
@@ -130,7 +134,7 @@ class Config:
 NEGATIVE_TYPES = ("hard", "random", "distractor")
 
 
-def _clean(passage: Any) -> list[tuple[int, str]]:
+def _clean(passage: Passage) -> list[tuple[int, str]]:
     """(original index, sentence) of a passage's non-empty sentences (supporting facts use the index)."""
     return [(j, s.strip()) for j, s in enumerate(passage.sentences or ()) if s.strip()]
 
@@ -148,7 +152,7 @@ def random_donor(example: QAExample, pool: Sequence[QAExample], *, seed: int) ->
     return None
 
 
-def question_record(example: QAExample, *, classifier: SentenceClassifier, embedder: Any | None,
+def question_record(example: QAExample, *, classifier: SentenceClassifier, embedder: Embedder | None,
                     pool: Sequence[QAExample],
                     seed: int) -> dict[str, Any]:
     """Scores, labels and negative types of one question's sentences (and its random negatives)."""
@@ -340,7 +344,7 @@ def _counts(records: Sequence[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
-def _plot_exit_roc(fig: Any, records: Sequence[dict[str, Any]], result: dict[str, Any]) -> None:
+def _plot_exit_roc(fig: Figure, records: Sequence[dict[str, Any]], result: dict[str, Any]) -> None:
     ax, hist = fig.subplots(1, 2)
     labels = [y for r in records for y in r["labels"]]
     curves = [("EXIT classifier", "scores", result["classifier"].get("auroc"))]
@@ -370,7 +374,7 @@ def _plot_exit_roc(fig: Any, records: Sequence[dict[str, Any]], result: dict[str
     hist.legend(fontsize=7)
 
 
-def _plot_exit_types(fig: Any, result: dict[str, Any]) -> None:
+def _plot_exit_types(fig: Figure, result: dict[str, Any]) -> None:
     ax = fig.subplots()
     kinds = list(result["by_negative_type"])
     series = [("EXIT classifier", [result["by_negative_type"][k].get("auroc", math.nan) for k in kinds])]

@@ -5,13 +5,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from readerfit.io import markdown_table
 from readerfit.metrics.qa import QA_METRICS, label
 from readerfit.report_engine import Doc, fmt, mean
 from readerfit.runs import RunView
 from readerfit.types import DEFAULT_POINT, NO_BUDGET, RAW_PASSAGES, Recall, Record
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["DEFAULT_POINT", "NO_BUDGET", "PointRow", "point_rows", "report_section", "summarize", "summary_table"]
 
@@ -158,7 +161,7 @@ def summary_table(result: dict[str, Any]) -> str:
     return table
 
 
-def _blank(v: Any) -> bool:
+def _blank(v: object) -> bool:
     return v is None or isinstance(v, float) and math.isnan(v)
 
 
@@ -177,7 +180,7 @@ def report_section(folder: RunView, doc: Doc) -> None:
                    lambda fig: plot_frontier(fig, result), size=(6.4, 4.4))
 
 
-def plot_frontier(fig: Any, result: dict[str, Any]) -> None:
+def plot_frontier(fig: Figure, result: dict[str, Any]) -> None:
     ax = fig.subplots()
     for method, m in result["methods"].items():
         budgets = sorted((p for k, p in m["points"].items() if "rate" in p), key=lambda p: p["rate"])

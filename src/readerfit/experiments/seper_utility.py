@@ -48,7 +48,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from readerfit.data import load_dataset
 from readerfit.errors import InputError, ReaderfitError
@@ -66,6 +66,9 @@ from readerfit.retrieval_utility.judge import build_judge
 from readerfit.retrieval_utility.seper import SePer
 from readerfit.runs import Outcome, RunFolder, RunView, with_added
 from readerfit.types import Passage, QAExample
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 KEY = ("id",)
 NEGATIVE_SOURCES = ("annotated", "other-question")
@@ -315,7 +318,7 @@ def report_section(folder: RunView, doc: Doc) -> None:
                lambda fig: _plot_mean_delta(fig, result), size=(10, 2.3 * math.ceil(len(result["mean_delta"]) / 4)))
 
 
-def _plot_pearson(fig: Any, result: dict[str, Any]) -> None:
+def _plot_pearson(fig: Figure, result: dict[str, Any]) -> None:
     ax = fig.subplots()
     ranked = sorted(result["pearson"].items(), key=lambda kv: -abs(kv[1]) if math.isfinite(kv[1]) else 1.0)
     names = [k for k, _ in ranked]
@@ -329,7 +332,7 @@ def _plot_pearson(fig: Any, result: dict[str, Any]) -> None:
     ax.set_title(f"utility correlation ({result.get('n_questions', '?')} questions)", fontsize=9)
 
 
-def _plot_mean_delta(fig: Any, result: dict[str, Any]) -> None:
+def _plot_mean_delta(fig: Figure, result: dict[str, Any]) -> None:
     metrics = list(result["mean_delta"])
     cols = 4
     axes = fig.subplots(math.ceil(len(metrics) / cols), cols, squeeze=False).ravel()

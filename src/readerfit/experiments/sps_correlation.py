@@ -53,7 +53,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from readerfit.compressors.base import check_inputs
 from readerfit.compressors.xcompress import question_seed, summary_prompt
@@ -74,6 +74,9 @@ from readerfit.runs import Outcome, RunFolder, RunView, read_run_file, with_adde
 from readerfit.scorers import SCORERS
 from readerfit.scorers.sps import SPSConfig
 from readerfit.types import QAExample
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 KEY = ("id",)
 READER_PROMPTS = {"exit": READER_PROMPT, "sps": SPS_READER_PROMPT}
@@ -323,7 +326,7 @@ def report_section(folder: RunView, doc: Doc) -> None:
                    lambda fig: _plot_selected(fig, d), size=(8, 3.4))
 
 
-def _plot_bins(fig: Any, result: dict[str, Any]) -> None:
+def _plot_bins(fig: Figure, result: dict[str, Any]) -> None:
     means = result["details"]["bin_means"]
     axes = fig.subplots(1, len(QA_METRICS))
     for ax, k in zip(axes, QA_METRICS):
@@ -339,7 +342,7 @@ def _plot_bins(fig: Any, result: dict[str, Any]) -> None:
                  f"{result.get('n_summaries', '?')} summaries)", fontsize=10)
 
 
-def _plot_selected(fig: Any, details: dict[str, Any]) -> None:
+def _plot_selected(fig: Figure, details: dict[str, Any]) -> None:
     ax = fig.subplots()
     groups = {s: details["selected"][s] for s in details["selected"]}
     for ref, label in (("mean_summary", "(mean summary)"), ("oracle", "(oracle)")):

@@ -12,14 +12,17 @@ function unchanged.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 NAME = "readerfit_sdpa"
 
 
-def grouped_sdpa(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+def grouped_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                  attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                  is_causal: bool | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
     """transformers' attention-function signature: (B, heads, q, d) queries, (B, kv heads, k, d) keys and
@@ -36,7 +39,7 @@ def grouped_sdpa(module: Any, query: torch.Tensor, key: torch.Tensor, value: tor
     return out.transpose(1, 2).contiguous(), None
 
 
-def use_grouped_attention(model: Any) -> bool:
+def use_grouped_attention(model: PreTrainedModel) -> bool:
     """Switch ``model`` from transformers' SDPA attention to :func:`grouped_sdpa` (True), or leave a model that
     runs another attention, or has no grouped heads, as it is (False)."""
     from transformers import AttentionInterface

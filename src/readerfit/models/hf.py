@@ -31,6 +31,7 @@ from readerfit.types import CandidateProbs
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 
 def converted_gguf_dir(spec: ModelSpec) -> Path:
@@ -103,9 +104,9 @@ class HFLanguageModel:
         self._kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
         # one load at a time (a pool passes its own: transformers' loading is not safe to run twice at once)
         self._lock = load_lock or threading.RLock()
-        self._model: Any = None
-        self._tokenizer: Any = None
-        self._config: Any = None
+        self._model: PreTrainedModel | None = None
+        self._tokenizer: PreTrainedTokenizerBase | None = None
+        self._config: PretrainedConfig | None = None
         self._device: torch.device | None = None
         self._eos_ids: frozenset[int] | None = None  # found on first use (the generation config)
         self.load_seconds = 0.0  # the tokenizer's and the weights' loads, as they happen
@@ -158,7 +159,7 @@ class HFLanguageModel:
         return self._model
 
     @model.setter
-    def model(self, module: Any) -> None:
+    def model(self, module: PreTrainedModel) -> None:
         self._model = module
 
     @property
@@ -205,7 +206,7 @@ class HFLanguageModel:
         require("peft", extra="train", purpose="a LoRA adapter")
         return str(path) if local else adapter
 
-    def _with_adapter(self, model: Any, adapter: str) -> Any:
+    def _with_adapter(self, model: PreTrainedModel, adapter: str) -> PreTrainedModel:
         """Merge a LoRA adapter into the weights: same outputs, no adapter overhead."""
         from peft import PeftModel
 

@@ -16,15 +16,18 @@ ones kept by length-penalised score, the same early-stopping heuristic. The test
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from readerfit.models.hf_sample import processors
 from readerfit.models.kv_cache import cache_kwarg, logits_kwarg
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
-def beam_search_packed(model: Any, ids: list[int], *, num_beams: int, n: int, repetition_penalty: float,
+
+def beam_search_packed(model: PreTrainedModel, ids: list[int], *, num_beams: int, n: int, repetition_penalty: float,
                        max_new_tokens: int, eos_ids: Collection[int], pad_id: int, stop_criteria: Any = None,
                        length_penalty: float = 1.0, early_stopping: bool | str = False,
                        ) -> list[tuple[list[int], list[float]]]:

@@ -1,9 +1,10 @@
 """Forward passes of the transformers backend: next-token probabilities, token log-probs, hidden states.
 
 Functions of the model ``lm``, an :class:`~readerfit.models.hf.HFLanguageModel` (its ``model``, ``tokenizer``,
-``device``, ``_batches``, ``_prompt_ids``, ``_text_ids`` and ``_check_fits``; typed ``Any``: importing it here
-would be a cycle). ``HFLanguageModel`` imports this module on its first forward pass, so that importing readerfit
-and counting tokens never import torch (issue 57).
+``device``, ``_batches``, ``_prompt_ids``, ``_text_ids`` and ``_check_fits``), typed by the
+:class:`~readerfit.models.lm.TransformersLM` protocol: importing the class here would be a cycle.
+``HFLanguageModel`` imports this module on its first forward pass, so that importing readerfit and counting tokens
+never import torch (issue 57).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from typing import Any
 import torch
 
 from readerfit.errors import InputError
-from readerfit.models.lm import Prompt
+from readerfit.models.lm import Prompt, TransformersLM
 from readerfit.types import CandidateProbs
 
 
-def padded(lm: Any, seqs: Sequence[list[int]], *, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def padded(lm: TransformersLM, seqs: Sequence[list[int]], *, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Token id sequences as one padded batch and its attention mask, on the model's device."""
     width = max(len(s) for s in seqs)
     pad = int(lm.tokenizer.pad_token_id)
@@ -34,7 +35,7 @@ def padded(lm: Any, seqs: Sequence[list[int]], *, left: bool) -> tuple[torch.Ten
     return ids.to(lm.device), mask.to(lm.device)
 
 
-def forward(lm: Any, seqs: Sequence[list[int]], *, left: bool = False, hidden: bool = False) -> Any:
+def forward(lm: TransformersLM, seqs: Sequence[list[int]], *, left: bool = False, hidden: bool = False) -> Any:
     """One padded forward pass with explicit positions (so left padding does not shift them)."""
     ids, mask = padded(lm, seqs, left=left)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -42,7 +43,7 @@ def forward(lm: Any, seqs: Sequence[list[int]], *, left: bool = False, hidden: b
 
 
 @torch.inference_mode()
-def next_token_probs(lm: Any, prompts: Sequence[Prompt], candidates: Sequence[str]) -> list[CandidateProbs]:
+def next_token_probs(lm: TransformersLM, prompts: Sequence[Prompt], candidates: Sequence[str]) -> list[CandidateProbs]:
     if not candidates:
         raise InputError("next_token_probs needs at least one candidate word")
     variant_ids = {c: lm.candidate_token_ids(c) for c in candidates}
@@ -59,7 +60,7 @@ def next_token_probs(lm: Any, prompts: Sequence[Prompt], candidates: Sequence[st
 
 
 @torch.inference_mode()
-def token_logprobs(lm: Any, texts: Sequence[str], *, prompts: Sequence[str] | None = None) -> list[list[float]]:
+def token_logprobs(lm: TransformersLM, texts: Sequence[str], *, prompts: Sequence[str] | None = None) -> list[list[float]]:
     if prompts is not None and len(prompts) != len(texts):
         raise InputError(f"got {len(texts)} texts but {len(prompts)} prompts; expected one prompt per text")
     seqs: list[list[int]] = []
@@ -85,7 +86,7 @@ def token_logprobs(lm: Any, texts: Sequence[str], *, prompts: Sequence[str] | No
 
 
 @torch.inference_mode()
-def hidden_states(lm: Any, texts: Sequence[str], *, layer: int = -2) -> list[torch.Tensor]:
+def hidden_states(lm: TransformersLM, texts: Sequence[str], *, layer: int = -2) -> list[torch.Tensor]:
     """States after decoder layer ``layer`` (HF convention: index 0 = embeddings, -1 = after the final norm)."""
     n_states = lm.num_layers + 1
     if not -n_states <= layer < n_states:

@@ -1,28 +1,32 @@
 """Generation for the transformers backend: samples, beams, stop strings, and the model's own token log-probs.
 
 Functions of the model ``lm``, an :class:`~readerfit.models.hf.HFLanguageModel` (its ``model``, ``tokenizer``,
-``device``, ``eos_ids``, ``_prompt_ids`` and ``_check_fits``; typed ``Any``: importing it here would be a
-cycle); ``HFLanguageModel.generate`` is :func:`generate`.
+``device``, ``eos_ids``, ``_prompt_ids`` and ``_check_fits``), typed by the
+:class:`~readerfit.models.lm.TransformersLM` protocol: importing the class here would be a cycle;
+``HFLanguageModel.generate`` is :func:`generate`.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from readerfit.errors import InputError
 from readerfit.models.hf_beam import beam_search_packed
 from readerfit.models.hf_sample import sample_packed
-from readerfit.models.lm import Prompt
+from readerfit.models.lm import Prompt, TransformersLM
 from readerfit.types import Generation
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 @torch.inference_mode()
 def generate(
-    lm: Any,
+    lm: TransformersLM,
     prompts: Sequence[Prompt],
     *,
     n: int = 1,
@@ -108,7 +112,7 @@ def _packed_groups(ids: Sequence[list[int]], *, max_prompts: int = 4, max_tokens
     return batches
 
 
-def _generate_one(lm: Any, ids: list[int], *, n: int, sample: bool, temperature: float, top_p: float,
+def _generate_one(lm: TransformersLM, ids: list[int], *, n: int, sample: bool, temperature: float, top_p: float,
                   repetition_penalty: float, max_new_tokens: int, num_beams: int, stop: list[str],
                   top_k: int | None, logprobs: str = "model", keep_stop: bool = False) -> list[Generation]:
     if num_beams > 1:
@@ -161,11 +165,11 @@ def _generate_one(lm: Any, ids: list[int], *, n: int, sample: bool, temperature:
     return _generations(lm, rows, stop, keep_stop=keep_stop)
 
 
-def _generations(lm: Any, rows: Sequence[tuple[list[int], list[float]]], stop: Sequence[str], *,
+def _generations(lm: TransformersLM, rows: Sequence[tuple[list[int], list[float]]], stop: Sequence[str], *,
                  keep_stop: bool = False) -> list[Generation]:
     """(tokens, log-probs) rows as generations, each cut before its first stop string; with ``keep_stop`` a
     row may end with its EOS, and an empty one keeps its first token (EOS or the stop's)."""
-    tokenizer: Any = lm.tokenizer
+    tokenizer = lm.tokenizer
     out = []
     for toks, lps in rows:
         first = (toks[:1], lps[:1])
@@ -179,11 +183,11 @@ def _generations(lm: Any, rows: Sequence[tuple[list[int], list[float]]], stop: S
     return out
 
 
-def _cut_at_stop(tokenizer: Any, gen: Generation, stop: Sequence[str]) -> Generation:
+def _cut_at_stop(tokenizer: PreTrainedTokenizerBase, gen: Generation, stop: Sequence[str]) -> Generation:
     """``gen`` cut before the first stop string; its tokens: those whose text ends before the cut."""
     if not stop:
         return gen
-    text = tokenizer.decode(gen.token_ids, skip_special_tokens=True)
+    text = str(tokenizer.decode(gen.token_ids, skip_special_tokens=True))  # one sequence: one string
     cut = min((i for s in stop if (i := text.find(s)) >= 0), default=None)
     if cut is None:
         return gen

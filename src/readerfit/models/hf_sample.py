@@ -24,14 +24,17 @@ Greedy answers to several prompts (temperature 0, one row each) are decoded the 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from readerfit.models.kv_cache import cache_kwarg, cache_layers, logits_kwarg, make_cache
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-def sample_packed(model: Any, tokenizer: Any, prompts: Sequence[Sequence[int]], *, n: int, temperature: float,
+
+def sample_packed(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[Sequence[int]], *, n: int, temperature: float,
                   top_p: float, top_k: int, repetition_penalty: float, max_new_tokens: int, eos_ids: Collection[int],
                   stop: Sequence[str] = (), seed: int | None = None, logprobs: str = "model",
                   keep_eos: bool = False) -> list[list[tuple[list[int], list[float]]]]:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+if TYPE_CHECKING:
+    from transformers import Cache, PretrainedConfig, PreTrainedModel
 
-def logits_kwarg(model: Any) -> str | None:
+
+def logits_kwarg(model: torch.nn.Module) -> str | None:
     params = inspect.signature(model.forward).parameters
     for name in ("logits_to_keep", "num_logits_to_keep"):
         if name in params:
@@ -18,20 +21,20 @@ def logits_kwarg(model: Any) -> str | None:
     return None
 
 
-def cache_kwarg(model: Any) -> str:
+def cache_kwarg(model: torch.nn.Module) -> str:
     """The name under which ``model`` takes a key/value cache: ``cache`` (transformers 5.2x, where
     ``past_key_values`` warns that it is deprecated) or ``past_key_values``."""
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
-def cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def cache_layers(cache: Cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(keys, values) per layer of a DynamicCache, across transformers versions."""
     if hasattr(cache, "layers"):
         return [(layer.keys, layer.values) for layer in cache.layers]
     return list(zip(cache.key_cache, cache.value_cache))
 
 
-def make_cache(kv: Sequence[tuple[torch.Tensor, torch.Tensor]], config: Any) -> Any:
+def make_cache(kv: Sequence[tuple[torch.Tensor, torch.Tensor]], config: PretrainedConfig) -> Cache:
     """A fresh DynamicCache starting from ``kv`` (the model extends the cache, never ``kv`` itself)."""
     from transformers import DynamicCache
 
@@ -48,7 +51,7 @@ class LegacyCacheModel:
     takes and returns ``Cache`` objects instead. Everything else passes through.
     """
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: PreTrainedModel) -> None:
         self._model = model
 
     def __getattr__(self, name: str) -> Any:
@@ -79,4 +82,4 @@ class LegacyOutput:
     """What llmlingua 0.2 reads of a forward pass: the logits and the per-layer ``[key, value]`` lists."""
 
     logits: torch.Tensor
-    past_key_values: Any
+    past_key_values: list[list[torch.Tensor]] | None

@@ -10,7 +10,7 @@ for it, through :func:`require_local` or ``ModelPool.local_lm``, and fail early 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from readerfit.errors import LocalModelRequired
@@ -183,6 +183,23 @@ class LocalLanguageModel(LanguageModel, Protocol):
     def input_embeddings(self) -> torch.Tensor:
         """The V×D input embedding matrix (float32, CPU)."""
         ...
+
+
+class TransformersLM(LocalLanguageModel, Protocol):
+    """What the transformers backend's forward and generation functions (``models/hf_forward.py``,
+    ``hf_generate.py``) read of their model, an :class:`~readerfit.models.hf.HFLanguageModel`: typed here, since
+    they cannot import the class that imports them."""
+
+    def _batches(self, lengths: Sequence[int]) -> Iterator[list[int]]: ...
+
+    def _prompt_ids(self, prompt: Prompt) -> list[int]: ...
+
+    def _text_ids(self, text: str) -> list[int]: ...
+
+    def _check_fits(self, n_tokens: int, what: str, *, extra: int = 0) -> None: ...
+
+    @staticmethod
+    def candidate_probs(probs: torch.Tensor, variant_ids: dict[str, list[int]]) -> CandidateProbs: ...
 
 
 def require_local(lm: LanguageModel | None, *, purpose: str) -> LocalLanguageModel:

@@ -13,6 +13,7 @@ from readerfit.models.hf import HFLanguageModel
 from readerfit.models.lm import LanguageModel, LocalLanguageModel, not_local, require_local
 from readerfit.models.openai import OpenAILanguageModel, parse_model_name
 from readerfit.models.progress import quiet_loading
+from readerfit.models.source import Embedder
 from readerfit.models.specs import DEFAULT_EMBEDDER, DEFAULT_LM
 
 T = TypeVar("T")
@@ -91,14 +92,14 @@ class ModelPool:
         lm.model  # noqa: B018  (the weights now: a component that reads them fails when built, not at its first call)
         return lm
 
-    def embedder(self, name: str = DEFAULT_EMBEDDER, *, dtype: str = "float32") -> Any:
-        def load() -> Any:
+    def embedder(self, name: str = DEFAULT_EMBEDDER, *, dtype: str = "float32") -> Embedder:
+        def load() -> Embedder:
             return SentenceEmbedder(name, device=self.device, dtype=dtype)
 
         given = ("embedder", name, "put")  # one registered by hand serves every dtype
         return self._cache[given] if given in self._cache else self.cached(("embedder", name, dtype), load)
 
-    def put(self, kind: str, name: str, model: Any) -> None:
+    def put(self, kind: str, name: str, model: object) -> None:
         """Register an already-built model (tests, custom backends) under a name."""
         if kind == "lm":
             key: tuple[Any, ...] = ("lm", name, self.dtype, None)

@@ -1,6 +1,7 @@
 """What a component takes its models from: the :class:`ModelSource` protocol that
 :class:`~readerfit.models.pool.ModelPool` (and the server's pool) implement, for the components' ``pool``
-parameters without importing the pool's loaders.
+parameters without importing the pool's loaders; and the :class:`Embedder` it hands out, so that a component
+types its sentence embedder without importing sentence-transformers.
 
 >>> from readerfit.models.pool import ModelPool
 >>> isinstance(ModelPool(device="cpu"), ModelSource)
@@ -9,12 +10,24 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from readerfit.models.lm import LanguageModel, LocalLanguageModel
 
+if TYPE_CHECKING:
+    import numpy as np
+
 T = TypeVar("T")
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """A sentence embedder: one row per text (:class:`~readerfit.models.embed.SentenceEmbedder`, or a test fake)."""
+
+    def encode(self, texts: Sequence[str], *, normalize: bool = True) -> np.ndarray:
+        """The texts' embeddings as an N×D float array (unit-length rows when ``normalize``)."""
+        ...
 
 
 @runtime_checkable
@@ -38,6 +51,6 @@ class ModelSource(Protocol):
         """A language model whose internals a component reads (a served one is refused, naming ``purpose``)."""
         ...
 
-    def embedder(self, name: str = ..., *, dtype: str = ...) -> Any:
+    def embedder(self, name: str = ..., *, dtype: str = ...) -> Embedder:
         """A sentence embedder by name, at ``dtype`` (``"float32"``, ``"bfloat16"``, ``"auto"``)."""
         ...

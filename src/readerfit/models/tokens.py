@@ -20,10 +20,14 @@ import json
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from readerfit.io import write_atomic
 from readerfit.models.device import cache_root
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerBase
 
 # the files a tokenizer (and the model's context length) is built from; any change makes a new saved counter
 SOURCE_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
@@ -44,7 +48,7 @@ class SavedCounter:
     """A reader's tokenizer as ``tokenizers`` runs it, counting content as transformers does, and the model's
     context length (read with the tokenizer, so nothing else needs transformers)."""
 
-    tokenizer: Any  # tokenizers.Tokenizer
+    tokenizer: Tokenizer
     context_length: int
 
     def count(self, text: str) -> int:
@@ -101,11 +105,11 @@ def saved_counter(source: str | Path) -> SavedCounter | None:
         return None
 
 
-def _transformers_count(tokenizer: Any, text: str) -> int:
+def _transformers_count(tokenizer: PreTrainedTokenizerBase, text: str) -> int:
     return len(tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
 
 
-def save_counter(source: str | Path, tokenizer: Any, context_length: int) -> SavedCounter | None:
+def save_counter(source: str | Path, tokenizer: PreTrainedTokenizerBase, context_length: int) -> SavedCounter | None:
     """A counter from transformers' ``tokenizer`` (loaded from ``source``), saved for later processes; None when
     the tokenizer has no ``tokenizers`` backend or the backend counts a probe differently. A cache folder that
     cannot be written leaves the counter unsaved, still usable in this process."""

@@ -54,7 +54,7 @@ HARD_REFERENCES = get_args(HardReference)
 EMPTY_RESPONSES = get_args(EmptyResponses)
 
 
-def check_choice(name: str, value: Any, choices: Any) -> None:
+def check_choice(name: str, value: object, choices: object) -> None:
     """An :class:`InputError` naming the allowed values unless ``value`` is one of the ``Literal`` type ``choices``."""
     allowed = get_args(choices)
     if value not in allowed:

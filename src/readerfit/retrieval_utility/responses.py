@@ -21,7 +21,6 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from readerfit.errors import InputError
 from readerfit.types import Generation
@@ -35,13 +34,13 @@ class GivenResponses:
     token_counts: bool
 
 
-def _logprob(value: Any, where: str, name: str) -> float:
+def _logprob(value: object, where: str, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value > 0:
         raise InputError(f"{where}: field {name!r} must be a finite log-probability (a number <= 0), got {value!r}")
     return float(value)
 
 
-def parse_line(record: Any, where: str) -> tuple[Generation, bool]:
+def parse_line(record: object, where: str) -> tuple[Generation, bool]:
     """One response and whether its token count is known."""
     if not isinstance(record, dict):
         raise InputError(f"{where}: expected a JSON object {{\"text\", \"logprob\" or \"token_logprobs\"}}, "

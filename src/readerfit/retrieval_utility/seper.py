@@ -137,7 +137,7 @@ class SePer:
     (0.0, 1.0, 1.0)
     """
 
-    def __init__(self, generator: LanguageModel | None, judge: Any = None, config: SePerConfig | None = None, *,
+    def __init__(self, generator: LanguageModel | None, judge: Judge | None = None, config: SePerConfig | None = None, *,
                  pool: ModelSource | None = None,
                  preset: str | None = None) -> None:
         self.generator = generator

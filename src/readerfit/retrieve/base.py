@@ -12,6 +12,7 @@ import numpy as np
 
 from readerfit.errors import InputError
 from readerfit.io import read_jsonl, write_atomic
+from readerfit.models.source import Embedder
 from readerfit.types import Passage
 
 
@@ -22,11 +23,8 @@ class Retriever(Protocol):
     def retrieve(self, queries: Sequence[str], *, k: int) -> list[list[Passage]]: ...
 
 
-@runtime_checkable
-class Encoder(Protocol):
-    """What dense retrieval needs from an embedder (SentenceEmbedder, or a test fake)."""
-
-    def encode(self, texts: Sequence[str], *, normalize: bool = True) -> np.ndarray: ...
+# what dense retrieval needs from an embedder (SentenceEmbedder, or a test fake): the one embedder protocol
+Encoder = Embedder
 
 
 Hits = list[list[tuple[int, float]]]
@@ -111,7 +109,7 @@ class CorpusRetriever:
 
     @classmethod
     def _load(
-        cls, folder: Path, manifest: dict[str, Any], passages: list[Passage], embedder: Any
+        cls, folder: Path, manifest: dict[str, Any], passages: list[Passage], embedder: Encoder | None
     ) -> CorpusRetriever:
         raise NotImplementedError
 

@@ -84,6 +84,6 @@ class BM25Retriever(CorpusRetriever):
         return {"stopwords": self.stopwords}
 
     @classmethod
-    def _load(cls, folder: Path, manifest: dict[str, Any], passages: list[Passage], embedder: Any) -> BM25Retriever:
+    def _load(cls, folder: Path, manifest: dict[str, Any], passages: list[Passage], embedder: Encoder | None) -> BM25Retriever:
         index = _bm25s().BM25.load(str(folder / "bm25"), show_progress=False, allow_pickle=False)
         return cls(passages, stopwords=manifest.get("stopwords", "en"), _index=index)

@@ -36,7 +36,7 @@ class DenseConfig:
     """Dense retrieval takes no options (the embedder is the run's)."""
 
 
-def embedder_name(embedder: Any) -> str | None:
+def embedder_name(embedder: Encoder) -> str | None:
     name = getattr(embedder, "name", None)
     return name if isinstance(name, str) else None
 
@@ -113,7 +113,7 @@ class DenseRetriever(CorpusRetriever):
         return {"embedder": embedder_name(self.embedder), "dim": self.dim}
 
     @classmethod
-    def _load(cls, folder: Path, manifest: dict[str, Any], passages: list[Passage], embedder: Any) -> DenseRetriever:
+    def _load(cls, folder: Path, manifest: dict[str, Any], passages: list[Passage], embedder: Encoder | None) -> DenseRetriever:
         embeddings = np.load(folder / "embeddings.npy", allow_pickle=False)
         if embedder is None:
             embedder = SentenceEmbedder(manifest.get("embedder") or DEFAULT_EMBEDDER)

@@ -84,7 +84,7 @@ class HybridRetriever(CorpusRetriever):
         return entries
 
     @classmethod
-    def _load(cls, folder: Path, manifest: dict[str, Any], passages: list[Passage], embedder: Any) -> HybridRetriever:
+    def _load(cls, folder: Path, manifest: dict[str, Any], passages: list[Passage], embedder: Encoder | None) -> HybridRetriever:
         bm25 = BM25Retriever._load(folder, manifest, passages, embedder)
         dense = DenseRetriever._load(folder, manifest, passages, embedder)
         return cls(passages, k_rrf=manifest["k_rrf"], depth=manifest["depth"], _bm25=bm25, _dense=dense)

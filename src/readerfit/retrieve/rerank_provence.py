@@ -25,7 +25,7 @@ import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from readerfit.errors import ContextLengthError, InputError, UnknownModelError, cause
 from readerfit.models.device import auto_device, resolve_dtype
@@ -35,6 +35,10 @@ from readerfit.models.specs import resolve
 from readerfit.options import check_fields, param
 from readerfit.retrieve.rerank import RerankerBase
 from readerfit.types import Passage
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerBase
 
 PROVENCE_MODEL = "naver/provence-reranker-debertav3-v1"
 WEIGHTS = "model.safetensors"
@@ -71,14 +75,14 @@ def _net_class() -> type:
     class ProvenceNet(torch.nn.Module):
         """The DeBERTa encoder and Provence's two heads, attribute names as in the published weights."""
 
-        def __init__(self, config: Any) -> None:
+        def __init__(self, config: Any) -> None:  # DebertaV2Config, whose num_labels is typed optional
             super().__init__()
             self.deberta = DebertaV2Model(config)
             self.pooler = ContextPooler(config)
             self.classifier = torch.nn.Linear(self.pooler.output_dim, config.num_labels)
             self.token_classifier = torch.nn.Linear(config.hidden_size, 2)
 
-        def forward(self, input_ids: Any, attention_mask: Any) -> tuple[Any, Any]:
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             hidden = self.deberta(input_ids, attention_mask=attention_mask)[0]
             ranking = self.classifier(self.pooler(hidden))[:, 0]
             keep = torch.softmax(self.token_classifier(hidden).float(), dim=-1)[..., 1]
@@ -130,7 +134,7 @@ class Provence:
     readerfit.errors.UnknownModelError: model directory '/no/such/dir' does not exist
     """
 
-    def __init__(self, net: Any, tokenizer: Any, *, name: str, max_length: int | None = None) -> None:
+    def __init__(self, net: Any, tokenizer: PreTrainedTokenizerBase, *, name: str, max_length: int | None = None) -> None:
         if tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
             raise UnknownModelError(f"Provence needs a tokenizer with [CLS] and [SEP], got {type(tokenizer).__name__}")
         self.net = net
@@ -140,7 +144,7 @@ class Provence:
         self.device = next(net.parameters()).device
 
     @classmethod
-    def load(cls, name: str = PROVENCE_MODEL, *, device: Any = None, dtype: str = "float32") -> Provence:
+    def load(cls, name: str = PROVENCE_MODEL, *, device: str | torch.device | None = None, dtype: str = "float32") -> Provence:
         from transformers import DebertaV2Tokenizer
 
         directory = model_dir(name, kind="reranker", what="the Provence",

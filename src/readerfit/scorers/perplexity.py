@@ -220,7 +220,7 @@ class LongPPLScorer:
         return [self._one(t, prompts[i] if prompts is not None else None) for i, t in enumerate(texts)]
 
     # the two contexts
-    def _sequence(self, model: Any, text: str, prompt: str | None, *, scored: bool) -> tuple[list[int], int]:
+    def _sequence(self, model: LocalLanguageModel, text: str, prompt: str | None, *, scored: bool) -> tuple[list[int], int]:
         """(ids, start of the text): a head (the prompt's ids, else BOS) followed by the text ids.
 
         With ``bos=False`` (the released code) the scored text has no head and the evaluator's text has
@@ -249,7 +249,7 @@ class LongPPLScorer:
 
     @staticmethod
     @torch.inference_mode()
-    def _full_logprobs(model: Any, seq: list[int]) -> list[float]:
+    def _full_logprobs(model: LocalLanguageModel, seq: list[int]) -> list[float]:
         """log p(seq[t] | seq[:t]) for t = 1..T−1 (index t−1), one unpadded forward pass."""
         logits = model.forward([seq]).logits[0].float()
         logp = torch.log_softmax(logits[:-1], dim=-1)
@@ -307,14 +307,14 @@ class LongPPLScorer:
                              fallback=True)
 
 
-def _offsets(model: Any, text: str) -> list[tuple[int, int]]:
+def _offsets(model: LocalLanguageModel, text: str) -> list[tuple[int, int]]:
     enc = model.tokenizer(text, add_special_tokens=False, split_special_tokens=True, return_offsets_mapping=True)
     if list(enc["input_ids"]) != model.encode_text(text):
         raise InputError(f"{model.name!r}: offsets do not match the encoding; key tokens cannot be mapped")
     return [tuple(o) for o in enc["offset_mapping"]]
 
 
-def map_key_tokens(text: str, source: Any, target: Any, keys: Sequence[int]) -> list[int]:
+def map_key_tokens(text: str, source: LocalLanguageModel, target: LocalLanguageModel, keys: Sequence[int]) -> list[int]:
     """Key tokens of ``source``'s tokenization → ``target``'s tokens lying wholly inside a key character span.
 
     Adjacent key spans merge first (as the official implementation does), so a

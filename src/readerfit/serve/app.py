@@ -12,11 +12,10 @@
     POST /v1/seper          {"question", "answers", "context"?, "options"?, "preset"?} → seper --json's object
     GET  /openapi.json      the schema
 
-Model work runs in worker threads, at most ``max_concurrency`` at once (the rest wait their turn); a request with
-more than ``long_request_chars`` of text or more than ``long_request_units`` passages, texts or sentences runs in a
-lane of its own (:mod:`readerfit.serve.lanes`), so it never holds up shorter ones. Work stops when the client
-disconnects or after ``request_timeout`` (504). Every
-error is JSON: ``{"error": message, "field": the request field or null, ...}`` — 422 for a body that does not
+This module is the route table: each route parses its body and hands the work to the app's
+:class:`~readerfit.serve.runtime.Runtime`, which runs it in worker threads, at most ``max_concurrency`` at once
+(the rest wait their turn), a long request in a lane of its own (:mod:`readerfit.serve.lanes`), and stops it when
+the client disconnects (499) or after ``request_timeout`` (504). Every error is JSON: ``{"error": message, "field": the request field or null, ...}`` — 422 for a body that does not
 match the schema (an unknown compressor lists the registered and served ones), 400 for input the method
 refuses, 413 for a body over ``max_body_bytes``, 503 when the server lacks a package or backend.
 """
@@ -24,10 +23,8 @@ refuses, 413 for a body over ``max_body_bytes``, 503 when the server lacks a pac
 
 import hmac
 import logging
-import threading
 from typing import Any
 
-import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -37,15 +34,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from readerfit import __version__
 from readerfit.compressors import COMPRESSORS
 from readerfit.errors import BackendUnavailableError, MissingPackageError, ReaderfitError
-from readerfit.serve.batching import Batcher
-from readerfit.serve.cancel import RequestCancelled, cancellable
-from readerfit.serve.cancel import install as install_cancel_hook
 from readerfit.serve.config import BadField, ServeConfig
 from readerfit.serve.errors import Refused, error_response, validation_response
-from readerfit.serve.lanes import Work, passages_work, texts_work
+from readerfit.serve.lanes import texts_work
 from readerfit.serve.pool import ServingPool
-from readerfit.serve.rerank import RerankItem, rerank_batch
 from readerfit.serve.rerank_routes import add_rerank_routes
+from readerfit.serve.runtime import Runtime
 from readerfit.serve.schemas import (
     CompressorInfo,
     CompressorsResponse,
@@ -73,125 +67,22 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service: Service | None = None) -> FastAPI:
-    """Load the models of ``config`` (or take a loaded ``service``) and build the app."""
+    """Load the models of ``config`` (or take a loaded ``service``) and build the app: the routes over one
+    :class:`~readerfit.serve.runtime.Runtime` (lanes, deadline, watcher, batchers)."""
     service = service or Service(config, pool=pool).load()
     config = service.config
-    install_cancel_hook()
-    limiter = anyio.CapacityLimiter(config.max_concurrency)
-    long_lane = anyio.CapacityLimiter(1)  # long requests, one at a time, beside the others
+    runtime = Runtime(service)
     CompressRequest, ScoreRequest = request_models(config.compressors, config.scorers)
 
     app = FastAPI(title="readerfit", version=__version__,
                   description="Fit retrieved context to the reader LLM: compress, score, SePer.")
-    app.state.service = service
-    app.state.lanes = {"shared": limiter, "long": long_lane}  # what a request runs under (tests read them)
+    app.state.service, app.state.runtime = service, runtime
+    # what a request runs under (tests read them)
+    app.state.lanes, app.state.batcher, app.state.rerank_batcher = runtime.lanes, runtime.batcher, runtime.rerank_batcher
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     if config.api_key is not None:
         app.add_middleware(BearerAuth, key=config.api_key)  # added last: it runs first
     _add_error_handlers(app, service)
-
-    def is_long(work: Work) -> bool:
-        """Over the characters or the units of a short request: the long lane (:mod:`readerfit.serve.lanes`)."""
-        return work.is_long(chars=config.long_request_chars, units=config.long_request_units)
-
-    def in_service(fn: Any, stop: threading.Event) -> Any:
-        """``fn()`` counted in the service's in-flight requests, stopped at its next forward pass once ``stop``."""
-        service.enter()
-        try:
-            return cancellable(fn, stop)
-        finally:
-            service.leave()
-
-    def answer(result: Any, error: Exception | None, *, timed_out: bool) -> Any:
-        """The request's result, or its error: cancelled work as 504 (time up) or 499 (client gone)."""
-        if isinstance(error, RequestCancelled):
-            if timed_out:
-                raise Refused(504, f"the request took longer than this server's {config.request_timeout:g} s "
-                                   "(--request-timeout); its work was stopped")
-            raise Refused(499, "the client disconnected; the work was stopped")
-        if error is not None:
-            raise error
-        return result
-
-    def run_batch(items: list[dict[str, Any]], stop: threading.Event) -> list[dict[str, Any]]:
-        return in_service(lambda: service.compress_batch(items), stop)  # type: ignore[no-any-return]
-
-    def run_rerank_batch(items: list[RerankItem], stop: threading.Event) -> list[Any]:
-        return in_service(lambda: rerank_batch(service, items), stop)  # type: ignore[no-any-return]
-
-    batcher, rerank_batcher = (Batcher(run, window=config.batch_window, size=config.max_batch, limiter=limiter)
-                               if config.batch_window > 0 else None for run in (run_batch, run_rerank_batch))
-    app.state.batcher = batcher
-    app.state.rerank_batcher = rerank_batcher
-
-    async def batched(batcher: Batcher, item: Any, request: Request) -> Any:
-        """One short request through ``batcher``, withdrawn when its client goes or its time is up."""
-        leave: list[Any] = []
-        gone: str | None = None
-        result: Any = None
-        error: Exception | None = None
-        async with anyio.create_task_group() as tasks:
-            async def watch() -> None:
-                nonlocal gone
-                with anyio.move_on_after(config.request_timeout):
-                    while not await request.is_disconnected():
-                        await anyio.sleep(0.2)
-                    gone = "client"
-                if gone is None:
-                    gone = "timeout"
-                tasks.cancel_scope.cancel()
-
-            async def wait() -> None:
-                nonlocal result, error
-                try:
-                    result = await batcher.submit(item, on_join=leave.append)
-                except Exception as err:  # raised after the group, so the handlers see it
-                    error = err
-                tasks.cancel_scope.cancel()
-
-            tasks.start_soon(watch)
-            tasks.start_soon(wait)
-        if gone is not None and result is None and error is None:
-            for withdraw in leave:
-                withdraw()
-            error = RequestCancelled("withdrawn")
-        return answer(result, error, timed_out=gone == "timeout")
-
-    async def work(fn: Any, /, request: Request, brings: Work, **kwargs: Any) -> Any:
-        """``fn(**kwargs)`` in a worker thread of its lane; stopped when the client disconnects or time is up."""
-        stop = threading.Event()
-        timed_out = False
-
-        def run() -> Any:
-            return in_service(lambda: fn(**kwargs), stop)
-
-        async def watch() -> None:
-            nonlocal timed_out
-            with anyio.move_on_after(config.request_timeout):
-                while not await request.is_disconnected():
-                    await anyio.sleep(0.2)
-                stop.set()  # the client is gone: stop its work at the next forward pass
-                return
-            timed_out = True
-            stop.set()
-
-        lane = long_lane if is_long(brings) else limiter
-        result: Any = None
-        error: Exception | None = None
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(watch)
-            try:
-                result = await anyio.to_thread.run_sync(run, limiter=lane)
-            except Exception as err:  # raised after the group, so the handlers see it, not an ExceptionGroup
-                error = err
-            finally:
-                tasks.cancel_scope.cancel()
-        return answer(result, error, timed_out=timed_out)
-
-    def fixed(body: Any) -> None:
-        if config.fixed_options and (body.options or body.preset is not None):
-            raise Refused(422, "this server runs fixed options (started with --fixed-options): leave options and "
-                               "preset out", field="options" if body.options else "preset")
 
     @app.get("/health", response_model=HealthResponse)
     async def health() -> dict[str, Any]:
@@ -212,43 +103,34 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
         bodies = body if isinstance(body, list) else [body]
         items = []
         for one in bodies:
-            fixed(one)
+            runtime.fixed(one)
             passages = [p if isinstance(p, str) else p.model_dump(exclude_none=True) for p in one.passages]
             items.append(dict(question=one.question, passages=passages, compressor=one.compressor,
                               options=one.options, preset=one.preset, rate=one.rate,
                               target_tokens=one.target_tokens, id=one.id))
-        brings = sum((passages_work(item["question"], item["passages"]) for item in items), Work(0, 0))
-        if batcher is not None and not isinstance(body, list) and not is_long(brings):
-            return await batched(batcher, items[0], request)
-        out = await work(service.compress_batch, request, brings, items=items)
+        out = await runtime.compress(items, request, single=not isinstance(body, list))
         return out if isinstance(body, list) else out[0]
 
-    async def rerank(item: RerankItem, request: Request) -> Any:
-        """One rerank request: a short one through the rerank batcher, as /v1/compress batches."""
-        brings = passages_work(item.query, item.passages)
-        if rerank_batcher is not None and not is_long(brings):
-            return await batched(rerank_batcher, item, request)
-        return (await work(rerank_batch, request, brings, service=service, items=[item]))[0]
-
-    add_rerank_routes(app, compressors=config.compressors, rerank=rerank, fixed=fixed, responses=ERRORS)
+    add_rerank_routes(app, compressors=config.compressors, rerank=runtime.rerank, fixed=runtime.fixed,
+                      responses=ERRORS)
 
     @app.post("/v1/score", response_model=ScoreResponse, responses=ERRORS)
     async def score(body: ScoreRequest, request: Request) -> Any:  # type: ignore[valid-type]
-        fixed(body)
+        runtime.fixed(body)
         items = [t if isinstance(t, TextObject) else TextObject(text=t) for t in body.texts]  # type: ignore[attr-defined]
         scorers = body.scorer if isinstance(body.scorer, list) else [body.scorer]  # type: ignore[attr-defined]
         contexts = [t.context for t in items]
         brings = texts_work([t for item in items for t in (item.text, item.context)])
-        return await work(service.score, request, brings, texts=[t.text for t in items],
-                          contexts=None if all(c is None for c in contexts) else contexts, scorers=scorers,
-                          options=body.options, preset=body.preset)  # type: ignore[attr-defined]
+        return await runtime.run(request, brings, service.score, texts=[t.text for t in items],
+                                 contexts=None if all(c is None for c in contexts) else contexts, scorers=scorers,
+                                 options=body.options, preset=body.preset)  # type: ignore[attr-defined]
 
     @app.post("/v1/seper", response_model=SePerResponse, responses=ERRORS)
     async def seper(body: SePerRequest, request: Request) -> Any:
-        fixed(body)
+        runtime.fixed(body)
         brings = texts_work([body.question, *body.answers, body.context])
-        return await work(service.seper, request, brings, question=body.question, answers=body.answers, context=body.context,
-                          options=body.options, preset=body.preset)
+        return await runtime.run(request, brings, service.seper, question=body.question, answers=body.answers,
+                                 context=body.context, options=body.options, preset=body.preset)
 
     return app
 

@@ -19,53 +19,56 @@ import asyncio
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import anyio
 
 from readerfit.serve.cancel import RequestCancelled
 
+I = TypeVar("I")  # noqa: E741 (an item)
+R = TypeVar("R")  # its result
+
 # run(items, stop) -> one result per item, in order; it raises when any item fails
-RunBatch = Callable[[list[Any], threading.Event], list[Any]]
+RunBatch = Callable[[list[I], threading.Event], list[R]]
 
 
 @dataclass
-class _Member:
-    item: Any
-    future: asyncio.Future[Any]
+class _Member(Generic[I, R]):
+    item: I
+    future: asyncio.Future[R]
     gone: bool = False
 
 
 @dataclass
-class _Batch:
-    members: list[_Member] = field(default_factory=list)
+class _Batch(Generic[I, R]):
+    members: list[_Member[I, R]] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
-    def leave(self, member: _Member) -> None:
+    def leave(self, member: _Member[I, R]) -> None:
         """``member``'s client no longer waits; the work stops once nobody does."""
         member.gone = True
         if all(m.gone for m in self.members):
             self.stop.set()
 
 
-class Batcher:
+class Batcher(Generic[I, R]):
     """Collects items into a batch for ``window`` seconds after the first, and on until a worker of ``limiter``'s
     lane is free (so under load the batches grow by themselves), at most ``size`` items; then runs the batch with
     ``run`` in a worker thread (one batch is one unit of ``max_concurrency``)."""
 
-    def __init__(self, run: RunBatch, *, window: float, size: int, limiter: anyio.CapacityLimiter | None = None) -> None:
+    def __init__(self, run: RunBatch[I, R], *, window: float, size: int, limiter: anyio.CapacityLimiter | None = None) -> None:
         self.run, self.window, self.size, self.limiter = run, window, size, limiter
-        self._open: _Batch | None = None
+        self._open: _Batch[I, R] | None = None
         self._tasks: set[asyncio.Task[None]] = set()  # held so the event loop does not drop a running batch
         self.batches = 0
         self.largest = 0
 
-    async def submit(self, item: Any, *, on_join: Callable[[Callable[[], None]], None] | None = None) -> Any:
+    async def submit(self, item: I, *, on_join: Callable[[Callable[[], None]], None] | None = None) -> R:
         """The result of ``item`` (its exception re-raised). ``on_join(leave)`` hands the caller the function
         that withdraws it (client gone, time up)."""
         loop = asyncio.get_running_loop()
         if self._open is None:
-            self._open = batch = _Batch()
+            self._open = batch = _Batch[I, R]()
             loop.call_later(self.window, self._start, batch)
         batch = self._open
         member = _Member(item, loop.create_future())
@@ -76,12 +79,12 @@ class Batcher:
             self._open = None  # full: later items start the next batch; this one runs when its window ends
         return await member.future
 
-    def _start(self, batch: _Batch) -> None:
+    def _start(self, batch: _Batch[I, R]) -> None:
         task = asyncio.get_running_loop().create_task(self._execute(batch))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _execute(self, batch: _Batch) -> None:
+    async def _execute(self, batch: _Batch[I, R]) -> None:
         if self.limiter is not None:
             await self.limiter.acquire()
         try:
@@ -92,7 +95,7 @@ class Batcher:
             if self.limiter is not None:
                 self.limiter.release()
 
-    async def _run(self, batch: _Batch) -> None:
+    async def _run(self, batch: _Batch[I, R]) -> None:
         members = [m for m in batch.members if not m.gone]
         if not members:
             return

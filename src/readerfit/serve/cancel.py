@@ -18,9 +18,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from readerfit.errors import ReaderfitError
+
+if TYPE_CHECKING:
+    import torch
 
 T = TypeVar("T")
 
@@ -33,7 +36,7 @@ class RequestCancelled(ReaderfitError):
     """The request's work stopped: its client disconnected or its time ran out."""
 
 
-def _check(module: Any, args: Any) -> None:
+def _check(module: torch.nn.Module, args: tuple[object, ...]) -> None:
     stop = _STOP.get()
     if stop is not None and stop.is_set():
         raise RequestCancelled("the request was cancelled (client gone or time up)")

@@ -33,7 +33,7 @@ def error_response(status: int, message: str, *, field: str | None = None, heade
     return JSONResponse(body, status_code=status, headers=dict(headers) if headers else None)
 
 
-def _is_tag(part: Any) -> bool:
+def _is_tag(part: object) -> bool:
     """A union member's or validator's name pydantic puts in an error location (not a field of the body)."""
     return isinstance(part, str) and (part[:1].isupper() or "[" in part or part in {"str", "int", "list", "dict"})
 

@@ -21,12 +21,13 @@ from fastapi import FastAPI, Request
 
 from readerfit.serve.rerank import Ranked, RerankItem
 from readerfit.serve.rerank_schemas import CohereRerankBody, CohereRerankResponse, TEIRank, TEIRerankBody, rerank_models
+from readerfit.serve.schemas import Settable
 
 # rerank(item, request) -> (compressor, texts best first): the app's batched, cancellable way to run the model work
 Rerank = Callable[[RerankItem, Request], Awaitable[tuple[str, list[Ranked]]]]
 
 
-def add_rerank_routes(app: FastAPI, *, compressors: Sequence[str], rerank: Rerank, fixed: Callable[[Any], None],
+def add_rerank_routes(app: FastAPI, *, compressors: Sequence[str], rerank: Rerank, fixed: Callable[[Settable], None],
                       responses: dict[int | str, dict[str, Any]]) -> None:
     """Add ``/rerank``, ``/v1/rerank`` and ``/v2/rerank`` for the ``compressors`` the server serves (their options
     typed in the schema); ``fixed(body)`` refuses options on a fixed server."""

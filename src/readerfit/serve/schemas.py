@@ -6,7 +6,8 @@ component's option model (:func:`readerfit.options.options_model`, from the fiel
 ``param(request=True)``); the service checks them against the component the request names (a 400 naming the field).
 """
 
-from typing import Annotated, Any, Literal, Union
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Literal, Protocol, TypeVar, Union
 
 from pydantic import (
     AfterValidator,
@@ -29,6 +30,8 @@ from readerfit.retrieval_utility.config import SePerConfig
 from readerfit.scorers import SCORERS
 from readerfit.text.unicode import unencodable, unencodable_message
 
+T = TypeVar("T")
+
 
 def _unique(names: list[str]) -> list[str]:
     if len(set(names)) != len(names):
@@ -42,7 +45,7 @@ def _not_blank(text: str) -> str:
     return text
 
 
-def _readable(value: Any) -> Any:
+def _readable(value: T) -> T:
     """Every request's text is valid Unicode: a lone surrogate (``"\\udc00"``) is a 422 naming its field (``at``
     extends the field's path to the item), never a model's crash."""
     found = unencodable(value)
@@ -51,7 +54,7 @@ def _readable(value: Any) -> Any:
     return value
 
 
-def _readable_str(value: Any) -> Any:
+def _readable_str(value: T) -> T:
     # before the pattern, whose regex engine would refuse a surrogate with a message that does not say so
     return _readable(value) if isinstance(value, str) else value
 
@@ -62,7 +65,7 @@ def _readable_str(value: Any) -> Any:
 NonBlank = Annotated[str, StringConstraints(pattern=NONBLANK_PATTERN), AfterValidator(_not_blank),
                      BeforeValidator(_readable_str)]
 Preset = Literal[PRESET_NAMES]  # type: ignore[valid-type]
-def integral(value: Any) -> Any:
+def integral(value: object) -> object:
     """120.0 is an integer to JSON Schema (and to schemathesis): take it as 120; 120.5 stays a float (refused)."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
@@ -71,7 +74,7 @@ def integral(value: Any) -> Any:
 Id = Annotated[StrictStr | StrictInt, BeforeValidator(integral)]
 
 
-def _number(value: Any) -> Any:
+def _number(value: object) -> object:
     """An integer is a number (1 is a rate); true/false stay what they are (refused)."""
     return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
@@ -80,11 +83,11 @@ Rate = Annotated[StrictFloat, Field(gt=0, le=1), BeforeValidator(_number)]
 TargetTokens = Annotated[StrictInt, Field(ge=1), BeforeValidator(integral)]
 
 
-def _as_given(value: Any) -> Any:
+def _as_given(value: T) -> T:
     return value
 
 
-def options_of(config_classes: Any) -> Any:
+def options_of(config_classes: Iterable[type]) -> Any:
     """A JSON object of options, shown in the schema as the request option model of one of ``config_classes``
     (any of them: the component a request names is known only beside the options, so the service checks them
     against its config, a 400 naming the field)."""
@@ -93,12 +96,22 @@ def options_of(config_classes: Any) -> Any:
     return Annotated[dict[str, Any], BeforeValidator(_as_given, json_schema_input_type=shown)]
 
 
+class Settable(Protocol):
+    """A request body that may set a component's options and a preset (what a fixed server refuses)."""
+
+    @property
+    def options(self) -> Mapping[str, object]: ...
+
+    @property
+    def preset(self) -> str | None: ...
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     @field_validator("*", mode="after")
     @classmethod
-    def _readable_text(cls, value: Any) -> Any:
+    def _readable_text(cls, value: T) -> T:
         """Every field's text, options included, is valid Unicode (:func:`_readable`)."""
         return _readable(value)
 

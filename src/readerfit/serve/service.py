@@ -16,9 +16,10 @@ from readerfit import api
 from readerfit.compressors import COMPRESSORS
 from readerfit.compressors.per_call import checked_budget, given_budget, split_budget, with_budget
 from readerfit.errors import InputError
+from readerfit.models.lm import LanguageModel
 from readerfit.registry import make_config
 from readerfit.retrieval_utility.config import PAPER_JUDGE, SePerConfig, judge_warning, seper_judge
-from readerfit.retrieval_utility.judge import build_judge
+from readerfit.retrieval_utility.judge import Judge, build_judge
 from readerfit.retrieval_utility.seper import SePer, seper_json
 from readerfit.scorers import SCORERS
 from readerfit.serve.config import (
@@ -60,8 +61,8 @@ class Service:
         self.config = config
         self.pool = pool or ServingPool(device=config.device, dtype=config.dtype, openai_base_url=config.base_url,
                                         openai_api_key=config.backend_api_key, max_built=config.max_built)
-        self.reader_lm: Any = None  # the reader LanguageModel (config.reader is its name)
-        self.judge: Any = None
+        self.reader_lm: LanguageModel | None = None  # loaded by load() (config.reader is its name)
+        self.judge: Judge | None = None
         self.judge_name = seper_judge(config.judge, preset=config.preset)  # the paper's under a preset
         self._count_lock = threading.Lock()
         self.in_flight = 0
@@ -86,6 +87,13 @@ class Service:
             log.warning(warning)
         self.pool.freeze()
         return self
+
+    @property
+    def reader(self) -> LanguageModel:
+        """The reader :meth:`load` loaded (every request counts and reads with it)."""
+        if self.reader_lm is None:
+            raise RuntimeError("the service's models are not loaded: call Service.load() first")
+        return self.reader_lm
 
     # ----- the work ------------------------------------------------------------------------------------------
     def compress(self, question: str, passages: Sequence[str | dict[str, Any] | Passage], *,
@@ -182,7 +190,7 @@ class Service:
             checked_config(config_class, merged, what=f"scorer {name!r}",
                            preset=preset or self.config.preset, field=f"options.{name}")
             try:
-                out[name] = api.score(list(texts), scorer=name, reader=self.reader_lm, pool=self.pool,
+                out[name] = api.score(list(texts), scorer=name, reader=self.reader, pool=self.pool,
                                       contexts=contexts, preset=preset or self.config.preset, options=merged)
             except NotLoaded as err:  # a request's options never name a model; its preset may
                 raise NotLoaded(str(err), field="preset" if preset else f"options.{name}") from None
@@ -230,7 +238,7 @@ class Service:
         sizes = {name: sum(len(t) for t in texts) for name, texts in fields.items()}
         by_length = sum(sizes.values()) > limit * MAX_CHARS_PER_TOKEN
         if not by_length:
-            sizes = {name: sum(self.reader_lm.count_tokens(t) for t in texts if t) for name, texts in fields.items()}
+            sizes = {name: sum(self.reader.count_tokens(t) for t in texts if t) for name, texts in fields.items()}
         total = sum(sizes.values())
         if total > limit:
             field = max(sizes, key=lambda name: sizes[name])  # the first of equals

@@ -9,12 +9,10 @@ True
 
 from __future__ import annotations
 
-from typing import Any
-
 from readerfit.errors import InputError
 
 
-def unencodable(value: Any, path: str = "") -> tuple[str, str] | None:
+def unencodable(value: object, path: str = "") -> tuple[str, str] | None:
     """(where, code point) of the first string in ``value`` (strings, lists, tuples, dicts and their keys) that
     is not valid Unicode text, or None. ``where`` is relative: ``[1]``, ``.key``, ``.key[0]``."""
     if isinstance(value, str):
@@ -40,7 +38,7 @@ def unencodable_message(code_point: str) -> str:
     return f"not valid Unicode text: it holds a lone surrogate ({code_point}), which no model can read"
 
 
-def check_text(name: str, value: Any) -> None:
+def check_text(name: str, value: object) -> None:
     """Raise :class:`InputError` naming ``name`` (and the item) when ``value`` holds text that is not valid Unicode.
 
     >>> check_text("passages", ["ok", "\\ud800"])   # doctest: +IGNORE_EXCEPTION_DETAIL

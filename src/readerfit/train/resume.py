@@ -53,7 +53,7 @@ def grouped_order(keys: Sequence[Hashable], *, total: int, seed: int) -> list[in
     return out[:total]
 
 
-def save_checkpoint(out: Path, step: int, model: Any, optimizer: torch.optim.Optimizer) -> None:
+def save_checkpoint(out: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """Trainable weights, optimizer state and step, atomically; ``checkpoint.json`` points to the newest."""
     from safetensors.torch import save_file
 
@@ -78,7 +78,7 @@ def save_checkpoint(out: Path, step: int, model: Any, optimizer: torch.optim.Opt
             shutil.rmtree(old, ignore_errors=True)
 
 
-def load_checkpoint(out: Path, model: Any, optimizer: torch.optim.Optimizer) -> int:
+def load_checkpoint(out: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
     """Restore the last checkpoint into ``model`` and ``optimizer``; returns its step (0 when none)."""
     pointer = out / "checkpoint.json"
     if not pointer.is_file():
@@ -106,7 +106,7 @@ def load_checkpoint(out: Path, model: Any, optimizer: torch.optim.Optimizer) -> 
     return int(state["step"])
 
 
-def save_best(out: Path, step: int, model: Any, metrics: dict[str, Any]) -> None:
+def save_best(out: Path, step: int, model: torch.nn.Module, metrics: dict[str, Any]) -> None:
     """The trainable weights with the lowest validation loss so far, atomically (``best/``, ``best.json``)."""
     from safetensors.torch import save_file
 
@@ -122,7 +122,7 @@ def read_best(out: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def load_best(out: Path, model: Any) -> None:
+def load_best(out: Path, model: torch.nn.Module) -> None:
     """Put the weights of ``best/`` back into ``model``'s trainable parameters."""
     from safetensors.torch import load_file
 

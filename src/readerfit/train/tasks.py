@@ -1,12 +1,13 @@
 """The trainable EXIT classifiers: LoRA on a causal LM (the paper's), a MiniLM cross-encoder, and a
-one-pass MiniLM classifier (LoRA over a cross-encoder's layers, and a span head)."""
+one-pass MiniLM classifier (LoRA over a cross-encoder's layers, and a span head); :class:`TrainTask` is what the
+training loop asks of each."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -34,6 +35,28 @@ from readerfit.models.kv_cache import logits_kwarg
 from readerfit.models.specs import resolve
 from readerfit.train.config import TrainConfig
 from readerfit.train.exit_samples import ExitSample
+
+
+class TrainTask(Protocol):
+    """What the training loop (``train/exit_train.py``, ``exit_steps.py``) asks of a trainable classifier: its
+    torch ``model``, which samples fit it, the (B, 2) logits of a batch, their targets, loss and positive
+    probability (r), and how to save what was trained. :class:`LMTask`, :class:`EncoderTask` and
+    :class:`OnePassTask` implement it."""
+
+    @property
+    def model(self) -> torch.nn.Module: ...
+
+    def fits(self, s: ExitSample) -> bool: ...
+
+    def logits(self, batch: Sequence[ExitSample]) -> torch.Tensor: ...
+
+    def targets(self, batch: Sequence[ExitSample]) -> torch.Tensor: ...
+
+    def loss(self, logits: torch.Tensor, targets: torch.Tensor, *, reduction: str = "mean") -> torch.Tensor: ...
+
+    def positive_prob(self, logits: torch.Tensor) -> torch.Tensor: ...
+
+    def save(self, out: Path, save_dtype: torch.dtype) -> None: ...
 
 
 class LMTask:

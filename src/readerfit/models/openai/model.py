@@ -44,7 +44,7 @@ import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from readerfit.errors import InputError
 from readerfit.models.lm import Prompt, PromptText
@@ -54,6 +54,9 @@ from readerfit.models.openai.prompts import ChatPrompt, escape_controls, wire_pr
 from readerfit.models.openai.scoring import PromptScorer
 from readerfit.models.openai.server import ServerInfo
 from readerfit.types import CandidateProbs, Generation
+
+if TYPE_CHECKING:
+    from types import TracebackType
 
 _LLAMA_CPP = ("llamacpp", "llama-cpp-python")  # server flavours that take llama.cpp's sampling parameters
 _SPECIAL_TOKEN = re.compile(r"^(<\|[^<>]*\|>|</?s>|<eos>|<end_of_turn>|\[/?INST\])$")
@@ -91,7 +94,8 @@ class OpenAILanguageModel:
     def __enter__(self) -> OpenAILanguageModel:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
         self.close()
 
     def _warn_once(self, key: str, message: str) -> None:

@@ -168,5 +168,5 @@ class ServerInfo:
         return self._bos_text
 
 
-def _positive_int(value: Any) -> int | None:
+def _positive_int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
