@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             c = exits[share].compress(example.question, one)
             seconds[share].append(time.perf_counter() - start)
-            at_rate = exits[share].at_budget(one, c, Budget(rate=args.rate))
+            at_rate = exits[share].reselect(one, c, Budget(rate=args.rate))
             kept[share].append((bool(holds_answer(c.text, example.answers)),
                                 bool(holds_answer(at_rate.text, example.answers))))
             windows[share].append(len({tuple(w) for w in c.details.get("windows", {}).values()}))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from readerfit.compressors.base import assemble, join_passages
-from readerfit.compressors.budget import TRIM_SHARE, Budget, Budgeted, Fit, fit_units, word_count
+from readerfit.compressors.budget import TRIM_SHARE, Budget, Fit, fit_units, word_count
 from readerfit.compressors.exit import ExitCompressor, ExitConfig, GroupScores
 from readerfit.compressors.exit.config import DEFAULT_FLOOR
 from readerfit.compressors.select import cut_units
@@ -155,7 +155,7 @@ def test_tau_alone_is_the_papers_rule_and_the_default_is_a_30_percent_budget():
     assert c.details["threshold"] == 0.5 and "budget" not in c.details
     assert c.kept == [k for k, r in enumerate(c.scores) if r >= 0.5]
     default = exit_with(ExitConfig(), 1).compress(QUESTION, passages)
-    same = exit_with(ExitConfig(), 1).at_budget(passages, default, Budget(rate=0.3, hard=False, floor=DEFAULT_FLOOR))
+    same = exit_with(ExitConfig(), 1).reselect(passages, default, Budget(rate=0.3, hard=False, floor=DEFAULT_FLOOR))
     assert default.details["budget"]["rate"] == 0.3 and default.details["threshold"] is None
     assert not default.details["budget"]["hard"] and default.trimmed == {}
     total = word_count(join_passages(passages))
@@ -167,20 +167,20 @@ def test_tau_alone_is_the_papers_rule_and_the_default_is_a_30_percent_budget():
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_at_budget_equals_the_compressor_run_with_that_budget(seed):
+def test_reselect_equals_the_compressor_run_with_that_budget(seed):
     passages = random_passages(random.Random(seed))
     scored = exit_with(ExitConfig(), seed).compress(QUESTION, passages)
     sim = SentenceSimilarity(BagEmbedder(), str.split)
     sim_scored = sim.compress(QUESTION, passages)
     for rate in (0.1, 0.3, 0.6):
         direct = exit_with(ExitConfig(rate=rate), seed).compress(QUESTION, passages)
-        swept = exit_with(ExitConfig(), seed).at_budget(passages, scored, Budget(rate=rate))
+        swept = exit_with(ExitConfig(), seed).reselect(passages, scored, Budget(rate=rate))
         assert (swept.kept, swept.text, swept.details) == (direct.kept, direct.text, direct.details)
         sim_direct = SentenceSimilarity(BagEmbedder(), str.split, SentenceSimConfig(rate=rate)).compress(
             QUESTION, passages)
-        sim_swept = sim.at_budget(passages, sim_scored, Budget(rate=rate))
+        sim_swept = sim.reselect(passages, sim_scored, Budget(rate=rate))
         assert (sim_swept.kept, sim_swept.text) == (sim_direct.kept, sim_direct.text)
-    assert isinstance(sim, Budgeted) and isinstance(exit_with(ExitConfig()), Budgeted)
+    assert sim.budget_support == exit_with(ExitConfig()).budget_support == "reselect"
 
 
 def test_sentence_sim_top_n_without_a_budget_and_uncapped_with_one():

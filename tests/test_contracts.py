@@ -133,8 +133,7 @@ def test_compressor_options_round_trip_and_unknown_ones_are_named(name, pool, ti
         assert field.name in str(err.value)
 
 
-BUDGETED = [n for n in COMPRESSORS.names()
-            if "rate" in {f.name for f in dataclasses.fields(COMPRESSORS.get(n).config_class)}]
+BUDGETED = [n for n in COMPRESSORS.names() if COMPRESSORS.get(n).budget_support != "none"]
 
 
 @pytest.mark.parametrize("name", BUDGETED)
@@ -142,8 +141,6 @@ def test_compressor_budget_is_validated_and_reported(name, pool, tiny_lm, tiny_l
     """A compressor with a ``rate`` refuses a rate outside (0, 1] by name; one with a hard cap reports the
     budget and stays within it in the reader's tokens."""
     from readerfit.compressors.base import join_passages
-    from readerfit.compressors.budget import Budgeted
-
     for bad in (0, 1.5):
         with pytest.raises(InputError, match="rate"):
             compressor(name, pool, tiny_lm_dir, rate=bad)
@@ -151,12 +148,51 @@ def test_compressor_budget_is_validated_and_reported(name, pool, tiny_lm, tiny_l
                                  "rate": 0.5},
                           pool=pool, reader_lm=tiny_lm)
     out = c.compress(QUESTION, PASSAGES)
-    # llmlingua2 re-selects (Budgeted) too, but its rate is llmlingua's own target, not a hard cap
-    assert "budget" in out.details or not isinstance(c, Budgeted) or name == "llmlingua2"
-    if "budget" in out.details:  # a hard cap (longllmlingua's rate is llmlingua's own target instead)
+    # llmlingua2 re-selects too, but its rate is llmlingua's own target, not a hard cap
+    assert out.budget is not None or c.budget_support != "reselect" or name == "llmlingua2"
+    if out.budget is not None:  # a hard cap (longllmlingua's rate is llmlingua's own target instead)
+        # details["budget"] is the people-facing copy of the typed outcome (a summary adds its cut sentences)
+        assert out.details["budget"].items() >= out.budget.to_dict().items()
         limit = int(0.5 * tiny_lm.count_tokens(join_passages([p for p in PASSAGES if p.text.strip()])))
-        assert out.details["budget"]["limit"] == limit
+        assert out.budget.limit == limit
         assert (tiny_lm.count_tokens(out.text) if out.text else 0) <= limit
+
+
+@pytest.mark.parametrize("name", COMPRESSORS.names())
+def test_a_budget_per_call_is_met_as_the_compressor_declares(name, pool, tiny_lm_dir):
+    """Every compressor declares how it meets a budget (``budget_support``). One that re-selects: ``compress(q, ps,
+    budget=Budget(rate=0.2))`` equals its default compression re-selected at that budget and its scoring selected at
+    it, the typed outcome set (``details["budget"]`` its copy); one that takes none refuses a budget with a clear
+    InputError; one rebuilt per budget takes it as config (readerfit.compress builds it with it), not per call."""
+    from readerfit.compressors.budget import Budget
+
+    cls = COMPRESSORS.get(name)
+    assert cls.budget_support in ("reselect", "rebuild", "none")
+    c = compressor(name, pool, tiny_lm_dir)
+    budget = Budget(rate=0.2)
+    if cls.budget_support != "reselect":
+        match = "takes no budget" if cls.budget_support == "none" else "takes its budget as config"
+        with pytest.raises(InputError, match=f"compressor '{name}' {match}"):
+            c.compress(QUESTION, PASSAGES, budget=budget)
+        with pytest.raises(InputError, match=f"compressor '{name}' {match}"):
+            c.compress_many([(QUESTION, PASSAGES)], [budget])
+        return
+    direct = c.compress(QUESTION, PASSAGES, budget=budget)
+    again = c.reselect(PASSAGES, c.compress(QUESTION, PASSAGES), budget)
+    selected = c.select(c.score(QUESTION, PASSAGES), budget)
+    many = c.compress_many([(QUESTION, PASSAGES), (QUESTION, PASSAGES)], [budget, None])
+    for other in (again, selected, many[0]):
+        assert (other.text, other.kept, other.trimmed, other.budget) == (
+            direct.text, direct.kept, direct.trimmed, direct.budget)
+    assert (many[1].text, many[1].kept) == (c.compress(QUESTION, PASSAGES).text, c.compress(QUESTION, PASSAGES).kept)
+    if name not in OWN_BUDGET:
+        assert direct.budget is not None and direct.budget.rate == 0.2 and direct.budget.hard
+        assert direct.details["budget"] == direct.budget.to_dict()
+        assert direct.budget.compressed_tokens <= direct.budget.limit
+
+
+# re-selecting compressors whose rate is the method's own target (llmlingua's), not a hard cap: no outcome
+OWN_BUDGET = {"llmlingua2"}
 
 
 def test_every_experiment_has_the_protocol_and_a_report_section():

@@ -1,5 +1,5 @@
 """EXIT's bridge hop: which passages the top sentences link by title, their second scoring with the linking
-sentence, and the same result batched, unbatched, through at_budget and by a slow reference."""
+sentence, and the same result batched, unbatched, through reselect and by a slow reference."""
 
 from __future__ import annotations
 
@@ -187,8 +187,8 @@ def test_hop_matches_the_slow_reference_batched_and_unbatched(seed):
     assert many[0].scores == one.scores and many[0].kept == one.kept and many[0].details == one.details
     again = ExitCompressor(Overlap(), splitter=str.split, config=config).compress("anna?", passages)
     assert many[1].scores == again.scores and many[1].kept == again.kept
-    # at_budget keeps the hop's ranking: the same selection from the scored compression
-    assert batched.at_budget(passages, one, Budget(rate=0.5)).kept == one.kept
+    # reselect keeps the hop's ranking: the same selection from the scored compression
+    assert batched.reselect(passages, one, Budget(rate=0.5)).kept == one.kept
 
 
 def test_hop_options_are_checked_and_off_under_the_presets():

@@ -102,3 +102,34 @@ def test_word_vectors_embed_each_word_once_and_keep_a_bounded_cache():
     words(["e"])
     assert len(words._cache) == 3 and "close" not in words._cache
     assert words([]).shape[0] == 0
+
+
+def test_lead_names_are_the_first_sentences_subject_never_a_date_or_a_pronoun():
+    from readerfit.compressors.exit.language import lead_names
+
+    pytest.importorskip("spacy")
+    names = lead_names(["Ada Morrow was an Irish poet. She went to school in Lisburn.",
+                        "In 1911 the Brenna tunnel was opened under the ridge.",
+                        "It rained all week. The river rose.", ""])
+    assert names[0] == "Ada Morrow"
+    assert "Brenna" in names[1] and "1911" not in names[1]
+    assert names[2] != "It" and names[3] == ""
+
+
+def test_exit_scores_an_untitled_passage_under_its_lead_name_and_renders_it_as_given():
+    from readerfit.compressors.exit.compressor import ExitCompressor
+    from readerfit.types import Passage
+    from test_exit import FixedScores
+
+    pytest.importorskip("spacy")
+    plain = [Passage("Ada Morrow was an Irish poet. She went to school in Lisburn."),
+             Passage("Lisburn is a city in the north.", title="Lisburn")]
+    question = "Where did Ada Morrow go to school?"
+    with_language = FixedScores({"She went to school in Lisburn.": 0.9})
+    out = ExitCompressor(with_language, str.split, needs=frozenset({"relation"})).compress(question, plain)
+    assert [t for t, _ in with_language.calls[0][1]] == ["Ada Morrow", "Lisburn"]  # what the classifier read
+    assert "Ada Morrow\n" not in out.text and out.text.startswith("Ada Morrow was")  # rendered as given
+    # without the language pass (the presets: r alone) the passages are read as given too
+    as_given = FixedScores({})
+    ExitCompressor(as_given, str.split).compress(question, plain)
+    assert [t for t, _ in as_given.calls[0][1]] == ["", "Lisburn"]

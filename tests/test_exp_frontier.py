@@ -53,7 +53,7 @@ class WordReader:
 
 
 class FirstPassage(BaseCompressor):
-    """Not Budgeted: the first passage, or (built with a rate) its first words, as a config-only budget does."""
+    """Not re-selecting: the first passage, or (built with a rate) its first words, as a config-only budget does."""
 
     name = "first"
 
@@ -318,8 +318,8 @@ def test_eval_records_are_written_as_before():
         Record.from_dict({**r.to_dict(), "budget": "0.3", "recall": {"kept": True}})
 
 
-def test_llmlingua2_is_swept_through_its_at_budget_its_classifier_run_once_per_question(tmp_path, tiny_lm):
-    """No compressor is named in the sweep: llmlingua2 is Budgeted, so each question runs its classifier once and
+def test_llmlingua2_is_swept_through_its_select_its_classifier_run_once_per_question(tmp_path, tiny_lm):
+    """No compressor is named in the sweep: llmlingua2 re-selects, so each question runs its classifier once and
     every budget keeps what llmlingua2 built at that budget keeps."""
     pytest.importorskip("llmlingua", reason="llmlingua is not installed")
     from readerfit.compressors import build_compressor

@@ -137,15 +137,15 @@ LONG = Passage(" ".join(f"Sentence {i} tells of Anna and the river." for i in ra
 @pytest.mark.parametrize("reader", [False, True])
 def test_a_budget_sweep_runs_the_classifier_once_and_equals_llmlingua2_built_at_each_budget(
         tiny_xlmr_dir, pool, tiny_lm, reader):
-    """at_budget replays the scoring's token logits through llmlingua's own selection: the same text, kept passages
+    """reselect replays the scoring's token logits through llmlingua's own selection: the same text, kept passages
     and details as the compressor built with that budget, the classifier not run again (a passage of several
     512-token chunks included)."""
-    from readerfit.compressors.budget import Budget, Budgeted
+    from readerfit.compressors.budget import Budget
 
     passages = [*PASSAGES, LONG]
     reader_lm = tiny_lm if reader else None
     scorer = build_compressor("llmlingua2", pool, reader=reader_lm, model=str(tiny_xlmr_dir))
-    assert isinstance(scorer, Budgeted)
+    assert scorer.budget_support == "reselect"
     runs: list[int] = []
     model = scorer.engine.model
     model.register_forward_hook(lambda *_: runs.append(1))
@@ -157,7 +157,7 @@ def test_a_budget_sweep_runs_the_classifier_once_and_equals_llmlingua2_built_at_
                    {"rate": 0.6, "target_tokens": 40}, {}):
         direct = build_compressor("llmlingua2", pool, reader=reader_lm, model=str(tiny_xlmr_dir),
                                   **budget).compress(QUESTION, passages)
-        again = scorer.at_budget(passages, scored, Budget(**budget))
+        again = scorer.reselect(passages, scored, Budget(**budget))
         assert (again.text, again.kept, again.details, again.origin_tokens, again.compressed_tokens) == (
             direct.text, direct.kept, direct.details, direct.origin_tokens, direct.compressed_tokens)
         assert again.token_logits == scored.token_logits  # a re-selection can be re-selected
@@ -174,7 +174,7 @@ def test_a_compression_llmlingua_made_without_the_classifier_is_scored_again_and
     everything = whole.compress(QUESTION, PASSAGES)
     assert everything.token_logits is None  # nothing to drop: llmlingua skips the classifier
     direct = lingua(pool, tiny_xlmr_dir, rate=0.3).compress(QUESTION, PASSAGES)
-    again = whole.at_budget(PASSAGES, everything, Budget(rate=0.3))
+    again = whole.reselect(PASSAGES, everything, Budget(rate=0.3))
     assert (again.text, again.kept, again.details) == (direct.text, direct.kept, direct.details)
     with pytest.raises(InputError, match="its own compression of the same passages"):
-        whole.at_budget([LONG], again, Budget(rate=0.3))
+        whole.reselect([LONG], again, Budget(rate=0.3))

@@ -35,7 +35,7 @@ def compressors_built(pool: ModelPool) -> int:
 @pytest.mark.parametrize("seed", range(6))
 def test_exit_scores_once_and_each_budget_equals_exit_built_with_it(seed):
     """Through the one helper every surface uses: EXIT (a stub classifier) is built once, without a budget, and
-    each question's budget re-selects (at_budget) exactly what ExitConfig(rate=...) keeps."""
+    each question's budget re-selects (score, then select) exactly what ExitConfig(rate=...) keeps."""
     rng = random.Random(seed)
     items = [(QUESTION, random_passages(rng)) for _ in range(4)]
     budgets = [Budget(rate=0.2), None, Budget(target_tokens=12), Budget(rate=0.6, target_tokens=30)]
@@ -90,7 +90,7 @@ def test_one_compressor_whatever_the_budget(pool, tiny_lm):
 
 
 def test_a_compressor_with_a_budget_only_as_config_is_built_with_it():
-    """summary is not Budgeted (its budget cuts a generated text): built with each budget, once per budget."""
+    """summary is rebuilt per budget (its budget cuts a generated text): built with each budget, once per budget."""
     from readerfit.compressors.xcompress.summary import Summary, SummaryConfig
 
     pool = ModelPool()
@@ -121,7 +121,7 @@ def test_selective_context_scores_once_and_reselects_as_built_with_the_budget(ti
         scored.details = {}  # re-selection reads the typed ranking only
         for budget in ({"rate": 0.2}, {"rate": 0.5}, {"target_tokens": 15}):
             direct = built(**budget).compress(QUESTION, passages)
-            again = built().at_budget(passages, scored, Budget(**budget))
+            again = built().reselect(passages, scored, Budget(**budget))
             assert same(again, direct)
 
 
@@ -143,12 +143,12 @@ def test_split_budget_takes_the_budget_out_of_the_options():
 
 
 def test_the_achieved_rate_is_the_one_rate_function():
-    """details.budget.achieved_rate is types.token_rate: 1.0 with nothing to count, as Compression.rate."""
-    from readerfit.compressors.budget import budget_details
+    """Compression.budget.achieved_rate is types.token_rate: 1.0 with nothing to count, as Compression.rate."""
+    from readerfit.compressors.budget import budget_outcome
     from readerfit.types import Compression, token_rate
 
     for tokens_in, tokens_out in ((200, 50), (0, 0), (7, 0)):
-        got = budget_details(Budget(rate=0.5), limit=1, tokens_in=tokens_in, tokens_out=tokens_out,
-                             counted_in="words")["achieved_rate"]
+        got = budget_outcome(Budget(rate=0.5), limit=1, tokens_in=tokens_in, tokens_out=tokens_out,
+                             counted_in="words").achieved_rate
         assert got == token_rate(tokens_in, tokens_out) == Compression("", origin_tokens=tokens_in,
                                                                        compressed_tokens=tokens_out).rate

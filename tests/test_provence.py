@@ -187,12 +187,12 @@ def test_the_budget_is_a_hard_cap_reported_with_the_achieved_rate(tiny_provence_
         assert budget["compressed_tokens"] == (tiny_lm.count_tokens(out.text) if out.text else 0) <= limit
         assert budget["achieved_rate"] == pytest.approx(budget["compressed_tokens"] / budget["origin_tokens"])
         assert out.text  # something fits
-        again = c.at_budget(PASSAGES, out, c.config.budget())
+        again = c.reselect(PASSAGES, out, c.config.budget())
         assert (again.text, again.kept) == (out.text, out.kept)
 
 
 @pytest.mark.parametrize("options", [{}, {"reorder": True, "top_k": 2}, {"always_select_title": False}])
-def test_at_budget_reads_the_typed_ranking_never_the_details(tiny_provence_dir, pool, tiny_lm, options):
+def test_reselect_reads_the_typed_ranking_never_the_details(tiny_provence_dir, pool, tiny_lm, options):
     """Re-selection under a budget equals the compressor built with it, from ``ranking`` and ``passage_scores``
     alone: the scoring's details emptied change nothing."""
     scorer = build_compressor("provence", pool, reader=tiny_lm, model=str(tiny_provence_dir), splitter="regex",
@@ -203,7 +203,7 @@ def test_at_budget_reads_the_typed_ranking_never_the_details(tiny_provence_dir, 
     for rate in (0.2, 0.5, 0.9):
         direct = build_compressor("provence", pool, reader=tiny_lm, model=str(tiny_provence_dir), splitter="regex",
                                   threshold=0.0, rate=rate, **options).compress(QUESTION, PASSAGES)
-        again = scorer.at_budget(PASSAGES, scored, Budget(rate=rate))
+        again = scorer.reselect(PASSAGES, scored, Budget(rate=rate))
         assert (again.text, again.kept, again.passage_scores) == (direct.text, direct.kept, direct.passage_scores)
         assert again.details["budget"] == direct.details["budget"]
 

@@ -1,10 +1,10 @@
 """The one selection (compressors/select.py): each rule of a Scoring on small cases, and the contract that every
-registered selecting compressor goes through it, in compress and in at_budget, and nothing else cuts to a budget."""
+registered selecting compressor goes through it (the base class's select), in compress and in reselect, and nothing
+else cuts to a budget."""
 
 from __future__ import annotations
 
 import ast
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +13,8 @@ import pytest
 import readerfit
 from readerfit.compressors import COMPRESSORS
 from readerfit.compressors import select as shared
-from readerfit.compressors.budget import Budget, Budgeted, trim_unit
+from readerfit.compressors.base import BaseCompressor
+from readerfit.compressors.budget import Budget, trim_unit
 from readerfit.compressors.select import Scoring, Selection, candidates, select
 from readerfit.types import Passage
 from test_contracts import PASSAGES, QUESTION, compressor
@@ -173,10 +174,11 @@ def test_the_counter_and_render_are_the_scorings():
 
 
 # ----- the contract: every selecting compressor goes through the one select ----------------------------------------
-# Budgeted compressors whose selection is not of units: llmlingua2 keeps words by llmlingua's own rule, re-selected
-# from its token logits (tests/test_llmlingua2.py); every other Budgeted compressor selects through select
+# re-selecting compressors whose selection is not of units: llmlingua2 keeps words by llmlingua's own rule,
+# re-selected from its token logits (tests/test_llmlingua2.py); every other one selects through select
 OWN_SELECTION = {"llmlingua2"}
-SELECTING = [n for n in COMPRESSORS.names() if issubclass(COMPRESSORS.get(n), Budgeted) and n not in OWN_SELECTION]
+SELECTING = [n for n in COMPRESSORS.names()
+             if COMPRESSORS.get(n).budget_support == "reselect" and n not in OWN_SELECTION]
 
 
 def test_the_unit_selecting_compressors_are_found_as_budgeted():
@@ -185,25 +187,26 @@ def test_the_unit_selecting_compressors_are_found_as_budgeted():
 
 @pytest.mark.parametrize("name", SELECTING)
 def test_every_selecting_compressor_selects_through_the_one_select(name, tiny_pool, tiny_lm_dir, monkeypatch):
-    """compress and at_budget each call the shared select once, with the budget asked, and keep what it keeps (a
-    compressor may add what its rendering shows with them, Provence's titles)."""
+    """compress and reselect each call the shared select once (through the base class's select, which the
+    compressor does not override), with the budget asked, and keep what it keeps (a compressor may add what its
+    rendering shows with them, Provence's titles)."""
     pool = tiny_pool
-    module = sys.modules[COMPRESSORS.get(name).__module__]
-    assert vars(module).get("select") is shared.select, f"{module.__name__} must select with compressors.select"
+    assert COMPRESSORS.get(name).select is BaseCompressor.select, f"{name} must select with the base class's select"
     calls: list[tuple[Budget, list[int]]] = []
+    original = shared.select
 
     def spy(scoring: Scoring, budget: Budget):
-        chosen = shared.select(scoring, budget)
+        chosen = original(scoring, budget)
         calls.append((budget, chosen.kept))
         return chosen
 
-    monkeypatch.setattr(module, "select", spy)
+    monkeypatch.setattr(shared, "select", spy)
     c = compressor(name, pool, tiny_lm_dir)
     out = c.compress(QUESTION, PASSAGES)
     assert len(calls) == 1 and set(calls[0][1]) <= set(out.kept)
     for budget in (Budget(rate=0.5), Budget(target_tokens=8), Budget()):
         calls.clear()
-        again = c.at_budget(PASSAGES, out, budget)
+        again = c.reselect(PASSAGES, out, budget)
         assert [b for b, _ in calls] == [budget] and set(calls[0][1]) <= set(again.kept)
 
 
@@ -224,19 +227,19 @@ def test_no_selecting_compressor_keeps_filler_under_a_budget(name, tiny_pool, ti
     brought aside), and a unit cut to fit is the last one taken: the rule of compressors/select.py, for each
     registered selecting compressor (the old skip-and-fill rule fails it: a short low-ranked unit after a long
     better one)."""
-    module = sys.modules[COMPRESSORS.get(name).__module__]
     seen: list[tuple[Scoring, Budget, Selection]] = []
+    original = shared.select
 
     def spy(scoring: Scoring, budget: Budget):
-        chosen = shared.select(scoring, budget)
+        chosen = original(scoring, budget)
         seen.append((scoring, budget, chosen))
         return chosen
 
-    monkeypatch.setattr(module, "select", spy)
+    monkeypatch.setattr(shared, "select", spy)
     c = compressor(name, tiny_pool, tiny_lm_dir)
     out = c.compress(QUESTION, PASSAGES)
     for budget in (Budget(rate=0.1), Budget(rate=0.3), Budget(rate=0.6), Budget(target_tokens=5)):
-        c.at_budget(PASSAGES, out, budget)
+        c.reselect(PASSAGES, out, budget)
     assert len(seen) == 5
     for scoring, budget, chosen in seen[1:]:
         pool = candidates(scoring, budget)
@@ -253,3 +256,29 @@ def test_a_compressions_cut_and_anchors_survive_its_json_form():
     c = Compression("b", units=["a b", "c"], kept=[0], trimmed={0: "b"}, anchors={0: "b", 1: "c"})
     again = Compression.from_dict(c.to_dict())
     assert again.trimmed == {0: "b"} and again.anchors == {0: "b", 1: "c"}
+
+
+def test_the_typed_budget_outcome_survives_the_json_form_and_older_records_load():
+    """Compression.budget (the selection's outcome) round-trips through to_dict / from_dict and a Record; a record
+    written before the typed outcome (no "budget" in its compression) loads with none; details["budget"] is its
+    copy for people."""
+    import json
+
+    from readerfit.outcome import BudgetOutcome, TrimmedUnit
+    from readerfit.types import Compression, Record
+
+    chosen = select(scoring(), Budget(target_tokens=2))  # the best unit (4 words) cut to 2
+    assert chosen.outcome == BudgetOutcome(rate=None, target_tokens=2, limit=2, counted_in="words", origin_tokens=11,
+                                           compressed_tokens=2, achieved_rate=2 / 11, trimmed=TrimmedUnit(1, 2, 4))
+    assert chosen.details["budget"] == chosen.outcome.to_dict()
+    c = Compression("c d", units=[u for _, u in UNITS], kept=chosen.kept, trimmed=chosen.trimmed,
+                    budget=chosen.outcome, details=chosen.details)
+    assert Compression.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+    record = Record(id="q", method="exit", question="Who?", answers=["c"], prediction="c", scores={}, compression=c)
+    assert Record.from_dict(json.loads(json.dumps(record.to_dict()))).compression.budget == chosen.outcome
+    old = c.to_dict()
+    del old["budget"]
+    assert Compression.from_dict(old).budget is None
+    empty = select(scoring(ranking=[0.0, 0.0, 0.0, 1.0]), Budget(target_tokens=1))  # not even "T h" fits
+    assert empty.kept == [] and empty.outcome is not None and empty.outcome.empty
+    assert BudgetOutcome.from_dict(empty.details["budget"]) == empty.outcome

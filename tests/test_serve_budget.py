@@ -45,9 +45,9 @@ def calls(monkeypatch):
     seen: list[str] = []
     original = BaseCompressor.compress_many
 
-    def counted(self, items):
+    def counted(self, items, budgets=None):
         seen.append(self.name)
-        return original(self, items)
+        return original(self, items, budgets)
 
     monkeypatch.setattr(BaseCompressor, "compress_many", counted)
     return seen

@@ -16,6 +16,7 @@ from readerfit.errors import InputError
 from readerfit.inputs import Passage, QAExample, SupportingFact, render_passage
 from readerfit.inputs import expect_type as _expect
 from readerfit.inputs import kind_of as _kind
+from readerfit.outcome import BudgetOutcome
 
 # the inputs (readerfit.inputs) are importable from here too, where every stage has always imported them from
 __all__ = ["DEFAULT_POINT", "NO_BUDGET", "RAW_PASSAGES", "CandidateProbs", "Compression", "Generation", "Passage",
@@ -43,8 +44,9 @@ class Compression:
     (compressors that select units under a budget) maps a kept unit cut to fit a hard budget to the words of it kept
     (``text`` holds those, ``units`` the whole unit; empty when none was cut); ``anchors`` maps a unit to the words
     of it a cut keeps where it can (EXIT: the entity of the type the question asks for), so that a re-selection at
-    a tighter budget keeps the answer rather than the unit's first words; ``details`` is free-form provenance for
-    people, never read back by code.
+    a tighter budget keeps the answer rather than the unit's first words; ``budget`` is what a budget made of it
+    (:class:`~readerfit.outcome.BudgetOutcome`; ``details["budget"]`` is its copy for people); ``details`` is
+    free-form provenance for people, never read back by code.
     """
 
     text: str
@@ -61,6 +63,7 @@ class Compression:
     metrics: dict[str, float] = field(default_factory=dict)
     trimmed: dict[int, str] = field(default_factory=dict)
     anchors: dict[int, str] = field(default_factory=dict)
+    budget: BudgetOutcome | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,6 +89,8 @@ class Compression:
             d["trimmed"] = {str(k): v for k, v in self.trimmed.items()}  # JSON keys are strings
         if self.anchors:
             d["anchors"] = {str(k): v for k, v in self.anchors.items()}
+        if self.budget is not None:
+            d["budget"] = self.budget.to_dict()
         return d
 
     @classmethod
@@ -103,6 +108,8 @@ class Compression:
         for name in ("trimmed", "anchors"):
             if isinstance(fields.get(name), dict):
                 fields[name] = {int(k): v for k, v in fields[name].items()}
+        if fields.get("budget") is not None:  # written since the typed outcome; older records have none
+            fields["budget"] = BudgetOutcome.from_dict(fields["budget"])
         return cls(**{"text": "", **fields})
 
     def __repr__(self) -> str:

@@ -2,11 +2,11 @@
 
 ``rate`` is the fraction of the reader's tokens to keep (of the passages as the reader would see them
 uncompressed), ``target_tokens`` an absolute cap; with both, the smaller wins. Tokens are the reader's
-(its tokenizer) when the compressor is given a reader, else whitespace words (the details' ``budget``
-block says which, with the limit and the achieved rate). A budget the user sets is a hard cap: a selection never
+(its tokenizer) when the compressor is given a reader, else whitespace words (the compression's ``budget``, a
+:class:`~readerfit.outcome.BudgetOutcome`, says which, with the limit and the achieved rate). A budget the user sets is a hard cap: a selection never
 exceeds it. It is spent in rank order and never trades a better unit for a worse one: the first unit that does not
 fit what is left ends the selection, cut at a word boundary to fit (:func:`fit_units`), and only when not even its
-first word fits is it left out (with no unit kept, the context is empty and the details say so). A default the
+first word fits is it left out (with no unit kept, the context is empty and the outcome says so). A default the
 user did not ask for is soft (``hard=False``): its ``floor`` raises the limit on small inputs, its ``fill`` keeps the
 best-ranked units until they hold that many tokens where the compressor's own stop keeps fewer, and the compressor's
 best unit is kept whole even past the limit.
@@ -28,11 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
-from readerfit.types import Compression, Passage, render_passage, token_rate
+from readerfit.outcome import BudgetOutcome, TrimmedUnit
+from readerfit.types import Passage, render_passage, token_rate
 
 TokenCounter = Callable[[str], int]
 
@@ -110,16 +111,6 @@ class Fit:
 
     kept: list[int]
     trimmed: dict[int, str] = field(default_factory=dict)
-
-
-@runtime_checkable
-class Budgeted(Protocol):
-    """A compressor that selects scored units: one scored compression can be cut to any budget, exactly as
-    the compressor would have cut it (what ``readerfit exp frontier`` uses to sweep budgets cheaply)."""
-
-    def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
-        """``compression`` (this compressor's, of the checked ``passages``) re-selected under ``budget``."""
-        ...
 
 
 def reader_counter(reader_lm: LanguageModel | None) -> tuple[TokenCounter, str]:
@@ -239,9 +230,10 @@ def trim_unit(text: str, *, room: int, count: TokenCounter, anchor: str = "") ->
     return " ".join(words[end - m:end]) if end - m <= start else " ".join(words[:n])
 
 
-def budget_details(budget: Budget, *, limit: int, tokens_in: int, tokens_out: int, counted_in: str) -> dict[str, Any]:
-    """What ``details["budget"]`` records: the budget asked, its limit, tokens in and out, the achieved rate
-    (:func:`~readerfit.types.token_rate`, the one definition)."""
-    return {"rate": budget.rate, "target_tokens": budget.target_tokens, "limit": limit, "hard": budget.hard,
-            "counted_in": counted_in, "origin_tokens": tokens_in, "compressed_tokens": tokens_out,
-            "achieved_rate": token_rate(tokens_in, tokens_out)}
+def budget_outcome(budget: Budget, *, limit: int, tokens_in: int, tokens_out: int, counted_in: str,
+                   trimmed: TrimmedUnit | None = None) -> BudgetOutcome:
+    """What ``budget`` made: the budget asked, its limit, tokens in and out, the achieved rate
+    (:func:`~readerfit.types.token_rate`, the one definition), the unit trimmed; empty when nothing was kept."""
+    return BudgetOutcome(rate=budget.rate, target_tokens=budget.target_tokens, limit=limit, hard=budget.hard,
+                         counted_in=counted_in, origin_tokens=tokens_in, compressed_tokens=tokens_out,
+                         achieved_rate=token_rate(tokens_in, tokens_out), trimmed=trimmed)

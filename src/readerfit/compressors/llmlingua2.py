@@ -12,9 +12,10 @@ details name; and ``init_llmlingua2``'s global ``seed_everything(42)`` is replac
 forked RNG, so the embeddings of the added force-token placeholders are the released ones and the caller's
 random state is left as it was.
 
-A budget per call (``at_budget``): the compression keeps the token classifier's logits (``token_logits``), and
-llmlingua's own selection runs again at the new ``rate`` / ``target_tokens`` with them in place of the classifier,
-so a budget sweep runs the classifier once and keeps exactly what the compressor built with each budget keeps.
+A budget per call (``budget_support = "reselect"``): the scoring keeps the token classifier's logits
+(``token_logits``), and llmlingua's own selection runs again at the new ``rate`` / ``target_tokens`` with them in
+place of the classifier, so a budget sweep runs the classifier once and keeps exactly what the compressor built
+with each budget keeps.
 
 >>> LLMLingua2Config().rate, LLMLingua2Config().force_tokens
 (0.33, ['\\n', '?'])
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -34,6 +35,7 @@ from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget import Budget
 from readerfit.compressors.budget_fields import rate_field, target_tokens_field
 from readerfit.compressors.longllmlingua import init_offline
+from readerfit.compressors.select import Scored
 from readerfit.errors import InputError, UnknownModelError, require
 from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.lm import LanguageModel
@@ -129,6 +131,7 @@ class LLMLingua2(BaseCompressor):
 
     name = "llmlingua2"
     config_class = LLMLingua2Config
+    budget_support = "reselect"
 
     def __init__(self, engine: Any, config: LLMLingua2Config | None = None, *,
                  reader_lm: LanguageModel | None = None) -> None:
@@ -149,13 +152,21 @@ class LLMLingua2(BaseCompressor):
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
         return self._run(passages, rate=self.config.rate, target_tokens=self.config.target_tokens, logits=None)
 
-    def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
-        """What this compressor built with ``budget`` keeps (its ``rate`` and/or ``target_tokens``; none: this
-        config's), from ``compression``'s ``token_logits``: llmlingua selects again, the classifier is not run (it
-        is where the compression has none: llmlingua had nothing to drop, and skipped it)."""
+    def _score(self, question: str, passages: list[Passage]) -> Scored:
+        """The classifier's logits (``token_logits``), kept from a compression at this config's own target."""
+        made = self._compress(question, passages)
+        return Scored(passages=passages, units=list(enumerate(made.units)), ranking=[],
+                      token_logits=made.token_logits)
+
+    def select(self, scored: Scored, budget: Budget | None = None) -> Compression:
+        """What this compressor built with ``budget`` keeps (its ``rate`` and/or ``target_tokens``; none, or one
+        not active: this config's), from ``scored``'s ``token_logits``: llmlingua's own selection (words by
+        per-chunk percentile, not :func:`~readerfit.compressors.select.select`'s units) runs again, the classifier
+        not (it is where the scoring has none: llmlingua had nothing to drop, and skipped it)."""
+        budget = budget if budget is not None else Budget()
         rate = budget.rate if budget.rate is not None else self.config.rate
         target = budget.target_tokens if budget.active else self.config.target_tokens
-        return self._run(list(passages), rate=rate, target_tokens=target, logits=compression.token_logits)
+        return self._run(list(scored.passages), rate=rate, target_tokens=target, logits=scored.token_logits)
 
     def _run(self, passages: list[Passage], *, rate: float, target_tokens: int | None,
              logits: list[list[list[float]]] | None) -> Compression:

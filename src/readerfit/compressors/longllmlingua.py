@@ -168,6 +168,7 @@ class LongLLMLingua(BaseCompressor):
 
     name = "longllmlingua"
     config_class = LongLLMLinguaConfig
+    budget_support = "rebuild"  # llmlingua's target is config: built per budget
 
     def __init__(self, engine: Any, config: LongLLMLinguaConfig | None = None) -> None:
         self.engine = engine  # llmlingua's PromptCompressor

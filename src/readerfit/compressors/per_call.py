@@ -1,15 +1,15 @@
 """A budget per call: one compressor per method and settings, whatever the budget.
 
 The budget (``rate`` / ``target_tokens``, LLMLingua's ``target_token``) is taken out of a call's options
-(:func:`split_budget`); :func:`compress_at_budgets` then compresses with the compressor built without it and
-spends each item's budget after:
+(:func:`split_budget`); :func:`compress_at_budgets` then compresses with the compressor built without it, by what
+its class declares (:attr:`~readerfit.compressors.base.BaseCompressor.budget_support`):
 
-* a :class:`~readerfit.compressors.budget.Budgeted` compressor (exit, sentence-sim, provence, selective-context,
-  llmlingua2) scores once at its own default and re-selects each compression under its item's budget
-  (``at_budget``), which is exactly what the compressor built with that budget keeps;
-* a compressor that takes a budget only as config (longllmlingua, the summaries) is built with it, once per
-  budget (the caller caches builds);
-* a compressor that takes no budget (``none``) refuses one, naming it.
+* ``reselect`` (exit, sentence-sim, provence, selective-context, llmlingua2): it scores each item once and selects
+  under the item's budget (``compress_many(items, budgets)``), which is exactly what the compressor built with that
+  budget keeps;
+* ``rebuild`` (longllmlingua, the summaries): it takes a budget only as config, and is built with it, once per
+  budget (the caller caches builds; :func:`budget_options` are its config options);
+* ``none``: a budget is refused, naming the compressor.
 
 >>> split_budget({"threshold": 0.3, "target_token": 40}, what="exit")
 ({'threshold': 0.3}, Budget(rate=None, target_tokens=40, hard=True, floor=0, fill=0))
@@ -17,13 +17,11 @@ spends each item's budget after:
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from readerfit.compressors.base import BaseCompressor, check_inputs
-from readerfit.compressors.budget import Budget, Budgeted
+from readerfit.compressors.base import BaseCompressor, no_budget
+from readerfit.compressors.budget import Budget
 from readerfit.errors import InputError
 from readerfit.types import Compression, Passage
 
@@ -48,9 +46,9 @@ def split_budget(options: Mapping[str, Any], *, what: str) -> tuple[dict[str, An
 
 
 def takes_budget(cls: type[BaseCompressor]) -> bool:
-    """Whether compressors of ``cls`` take a budget: they re-select (Budgeted) or their config has one."""
-    names = {f.name for f in dataclasses.fields(cls.config_class)}
-    return issubclass(cls, Budgeted) or {"rate", "target_tokens"} <= names
+    """Whether compressors of ``cls`` take a budget: they re-select or are rebuilt with one (its declared
+    ``budget_support``)."""
+    return cls.budget_support != "none"
 
 
 def checked_budget(cls: type[BaseCompressor], options: Mapping[str, Any]) -> tuple[dict[str, Any], Budget | None]:
@@ -60,11 +58,6 @@ def checked_budget(cls: type[BaseCompressor], options: Mapping[str, Any]) -> tup
     if budget is not None and not takes_budget(cls):
         raise no_budget(cls)
     return rest, budget
-
-
-def no_budget(cls: type[BaseCompressor]) -> InputError:
-    return InputError(f"compressor {cls.name!r} takes no budget (rate, target_tokens): it keeps what its own rule "
-                      "keeps; leave the budget out, or choose a compressor that selects (exit, sentence-sim, ...)")
 
 
 def given_budget(*, rate: Any = None, target_tokens: Any = None) -> dict[str, Any]:
@@ -83,7 +76,7 @@ def with_budget(options: Mapping[str, Any], *, rate: Any = None, target_tokens: 
 
 
 def budget_options(budget: Budget | None) -> dict[str, Any]:
-    """The config options of ``budget`` (those set)."""
+    """The config options of ``budget`` (those set): what a ``rebuild`` compressor is built with."""
     return {} if budget is None else given_budget(rate=budget.rate, target_tokens=budget.target_tokens)
 
 
@@ -93,26 +86,18 @@ def compress_at_budgets(cls: type[BaseCompressor], items: Sequence[tuple[str, Se
     """Each (question, passages) of ``items`` compressed under its budget (None: the compressor's own), in order.
 
     ``build(budget)`` gives the compressor of ``cls`` with the call's settings and that budget as config
-    (``build(None)``: without one); a Budgeted compressor is built once, without, and re-selects. A
-    re-selected compression's ``seconds`` are the scoring's and the re-selection's.
+    (``build(None)``: without one); a ``reselect`` compressor is built once, without, and scores each item once
+    and selects under its budget (a compression's ``seconds``: the scoring's and the selection's); a ``rebuild``
+    one is built per budget.
     """
     if len(budgets) != len(items):
         raise InputError(f"expected one budget (or None) per question: {len(items)} questions, {len(budgets)} budgets")
     if all(b is None for b in budgets):
         return build(None).compress_many(items)
-    if not takes_budget(cls):
+    if cls.budget_support == "none":
         raise no_budget(cls)
-    if issubclass(cls, Budgeted):
-        compressor = build(None)
-        assert isinstance(compressor, Budgeted)
-        out = compressor.compress_many(items)
-        for i, budget in enumerate(budgets):
-            if budget is not None:
-                start = time.perf_counter()
-                reselected = compressor.at_budget(check_inputs(*items[i]), out[i], budget)
-                reselected.seconds = out[i].seconds + time.perf_counter() - start
-                out[i] = reselected
-        return out
+    if cls.budget_support == "reselect":
+        return build(None).compress_many(items, budgets)
     groups: dict[Budget | None, list[int]] = {}
     for i, budget in enumerate(budgets):
         groups.setdefault(budget, []).append(i)

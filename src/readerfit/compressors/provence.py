@@ -13,6 +13,7 @@ kept whenever one of its sentences is. ``reorder`` puts the passages in ranking-
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -20,7 +21,8 @@ from typing import Any, ClassVar
 from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget import Budget, reader_counter
 from readerfit.compressors.budget_fields import rate_field, target_tokens_field
-from readerfit.compressors.select import Scoring, cut_units, select
+from readerfit.compressors.select import Scored, Scoring, Selection, cut_units
+from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
 from readerfit.options import check_fields, param
@@ -58,10 +60,6 @@ class ProvenceConfig:
         return Budget(rate=self.rate, target_tokens=self.target_tokens)
 
 
-# what a selection writes into the details (re-selection writes them anew)
-_SELECTION_DETAILS = ("budget", "passage_order", "kept_sentences")
-
-
 def title_units(passages: Sequence[Passage], passage_of_unit: Sequence[int]) -> set[int]:
     """The units that are titles: a titled passage's first unit (:meth:`ProvenceCompressor._units`)."""
     first: dict[int, int] = {}
@@ -77,6 +75,7 @@ class ProvenceCompressor(BaseCompressor):
 
     name = "provence"
     config_class = ProvenceConfig
+    budget_support = "reselect"
 
     def __init__(self, model: Provence, splitter: Callable[[str], list[str]], config: ProvenceConfig | None = None,
                  *, reader_lm: LanguageModel | None = None) -> None:
@@ -99,7 +98,7 @@ class ProvenceCompressor(BaseCompressor):
             units.extend((i, s) for s in sentences if s.strip())
         return units
 
-    def _compress(self, question: str, passages: list[Passage]) -> Compression:
+    def _score(self, question: str, passages: list[Passage]) -> Scored:
         units = self._units(passages)
         grouped: list[list[str]] = [[] for _ in passages]
         for pi, unit in units:
@@ -112,46 +111,53 @@ class ProvenceCompressor(BaseCompressor):
         blocks = {str(i): s.blocks for i, s in enumerate(out) if s.blocks > 1}
         if blocks:
             details["read_in_blocks"] = blocks
-        return self._select(passages, units, scores, [s.ranking for s in out], details, self.config.budget())
+        return Scored(passages=passages, units=units, ranking=scores, scores=scores,
+                      passage_scores=[s.ranking for s in out], details=details)
 
-    def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
-        """This compressor's selection of ``compression``'s ranked units (its ``ranking``, and its passages' by
-        ``passage_scores``) under ``budget``; the scoring's details are carried over for people."""
-        assert compression.ranking is not None and compression.passage_of_unit is not None \
-            and compression.passage_scores is not None
-        details = {k: v for k, v in compression.details.items() if k not in _SELECTION_DETAILS}
-        return self._select(passages, list(zip(compression.passage_of_unit, compression.units)), compression.ranking,
-                            compression.passage_scores, details, budget)
+    def default_budget(self) -> Budget:
+        return self.config.budget()
 
-    def _select(self, passages: Sequence[Passage], units: list[tuple[int, str]], scores: list[float],
-                ranking: list[float], details: dict[str, Any], budget: Budget) -> Compression:
-        cfg = self.config
+    def order(self, scored: Scored) -> list[int]:
+        """The passages shown, in order: retrieval order, or (``reorder``) the ``top_k`` best by ranking score
+        (ties keep the retrieval order)."""
+        order = list(range(len(scored.passages)))
+        if not self.config.reorder:
+            return order
+        if scored.passage_scores is None:
+            raise InputError("provence re-selects only its own scorings (their passage_scores)")
+        ranking = scored.passage_scores
+        return sorted(order, key=lambda i: (-ranking[i], i))[: self.config.top_k]
+
+    def scoring(self, scored: Scored, budget: Budget) -> Scoring:
+        """Units whose mean P(keep) exceeds τ, of the passages shown, cut to the budget by it."""
+        passages, units = scored.passages, scored.units
         titles = title_units(passages, [pi for pi, _ in units])
-        order = list(range(len(passages)))
-        if cfg.reorder:  # best ranking score first; ties keep the retrieval order
-            order = sorted(order, key=lambda i: (-ranking[i], i))[: cfg.top_k]
-            details["passage_order"] = order
-        # units whose mean P(keep) exceeds τ, of the passages shown, cut to the budget by it
-        chosen = select(Scoring(passages=passages, units=units, ranking=scores, threshold=cfg.threshold, strict=True,
-                                among=frozenset(order), counter=self.counter, title_lines=cfg.always_select_title,
-                                render=lambda ks, cut: self._render(passages, cut_units(units, cut), titles, ks,
-                                                                    order)), budget)
+        order = self.order(scored)
+        return Scoring(passages=passages, units=units, ranking=scored.ranking, scores=scored.scores,
+                       threshold=self.config.threshold, strict=True, among=frozenset(order), counter=self.counter,
+                       title_lines=self.config.always_select_title,
+                       render=lambda ks, cut: self._render(passages, cut_units(units, cut), titles, ks, order))
+
+    def compression(self, scored: Scored, scoring: Scoring, chosen: Selection, budget: Budget) -> Compression:
+        """The kept units, each shown passage's title with them (``always_select_title``), passages in order."""
+        out = super().compression(scored, scoring, chosen, budget)
+        passages, units = scored.passages, scored.units
+        titles = title_units(passages, [pi for pi, _ in units])
+        order = self.order(scored)
         kept = chosen.kept
-        details.update(chosen.details)
-        if cfg.always_select_title:
+        if self.config.always_select_title:
             with_sentences = {units[k][0] for k in kept if k not in titles}
             kept = sorted(set(kept) | {t for t in titles if units[t][0] in with_sentences})
         by_passage: dict[int, list[int]] = {}
         for k in sorted(kept):
             by_passage.setdefault(units[k][0], []).append(k)
-        details["kept_sentences"] = [[units[k][1] for k in by_passage.get(i, []) if k not in titles]
-                                     for i in range(len(passages))]
+        details = {**scored.details, **({"passage_order": order} if self.config.reorder else {}), **chosen.details,
+                   "kept_sentences": [[units[k][1] for k in by_passage.get(i, []) if k not in titles]
+                                      for i in range(len(passages))]}
         rank = {pi: r for r, pi in enumerate(order)}
-        return Compression(text=self._render(passages, cut_units(units, chosen.trimmed), titles, kept, order),
-                           units=[u for _, u in units], trimmed=chosen.trimmed,
-                           scores=scores, kept=sorted(kept, key=lambda k: (rank[units[k][0]], k)),
-                           passage_of_unit=[pi for pi, _ in units], ranking=list(scores),
-                           passage_scores=list(ranking), details=details)
+        return dataclasses.replace(
+            out, text=self._render(passages, cut_units(units, chosen.trimmed), titles, kept, order),
+            kept=sorted(kept, key=lambda k: (rank[units[k][0]], k)), details=details)
 
     def _render(self, passages: Sequence[Passage], units: Sequence[tuple[int, str]], titles: set[int],
                 kept: Sequence[int], order: Sequence[int]) -> str:

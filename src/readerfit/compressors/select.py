@@ -13,11 +13,13 @@ as typed fields of a :class:`Scoring`; :func:`select` applies that rule and the 
    until the first unit that does not fit what is left; under a hard budget that unit is cut at a word boundary
    to fit, and no lower-ranked unit is kept in its place (a budget never trades a better unit for filler); the
    exact count of the assembled text checked; under a soft budget the ``min_keep`` best are kept past it;
-4. the kept units in original order, the cut unit's words (``trimmed``), and the details for people (the budget
-   asked, its limit, the achieved rate, the unit trimmed; how many units ``min_keep`` added).
+4. the kept units in original order, the cut unit's words (``trimmed``), the budget's outcome (a typed
+   :class:`~readerfit.outcome.BudgetOutcome`: the budget asked, its limit, the achieved rate, the unit trimmed,
+   empty) and the details for people (its copy; how many units ``min_keep`` and ``fill`` added).
 
-A compressor's ``at_budget`` builds the same :class:`Scoring` from a compression's typed fields (``ranking``,
-``scores``, ``passage_of_unit``), never from its details, so a budget sweep scores once.
+What a compressor scored is a :class:`Scored` (its ``score``); the compressor contract
+(:meth:`~readerfit.compressors.base.BaseCompressor.select`) turns it into a :class:`Scoring` by the compressor's
+rule and the budget and calls :func:`select`, so a budget sweep scores once and selects at every budget.
 
 >>> units = [(0, "Anna wrote it."), (0, "It sold."), (1, "Rain fell all day long.")]
 >>> scoring = Scoring(passages=[Passage("Anna wrote it. It sold."), Passage("Rain fell all day long.")],
@@ -25,7 +27,7 @@ A compressor's ``at_budget`` builds the same :class:`Scoring` from a compression
 >>> select(scoring, Budget()).kept
 [0, 2]
 >>> chosen = select(scoring, Budget(target_tokens=4))
->>> chosen.kept, chosen.details["budget"]["compressed_tokens"]
+>>> chosen.kept, chosen.outcome.compressed_tokens
 ([0], 3)
 >>> select(scoring, Budget(target_tokens=2)).trimmed
 {0: 'Anna wrote'}
@@ -34,12 +36,57 @@ A compressor's ``at_budget`` builds the same :class:`Scoring` from a compression
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from readerfit.compressors.base import assemble, join_passages
-from readerfit.compressors.budget import Budget, TokenCounter, budget_details, fit_units, word_count
-from readerfit.types import Passage
+from readerfit.compressors.budget import Budget, TokenCounter, budget_outcome, fit_units, word_count
+from readerfit.compressors.units import assemble, join_passages
+from readerfit.errors import InputError
+from readerfit.outcome import BudgetOutcome, TrimmedUnit
+from readerfit.types import Compression, Passage
+
+# the details select() writes (beside a compressor's rule, written anew by every selection)
+SELECTION_DETAILS = frozenset({"budget", "min_keep_added", "fill_added"})
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What a selecting compressor's ``score`` made of one question's passages, before any budget: the
+    ``passages`` (checked), the ``units`` ((passage index, text) pairs), the ``ranking`` a budget spends by, the
+    ``scores`` τ compares (None: the ranking), ``passage_scores`` (a ranking of the passages: Provence's),
+    ``token_logits`` (llmlingua2's classifier, replayed by its own selection), ``anchors`` (unit -> the words a cut
+    keeps), ``pieces`` (the units as cut from the text with their own spacing, where the compressor renders them
+    so: selective-context), ``details`` (provenance for people) and the ``seconds`` the scoring took."""
+
+    passages: Sequence[Passage]
+    units: Sequence[tuple[int, str]]
+    ranking: Sequence[float]
+    scores: Sequence[float] | None = None
+    passage_scores: Sequence[float] | None = None
+    token_logits: list[list[list[float]]] | None = None
+    anchors: Mapping[int, str] = field(default_factory=dict)
+    pieces: Sequence[str] | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @classmethod
+    def of(cls, passages: Sequence[Passage], compression: Compression) -> Scored:
+        """The scoring ``compression`` (of the checked ``passages``) was selected from, from its typed fields:
+        ``units`` and ``passage_of_unit``, ``ranking`` (else ``scores``), ``scores``, ``passage_scores``,
+        ``token_logits`` and ``anchors``; its details are carried for people, less those :func:`select` writes
+        (:data:`SELECTION_DETAILS`: the re-selection writes its own). A compression without ``passage_of_unit``
+        aligned with its units is refused."""
+        owners = compression.passage_of_unit
+        if owners is None or len(owners) != len(compression.units) or any(
+                not 0 <= pi < len(passages) for pi in owners):
+            raise InputError("a compressor re-selects only its own compression of the same passages (its "
+                             "passage_of_unit aligned with its units and the passages)")
+        ranking = compression.ranking if compression.ranking is not None else compression.scores or []
+        return cls(passages=list(passages), units=list(zip(owners, compression.units)), ranking=list(ranking),
+                   scores=None if compression.scores is None else list(compression.scores),
+                   passage_scores=None if compression.passage_scores is None else list(compression.passage_scores),
+                   token_logits=compression.token_logits, anchors=dict(compression.anchors),
+                   details={k: v for k, v in compression.details.items() if k not in SELECTION_DETAILS})
 
 
 @dataclass(frozen=True)
@@ -87,11 +134,13 @@ class Scoring:
 @dataclass(frozen=True)
 class Selection:
     """What :func:`select` kept: unit indices in original order, ``trimmed`` (unit index -> the words kept of the
-    one unit cut to a hard budget; empty when none was) and the details for people."""
+    one unit cut to a hard budget; empty when none was), the budget's ``outcome`` (None without a budget) and the
+    details for people (``details["budget"]``: the outcome's copy)."""
 
     kept: list[int]
     details: dict[str, Any] = field(default_factory=dict)
     trimmed: dict[int, str] = field(default_factory=dict)
+    outcome: BudgetOutcome | None = None
 
 
 def cut_units(units: Sequence[tuple[int, str]], trimmed: Mapping[int, str]) -> list[tuple[int, str]]:
@@ -138,8 +187,8 @@ def filled(scoring: Scoring, kept: list[int], *, fill: int, count: TokenCounter)
 
 
 def select(scoring: Scoring, budget: Budget) -> Selection:
-    """The kept units of ``scoring`` under ``budget``: the one selection every selecting compressor's ``compress``
-    and ``at_budget`` run (module docstring: the steps)."""
+    """The kept units of ``scoring`` under ``budget``: the one selection every selecting compressor runs, through
+    :meth:`~readerfit.compressors.base.BaseCompressor.select` (module docstring: the steps)."""
     ranking = scoring.ranking
     kept = candidates(scoring, budget)
     details: dict[str, Any] = {}
@@ -165,11 +214,12 @@ def select(scoring: Scoring, budget: Budget) -> Selection:
     fit = fit_units(ranking, passages=costed, units=scoring.units, limit=limit, count=count, candidates=kept,
                     assemble=scoring.text, must=() if budget.hard else ranked[: scoring.min_keep],
                     referents=scoring.referents, trim=budget.hard, anchors=scoring.anchors)
-    details["budget"] = budget_details(budget, limit=limit, tokens_in=tokens_in, counted_in=counted_in,
-                                       tokens_out=count(scoring.text(fit.kept, fit.trimmed)) if fit.kept else 0)
-    for k, words in fit.trimmed.items():
-        details["budget"]["trimmed"] = {"unit": k, "words_kept": len(words.split()),
-                                        "words": len(scoring.units[k][1].split())}
+    trimmed = [TrimmedUnit(unit=k, words_kept=len(words.split()), words=len(scoring.units[k][1].split()))
+               for k, words in fit.trimmed.items()]
+    outcome = budget_outcome(budget, limit=limit, tokens_in=tokens_in, counted_in=counted_in,
+                             tokens_out=count(scoring.text(fit.kept, fit.trimmed)) if fit.kept else 0,
+                             trimmed=trimmed[-1] if trimmed else None)
     if not fit.kept:
-        details["budget"]["empty"] = "not even the first word of the best unit fits the budget"
-    return Selection(fit.kept, details, fit.trimmed)
+        outcome = replace(outcome, empty=True)
+    details["budget"] = outcome.to_dict()  # the outcome's copy for people
+    return Selection(fit.kept, details, fit.trimmed, outcome)

@@ -50,14 +50,14 @@ import numpy as np
 from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget import Budget, reader_counter
 from readerfit.compressors.budget_fields import rate_field, target_tokens_field
-from readerfit.compressors.select import Scoring, select
+from readerfit.compressors.select import Scored, Scoring
 from readerfit.errors import ContextLengthError, InputError, MissingPackageError, require
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.options import check_fields, param
 from readerfit.text.split import SPACY_MODEL, get_splitter
-from readerfit.types import Compression, Passage, render_passage
+from readerfit.types import Passage, render_passage
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -280,6 +280,7 @@ class SelectiveContext(BaseCompressor):
 
     name = "selective-context"
     config_class = SelectiveContextConfig
+    budget_support = "reselect"
 
     def __init__(self, lm: LanguageModel, *, splitter: Callable[[str], list[str]] | None = None,
                  config: SelectiveContextConfig | None = None, nlp: Language | None = None,
@@ -326,7 +327,7 @@ class SelectiveContext(BaseCompressor):
                 passage_of_unit.append(pi)
         return units, passage_of_unit
 
-    def _compress(self, question: str, passages: list[Passage]) -> Compression:
+    def _score(self, question: str, passages: list[Passage]) -> Scored:
         limit = min(self.config.max_tokens or self.lm.context_length, self.lm.context_length)
         units, passage_of_unit = self._pieces(passages)
         windows: list[_Window] = []
@@ -340,31 +341,34 @@ class SelectiveContext(BaseCompressor):
                                    "self_information": "nats",
                                    "lm": self.lm.name,
                                    "windows": len(windows) - sum(1 for p in passages if p.text.strip())}
-        return self._select(passages, units, passage_of_unit, scores, details,
-                            Budget(rate=self.config.rate, target_tokens=self.config.target_tokens))
+        return Scored(passages=passages, units=[(pi, u.strip()) for pi, u in zip(passage_of_unit, units)],
+                      ranking=scores, scores=scores, pieces=units, details=details)
 
-    def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
-        """This compressor's selection of ``compression``'s ranked units (its ``ranking``: their self-information)
-        under ``budget``; the units are cut again (no model), the scoring's details carried over for people."""
-        assert compression.ranking is not None
-        units, passage_of_unit = self._pieces(passages)
-        details = {k: v for k, v in compression.details.items() if k not in ("budget", "min_keep_added")}
-        return self._select(passages, units, passage_of_unit, compression.ranking, details, budget)
+    def default_budget(self) -> Budget:
+        return Budget(rate=self.config.rate, target_tokens=self.config.target_tokens)
 
-    def _select(self, passages: Sequence[Passage], units: list[str], passage_of_unit: list[int], scores: list[float],
-                details: dict[str, Any], budget: Budget) -> Compression:
+    def threshold(self, scored: Scored, budget: Budget) -> float:
+        """The paper's percentile threshold without a budget (nan with one: the budget alone selects)."""
+        return math.nan if budget.active else percentile_threshold(scored.ranking, self.config.reduce_ratio)
+
+    def rule_details(self, scored: Scored, budget: Budget) -> dict[str, Any]:
+        return {"threshold": self.threshold(scored, budget)}
+
+    def scoring(self, scored: Scored, budget: Budget) -> Scoring:
         """The paper's percentile filter without a budget; with one, the most informative units until it is spent.
-        A unit without a score (nan) ranks first and passes the filter: nothing says it is uninformative."""
-        ranked = [s if math.isfinite(s) else math.inf for s in scores]
-        threshold = math.nan if budget.active else percentile_threshold(scores, self.config.reduce_ratio)
-        chosen = select(Scoring(passages=passages, units=list(zip(passage_of_unit, units)), ranking=ranked,
-                                threshold=None if math.isnan(threshold) else threshold, counter=self.counter,
-                                render=lambda ks, cut: self._assemble(passages, spaced(units, cut), passage_of_unit,
-                                                                      ks)), budget)
-        return Compression(text=self._assemble(passages, spaced(units, chosen.trimmed), passage_of_unit, chosen.kept),
-                           units=[u.strip() for u in units], scores=scores, kept=chosen.kept,
-                           passage_of_unit=passage_of_unit, ranking=list(scores), trimmed=chosen.trimmed,
-                           details={**details, "threshold": threshold, **chosen.details})
+        A unit without a score (nan) ranks first and passes the filter: nothing says it is uninformative. The
+        units are the pieces as cut from the text, with their own spacing (cut again, no model, for a scoring
+        read back from a compression)."""
+        passages = scored.passages
+        pieces = list(scored.pieces) if scored.pieces is not None else self._pieces(passages)[0]
+        passage_of_unit = [pi for pi, _ in scored.units]
+        if len(pieces) != len(passage_of_unit):
+            raise InputError("selective-context re-selects only its own compressions of the same passages")
+        threshold = self.threshold(scored, budget)
+        return Scoring(passages=passages, units=list(zip(passage_of_unit, pieces)),
+                       ranking=[s if math.isfinite(s) else math.inf for s in scored.ranking],
+                       threshold=None if math.isnan(threshold) else threshold, counter=self.counter,
+                       render=lambda ks, cut: self._assemble(passages, spaced(pieces, cut), passage_of_unit, ks))
 
     @staticmethod
     def _assemble(passages: Sequence[Passage], units: Sequence[str], passage_of_unit: Sequence[int],

@@ -6,16 +6,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from readerfit.compressors.base import BaseCompressor, assemble, passage_sentences
+from readerfit.compressors.base import BaseCompressor, passage_sentences
 from readerfit.compressors.budget import Budget, reader_counter
 from readerfit.compressors.budget_fields import rate_field, target_tokens_field
 from readerfit.compressors.referents import referents
-from readerfit.compressors.select import Scoring, cut_units, select
+from readerfit.compressors.select import Scored, Scoring
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import Embedder, ModelSource
 from readerfit.options import check_fields, param
 from readerfit.text.split import get_splitter
-from readerfit.types import Compression, Passage
+from readerfit.types import Passage
 
 
 def question_similarity(embedder: Embedder, question: str, sentences: Sequence[str]) -> list[float]:
@@ -56,6 +56,7 @@ class SentenceSimilarity(BaseCompressor):
 
     name = "sentence-sim"
     config_class = SentenceSimConfig
+    budget_support = "reselect"
 
     def __init__(self, embedder: Embedder, splitter: Callable[[str], list[str]], config: SentenceSimConfig | None = None,
                  *, reader_lm: LanguageModel | None = None) -> None:
@@ -69,22 +70,16 @@ class SentenceSimilarity(BaseCompressor):
                     reader_lm: LanguageModel | None = None) -> SentenceSimilarity:
         return cls(pool.embedder(config.embedder), get_splitter(config.splitter), config, reader_lm=reader_lm)
 
-    def _compress(self, question: str, passages: list[Passage]) -> Compression:
+    def _score(self, question: str, passages: list[Passage]) -> Scored:
         units = passage_sentences(passages, self.splitter)
         scores = question_similarity(self.embedder, question, [s for _, s in units])
-        return self._select(passages, units, scores, self.config.budget())
+        return Scored(passages=passages, units=units, ranking=scores, scores=scores)
 
-    def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
-        """This compressor's selection of ``compression``'s ranked sentences (its ``ranking``) under ``budget``."""
-        assert compression.ranking is not None and compression.passage_of_unit is not None
-        return self._select(passages, list(zip(compression.passage_of_unit, compression.units)), compression.ranking,
-                            budget)
+    def default_budget(self) -> Budget:
+        return self.config.budget()
 
-    def _select(self, passages: Sequence[Passage], units: list[tuple[int, str]], scores: list[float],
-                budget: Budget) -> Compression:
-        chosen = select(Scoring(passages=passages, units=units, ranking=scores, top_n=self.config.n_kept(budget),
-                                counter=self.counter, referents=referents(passages, units)), budget)
-        return Compression(text=assemble(passages, cut_units(units, chosen.trimmed), chosen.kept),
-                           units=[s for _, s in units], scores=scores, kept=chosen.kept,
-                           passage_of_unit=[pi for pi, _ in units], ranking=list(scores), trimmed=chosen.trimmed,
-                           details=chosen.details)
+    def scoring(self, scored: Scored, budget: Budget) -> Scoring:
+        """The most similar sentences, at most the top n in force, each with its referent under a budget."""
+        return Scoring(passages=scored.passages, units=scored.units, ranking=scored.ranking,
+                       top_n=self.config.n_kept(budget), counter=self.counter,
+                       referents=referents(scored.passages, scored.units))

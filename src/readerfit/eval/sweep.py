@@ -3,9 +3,9 @@ selected at every budget, one :class:`~readerfit.types.Record` per (question, co
 
 The points of a sweep (a record's ``budget``): ``default``, the compressor's own call; ``no budget``, the rule of a
 compressor that selects scored units without a budget (EXIT: τ; sentence-sim: the top 5); and each rate. A
-:class:`~readerfit.compressors.budget.Budgeted` compressor scores a question once and re-selects that scoring at
-every point (``at_budget``), exactly as the compressor built with the budget would; one that takes a budget only as
-config is given one built per rate; one that takes none (``none``) gives its default alone.
+compressor that re-selects (``budget_support = "reselect"``) scores a question once and selects that scoring at
+every point (``select``), exactly as the compressor built with the budget would; one rebuilt per budget (its budget
+is config) is given one built per rate; one that takes none (``none``) gives its default alone.
 
 Each record holds what its context kept of the gold (:class:`~readerfit.types.Recall`) and its token counts, and,
 for the points read, the reader's answer and QA scores. The reader on the raw passages is one record per question
@@ -25,8 +25,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from readerfit.compressors.base import BaseCompressor, check_inputs, join_passages
-from readerfit.compressors.budget import Budget, Budgeted
-from readerfit.compressors.per_call import takes_budget
+from readerfit.compressors.budget import Budget
 from readerfit.errors import InputError
 from readerfit.eval.pipeline import RAGPipeline
 from readerfit.metrics.qa import holds_answer, qa_scores
@@ -45,10 +44,10 @@ from readerfit.types import (
 
 def sweep_points(cls: type[BaseCompressor], rates: Sequence[float]) -> list[str]:
     """The points a compressor of ``cls`` gives, in the order its records are written: its default, then
-    (Budgeted) its rule without a budget and every rate, or (a budget in its config) every rate."""
-    if issubclass(cls, Budgeted):
+    (re-selecting) its rule without a budget and every rate, or (rebuilt per budget) every rate."""
+    if cls.budget_support == "reselect":
         return [DEFAULT_POINT, NO_BUDGET, *map(str, rates)]
-    return [DEFAULT_POINT, *map(str, rates)] if takes_budget(cls) else [DEFAULT_POINT]
+    return [DEFAULT_POINT, *map(str, rates)] if cls.budget_support == "rebuild" else [DEFAULT_POINT]
 
 
 def with_sentences(passages: Sequence[Passage], splitter: Callable[[str], list[str]]) -> list[Passage]:
@@ -158,16 +157,15 @@ class BudgetSweep:
         self.splitter = splitter or self.first.splitter()
 
     def compressions(self, label: str, question: str, passages: Sequence[Passage]) -> dict[str, Compression]:
-        """Every point's compression: one compression, re-selected at every budget where the compressor can
-        (a re-selection's ``seconds`` are the scoring's and its own, what one call at that budget costs)."""
+        """Every point's compression: one scoring, selected at every budget where the compressor re-selects (a
+        selection's ``seconds`` are the scoring's and its own, what one call at that budget costs)."""
         compressor = self.pipelines[label].compressor
-        default = compressor.compress(question, passages)
-        out = {DEFAULT_POINT: default}
-        if isinstance(compressor, Budgeted):
-            for point, budget in [(NO_BUDGET, Budget()), *((str(r), Budget(rate=r)) for r in self.rates)]:
-                start = time.perf_counter()
-                c = compressor.at_budget(passages, default, budget)
-                out[point] = dataclasses.replace(c, seconds=default.seconds + time.perf_counter() - start)
+        if compressor.budget_support == "reselect":
+            scored = compressor.score(question, passages)
+            out = {point: compressor.timed_select(scored, budget) for point, budget in
+                   [(DEFAULT_POINT, None), (NO_BUDGET, Budget()), *((str(r), Budget(rate=r)) for r in self.rates)]}
+        else:
+            out = {DEFAULT_POINT: compressor.compress(question, passages)}
         for rate, built in self.at_rate.get(label, {}).items():
             out[str(rate)] = built.compress(question, passages)
         return out

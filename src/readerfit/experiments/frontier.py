@@ -19,9 +19,8 @@ the top 5), over the questions of a dataset:
 None of these but the last needs the reader to answer, so hundreds of questions cost seconds each, and the
 figures do not move by one answer of a 135M reader. The run is a budget sweep of the evaluation engine's
 :class:`~readerfit.eval.pipeline.RAGPipeline` (:class:`~readerfit.eval.sweep.BudgetSweep`): a compressor that
-selects scored units (:class:`~readerfit.compressors.budget.Budgeted`: exit, sentence-sim, ...) scores each
-question once and is cut to every budget from those scores, exactly as it would cut them itself; others run once
-per budget. Its records are :class:`~readerfit.types.Record` objects, one per (question, compressor, budget), and
+selects scored units (``budget_support = "reselect"``: exit, sentence-sim, ...) scores each question once and
+is cut to every budget from those scores, exactly as it would cut them itself; others run once per budget. Its records are :class:`~readerfit.types.Record` objects, one per (question, compressor, budget), and
 the summary is recomputed from them (or from the records of an older run folder, one per question and compressor).
 
 ``--distractors K`` hides each question's own passages among K passages of other questions of the file
@@ -36,8 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from readerfit.compressors import COMPRESSORS
-from readerfit.compressors.budget import Budgeted
-from readerfit.compressors.per_call import takes_budget
 from readerfit.data import load_dataset
 from readerfit.data.distractors import with_distractors
 from readerfit.errors import InputError
@@ -175,7 +172,7 @@ def build_sweep(config: Config, pool: ModelPool) -> BudgetSweep:
     at_rate = {label: {rate: COMPRESSORS.build(name, {**options, "rate": rate}, preset=config.preset, pool=pool,
                                                reader_lm=reader) for rate in config.rates}
                for label, (name, options) in config.methods.items()
-               if not isinstance(compressors[label], Budgeted) and takes_budget(COMPRESSORS.get(name))}
+               if COMPRESSORS.get(name).budget_support == "rebuild"}
     splitter = get_splitter("spacy")
     retrieval = Retrieval()  # each question's own passages
     pipelines = {label: RAGPipeline(reader=reader, compressor=c, retrieval=retrieval, splitter=splitter)

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from readerfit.compressors import COMPRESSORS, BaseCompressor, build_compressor, join_passages
-from readerfit.compressors.budget import Budget, Budgeted
+from readerfit.compressors.budget import Budget
 from readerfit.compressors.per_call import (
     budget_options,
     checked_budget,
@@ -219,7 +219,7 @@ class DocumentCompression:
 
     def warm_up(self) -> None:
         """Build the compressor (and load the token counter) now rather than on the first documents."""
-        self.compressor(None if issubclass(self.cls, Budgeted) else self.budget)
+        self.compressor(None if self.cls.budget_support == "reselect" else self.budget)
         self.counter()
 
     def reader_lm(self) -> LanguageModel | None:
@@ -315,7 +315,7 @@ class DocumentCompression:
 
 def check_reselects(compressor: BaseCompressor) -> None:
     """A budget for a built compressor needs one that re-selects (it cannot be rebuilt with the budget)."""
-    if not isinstance(compressor, Budgeted):
+    if compressor.budget_support != "reselect":
         raise InputError(f"a budget needs a compressor given by name, or one that re-selects (exit, sentence-sim, "
                          f"provence); {type(compressor).__name__} is neither")
 

@@ -55,6 +55,7 @@ directory (``readerfit train exit``) holds ``exit_classifier.json`` saying which
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -64,17 +65,17 @@ from typing import Any
 
 import numpy as np
 
-from readerfit.compressors.base import BaseCompressor, assemble, passage_sentences
+from readerfit.compressors.base import BaseCompressor, passage_sentences
 from readerfit.compressors.budget import Budget, reader_counter
 from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig, encoder_dtype
 from readerfit.compressors.exit.features import EMBEDDED, LANGUAGE, RankSignals, ranking_signals
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
-from readerfit.compressors.exit.language import WordVectors
+from readerfit.compressors.exit.language import WordVectors, lead_titled
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
 from readerfit.compressors.referents import referents
-from readerfit.compressors.select import Scoring, cut_units, select
+from readerfit.compressors.select import Scored, Scoring
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
@@ -96,6 +97,7 @@ class ExitCompressor(BaseCompressor):
 
     name = "exit"
     config_class = ExitConfig
+    budget_support = "reselect"
 
     def __init__(self, classifier: SentenceClassifier, splitter: Callable[[str], list[str]],
                  config: ExitConfig | None = None, *, reader_lm: LanguageModel | None = None,
@@ -125,27 +127,51 @@ class ExitCompressor(BaseCompressor):
         return cls(build_classifier(config, pool), get_splitter(config.splitter), config, reader_lm=reader_lm,
                    embedder=embedder, ranker=ranker)
 
-    def _compress(self, question: str, passages: list[Passage]) -> Compression:
-        return self._compress_many([(question, passages)])[0]
+    def _score(self, question: str, passages: list[Passage]) -> Scored:
+        return self._score_many([(question, passages)])[0]
 
-    def _compress_many(self, items: list[tuple[str, list[Passage]]]) -> list[Compression]:
+    def _score_many(self, items: list[tuple[str, list[Passage]]]) -> list[Scored]:
         """Every question's sentences scored in one classifier call when the classifier batches across
         questions (the one-pass classifier's ``score_many``), then the bridge hop's passages in a second and
-        (when the ranker reads it) every other passage given the best sentence in a third; each compression's
+        (when the ranker reads it) every other passage given the best sentence in a third; each scoring's
         ``seconds`` is its share."""
         if len(items) > 1 and not isinstance(self.classifier, BatchSentenceClassifier):
-            return super()._compress_many(items)  # one question at a time, each timed
+            return super()._score_many(items)  # one question at a time, each timed
         start = time.perf_counter()
-        out = [self._select(passages, scored, self.config.budget())
-               for (_, passages), scored in zip(items, self.score_units(items))]
-        for c in out:
-            c.seconds = (time.perf_counter() - start) / len(out)
-        return out
+        out = [Scored(passages=passages, units=su.units, ranking=su.ranking, scores=su.scores, anchors=su.anchors,
+                      details=su.details) for (_, passages), su in zip(items, self.score_units(items))]
+        share = (time.perf_counter() - start) / len(out)
+        return [dataclasses.replace(s, seconds=share) for s in out]
+
+    def _compress_many(self, items: list[tuple[str, list[Passage]]]) -> list[Compression]:
+        return [self.timed_select(scored, None) for scored in self._score_many(items)]
+
+    def default_budget(self) -> Budget:
+        return self.config.budget()
+
+    def rule_details(self, scored: Scored, budget: Budget) -> dict[str, Any]:
+        return {"threshold": self.config.tau(budget)}  # None: the budget alone selects
+
+    def scoring(self, scored: Scored, budget: Budget) -> Scoring:
+        """r ≥ τ (:meth:`ExitConfig.tau` under ``budget``), by the ranking, each sentence with its referent, and
+        under the default's soft budget only until the kept sentences hold the ranker's ``mass``."""
+        if scored.scores is None:
+            raise InputError("exit can re-select only its own compressions (scores, ranking and passage_of_unit set)")
+        mass = self.ranker.mass if self.ranker is not None else 1.0
+        return Scoring(passages=scored.passages, units=scored.units, ranking=scored.ranking, scores=scored.scores,
+                       threshold=self.config.tau(budget), min_keep=self.config.min_keep, counter=self.counter,
+                       stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
+                       referents=referents(scored.passages, scored.units) if self.config.referents else None,
+                       anchors=scored.anchors)
 
     def score_units(self, items: list[tuple[str, list[Passage]]]) -> list[ScoredUnits]:
-        """Each question's sentences with their r, ranking signals and ranking (what :meth:`_select` cuts and
+        """Each question's sentences with their r, ranking signals and ranking (what :meth:`scoring` cuts and
         ``readerfit train exit-ranker`` fits on), from checked passages. The embedder's pass over the sentences
-        (the ranker's cosines) runs on a second thread while the classifier reads, when :meth:`overlaps`."""
+        (the ranker's cosines) runs on a second thread while the classifier reads, when :meth:`overlaps`. With the
+        language pass (the shipped ranker), an untitled passage is scored under its lead name as title
+        (:func:`~readerfit.compressors.exit.language.lead_titled`); the selection renders the passages as given."""
+        if self.language:
+            items = [(q, lead_titled(passages)) for q, passages in items]
         prepared = [self._groups(passages) for _, passages in items]
         if self.embedder is None:
             return self._rank(items, prepared, self._classify(items, prepared), None)
@@ -317,34 +343,6 @@ class ExitCompressor(BaseCompressor):
             details["context"] = "all"
             details["own_passage"] = sorted(own)  # all passages did not fit the classifier with these sentences
         return scores, details
-
-    def at_budget(self, passages: Sequence[Passage], compression: Compression, budget: Budget) -> Compression:
-        """This compressor's selection of ``compression``'s scored sentences under ``budget`` (its τ rule:
-        :meth:`ExitConfig.tau` with that budget), from the compression's ``scores`` and ``ranking``."""
-        if compression.scores is None or compression.passage_of_unit is None or compression.ranking is None:
-            raise InputError("exit can re-select only its own compressions (scores, ranking and passage_of_unit set)")
-        units = list(zip(compression.passage_of_unit, compression.units))
-        details = {k: v for k, v in compression.details.items() if k not in ("threshold", "budget", "min_keep_added", "fill_added")}
-        return self._select(passages, ScoredUnits(units=units, scores=list(compression.scores), signals=None,
-                                                  ranking=list(compression.ranking), details=details,
-                                                  anchors=dict(compression.anchors)), budget)
-
-    def _select(self, passages: Sequence[Passage], scored: ScoredUnits, budget: Budget) -> Compression:
-        """The shared selection (:func:`~readerfit.compressors.select.select`) of ``scored`` under ``budget``: r ≥ τ
-        (:meth:`ExitConfig.tau`), by the ranking, and under the default's soft budget only until the kept sentences
-        hold the ranker's ``mass``."""
-        tau = self.config.tau(budget)
-        mass = self.ranker.mass if self.ranker is not None else 1.0
-        units = scored.units
-        chosen = select(Scoring(passages=passages, units=units, ranking=scored.ranking, scores=scored.scores,
-                                threshold=tau, min_keep=self.config.min_keep, counter=self.counter,
-                                stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
-                                referents=referents(passages, units) if self.config.referents else None,
-                                anchors=scored.anchors), budget)
-        return Compression(text=assemble(passages, cut_units(units, chosen.trimmed), chosen.kept),
-                           units=[s for _, s in units], scores=scored.scores, kept=chosen.kept,
-                           passage_of_unit=[pi for pi, _ in units], ranking=scored.ranking, trimmed=chosen.trimmed,
-                           anchors=scored.anchors, details={**scored.details, "threshold": tau, **chosen.details})
 
 
 @dataclass

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor, join_passages
-from readerfit.compressors.budget import Budget, budget_details, fit_text
+from readerfit.compressors.budget import Budget, budget_outcome, fit_text
 from readerfit.compressors.budget_fields import rate_field, target_tokens_field
 from readerfit.compressors.xcompress.prompts import (
     COMPACT_NEXT_PROMPT,
@@ -141,6 +141,7 @@ class Summary(BaseCompressor):
 
     name = "summary"
     config_class = SummaryConfig
+    budget_support = "rebuild"  # a length budget is config: the summary is written (and cut) to it
 
     # lm stays Any: xcompress decodes beams through it (generate(num_beams=)), which LanguageModel does not declare
     def __init__(self, lm: Any, config: SummaryConfig | None = None, *,
@@ -218,6 +219,7 @@ class Summary(BaseCompressor):
             details["evaluations"] = step.evaluations
         metrics = {"sampled": float(step.sampled)} if self._samples() else {}
         text, kept = step.text, list(step.kept)
+        outcome = None
         if limit is not None:
             # a length budget: held to it by cutting at a sentence end (the passages would break it)
             index = step.kept[0] if step.kept else self._best_candidate(step)
@@ -226,8 +228,9 @@ class Summary(BaseCompressor):
                                  count=self.counter.count_tokens) if summary.strip() else ("", 0)
             kept = [index] if text and index is not None else []
             tokens_out = self.counter.count_tokens(text) if text else 0
-            details["budget"] = {**budget_details(length, limit=limit, tokens_in=tokens_in, tokens_out=tokens_out,
-                                                  counted_in=self.counted_in), "cut_sentences": cut}
+            outcome = budget_outcome(length, limit=limit, tokens_in=tokens_in, tokens_out=tokens_out,
+                                     counted_in=self.counted_in)
+            details["budget"] = {**outcome.to_dict(), "cut_sentences": cut}
             metrics["budget_cut"] = float(cut > 0)
         elif budget is not None:
             over = step.text and self.counter.count_tokens(step.text) > budget
@@ -238,7 +241,7 @@ class Summary(BaseCompressor):
                 # nothing the compressor wrote fits: the reader gets the passages it was given
                 text, kept = join_passages(passages), []
         return Compression(text=text, units=step.units, scores=step.scores, kept=kept, metrics=metrics,
-                           details=details)
+                           budget=outcome, details=details)
 
     def _samples(self) -> bool:
         return False
