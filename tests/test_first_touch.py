@@ -22,6 +22,9 @@ CASES = [json.loads(line) for line in
 # fitted beside small copies of its questions, with relation_soft; the default filled to DEFAULT_FILL tokens), less
 # about two cases; the target is 0.95 and 0.90
 FLOORS = {"default": 0.92, 0.3: 0.75, 0.2: 0.67}
+# the passages as plain strings (the README's first example), where EXIT reads each under its lead name: measured 0.802
+# at rate=0.3 (0.625 before lead_titled)
+PLAIN_FLOOR = 0.78
 
 
 def test_the_set_is_what_its_readme_says():
@@ -38,16 +41,20 @@ def test_the_set_is_what_its_readme_says():
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("budget", ["default", 0.3, 0.2])
-def test_exit_keeps_the_answer_of_small_inputs(budget):
+@pytest.mark.parametrize(("budget", "plain"), [("default", False), (0.3, False), (0.2, False), (0.3, True)])
+def test_exit_keeps_the_answer_of_small_inputs(budget, plain):
     kept, filler = [], []
     for c in CASES:
-        out = readerfit.compress(c["question"], c["passages"], **({} if budget == "default" else {"rate": budget}))
+        passages = [p["text"] for p in c["passages"]] if plain else c["passages"]
+        out = readerfit.compress(c["question"], passages, **({} if budget == "default" else {"rate": budget}))
         kept.append(holds_answer(out.text, c["answers"]))
-        if budget != "default":
+        if budget != "default" and not plain:
             filler += no_filler_violations(c, out)
+        if plain:
+            assert not any(p["title"] in out.text.split("\n") for p in c["passages"])  # rendered as given: no title
     share = sum(kept) / len(kept)
-    assert share >= FLOORS[budget], f"answer kept in {share:.3f} of {len(kept)} cases at {budget}"
+    floor = PLAIN_FLOOR if plain else FLOORS[budget]
+    assert share >= floor, f"answer kept in {share:.3f} of {len(kept)} cases at {budget}{' (plain)' if plain else ''}"
     assert not filler, filler[:3]
 
 
