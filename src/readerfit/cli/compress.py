@@ -20,10 +20,12 @@ rate) is also one line on stderr per result, ``readerfit compress: warning: WHER
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import sys
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -247,6 +249,26 @@ def named_options(items: Sequence[str], names: Sequence[str], *, flag: str = "--
     return out
 
 
+# ----- loading -----------------------------------------------------------------------------------------------
+# Python's full (oldest-generation) garbage collections while the models load: each walks every object the libraries
+# made (torch, transformers, spaCy: about 450,000), and the loads ran 7 of them, 0.9 s of an 8 s cold `readerfit
+# compress` on 2 cores (issue 57). This many younger collections between two full ones while the first question
+# builds its compressor (Python's default: 10) defers them; the younger ones still run.
+LOADING_FULL_EVERY = 1000
+
+
+@contextmanager
+def deferred_full_collections() -> Iterator[None]:
+    """Within the block, full garbage collections deferred (:data:`LOADING_FULL_EVERY`); the thresholds are put back
+    after, so the rest of the run (and a caller in the same process) collects as before."""
+    before = gc.get_threshold()
+    gc.set_threshold(before[0], before[1], max(before[2], LOADING_FULL_EVERY))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 # ----- output ------------------------------------------------------------------------------------------------
 def warn_missed(details: dict[str, Any], where: str) -> None:
     r"""A compressor's ``details["warning"]`` (longllmlingua's missed rate) as one line on stderr; stdout, and so
@@ -303,10 +325,11 @@ def _compress_all(args: argparse.Namespace, items: list[Item], *, many: bool, op
     pool = ModelPool(device=args.device, dtype=args.dtype, openai_base_url=args.base_url, openai_api_key=args.api_key)
     reader = pool.lm(args.reader) if todo else None
     result: dict[str, Any] = {}
-    for it in todo:
+    for n, it in enumerate(todo):
         try:
-            compression = api.compress(it.question, it.passages, compressor=args.compressor, pool=pool,
-                                       reader=reader, preset=args.preset, options=options)
+            with deferred_full_collections() if n == 0 else nullcontext():  # the first builds and loads
+                compression = api.compress(it.question, it.passages, compressor=args.compressor, pool=pool,
+                                           reader=reader, preset=args.preset, options=options)
         except InputError as err:
             raise InputError(f"{it.where}: {err}") from None
         result = api.compression_json(compression, question=it.question, compressor=args.compressor,
