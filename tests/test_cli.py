@@ -226,3 +226,17 @@ def test_a_warning_is_one_line_naming_the_command(capsys, monkeypatch):
     err = capsys.readouterr().err.splitlines()
     assert err == ["readerfit report: warning: the server's tokenizer is approximated",
                    "lib.py:7: FutureWarning: a library's own"]
+
+
+def test_the_console_entry_exits_with_mains_code_and_skips_the_last_collection(monkeypatch):
+    import gc
+    import importlib
+
+    cli_main = importlib.import_module("readerfit.cli.main")  # the module (readerfit.cli.main is also the function)
+
+    frozen = []
+    monkeypatch.setattr(cli_main, "main", lambda: 3)
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    with pytest.raises(SystemExit) as ended:
+        cli_main.entry()
+    assert ended.value.code == 3 and frozen == [True]

@@ -1,7 +1,5 @@
 """``python -m readerfit.cli``: the ``readerfit`` command."""
 
-import sys
+from readerfit.cli.main import entry
 
-from readerfit.cli.main import main
-
-sys.exit(main())
+entry()
