@@ -114,8 +114,9 @@ def test_out_resumes_skipping_the_ids_it_has(tiny_lm_dir, tmp_path, capsys, monk
     with open(out_file, "a") as f:  # a crash in the middle of writing the next line
         f.write('{"id": "q2", "quest')
     calls = []
-    real = readerfit.api.compress
-    monkeypatch.setattr(readerfit.api, "compress", lambda q, p, **k: calls.append(p) or real(q, p, **k))
+    real = readerfit.api.compress_calls
+    monkeypatch.setattr(readerfit.api, "compress_calls",
+                        lambda cs, **k: calls.extend([p.text for p in c.passages] for c in cs) or real(cs, **k))
     code, out, err = run_cli(exit_args(tiny_lm_dir, "--out", str(out_file), "--json"), capsys, monkeypatch,
                              stdin="\n".join(lines) + "\n")
     assert code == 0, err

@@ -14,7 +14,7 @@ from readerfit.api import as_passages
 from readerfit.compressors import COMPRESSORS
 from readerfit.compressors.budget import Budget
 from readerfit.compressors.exit import ExitCompressor, ExitConfig
-from readerfit.compressors.per_call import budget_options, compress_at_budgets, split_budget
+from readerfit.compressors.per_call import budget_options, compress_at_budgets
 from readerfit.errors import InputError
 from readerfit.models.pool import ModelPool
 from test_api_batch import WordEmbedder
@@ -137,9 +137,12 @@ def test_bad_per_call_budgets_are_clear_errors(pool, kwargs, match):
         readerfit.compress("Who wrote the book?", PASSAGES, pool=pool, reader=None, **kwargs)
 
 
-def test_split_budget_takes_the_budget_out_of_the_options():
-    assert split_budget({"top_n": 2}, what="x") == ({"top_n": 2}, None)
-    assert split_budget({"top_n": 2, "rate": 0.5}, what="x") == ({"top_n": 2}, Budget(rate=0.5))
+def test_call_budget_takes_the_budget_out_of_the_options():
+    from readerfit.call_args import call_budget
+
+    assert call_budget("sentence-sim", {"top_n": 2}) == ({"top_n": 2}, None)
+    assert call_budget("sentence-sim", {"top_n": 2, "rate": 0.5}) == ({"top_n": 2}, Budget(rate=0.5))
+    assert call_budget("exit", {"target_token": 40}) == ({}, Budget(target_tokens=40))
 
 
 def test_the_achieved_rate_is_the_one_rate_function():

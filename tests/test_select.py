@@ -52,20 +52,26 @@ def test_the_stop_rule_applies_under_a_soft_budget_only():
     assert select(stop, Budget(rate=1.0, hard=False)).kept == [1]
 
 
-def test_a_soft_budgets_fill_tops_the_stop_up_in_rank_order_within_its_limit():
-    stop = scoring(stop=lambda ranking: [1])  # the stop holds unit 1 (4 words) only
-    # 5 words wanted: the next best (unit 3, 3 words, with its title line "T": 4 more) is added, then it is enough
+def test_a_soft_budgets_fill_tops_the_stop_up_from_its_passages_in_rank_order_within_its_limit():
+    stop = scoring(stop=lambda ranking: [1])  # the stop holds unit 1 (4 words, passage 0) only
+    # 5 words wanted: passage 0's next best (unit 0, 2 words) is added, then it is enough; passage 1 never
     chosen = select(stop, Budget(rate=1.0, hard=False, fill=5))
-    assert chosen.kept == [1, 3] and chosen.details["fill_added"] == 1
+    assert chosen.kept == [0, 1] and chosen.details["fill_added"] == 1
     assert select(stop, Budget(rate=1.0, hard=False, fill=4)).kept == [1]  # already held
-    assert select(stop, Budget(rate=1.0, hard=False, fill=9)).kept == [0, 1, 3]  # then unit 0 (2 words)
+    assert select(stop, Budget(rate=1.0, hard=False, fill=7)).kept == [0, 1, 2]  # then unit 2 (1 word)
+    assert select(stop, Budget(rate=1.0, hard=False, fill=99)).kept == [0, 1, 2]  # another passage's units: never
+    assert select(scoring(stop=lambda ranking: [1, 3]), Budget(rate=1.0, hard=False, fill=99)).kept == [0, 1, 2, 3]
     # the limit still caps what the fill adds, and τ still bounds it
     assert select(stop, Budget(target_tokens=5, hard=False, fill=9)).kept == [1]
-    assert select(scoring(stop=lambda ranking: [1], threshold=0.5), Budget(rate=1.0, hard=False, fill=99)).kept == [1, 3]
+    assert select(scoring(stop=lambda ranking: [1], threshold=0.3), Budget(rate=1.0, hard=False, fill=99)).kept == [0, 1]
+    # and at most fill_share of the input's tokens (here 11 words: half is 5)
+    assert select(stop, Budget(rate=1.0, hard=False, fill=99, fill_share=0.5)).kept == [0, 1]
     # a budget the user set is spent exactly as asked: no fill
     assert select(stop, Budget(rate=0.5, fill=99)).kept == select(stop, Budget(rate=0.5)).kept
     with pytest.raises(readerfit.InputError, match="fill must be an integer >= 0"):
         Budget(rate=0.3, hard=False, fill=-1)
+    with pytest.raises(readerfit.InputError, match=r"fill_share must be a number in \(0, 1\]"):
+        Budget(rate=0.3, hard=False, fill=9, fill_share=0.0)
 
 
 def test_min_keep_goes_past_a_soft_budget_never_past_a_hard_one():

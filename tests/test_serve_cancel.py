@@ -32,8 +32,8 @@ class SlowWork:
         self.finished = threading.Event()
 
     def __call__(self, items):
-        """``service.compress_batch``: each item's question ends with the seconds it takes."""
-        return [self.one(**item) for item in items]
+        """``service.compress_batch``: each call's question ends with the seconds it takes."""
+        return [self.one(question=call.question) for call in items]
 
     def one(self, *, question, **kwargs):
         seconds = float(question.split()[-1])

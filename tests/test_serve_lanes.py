@@ -77,14 +77,14 @@ def recording_app(tiny_lm_dir):
 
     def compress_batch(items):
         seen.append(lanes_held(app))
-        return [{"question": item["question"], "compressor": "none", "text": "", "units": [], "kept": [],
+        return [{"question": item.question, "compressor": "none", "text": "", "units": [], "kept": [],
                  "scores": None, "origin_tokens": 0, "compressed_tokens": 0, "rate": 1.0, "ratio": 1.0, "seconds": 0.0}
                 for item in items]
 
-    def compressions(items, settings):
+    def compressions(calls):
         seen.append(lanes_held(app))
-        return [Compression("", units=[""] * len(item["passages"]), scores=[0.5] * len(item["passages"]), kept=[],
-                            passage_of_unit=list(range(len(item["passages"])))) for item in items]
+        return [Compression("", units=[""] * len(call.passages), scores=[0.5] * len(call.passages), kept=[],
+                            passage_of_unit=list(range(len(call.passages)))) for call in calls]
 
     service.compress_batch = compress_batch
     service.compressions = compressions

@@ -151,11 +151,11 @@ def preset_not_loaded(app, monkeypatch):
     from readerfit.serve import service as service_module
     from readerfit.serve.pool import NotLoaded
 
-    def compress_budgeted(*args, **kwargs):
+    def compress_calls(*args, **kwargs):
         raise NotLoaded("this server loads its models at start; this request needs lm 'org/released-model', which "
                         "is not loaded", field="options")
 
-    monkeypatch.setattr(service_module.api, "compress_budgeted", compress_budgeted)
+    monkeypatch.setattr(service_module.api, "compress_calls", compress_calls)
     return app
 
 

@@ -12,17 +12,23 @@ or the ``pool=`` you pass); a compressor built once for a set of options is reus
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
 import math
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from readerfit.call_args import as_passages, checked, compressor_name, strings
-from readerfit.compressors import COMPRESSORS, BaseCompressor, join_passages
+from readerfit.call_args import (
+    CompressCall,
+    as_passages,  # noqa: F401 (readerfit.api.as_passages, public)
+    built_compressor,
+    checked,
+    default_pool,
+    options_key,
+    strings,
+)
+from readerfit.compressors import COMPRESSORS, BaseCompressor
 from readerfit.compressors.budget import Budget
-from readerfit.compressors.per_call import budget_options, compress_at_budgets, given_budget, split_budget
+from readerfit.compressors.per_call import budget_options, compress_at_budgets
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, PromptText
 from readerfit.models.pool import ModelPool
@@ -31,13 +37,7 @@ from readerfit.retrieval_utility.belief import SePerResult
 from readerfit.retrieval_utility.seper import DeltaSePer, SePer
 from readerfit.scorers import SCORERS
 from readerfit.text.unicode import check_text
-from readerfit.types import Compression, Passage
-
-
-@functools.lru_cache(maxsize=1)
-def default_pool() -> ModelPool:
-    """The pool the façade uses when none is given: models load once per process (device auto, float32)."""
-    return ModelPool()
+from readerfit.types import Compression, Passage, context_tokens, reader_tokens
 
 
 def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], compressor: str = "exit", *,
@@ -72,13 +72,10 @@ def compress(question: str, passages: Sequence[str | dict[str, Any] | Passage], 
     >>> c.text, c.kept
     ('Book\\nAnna wrote it.', [0])
     """
-    name = compressor_name(compressor, method)
-    options = checked(question=question, pool=pool, reader=reader, options=options, preset=preset,
-                      keywords={**kwargs, **given_budget(rate=rate, target_tokens=target_tokens)})
-    given = as_passages(passages)  # checked before any model loads
-    options, budget = split_budget(options, what=f"compressor {name!r}")
-    return compress_budgeted([question], [given], [budget], name, options=options, preset=preset, pool=pool,
-                             reader=reader)[0]
+    call = CompressCall.of(question, passages, compressor=compressor, method=method, rate=rate,  # checked before
+                           target_tokens=target_tokens, options=options, preset=preset, pool=pool,  # any model loads
+                           reader=reader, keywords=kwargs)
+    return compress_calls([call], pool=pool, reader=reader)[0]
 
 
 def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | dict[str, Any] | Passage]],
@@ -104,34 +101,40 @@ def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | d
     if isinstance(passages, str) or not isinstance(passages, Sequence) or len(passages) != len(questions):
         raise InputError(f"passages must be a list with one list of passages per question: {len(questions)} "
                          f"questions, got {len(passages) if isinstance(passages, Sequence) else type(passages).__name__}")
-    name = compressor_name(compressor, method)
-    options = checked(pool=pool, reader=reader, options=options, preset=preset,
-                      keywords={**kwargs, **given_budget(rate=rate, target_tokens=target_tokens)})
-    options, budget = split_budget(options, what=f"compressor {name!r}")
-    given = []
+    # the arguments the questions share, checked once (on a stand-in question), then each question's
+    shared = CompressCall.of("?", ["?"], compressor=compressor, method=method, rate=rate, target_tokens=target_tokens,
+                             options=options, preset=preset, pool=pool, reader=reader, keywords=kwargs)
+    calls = []
     for i, (question, ps) in enumerate(zip(questions, passages)):
         try:
-            checked(question=question, keywords={})
-            given.append(as_passages(ps))
+            calls.append(CompressCall.checked(question=question, passages=ps, compressor=shared.compressor,
+                                              options=shared.options, preset=shared.preset, budget=shared.budget))
         except InputError as err:
             raise InputError(f"question {i}: {err}") from None
-    return compress_budgeted(list(questions), given, [budget] * len(given), name, options=options, preset=preset,
-                             pool=pool, reader=reader)
+    return compress_calls(calls, pool=pool, reader=reader)
 
 
-def compress_budgeted(questions: Sequence[str], passages: Sequence[Sequence[Passage]], budgets: Sequence[Budget | None],
-                      method: str, *, options: dict[str, Any], preset: str | None, pool: ModelPool | None,
-                      reader: str | LanguageModel | None) -> list[Compression]:
-    """Question ``i``'s passages under ``budgets[i]`` (None: the compressor's own), with one compressor whatever
-    the budgets (:func:`~readerfit.compressors.per_call.compress_at_budgets`): the façade's and the server's."""
+def compress_calls(calls: Sequence[CompressCall], *, pool: ModelPool | None,
+                   reader: str | LanguageModel | None) -> list[Compression]:
+    """Each :class:`CompressCall` compressed under its budget (None: the compressor's own), in order, by one
+    compressor whatever the budgets (:func:`~readerfit.compressors.per_call.compress_at_budgets`): the calls
+    share compressor, options and preset (:attr:`CompressCall.settings`). The façade's and the server's."""
+    if not calls:
+        return []
+    if len({c.settings for c in calls}) > 1:
+        raise InputError("calls compressed together must share compressor, options and preset (their budgets may "
+                         "differ); group them by CompressCall.settings")
+    first = calls[0]
+    cls = COMPRESSORS.get(first.compressor)
     reader_lm = (pool or default_pool()).lm(reader) if isinstance(reader, str) else reader
 
     def build(budget: Budget | None) -> BaseCompressor:
-        return _compressor(method, options={**options, **budget_options(budget)}, preset=preset, pool=pool,
-                           reader=reader_lm)[0]
+        return built_compressor(first.compressor, options={**first.options, **budget_options(budget)},
+                                preset=first.preset, pool=pool, reader_lm=reader_lm)
 
-    compressions = compress_at_budgets(COMPRESSORS.get(method), list(zip(questions, passages)), budgets, build=build)
-    return [_counted(c, ps, reader_lm) for c, ps in zip(compressions, passages)]
+    compressions = compress_at_budgets(cls, [(c.question, c.passages) for c in calls], [c.budget for c in calls],
+                                       build=build)
+    return [_counted(c, call.passages, reader_lm) for c, call in zip(compressions, calls)]
 
 
 async def acompress(question: str, passages: Sequence[str | dict[str, Any] | Passage], compressor: str = "exit",
@@ -146,31 +149,11 @@ async def acompress(question: str, passages: Sequence[str | dict[str, Any] | Pas
     return await asyncio.to_thread(compress, question, passages, compressor, **kwargs)
 
 
-def _compressor(method: str, *, options: dict[str, Any], preset: str | None, pool: ModelPool | None,
-                reader: str | LanguageModel | None) -> tuple[BaseCompressor, LanguageModel | None]:
-    """The compressor for these settings, built once per (method, options, preset, reader) and kept in the pool
-    with its models, and the reader LM."""
-    pool = pool or default_pool()
-    reader_lm = pool.lm(reader) if isinstance(reader, str) else reader
-    key = _options_key(options, what="compressor options")
-    built: BaseCompressor = pool.cached(
-        ("compressor", method, key, preset, id(reader_lm)),
-        lambda: COMPRESSORS.build(method, options, preset=preset, pool=pool, reader_lm=reader_lm))
-    return built, reader_lm
-
-
 def _counted(compression: Compression, given: Sequence[Passage], reader_lm: LanguageModel | None) -> Compression:
     if reader_lm is not None:  # counted as the eval pipeline counts them: the reader's tokens, blank passages left out
-        compression.origin_tokens = reader_lm.count_tokens(join_passages([p for p in given if p.text.strip()]))
-        compression.compressed_tokens = reader_lm.count_tokens(compression.text) if compression.text else 0
+        compression.origin_tokens = reader_tokens(reader_lm.count_tokens, given)
+        compression.compressed_tokens = context_tokens(reader_lm.count_tokens, compression.text)
     return compression
-
-
-def _options_key(options: dict[str, Any], *, what: str) -> str:
-    try:
-        return json.dumps(options, sort_keys=True)
-    except (TypeError, ValueError) as err:
-        raise InputError(f"{what} must be JSON values, got {options!r}") from err
 
 
 def score(texts: Sequence[str], scorer: str = "sps", *, reader: str | LanguageModel = DEFAULT_LM,
@@ -204,7 +187,7 @@ def score(texts: Sequence[str], scorer: str = "sps", *, reader: str | LanguageMo
         raise InputError(f"prompts must hold one prompt per text: {len(texts)} texts, got {len(prompts)} prompts")
     pool = pool or default_pool()
     lm = pool.lm(reader) if isinstance(reader, str) else reader
-    key = _options_key(options, what="scorer options")
+    key = options_key(options, what="scorer options")
     built = pool.cached(("scorer", scorer, key, preset, id(lm)),
                         lambda: SCORERS.build(scorer, options, preset=preset, reader_lm=lm, pool=pool))
     if contexts is None:

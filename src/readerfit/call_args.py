@@ -1,22 +1,43 @@
 """The façade's arguments checked before any model loads (:mod:`readerfit.api`'s ``compress``,
-``compress_batch``, ``score``, ``seper``): passages, lists of strings, the shared keywords, the compressor's name.
+``compress_batch``, ``score``, ``seper``), and :class:`CompressCall`, the one typed compression call.
+
+A compression call (question, passages, compressor, options, preset, budget) is one :class:`CompressCall` on every
+surface: the façade's arguments (:meth:`CompressCall.of`), ``readerfit compress``'s flags and input lines, and a
+``POST /v1/compress`` body each become one, and what compresses it (:func:`readerfit.api.compress_calls`, the
+server's service) takes it. Its ``budget`` is a validated :class:`~readerfit.compressors.budget.Budget`, taken out
+of the options once, here; a bad budget is a :class:`~readerfit.errors.BudgetError` naming the field it came in.
+The compressors a call builds are kept in one pool (:func:`built_compressor`), the façade's and the adapters'.
 
 >>> compressor_name("sentence-sim", None), compressor_name("exit", "none")
 ('sentence-sim', 'none')
+>>> call = CompressCall.checked(question="Who?", passages=["Anna wrote it."], compressor="sentence-sim",
+...                             options={"top_n": 2}, rate=0.5)
+>>> call.options, call.budget == Budget(rate=0.5)
+({'top_n': 2}, True)
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from readerfit.errors import InputError
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf, ValidationError, field_validator, model_validator
+
+from readerfit.compressors import COMPRESSORS, BaseCompressor
+from readerfit.compressors.base import no_budget
+from readerfit.compressors.budget import Budget
+from readerfit.errors import BudgetError, InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.pool import ModelPool
+from readerfit.models.source import ModelSource
 from readerfit.registry import PRESET_NAMES
 from readerfit.text.unicode import check_text
 from readerfit.types import Passage
+
+# the budget's names in a call's options (LLMLingua's target_token is target_tokens)
+BUDGET_OPTIONS = ("rate", "target_tokens", "target_token")
 
 
 def compressor_name(compressor: Any, method: Any) -> str:
@@ -89,3 +110,160 @@ def checked(*, question: str | None = None, pool: object = None, reader: object 
     merged = {**(options or {}), **keywords}
     check_text("options", merged)
     return merged
+
+
+class CompressCall(BaseModel):
+    """One compression call, checked before any model loads: the question, its passages, the compressor, its
+    options (without the budget), the preset, the ``budget`` (a :class:`Budget`, or None: the compressor's own)
+    and an ``id`` to echo. Build one with :meth:`checked` (fields by name; ``rate`` / ``target_tokens`` or the
+    budget in the options) or :meth:`of` (the façade's arguments); an error is readerfit's, never pydantic's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    question: str
+    passages: list[InstanceOf[Passage]]
+    compressor: str = "exit"
+    options: dict[str, Any] = Field(default_factory=dict)
+    preset: str | None = None
+    budget: InstanceOf[Budget] | None = None
+    id: str | int | None = None
+
+    @classmethod
+    def checked(cls, **fields: object) -> CompressCall:
+        """The call of ``fields`` (``rate`` / ``target_tokens`` too), or readerfit's error for the first bad one."""
+        try:
+            return cls.model_validate(fields)
+        except ValidationError as err:
+            cause = next((e.get("ctx", {}).get("error") for e in err.errors()
+                          if isinstance(e.get("ctx", {}).get("error"), InputError)), None)
+            if cause is None:
+                first = err.errors()[0]
+                raise InputError(f"{'.'.join(map(str, first['loc'])) or 'compression call'}: {first['msg']}") from None
+            raise cause from None
+
+    @classmethod
+    def of(cls, question: object, passages: object, *, compressor: object = "exit", method: object = None,
+           rate: object = None, target_tokens: object = None, options: Mapping[str, Any] | None = None,
+           preset: object = None, pool: object = None, reader: object = None,
+           keywords: dict[str, Any] | None = None) -> CompressCall:
+        """The façade's arguments as a call: ``method`` is ``compressor``'s alias, keyword options and the budget
+        arguments join ``options`` (one given twice is an error), ``pool`` and ``reader`` are checked."""
+        name = compressor_name(compressor, method)
+        budget = {k: v for k, v in (("rate", rate), ("target_tokens", target_tokens)) if v is not None}
+        merged = checked(pool=pool, reader=reader, options=options, keywords={**(keywords or {}), **budget})
+        return cls.checked(question=question, passages=passages, compressor=name, options=merged, preset=preset)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _budget(cls, data: object) -> object:
+        """The budget out of the options (and the ``rate`` / ``target_tokens`` fields): one :class:`Budget`."""
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        given = {k: data.pop(k, None) for k in ("rate", "target_tokens")}
+        options = {} if data.get("options") is None else data["options"]
+        if not isinstance(options, Mapping):
+            raise InputError(f"options must be a dict of the config's fields, got {type(options).__name__}")
+        if not any(v is not None for v in given.values()) and not any(k in BUDGET_OPTIONS for k in options or {}):
+            return {**data, "options": options}
+        data["options"], budget = call_budget(data.get("compressor", "exit"), options, **given)
+        if budget is not None:
+            data["budget"] = budget
+        return data
+
+    @field_validator("question", mode="before")
+    @classmethod
+    def _question(cls, question: object) -> str:
+        if not isinstance(question, str):  # (None too: checked() skips a question it is not given)
+            raise InputError(f"expected a non-empty question (a string), got {type(question).__name__} "
+                             f"{question!r:.60}")
+        checked(question=question, keywords={})
+        return question
+
+    @field_validator("passages", mode="before")
+    @classmethod
+    def _passages(cls, passages: Sequence[str | dict[str, Any] | Passage]) -> list[Passage]:
+        return as_passages(passages)
+
+    @field_validator("compressor", mode="before")
+    @classmethod
+    def _compressor(cls, name: object) -> str:
+        return compressor_name(name, None)
+
+    @field_validator("options", mode="after")
+    @classmethod
+    def _options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        check_text("options", options)
+        return options
+
+    @field_validator("preset", mode="before")
+    @classmethod
+    def _preset(cls, preset: object) -> object:
+        checked(preset=preset, keywords={})
+        return preset
+
+    @property
+    def settings(self) -> tuple[str, str, str | None]:
+        """(compressor, options as JSON, preset): the calls that share them are compressed by one compressor,
+        whatever their budgets."""
+        return self.compressor, options_key(self.options, what="compressor options"), self.preset
+
+
+def call_budget(compressor: object, options: object, *, rate: object = None,
+                target_tokens: object = None) -> tuple[dict[str, Any], Budget | None]:
+    """(``options`` without the budget, the :class:`Budget` asked or None) of a call: the budget in the options
+    (``rate``, ``target_tokens``, LLMLingua's ``target_token``) or as fields, never both; a bad one, or one for a
+    compressor that takes none, is a :class:`BudgetError` naming the field it came in.
+
+    >>> call_budget("exit", {"threshold": 0.3}, rate=0.2) == ({"threshold": 0.3}, Budget(rate=0.2))
+    True
+    """
+    if not isinstance(options, Mapping):
+        raise InputError(f"options must be a dict of the config's fields, got {type(options).__name__}")
+    given = {k: v for k, v in (("rate", rate), ("target_tokens", target_tokens)) if v is not None}
+    field = next(iter(given), "options")
+    rest = {k: v for k, v in options.items() if k not in BUDGET_OPTIONS}
+    twice = sorted(k for k in options if k in BUDGET_OPTIONS) if given else []
+    if twice:
+        raise BudgetError(f"the budget is given twice: option {twice[0]!r} and {', '.join(given)}; give it once",
+                          field=field)
+    asked: dict[str, Any] = {**options, **given}
+    what = f"compressor {compressor!r}"
+    if "target_token" in asked and "target_tokens" in asked:
+        raise BudgetError(f"{what}: options 'target_token' and 'target_tokens' are one option ('target_token' is "
+                          "another name for it); give 'target_tokens' only", field=field)
+    if all(asked.get(k) is None for k in BUDGET_OPTIONS):
+        return rest, None
+    try:
+        budget = Budget(rate=asked.get("rate"), target_tokens=asked.get("target_tokens", asked.get("target_token")))
+    except BudgetError as err:
+        raise BudgetError(f"{what}: {err}", field=err.field if given else "options") from None
+    if isinstance(compressor, str) and compressor in COMPRESSORS and \
+            COMPRESSORS.get(compressor).budget_support == "none":
+        raise BudgetError(str(no_budget(COMPRESSORS.get(compressor))), field=field)
+    return rest, budget
+
+
+@functools.lru_cache(maxsize=1)
+def default_pool() -> ModelPool:
+    """The pool the façade (and an adapter given none) uses: models load once per process (device auto, float32)."""
+    return ModelPool()
+
+
+def options_key(options: Mapping[str, Any], *, what: str) -> str:
+    """``options`` as the text a cache keys them by (a value that is not JSON is an :class:`InputError`)."""
+    try:
+        return json.dumps(options, sort_keys=True)
+    except (TypeError, ValueError) as err:
+        raise InputError(f"{what} must be JSON values, got {options!r}") from err
+
+
+def built_compressor(name: str, *, options: Mapping[str, Any], preset: str | None, pool: ModelSource | None,
+                     reader_lm: LanguageModel | None) -> BaseCompressor:
+    """The compressor for these settings, built once per (name, options, preset, reader) and kept in the pool with
+    its models (``pool``, else :func:`default_pool`): the façade's, the server's and the adapters' one cache."""
+    pool = pool or default_pool()
+    key = options_key(options, what="compressor options")
+    build: Callable[[], BaseCompressor] = lambda: COMPRESSORS.build(name, dict(options), preset=preset, pool=pool,  # noqa: E731
+                                                                     reader_lm=reader_lm)
+    return pool.cached(("compressor", name, key, preset, id(reader_lm)), build)

@@ -21,6 +21,24 @@ class InputError(ReaderfitError, ValueError):
     """Bad input: the message says what was expected and what came."""
 
 
+class BudgetError(InputError):
+    """A budget refused (out of its bounds, given twice, or for a compressor that takes none); ``field`` names where
+    the call gave it: ``rate``, ``target_tokens`` or ``options``."""
+
+    def __init__(self, message: str, *, field: str = "options") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class UnknownNameError(InputError):
+    """A name that is not registered: its ``kind`` (compressor, scorer, ...) and the ``registered`` names."""
+
+    def __init__(self, message: str, *, kind: str, registered: list[str]) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.registered = registered
+
+
 class ContextLengthError(InputError):
     """A text does not fit the model's context window (we never truncate silently)."""
 

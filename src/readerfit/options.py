@@ -196,7 +196,7 @@ def make_config(config_class: type[T], options: dict[str, Any] | None, *, what: 
     if preset is not None:
         presets = presets_of(config_class)
         if preset not in presets:
-            raise InputError(f"{what}: no preset {preset!r}; presets: {', '.join(presets) or 'none'}")
+            raise PresetError(f"{what}: no preset {preset!r}; presets: {', '.join(presets) or 'none'}")
         options = {**renamed_options(config_class, presets[preset], what=f"{what} preset {preset!r}"), **options}
     fields = {f.name for f in dataclasses.fields(config_class) if f.init}  # type: ignore[arg-type]
     unknown = sorted(set(options) - fields)
@@ -295,6 +295,10 @@ def options_model(config_class: type, *, request: bool = False) -> type[BaseMode
     name = config_class.__name__.removesuffix("Config") or config_class.__name__
     title = (name if name.endswith("Options") else f"{name}Options") if request else f"{name}Fields"
     return create_model(title, __config__=_MODEL_CONFIG, **fields)
+
+
+class PresetError(InputError):
+    """A preset the component does not have (the error names the request's ``preset``, not its options)."""
 
 
 class OptionError(InputError):

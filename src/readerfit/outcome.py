@@ -12,11 +12,38 @@ this field; ``details["budget"]`` is its copy for people (:meth:`BudgetOutcome.t
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Final, TypedDict
 
 from readerfit.errors import InputError
 from readerfit.inputs import kind_of
+
+
+class NumberBounds(TypedDict, total=False):
+    """A number's bounds, as ``param``, pydantic's ``Field`` and :func:`within` take them."""
+
+    gt: float
+    ge: float
+    lt: float
+    le: float
+
+
+# a budget's bounds, declared once: Budget, the configs' rate / target_tokens fields (budget_fields), the façade and
+# the CLI (through Budget), HTTP's schema (serve.schemas), the frontier's --rates
+RATE_BOUNDS: Final[NumberBounds] = {"gt": 0, "le": 1}  # rate: the fraction of the reader's tokens to keep, in (0, 1]
+TARGET_TOKENS_BOUNDS: Final[NumberBounds] = {"ge": 1}  # target_tokens: the most reader tokens to keep
+
+
+def within(value: float, bounds: NumberBounds) -> bool:
+    """Whether ``value`` is within ``bounds``.
+
+    >>> within(1, RATE_BOUNDS), within(0, RATE_BOUNDS), within(0, TARGET_TOKENS_BOUNDS)
+    (True, False, False)
+    """
+    ends = ((bounds.get("gt"), operator.gt), (bounds.get("ge"), operator.ge), (bounds.get("lt"), operator.lt),
+            (bounds.get("le"), operator.le))
+    return all(op(value, bound) for bound, op in ends if bound is not None)
 
 # what details["budget"]["empty"] says when not even the first word of the best unit fits
 NOTHING_FITS = "not even the first word of the best unit fits the budget"
@@ -75,3 +102,68 @@ class BudgetOutcome:
                        empty=bool(d.get("empty")))
         except TypeError as err:
             raise InputError(f"a compression's budget {d!r:.80} is malformed: {err}") from None
+
+
+@dataclass(frozen=True, eq=False)
+class BudgetPoint:
+    """The budget a record was read under (``Record.budget``), one point of an evaluation's budget axis: the
+    ``rate`` and/or ``target_tokens`` asked; neither: the compressor's rule without a budget (``Budget()``);
+    ``default``: its own call, no budget passed. :attr:`name` is how a record writes it, :meth:`parse` reads it
+    back (and the names the frontier wrote before: ``default``, ``no budget``, ``0.3``). A point equals (and
+    hashes as) its name, so code that compared a record's ``budget`` with those names still does.
+
+    >>> [BudgetPoint.parse(p.name) == p for p in (BudgetPoint(rate=0.3), BudgetPoint(rate=0.3, target_tokens=64),
+    ...                                            BudgetPoint(target_tokens=64), BudgetPoint(), DEFAULT)]
+    [True, True, True, True, True]
+    >>> BudgetPoint(rate=0.3, target_tokens=64).name
+    '0.3, 64 tokens'
+    """
+
+    rate: float | None = None
+    target_tokens: int | None = None
+    default: bool = False
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (BudgetPoint, str)):
+            return self.name == (other if isinstance(other, str) else other.name)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __float__(self) -> float:
+        """A rate's point as its rate (as ``float`` read the names before: ``float("0.3")``)."""
+        if self.rate is None or self.target_tokens is not None:
+            raise TypeError(f"budget point {self.name!r} is not a rate")
+        return float(self.rate)
+
+    @property
+    def name(self) -> str:
+        if self.default:
+            return "default"
+        parts = ([str(self.rate)] if self.rate is not None else []) + (
+            [f"{self.target_tokens} tokens"] if self.target_tokens is not None else [])
+        return ", ".join(parts) or "no budget"
+
+    @classmethod
+    def parse(cls, text: object) -> BudgetPoint:
+        """The point a record's ``budget`` names; a malformed one is an :class:`InputError`."""
+        if not isinstance(text, str):
+            raise InputError(f"record field 'budget' is {kind_of(text)}, expected a string")
+        if text in ("default", "no budget"):
+            return cls(default=text == "default")
+        rate: float | None = None
+        tokens: int | None = None
+        try:
+            for part in (p.strip() for p in text.split(",")):
+                if part.endswith(" tokens"):
+                    tokens = int(part.removesuffix(" tokens"))
+                else:
+                    rate = float(part)
+        except ValueError:
+            raise InputError(f"record field 'budget' is {text!r}, expected 'default', 'no budget', a rate "
+                             "('0.3'), 'N tokens' or both ('0.3, 64 tokens')") from None
+        return cls(rate=rate, target_tokens=tokens)
+
+
+DEFAULT: Final = BudgetPoint(default=True)  # the compressor's own call

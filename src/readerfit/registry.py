@@ -15,7 +15,7 @@ unknown options with the valid ones named and checking values against the fields
 (['regex'], True)
 >>> reg.get("nltk")                                    # doctest: +IGNORE_EXCEPTION_DETAIL
 Traceback (most recent call last):
-readerfit.errors.InputError: unknown splitter 'nltk'; registered: regex
+readerfit.errors.UnknownNameError: unknown splitter 'nltk'; registered: regex
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import importlib
 from collections.abc import Iterator
 from typing import Any, Generic, TypeVar
 
-from readerfit.errors import InputError
+from readerfit.errors import InputError, UnknownNameError
 
 # the options layer, importable from here as before (readerfit.options is its home)
 from readerfit.options import OPTION_ALIASES as OPTION_ALIASES
@@ -78,9 +78,10 @@ class Registry(Generic[T]):
     def help(self, name: str) -> str:
         return self._entry(name).help
 
-    def unknown(self, name: object) -> InputError:
+    def unknown(self, name: object) -> UnknownNameError:
         """The error for a name that is not registered (one wording for every family)."""
-        return InputError(f"unknown {self.kind} {name!r}; registered: {', '.join(self.names())}")
+        return UnknownNameError(f"unknown {self.kind} {name!r}; registered: {', '.join(self.names())}", kind=self.kind,
+                                registered=self.names())
 
     def _entry(self, name: str) -> _Entry:
         if name not in self._entries:

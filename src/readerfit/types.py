@@ -8,7 +8,7 @@ speaks these types and nothing else. The inputs (:class:`Passage`, :class:`QAExa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,12 +16,12 @@ from readerfit.errors import InputError
 from readerfit.inputs import Passage, QAExample, SupportingFact, render_passage
 from readerfit.inputs import expect_type as _expect
 from readerfit.inputs import kind_of as _kind
-from readerfit.outcome import BudgetOutcome
+from readerfit.outcome import BudgetOutcome, BudgetPoint
 
 # the inputs (readerfit.inputs) are importable from here too, where every stage has always imported them from
 __all__ = ["DEFAULT_POINT", "NO_BUDGET", "RAW_PASSAGES", "CandidateProbs", "Compression", "Generation", "Passage",
-           "QAExample", "Recall", "Record", "SupportingFact", "context_tokens", "render_passage", "token_rate",
-           "token_ratio"]
+           "QAExample", "Recall", "Record", "SupportingFact", "context_tokens", "reader_tokens", "render_passage",
+           "token_rate", "token_ratio"]
 
 
 @dataclass
@@ -158,6 +158,12 @@ def context_tokens(count: Callable[[str], int], text: str) -> int:
     return count(text) if text.strip() else 0
 
 
+def reader_tokens(count: Callable[[str], int], passages: Sequence[Passage]) -> int:
+    """The reader's tokens of the passages as it would read them uncompressed (rendered, blank ones left out, a
+    blank line between): the one definition of ``origin_tokens`` (the eval, the sweep, the façade, the adapters)."""
+    return context_tokens(count, "\n\n".join(p.render() for p in passages if p.text.strip()))
+
+
 def token_ratio(origin_tokens: int, compressed_tokens: int) -> float | None:
     """LLMLingua's ``ratio``, origin / compressed tokens: 1.0 with no origin tokens (as :func:`token_rate`), None
     when something was there and nothing was kept (an infinite ratio, which JSON cannot hold).
@@ -208,8 +214,7 @@ class CandidateProbs:
         return p / (p + n) if p + n > 0 else 0.5
 
 
-# the points of a budget sweep's records (Record.budget), besides the rates ("0.3"): the compressor's own call and its
-# rule without a budget; and the method of its records of the reader on the raw passages
+# the names of a sweep's points besides the rates (BudgetPoint.name); the method of the reader on the raw passages
 DEFAULT_POINT = "default"
 NO_BUDGET = "no budget"
 RAW_PASSAGES = "raw passages"
@@ -259,10 +264,9 @@ class Record:
     numbers (``compression.metrics``, e.g. xcompress's ``sampled``); ``metrics`` are numbers added after
     reading (ΔSePer); ``error`` is why the example failed (then the record is left out of the means);
     ``rerank`` is the reranker's note; ``warnings`` say what went wrong without failing the record.
-    A budget sweep (``readerfit exp frontier``) writes one record per budget: ``budget`` names it ("default": the
-    compressor's own call, "no budget": its rule without one, or a rate such as "0.3"; None in an eval or on the raw
-    passages), and
-    ``recall`` is what the context kept of the gold (:class:`Recall`); ``scores`` are empty where it did not read.
+    An eval over budgets (``eval --rates``, ``exp frontier``) writes one record per budget: ``budget`` is its point
+    (:class:`~readerfit.outcome.BudgetPoint`; None in a single run or on the raw passages); a sweep's ``recall`` is
+    what the context kept of the gold (:class:`Recall`); ``scores`` are empty where it did not read.
     :meth:`to_dict` / :meth:`from_dict` are the one serialisation (``records.jsonl``, Ray).
 
     >>> r = Record(id="q", method="none", question="Who?", answers=["Anna"], prediction="Anna",
@@ -284,17 +288,15 @@ class Record:
     error: str | None = None
     rerank: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
-    budget: str | None = None
+    budget: BudgetPoint | None = None
     recall: Recall | None = None
 
     @property
-    def origin_tokens(self) -> int:
-        """The reader's tokens of the retrieved passages (``compression.origin_tokens``)."""
+    def origin_tokens(self) -> int:  # the reader's tokens of the passages (compression.origin_tokens)
         return self.compression.origin_tokens
 
     @property
-    def compressed_tokens(self) -> int:
-        """The reader's tokens of the context it read (``compression.compressed_tokens``)."""
+    def compressed_tokens(self) -> int:  # the reader's tokens of its context (compression.compressed_tokens)
         return self.compression.compressed_tokens
 
     @property
@@ -328,7 +330,7 @@ class Record:
         if self.warnings:
             d["warnings"] = list(self.warnings)
         if self.budget is not None:
-            d["budget"] = self.budget
+            d["budget"] = self.budget.name
         if self.recall is not None:
             d["recall"] = self.recall.to_dict()
         return d
@@ -345,8 +347,6 @@ class Record:
             d = _flat_record(d)
         for key in ("id", "method"):
             _expect(d.get(key), str, f"record field {key!r}")
-        if d.get("budget") is not None:
-            _expect(d["budget"], str, "record field 'budget'")
         compression = d.get("compression") or {}
         if not isinstance(compression, dict):
             raise InputError(f"record field 'compression' is {_kind(compression)}, expected an object")
@@ -356,14 +356,14 @@ class Record:
                    compression=Compression.from_dict({**compression, **costs}),
                    read_s=_number(d.get("read_s"), "read_s"), retrieve_s=_number(d.get("retrieve_s", 0.0), "retrieve_s"),
                    metrics=_numbers(d.get("metrics", {}), "metrics"), error=d.get("error") or None,
-                   rerank=d.get("rerank"), warnings=list(d.get("warnings", [])), budget=d.get("budget"),
+                   rerank=d.get("rerank"), warnings=list(d.get("warnings", [])),
+                   budget=None if d.get("budget") is None else BudgetPoint.parse(d["budget"]),
                    recall=None if d.get("recall") is None else Recall.from_dict(d["recall"]))
 
 
 # the compression's costs (field → the record's key for it)
 _COSTS = {"origin_tokens": "origin_tokens", "compressed_tokens": "compressed_tokens", "seconds": "compress_s"}
-# The fields of a flat record (readerfit 0.1.0 before the typed Record) besides its scores (every other number at its top level was a score); the
-# token counts were named context_tokens_in/_out before LLMLingua's names.
+# a flat record's fields (0.1.0) besides its scores (its other numbers); the token counts once context_tokens_in/_out
 _FLAT_FIELDS = {"id", "method", "question", "answers", "prediction", "compress_s", "read_s", "retrieve_s", "total_s",
                 "origin_tokens", "compressed_tokens", "context_tokens_in", "context_tokens_out", "compression", "extra"}
 

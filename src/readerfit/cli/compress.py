@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from readerfit import api
+from readerfit.call_args import CompressCall, call_budget
 from readerfit.cli.options import (
     add_model_args,
     add_server_args,
@@ -42,7 +43,7 @@ from readerfit.cli.options import (
     set_threads,
 )
 from readerfit.compressors import COMPRESSORS
-from readerfit.compressors.per_call import checked_budget, with_budget
+from readerfit.compressors.budget import Budget
 from readerfit.errors import InputError
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
@@ -303,37 +304,49 @@ def run(args: argparse.Namespace) -> int:
     name = args.compressor
     if name not in COMPRESSORS:
         raise COMPRESSORS.unknown(name)
-    options = named_options(args.option, [name]).get(name, {})
-    options = with_budget(options, rate=args.rate, target_tokens=args.target_tokens)
-    checked_budget(COMPRESSORS.get(name), options)  # before any model loads
-    report_overrides("compress", COMPRESSORS.get(name).config_class, args.preset, options)
+    given = named_options(args.option, [name]).get(name, {})
+    # the budget taken out of the flags and options once, a Budget from here on (checked before any model loads)
+    options, budget = call_budget(name, given, rate=args.rate, target_tokens=args.target_tokens)
+    flags = {k: v for k, v in (("rate", args.rate), ("target_tokens", args.target_tokens)) if v is not None}
+    report_overrides("compress", COMPRESSORS.get(name).config_class, args.preset, {**given, **flags})
     items, many = read_items(*read_source(args.input))
     out = open_out(args.out, name) if args.out else None
     try:
-        return _compress_all(args, items, many=many or out is not None, options=options, out=out)
+        calls = [_call(args, it, options=options, budget=budget, many=many or out is not None) for it in items]
+        return _compress_all(args, items, calls, many=many or out is not None, out=out)
     finally:
         if out is not None:
             out.close()
 
 
-def _compress_all(args: argparse.Namespace, items: list[Item], *, many: bool, options: dict[str, Any],
+def _call(args: argparse.Namespace, it: Item, *, options: dict[str, Any], budget: Budget | None,
+          many: bool) -> CompressCall:
+    """One input line as the typed call (its id: given, or from its content, where results are many)."""
+    try:
+        return CompressCall.checked(question=it.question, passages=it.passages, compressor=args.compressor,
+                                    options=options, preset=args.preset, budget=budget,
+                                    id=it.key if many or it.given_id else None)
+    except InputError as err:
+        raise InputError(f"{it.where}: {err}") from None
+
+
+def _compress_all(args: argparse.Namespace, items: list[Item], calls: list[CompressCall], *, many: bool,
                   out: RunFolder | None) -> int:
     set_threads(args.threads)
     desc, shown = f"compress ({args.compressor})", not args.no_progress and many
-    todo = (out.each(items, key=lambda it: (it.key,), desc=desc, unit="question", progress=shown) if out is not None
-            else Pending(items, total=len(items), desc=desc, unit="question", progress=shown))
+    pairs = list(zip(items, calls))
+    todo = (out.each(pairs, key=lambda pair: (pair[0].key,), desc=desc, unit="question", progress=shown)
+            if out is not None else Pending(pairs, total=len(pairs), desc=desc, unit="question", progress=shown))
     pool = ModelPool(device=args.device, dtype=args.dtype, openai_base_url=args.base_url, openai_api_key=args.api_key)
     reader = pool.lm(args.reader) if todo else None
     result: dict[str, Any] = {}
-    for n, it in enumerate(todo):
+    for n, (it, call) in enumerate(todo):
         try:
             with deferred_full_collections() if n == 0 else nullcontext():  # the first builds and loads
-                compression = api.compress(it.question, it.passages, compressor=args.compressor, pool=pool,
-                                           reader=reader, preset=args.preset, options=options)
+                (compression,) = api.compress_calls([call], pool=pool, reader=reader)
         except InputError as err:
             raise InputError(f"{it.where}: {err}") from None
-        result = api.compression_json(compression, question=it.question, compressor=args.compressor,
-                                      id=it.key if many or it.given_id else None)
+        result = api.compression_json(compression, question=it.question, compressor=args.compressor, id=call.id)
         warn_missed(compression.details, it.where)
         if out is not None:
             out.log.append(result)

@@ -62,6 +62,7 @@ FLAGS: dict[str, dict[str, Any]] = {
     "rerank": {"metavar": "RERANKER"}, "rerank_top": {"metavar": "K", "type": positive_int},
     "reader_prompt": {"metavar": "NAME|FILE"}, "reader_shots": {"metavar": "FILE"},
     "ray": {"nargs": "?", "const": "local", "metavar": "ADDRESS"},
+    "rate": {"metavar": "RATE"}, "rates": {"metavar": "RATE"}, "target_tokens": {"metavar": "N", "type": positive_int},
     **{name: {"type": positive_int} for name in ("limit", "top_k", "max_new_tokens", "seper_n", "ray_workers")},
 }
 # EvalConfig fields whose flags every model command shares (cli.options add_model_args, add_server_args)
@@ -108,13 +109,14 @@ def eval_config(config: EvalConfig, *, run_options: EvalRun) -> tuple[dict[str, 
     label = config.data_label or config.data
     if run_options.ray:
         # the workers build the models; paths made absolute since a worker's directory is not ours
-        result = run_eval_ray(examples=examples, methods=config.compressors,
+        result = run_eval_ray(examples=examples, methods=config.compressors, budgets=config.budgets(),
                               build=functools.partial(build_eval, config.with_absolute_paths()), out=run_options.out,
                               run_config=config.settings(), progress=not run_options.no_progress, data_label=label,
                               config=RayConfig(address=None if run_options.ray == "local" else run_options.ray,
                                                workers=run_options.ray_workers))
     else:
         result = run_eval(examples=examples, setup=functools.partial(build_eval, config), methods=config.compressors,
+                          budgets=config.budgets(),
                           out=run_options.out, run_config=config.settings(), progress=not run_options.no_progress, data_label=label)
     if invalid:
         result["n_skipped_invalid"] = len(invalid)

@@ -30,9 +30,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from readerfit.errors import InputError
+from readerfit.errors import BudgetError, InputError
 from readerfit.models.lm import LanguageModel
-from readerfit.outcome import BudgetOutcome, TrimmedUnit
+from readerfit.outcome import RATE_BOUNDS, TARGET_TOKENS_BOUNDS, BudgetOutcome, TrimmedUnit, within
 from readerfit.types import Passage, render_passage, token_rate
 
 TokenCounter = Callable[[str], int]
@@ -44,12 +44,15 @@ def word_count(text: str) -> int:
 
 
 def check_budget(rate: Any, target_tokens: Any) -> None:
-    """Validate a config's ``rate`` (in (0, 1]) and ``target_tokens`` (an integer >= 1), each optional."""
-    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 < rate <= 1.0):
-        raise InputError(f"rate (the fraction of the reader's tokens to keep) must be a number in (0, 1], got {rate!r}")
+    """Validate a budget's ``rate`` and ``target_tokens`` (an integer), each optional, against their bounds
+    (``readerfit.outcome.RATE_BOUNDS``, ``TARGET_TOKENS_BOUNDS``: (0, 1] and >= 1)."""
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
+                             or not within(rate, RATE_BOUNDS)):
+        raise BudgetError(f"rate (the fraction of the reader's tokens to keep) must be a number in (0, 1], got {rate!r}",
+                          field="rate")
     if target_tokens is not None and (isinstance(target_tokens, bool) or not isinstance(target_tokens, int)
-                                      or target_tokens < 1):
-        raise InputError(f"target_tokens must be an integer >= 1, got {target_tokens!r}")
+                                      or not within(target_tokens, TARGET_TOKENS_BOUNDS)):
+        raise BudgetError(f"target_tokens must be an integer >= 1, got {target_tokens!r}", field="target_tokens")
 
 
 @dataclass(frozen=True)
@@ -60,15 +63,28 @@ class Budget:
     target_tokens: int | None = None
     hard: bool = True  # False (a default the user did not ask for): ``min_keep`` units are kept even past it
     floor: int = 0  # the least limit in tokens (never more than the input): a soft default's room on small inputs
-    # a soft budget's least keep in tokens: a compressor's stop (EXIT's probability mass) that holds fewer is topped
-    # up in rank order, within the limit; a small input's answer is rarely in its one or two most confident sentences
+    # a soft budget's least keep in tokens, and at most ``fill_share`` of the input's: a compressor's stop (EXIT's
+    # probability mass) that holds fewer is topped up in rank order, within the limit; a small input's answer is
+    # rarely in its one or two most confident sentences, and a tiny one is not kept whole for it
     fill: int = 0
+    fill_share: float = 1.0
 
     def __post_init__(self) -> None:
         check_budget(self.rate, self.target_tokens)
         for name, value in (("floor", self.floor), ("fill", self.fill)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InputError(f"a budget's {name} must be an integer >= 0 (tokens), got {value!r}")
+        share = self.fill_share
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0.0 < share <= 1.0:
+            raise InputError(f"a budget's fill_share must be a number in (0, 1], got {share!r}")
+
+    def fill_for(self, *, tokens_in: int) -> int:
+        """The least tokens a soft budget keeps of an input of ``tokens_in`` (0 under a hard one).
+
+        >>> Budget(rate=0.3, hard=False, fill=72, fill_share=0.6).fill_for(tokens_in=50)
+        30
+        """
+        return 0 if self.hard else min(self.fill, int(self.fill_share * tokens_in))
 
     @property
     def active(self) -> bool:

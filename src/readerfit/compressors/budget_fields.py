@@ -16,13 +16,14 @@ from __future__ import annotations
 from typing import Any
 
 from readerfit.options import param
+from readerfit.outcome import RATE_BOUNDS, TARGET_TOKENS_BOUNDS
 
 
 def rate_field(default: float | None = None) -> Any:
     """``rate``: the fraction of the reader's tokens to keep, in (0, 1]; a request may set it."""
-    return param(default, help="the fraction of the reader's tokens to keep", request=True, gt=0, le=1)
+    return param(default, help="the fraction of the reader's tokens to keep", request=True, **RATE_BOUNDS)
 
 
 def target_tokens_field() -> Any:
     """``target_tokens``: the most reader tokens to keep (with ``rate``: the smaller); a request may set it."""
-    return param(None, help="the most reader tokens to keep (with rate: the smaller)", request=True, ge=1)
+    return param(None, help="the most reader tokens to keep (with rate: the smaller)", request=True, **TARGET_TOKENS_BOUNDS)

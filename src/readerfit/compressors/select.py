@@ -7,7 +7,8 @@ as typed fields of a :class:`Scoring`; :func:`select` applies that rule and the 
    (``threshold``; exceed it with ``strict``), at most the ``top_n`` best ranked, and under a soft budget (a default
    the user did not ask for) only those the ``stop`` rule holds;
 2. topped up with the best-ranked other offered units to ``min_keep``, and under a soft budget with a ``fill``,
-   with the best-ranked other candidates (τ and top n, past the stop) until the kept text holds ``fill`` tokens;
+   with the best-ranked other candidates (τ and top n, past the stop) of the passages already kept, until the kept
+   text holds ``fill`` tokens (at most ``fill_share`` of the input's);
 3. cut to the budget (``rate`` / ``target_tokens``, :func:`~readerfit.compressors.budget.fit_units`): by descending
    ``ranking``, each unit with its referent (``referents``: the sentence a leaning "It ..." needs, where both fit),
    until the first unit that does not fit what is left; under a hard budget that unit is cut at a word boundary
@@ -175,10 +176,13 @@ def candidates(scoring: Scoring, budget: Budget) -> list[int]:
 
 
 def filled(scoring: Scoring, kept: list[int], *, fill: int, count: TokenCounter) -> list[int]:
-    """``kept`` and the best-ranked other eligible units, added one by one until the kept text holds ``fill``
-    tokens (or none is left), in order."""
+    """``kept`` and the best-ranked other eligible units of the passages it already holds, added one by one until
+    the kept text holds ``fill`` tokens (or none is left), in order: the answer's sentence beside its topic's, not
+    another passage's filler."""
     out = sorted(kept)
-    for k in sorted(eligible(scoring), key=lambda k: (-scoring.ranking[k], k)):
+    held = {scoring.units[k][0] for k in kept}
+    more = [k for k in eligible(scoring) if scoring.units[k][0] in held]
+    for k in sorted(more, key=lambda k: (-scoring.ranking[k], k)):
         if count(scoring.text(out)) >= fill:
             break
         if k not in out:
@@ -201,12 +205,13 @@ def select(scoring: Scoring, budget: Budget) -> Selection:
     if not budget.active:
         return Selection(kept, details)
     count, counted_in = scoring.counter
-    if budget.fill and not budget.hard:
-        more = filled(scoring, kept, fill=budget.fill, count=count)
+    tokens_in = count(join_passages(scoring.passages))
+    fill = budget.fill_for(tokens_in=tokens_in)
+    if fill:
+        more = filled(scoring, kept, fill=fill, count=count)
         if len(more) > len(kept):
             details["fill_added"] = len(more) - len(kept)
         kept = more
-    tokens_in = count(join_passages(scoring.passages))
     limit = budget.limit(tokens_in=tokens_in)
     assert limit is not None
     # with titles as units of their own, a passage's first kept unit brings no title line

@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from readerfit.compressors import COMPRESSORS
+from readerfit.compressors.budget import Budget
 from readerfit.errors import InputError
+from readerfit.eval.pipeline import point_of
 from readerfit.models.device import auto_device, fast_dtype
 from readerfit.models.openai.config import PREFIX, redact_url
 from readerfit.models.specs import DEFAULT_LM
+from readerfit.outcome import RATE_BOUNDS, TARGET_TOKENS_BOUNDS, within
 from readerfit.reader import READER_PROMPTS, load_shots, resolve_reader_prompt
 from readerfit.registry import PRESET_NAMES, make_config, param
 from readerfit.retrieval_utility.config import judge_warning, seper_judge
@@ -74,6 +77,13 @@ class EvalConfig:
     reader_shots: str | None = param(None, help="few-shot examples for the reader prompt: JSON lines (or a JSON list) "
                                      "of {\"question\", \"answers\": [...]}, shown as Question/Answer pairs where the "
                                      "prompt has its {examples} slot")
+    # the budget axis: one record per (question, compressor, budget); a compressor that re-selects scores once
+    rate: float | None = param(None, help="read every compressor at this budget: the fraction of the reader's tokens "
+                                          "to keep, in (0, 1]")
+    rates: list[float] | None = param(None, help="read every compressor at each of these budgets (fractions in "
+                                                 "(0, 1]): one scoring, one record and one summary row per budget")
+    target_tokens: int | None = param(None, help="a budget of at most N reader tokens (with --rate/--rates: the "
+                                                 "smaller of the two)")
 
     def __post_init__(self) -> None:
         self.compressors = list(self.compressors)
@@ -116,8 +126,27 @@ class EvalConfig:
         if self.preset is not None and self.preset not in PRESET_NAMES:
             raise InputError(f"unknown preset {self.preset!r}; expected one of {', '.join(PRESET_NAMES)}")
         self.reader_templates()  # a bad name or file fails now, before any model loads
+        self.budgets()  # a bad budget fails now too
         if self.seper and self.seper_judge().partition(":")[0] not in JUDGES:
             raise JUDGES.unknown(self.seper_judge())
+
+    def budgets(self) -> tuple[Budget, ...] | None:
+        """The budget axis of ``--rate`` / ``--rates`` / ``--target-tokens`` (None: each compressor's own call)."""
+        if self.rate is not None and self.rates is not None:
+            raise InputError("give --rate or --rates, not both")
+        rates = [self.rate] if self.rate is not None else list(self.rates) if self.rates is not None else []
+        if self.rates is not None and not rates:
+            raise InputError("--rates needs at least one rate")
+        for r in rates:
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or not within(r, RATE_BOUNDS):
+                raise InputError(f"--rate/--rates expect fractions of the reader's tokens in (0, 1], got {r!r}")
+        tokens = self.target_tokens
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
+                                   or not within(tokens, TARGET_TOKENS_BOUNDS)):
+            raise InputError(f"--target-tokens expects an integer >= 1, got {tokens!r}")
+        if not rates:
+            return None if tokens is None else (Budget(target_tokens=tokens),)
+        return tuple(Budget(rate=float(r), target_tokens=tokens) for r in dict.fromkeys(rates))
 
     def seper_judge(self) -> str:
         """The judge ΔSePer uses: ``judge``, else the preset's (the paper's NLI model), else lexical."""
@@ -150,6 +179,7 @@ class EvalConfig:
             warning = self.judge_warning()
             seper = {"judge": self.seper_judge(), "n": self.seper_n, **({"judge_warning": warning} if warning else {})}
         rerank = None if self.rerank is None else {"reranker": self.rerank, "top": self.rerank_top}
+        budgets = self.budgets()
         if self.reader_prompt != "default" or self.reader_shots:  # the templates themselves: a FILE may change
             system, user = self.reader_templates()
             prompt = {"name": self.reader_prompt, "system": system, "user": user,
@@ -159,6 +189,7 @@ class EvalConfig:
             "seper": (seper, None), "rerank": (rerank, None),
             "base_url": (redact_url(self.base_url) if self.base_url else None, None),  # never a credential on disk
             "preset": (self.preset, None), "context_length": (self.context_length, None), "reader_prompt": (prompt, None),
+            "budgets": (None if budgets is None else [point_of(b).name for b in budgets], None),
         })
 
     def with_absolute_paths(self) -> EvalConfig:

@@ -13,12 +13,23 @@ from pathlib import Path
 from typing import Any
 
 from readerfit.compressors import COMPRESSORS
+from readerfit.compressors.base import BaseCompressor
+from readerfit.compressors.budget import Budget
 from readerfit.data import load_corpus
 from readerfit.errors import BackendUnavailableError, InputError, MissingPackageError, ReaderfitError
 from readerfit.eval.config import EvalConfig
-from readerfit.eval.pipeline import PipelineConfig, RAGPipeline, Retrieval
+from readerfit.eval.pipeline import (
+    Budgets,
+    PipelineConfig,
+    RAGPipeline,
+    Retrieval,
+    budget_name,
+    point_names,
+    point_of,
+)
 from readerfit.eval.summary import summarize, summary_json, summary_markdown
 from readerfit.models.pool import ModelPool
+from readerfit.outcome import DEFAULT
 from readerfit.retrieval_utility.hook import eval_record_hook
 from readerfit.retrieve import build_retriever, load_index
 from readerfit.retrieve.base import Retriever
@@ -37,6 +48,7 @@ class EvalSetup:
     pipelines: dict[str, RAGPipeline]
     record_hook: RecordHook | None = None
     pool: ModelPool | None = field(default=None, repr=False)
+    budgets: Budgets | None = None  # the budget axis (None: each compressor's own call, one record)
 
 
 def build_retriever_for(config: EvalConfig, pool: ModelPool) -> Retriever | None:
@@ -64,11 +76,21 @@ def build_eval(config: EvalConfig) -> EvalSetup:
     system, user = config.reader_templates()
     pipeline_config = PipelineConfig(top_k=config.top_k, max_new_tokens=config.max_new_tokens, reader_prompt=user,
                                      reader_system=system)
-    pipelines = {name: RAGPipeline(reader=reader, retrieval=retrieval, config=pipeline_config,
+
+    def builder(name: str) -> Callable[[Budget], BaseCompressor]:  # a compressor whose budget is config, at one
+        return lambda b: COMPRESSORS.build(name, {**config.options.get(name, {}), **budget_options(b)}, pool=pool,
+                                           reader_lm=reader, preset=config.preset)
+
+    pipelines = {name: RAGPipeline(reader=reader, retrieval=retrieval, config=pipeline_config, rebuild=builder(name),
                                    compressor=COMPRESSORS.build(name, config.options.get(name, {}), pool=pool,
                                                                 reader_lm=reader, preset=config.preset))
                  for name in config.compressors}
-    return EvalSetup(retrieval=retrieval, pipelines=pipelines, record_hook=hook, pool=pool)
+    return EvalSetup(retrieval=retrieval, pipelines=pipelines, record_hook=hook, pool=pool, budgets=config.budgets())
+
+
+def budget_options(budget: Budget) -> dict[str, Any]:
+    """A budget as the options of a compressor that takes it as config (``rate``, ``target_tokens``)."""
+    return {k: v for k, v in (("rate", budget.rate), ("target_tokens", budget.target_tokens)) if v is not None}
 
 
 def build_pipelines(
@@ -129,13 +151,34 @@ def check_examples(examples: Sequence[QAExample]) -> None:
 
 
 def open_eval_run(*, examples: Sequence[QAExample], methods: Sequence[str], out: str | Path | None,
-                  settings: dict[str, Any], data_label: str = "data") -> RunFolder:
-    """Check the inputs and open the eval's run folder (refusing one written with other settings)."""
+                  settings: dict[str, Any], data_label: str = "data", budgets: Budgets | None = None) -> RunFolder:
+    """Check the inputs and open the eval's run folder (refusing one written with other settings); its records'
+    key is (id, method), and with ``budgets`` (id, method, budget)."""
     check_examples(examples)
     if not methods:
         raise InputError("no compressors to evaluate")
-    return RunFolder.open(out, kind="eval", settings=settings, key=("id", "method"), data_label=data_label,
-                          check=check_record)
+    return RunFolder.open(out, kind="eval", settings=settings, key=("id", "method", "budget") if budgets else
+                          ("id", "method"), data_label=data_label, check=check_record)
+
+
+Points = dict[str, list[str | None]]  # each method's points by name (None alone: a single run)
+
+
+def record_key(example_id: str, method: str, point: str | None) -> tuple[str, ...]:
+    """A record's key in an eval's folder: (id, method), and its budget's name on a budget axis."""
+    return (example_id, method) if point is None else (example_id, method, point)
+
+
+def method_points(methods: Sequence[str], budgets: Budgets | None,
+                  pipelines: dict[str, RAGPipeline] | None = None) -> Points:
+    """Each method's record keys' ``budget`` (its registered compressor's, or its pipeline's when given)."""
+    return {m: point_names((pipelines[m].compressor if pipelines else COMPRESSORS.get(m)).budget_support, budgets)
+            for m in methods}
+
+
+def missing(run: RunFolder, example: QAExample, points: Points) -> list[str]:
+    """The methods with a point of ``example`` not yet recorded."""
+    return [m for m, names in points.items() if not all(run.log.done(record_key(example.id, m, p)) for p in names)]
 
 
 def check_record(record: dict[str, Any]) -> str | None:
@@ -159,10 +202,13 @@ def run_eval(
     setup: Callable[[], EvalSetup] | None = None,
     methods: Sequence[str] | None = None,
     data_label: str = "data",
+    budgets: Budgets | None = None,
 ) -> dict[str, Any]:
     """Run every pipeline on every example, appending records to ``out/records.jsonl`` as they finish.
 
-    A rerun with the same ``out`` skips the (example, method) pairs already recorded; ``setup`` (instead
+    ``budgets``: the budget axis (:meth:`RAGPipeline.run`), one record per (example, method, budget); the
+    settings must name them (``EvalConfig.settings``), so a rerun with other budgets is refused.
+    A rerun with the same ``out`` skips the (example, method, budget) records already written; ``setup`` (instead
     of ``pipelines``) builds the models only when something is left to run. Per-example
     :class:`ReaderfitError`\\ s (e.g. a context that does not fit the reader) are recorded as errors and
     excluded from the means. Returns the JSON summary (also written to ``out/summary.json`` and ``summary.md``).
@@ -172,23 +218,26 @@ def run_eval(
         methods = list(given)
 
         def setup() -> EvalSetup:
-            return EvalSetup(retrieval=next(iter(given.values())).retrieval, pipelines=given, record_hook=record_hook)
+            return EvalSetup(retrieval=next(iter(given.values())).retrieval, pipelines=given, record_hook=record_hook,
+                             budgets=budgets)
     elif setup is None or methods is None:
         raise InputError("run_eval needs pipelines, or a setup function and the method names")
     methods = list(methods)
+    points = method_points(methods, budgets, pipelines)
     with open_eval_run(examples=examples, methods=methods, out=out, settings=run_config or {},
-                       data_label=data_label) as run:
+                       data_label=data_label, budgets=budgets) as run:
         todo = run.each(examples, desc="eval", unit="question", progress=progress,
-                        key=lambda e: [(e.id, m) for m in methods])
+                        key=lambda e: [record_key(e.id, m, p) for m in methods for p in points[m]])
         if todo:
             stages = setup()
             for example in todo:
-                missing = [m for m in methods if not run.log.done((example.id, m))]
-                for record in eval_example(example, setup=stages, methods=missing):
+                for record in eval_example(example, setup=stages, methods=missing(run, example, points)):
+                    if run.log.done(record_key(record.id, record.method, budget_name(record))):
+                        continue  # a point written before (the method's others were not)
                     run.log.append(record.to_dict())
                     if on_record:
                         on_record(record)
-        return write_summary(run, examples=examples, methods=methods)
+        return write_summary(run, examples=examples, methods=methods, budgets=budgets)
 
 
 def eval_example(example: QAExample, *, setup: EvalSetup, methods: Sequence[str]) -> Iterator[Record]:
@@ -206,32 +255,52 @@ def eval_example(example: QAExample, *, setup: EvalSetup, methods: Sequence[str]
         raise
     except ReaderfitError as err:
         for m in methods:
-            yield error_record(example, m, err)
+            yield from error_records(example, m, err, setup)
         return
     for method in methods:
         pipeline = setup.pipelines[method]
         try:
-            record = pipeline.run(example, retrieved)
-            if setup.record_hook is not None:
-                setup.record_hook(example, record, pipeline)
+            if setup.budgets is None:
+                records = [pipeline.run(example, retrieved)]
+            else:
+                records = pipeline.run(example, retrieved, budgets=setup.budgets)
+            for record in records:
+                if setup.record_hook is not None and not record.error:
+                    setup.record_hook(example, record, pipeline)
         except (BackendUnavailableError, MissingPackageError):
             raise
         except ReaderfitError as err:
-            record = error_record(example, method, err)
+            records = list(error_records(example, method, err, setup))
+        yield from records
+
+
+def error_records(example: QAExample, method: str, err: Exception, setup: EvalSetup) -> Iterator[Record]:
+    """A method's error records for one example: one, or one per budget of its points."""
+    if setup.budgets is None:
+        yield error_record(example, method, err)
+        return
+    for budget in setup.pipelines[method].points(setup.budgets):
+        record = error_record(example, method, err)
+        record.budget = point_of(budget)
         yield record
 
 
-def write_summary(run: RunFolder, *, examples: Sequence[QAExample], methods: Sequence[str]) -> dict[str, Any]:
-    """Summaries of this run's examples and methods, recomputed from the records and written to the folder.
+def write_summary(run: RunFolder, *, examples: Sequence[QAExample], methods: Sequence[str],
+                  budgets: Budgets | None = None) -> dict[str, Any]:
+    """Summaries of this run's examples and methods (with more than one budget, one per (method, budget)),
+    recomputed from the records and written to the folder.
 
-    Records are taken in (example, method) order, not file order, so a run whose records arrived in
+    Records are taken in (example, method, budget) order, not file order, so a run whose records arrived in
     another order (resumed, or from Ray workers) gives the same means.
     """
     position = {e.id: i for i, e in enumerate(examples)}
     method_pos = {m: i for i, m in enumerate(methods)}
-    records = sorted((Record.from_dict(r) for r in run.log if r["id"] in position and r["method"] in method_pos),
-                     key=lambda r: (position[r.id], method_pos[r.method]))
-    summary = summarize(records, methods)
+    names = list(dict.fromkeys(point_of(b).name for b in budgets or ()))
+    point_pos: dict[str | None, int] = {None: -1, **{n: i for i, n in enumerate([*names, DEFAULT.name])}}
+    records = sorted((r for r in map(Record.from_dict, run.log) if r.id in position and r.method in method_pos
+                      and budget_name(r) in point_pos),
+                     key=lambda r: (position[r.id], method_pos[r.method], point_pos[budget_name(r)]))
+    summary = summarize(records, methods, by_budget=len(names) > 1)
     result = summary_json(summary, n=len(examples), out=run.path)
     run.write_summary(result, summary_markdown(summary))
     return result

@@ -10,18 +10,30 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from readerfit.compressors.base import BaseCompressor, ReadsCompressed, check_size
-from readerfit.errors import ContextLengthError, InputError
+from readerfit.compressors.budget import Budget
+from readerfit.errors import (
+    BackendUnavailableError,
+    ContextLengthError,
+    InputError,
+    MissingPackageError,
+    ReaderfitError,
+)
 from readerfit.metrics.qa import qa_scores
 from readerfit.models.lm import LanguageModel
+from readerfit.outcome import DEFAULT, BudgetPoint
 from readerfit.reader import READER_PROMPT, Reader, check_reader_prompt
 from readerfit.retrieve.base import Retriever
 from readerfit.retrieve.rerank import Reranker, Reranking
 from readerfit.text.split import get_splitter
-from readerfit.types import Passage, QAExample, Record, context_tokens
+from readerfit.types import Compression, Passage, QAExample, Record, context_tokens, reader_tokens
+
+# what a point of the budget axis asks a compressor: None, its own call (its default budget)
+Budgets = Sequence[Budget | None]
 
 
 @dataclass
@@ -154,8 +166,11 @@ class RAGPipeline:
             ``retrieve_s``.
         retrieval: a :class:`Retrieval` to share one first stage between pipelines (instead of ``retriever``
             and ``reranker``).
+        rebuild: for a compressor whose budget is config (``budget_support = "rebuild"``), the compressor built
+            at a budget (built once per budget, kept).
 
-    ``run(example)`` gives a :class:`~readerfit.types.Record`.
+    ``run(example)`` gives a :class:`~readerfit.types.Record`; ``run(example, budgets=[...])`` one per budget
+    (:meth:`run`).
 
     >>> from readerfit.compressors import build_compressor
     >>> from readerfit.models.pool import ModelPool
@@ -178,6 +193,7 @@ class RAGPipeline:
         splitter: Callable[[str], list[str]] | None = None,
         reranker: Reranker | None = None,
         retrieval: Retrieval | None = None,
+        rebuild: Callable[[Budget], BaseCompressor] | None = None,
     ) -> None:
         self.config = config or PipelineConfig()
         self.reader = Reader(reader, prompt=self.config.reader_prompt, max_new_tokens=self.config.max_new_tokens,
@@ -186,6 +202,8 @@ class RAGPipeline:
         self.retrieval = retrieval or Retrieval(retriever=retriever, reranker=reranker, top_k=self.config.top_k,
                                                 rerank_top=self.config.rerank_top)
         self._splitter = splitter
+        self._rebuild = rebuild
+        self.built_at: dict[Budget, BaseCompressor] = {}  # the compressors built at a budget (rebuild=), kept
 
     @property
     def lm(self) -> LanguageModel:
@@ -213,30 +231,127 @@ class RAGPipeline:
                                      f"{self.lm.name!r} ({window} tokens) as they are; compressor "
                                      f"{self.compressor.name!r} keeps them whole: use one that compresses")
 
-    def run(self, example: QAExample, retrieved: Retrieved | None = None) -> Record:
-        """Run one example; pass ``retrieved`` to reuse a retrieval shared between compressors."""
+    def points(self, budgets: Budgets) -> list[Budget | None]:
+        """The budgets this compressor is read at, of ``budgets``: all of them where it takes a budget; its own call
+        alone where it takes none (``budget_support = "none"``)."""
+        return budget_points(self.compressor.budget_support, budgets, built=self.built_at)
+
+    def compressions(self, question: str, passages: Sequence[Passage], budgets: Budgets) -> list[Compression]:
+        """One compression per budget of :meth:`points`: a re-selecting compressor scores once and selects that
+        scoring at every budget (a selection's ``seconds``: the scoring's and its own, what one call at that budget
+        costs); one whose budget is config is built per budget (``rebuild``)."""
+        points = self.points(budgets)
+        c = self.compressor
+        if c.budget_support == "reselect" and len(points) > 1:
+            scored = c.score(question, passages)
+            return [c.timed_select(scored, b) for b in points]
+        if c.budget_support == "reselect":
+            return [c.compress(question, passages, b) for b in points]
+        return [self.maker(b).compress(question, passages) for b in points]
+
+    def maker(self, budget: Budget | None) -> BaseCompressor:
+        """The compressor that makes the context at ``budget``: this one, or (its budget config) the one built at
+        it."""
+        return self.compressor if budget is None or self.compressor.budget_support == "reselect" else self.built(budget)
+
+    def built(self, budget: Budget) -> BaseCompressor:
+        """The compressor built at ``budget`` (one whose budget is config)."""
+        if budget not in self.built_at:
+            if self._rebuild is None:
+                raise InputError(f"compressor {self.compressor.name!r} takes a budget as config: give the pipeline "
+                                 "rebuild= (the compressor built at a budget)")
+            self.built_at[budget] = self._rebuild(budget)
+        return self.built_at[budget]
+
+    @overload
+    def run(self, example: QAExample, retrieved: Retrieved | None = None) -> Record: ...
+
+    @overload
+    def run(self, example: QAExample, retrieved: Retrieved | None = None, *, budgets: Budgets,
+            read: Callable[[BudgetPoint], bool] | None = None) -> list[Record]: ...
+
+    def run(self, example: QAExample, retrieved: Retrieved | None = None, *, budgets: Budgets | None = None,
+            read: Callable[[BudgetPoint], bool] | None = None) -> Record | list[Record]:
+        """Run one example; pass ``retrieved`` to reuse a retrieval shared between compressors.
+
+        Without ``budgets``: one :class:`Record` at the compressor's own call. With ``budgets`` (each a
+        :class:`Budget`, or None: its own call): one record per budget of :meth:`points` (the compressor scores
+        once), its ``budget`` the point (:class:`~readerfit.outcome.BudgetPoint`), each read under the same guards
+        as a single run; a point the reader cannot read (its context does not fit) is an error record, the others
+        stand. ``read``: which points the reader reads (default all; the others keep an empty prediction)."""
         if retrieved is None:
             retrieved = self.retrieval(example)
-        if self.compressor.passthrough:
+        reads = read or (lambda point: True)
+        points = self.points(budgets) if budgets is not None else [None]
+        marks = [point_of(b) for b in points]
+        if self.compressor.passthrough and (budgets is None or any(reads(m) for m in marks)):
             check_size(retrieved.passages)
             self._check_fits(retrieved.passages)
         passages, n_chunked = self.prepare(retrieved.passages)
-        compression = self.compressor.compress(example.question, passages)
-        compression.origin_tokens = self.lm.count_tokens("\n\n".join(p.render() for p in passages if p.text.strip()))
-        compression.compressed_tokens = context_tokens(self.lm.count_tokens, compression.text)
-        if n_chunked:
-            compression.details["chunked_passages"] = n_chunked
+        compressions = self.compressions(example.question, passages, points)
+        origin = reader_tokens(self.lm.count_tokens, passages)
+        records = []
+        for budget, mark, compression in zip(points, marks, compressions):
+            compression.origin_tokens = origin
+            compression.compressed_tokens = context_tokens(self.lm.count_tokens, compression.text)
+            if n_chunked:
+                compression.details["chunked_passages"] = n_chunked
+            record = Record(id=example.id, method=self.compressor.name, question=example.question,
+                            answers=list(example.answers), prediction="", scores={}, compression=compression,
+                            retrieve_s=retrieved.seconds, budget=None if budgets is None else mark,
+                            rerank=retrieved.reranking.note() if retrieved.reranking is not None else None)
+            if budgets is None:
+                self.read(example, record)
+                return record
+            if reads(mark):
+                self.guarded_read(example, record, self.maker(budget))
+            records.append(record)
+        return records
+
+    def guarded_read(self, example: QAExample, record: Record, maker: BaseCompressor | None = None) -> None:
+        """:meth:`read`; a context the reader cannot read makes ``record`` an error record (a server down or a
+        missing package stops the run)."""
         try:
-            if isinstance(self.compressor, ReadsCompressed):  # its context is not text (xcompress-embed)
-                reading = self.compressor.read_compressed(example.question, compression, self.reader)
+            self.read(example, record, maker)
+        except (BackendUnavailableError, MissingPackageError):
+            raise
+        except ReaderfitError as err:
+            record.error = f"{type(err).__name__}: {err}"
+
+    def read(self, example: QAExample, record: Record, maker: BaseCompressor | None = None) -> None:
+        """The reader's answer from the record's context (made by ``maker``, default this compressor), its QA
+        scores and seconds into ``record``."""
+        compression, maker = record.compression, maker or self.compressor
+        try:
+            if isinstance(maker, ReadsCompressed):  # its context is not text (xcompress-embed)
+                reading = maker.read_compressed(example.question, compression, self.reader)
                 compression.details.update(reading.details)
                 compression.metrics.update(reading.metrics)
             else:
                 reading = self.reader.read(example.question, compression.text)
         except ContextLengthError as err:
-            raise ContextLengthError(f"example {example.id!r}, compressor {self.compressor.name!r}: {err}") from err
-        return Record(id=example.id, method=self.compressor.name, question=example.question,
-                      answers=list(example.answers), prediction=reading.answer,
-                      scores=qa_scores(reading.answer, example.answers), compression=compression,
-                      read_s=reading.seconds, retrieve_s=retrieved.seconds,
-                      rerank=retrieved.reranking.note() if retrieved.reranking is not None else None)
+            raise ContextLengthError(f"example {example.id!r}, compressor {maker.name!r}: {err}") from err
+        record.prediction, record.read_s = reading.answer, reading.seconds
+        record.scores = qa_scores(reading.answer, example.answers)
+
+
+def budget_points(support: str, budgets: Budgets, *, built: Collection[Budget] = ()) -> list[Budget | None]:
+    """The budgets a compressor of ``budget_support`` ``support`` is read at, of ``budgets`` (in order, once each):
+    all of them where it takes a budget; where it takes none, its own call (and those it was ``built`` at)."""
+    kept = [b for b in dict.fromkeys(budgets) if b is None or support != "none" or b in built]
+    return kept or [None]
+
+
+def point_names(support: str, budgets: Budgets | None) -> list[str | None]:
+    """The ``budget`` its records are written under (a run folder's keys): None alone without ``budgets``."""
+    return [None] if budgets is None else [point_of(b).name for b in budget_points(support, budgets)]
+
+
+def budget_name(record: Record) -> str | None:
+    """The name a record's budget is written under (its run folder key), None where it has none."""
+    return None if record.budget is None else record.budget.name
+
+
+def point_of(budget: Budget | None) -> BudgetPoint:
+    """The point a budget is recorded as: None (the compressor's own call) the default."""
+    return DEFAULT if budget is None else BudgetPoint(rate=budget.rate, target_tokens=budget.target_tokens)

@@ -32,7 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from readerfit.errors import InputError, ReaderfitError, require
-from readerfit.eval.harness import EvalSetup, eval_example, open_eval_run, write_summary
+from readerfit.eval.harness import (
+    EvalSetup,
+    Points,
+    eval_example,
+    method_points,
+    missing,
+    open_eval_run,
+    write_summary,
+)
+from readerfit.eval.pipeline import Budgets
 from readerfit.runs import RunFolder, progress_bar
 from readerfit.types import QAExample, Record
 
@@ -277,8 +286,10 @@ def run_eval_ray(
     progress: bool = True,
     on_record: Callable[[Record], None] | None = None,
     data_label: str = "data",
+    budgets: Budgets | None = None,
 ) -> dict[str, Any]:
-    """:func:`readerfit.eval.harness.run_eval` with the examples sharded over Ray actors.
+    """:func:`readerfit.eval.harness.run_eval` with the examples sharded over Ray actors (``budgets``: the budget
+    axis, which ``build`` must give its :class:`EvalSetup` too).
 
     ``build`` (picklable: a module-level function or a ``functools.partial`` of one) returns the
     :class:`~readerfit.eval.harness.EvalSetup` and runs once in every worker; ``methods`` are its
@@ -287,10 +298,11 @@ def run_eval_ray(
     """
     config = config or RayConfig()
     methods = list(methods)
+    points = method_points(methods, budgets)
     with open_eval_run(examples=examples, methods=methods, out=out, settings=run_config or {},
-                       data_label=data_label) as run:
-        todo = collections.deque(pending(run, examples, methods))
-        total = len(examples) * len(methods)
+                       data_label=data_label, budgets=budgets) as run:
+        todo = collections.deque(pending(run, examples, points))
+        total = len(examples) * sum(map(len, points.values()))
         if todo:
             ray = import_ray()
             started = not ray.is_initialized()
@@ -302,7 +314,8 @@ def run_eval_ray(
                 except (ConnectionError, RuntimeError, ValueError) as err:
                     raise ReaderfitError(f"could not start a local Ray instance: {err}") from err
             try:
-                bar = progress_bar(total=total, done=total - sum(len(p) for _, p in todo), desc="eval", unit="run",
+                left = sum(len(points[m]) for _, ms in todo for m in ms)
+                bar = progress_bar(total=total, done=total - left, desc="eval", unit="run",
                                    enabled=progress)
                 _dispatch(ray, todo, build=build, config=config, log=run.log, on_record=on_record, bar=bar,
                           out=run.path)
@@ -310,7 +323,7 @@ def run_eval_ray(
             finally:
                 if started:
                     ray.shutdown()
-        return write_summary(run, examples=examples, methods=methods)
+        return write_summary(run, examples=examples, methods=methods, budgets=budgets)
 
 
 def _dispatch(ray: Any, todo: collections.deque, *, build: SetupBuilder, config: RayConfig, log: Any,
@@ -347,6 +360,8 @@ def _dispatch(ray: Any, todo: collections.deque, *, build: SetupBuilder, config:
                     "rerun the same command to resume"
                 ) from err
             for record in records:
+                if log.done(tuple(record.get(k) for k in log.key)):
+                    continue  # a point written before (the method's others were not)
                 log.append(record)
                 if on_record:
                     on_record(Record.from_dict(record))
@@ -357,11 +372,6 @@ def _dispatch(ray: Any, todo: collections.deque, *, build: SetupBuilder, config:
             ray.kill(actor)
 
 
-def pending(run: RunFolder, examples: Sequence[QAExample], methods: Sequence[str]) -> list[tuple[QAExample, list[str]]]:
-    """The (example, methods not yet recorded) pairs still to run."""
-    todo = []
-    for e in examples:
-        missing = [m for m in methods if not run.log.done((e.id, m))]
-        if missing:
-            todo.append((e, missing))
-    return todo
+def pending(run: RunFolder, examples: Sequence[QAExample], points: Points) -> list[tuple[QAExample, list[str]]]:
+    """The (example, methods with a point not yet recorded) pairs still to run."""
+    return [(e, left) for e in examples if (left := missing(run, e, points))]

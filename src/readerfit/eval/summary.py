@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from readerfit.eval.pipeline import budget_name
 from readerfit.io import markdown_table
 from readerfit.metrics.qa import QA_METRICS, label
 from readerfit.types import Record
@@ -39,6 +40,8 @@ class MethodSummary:
     score_names: tuple[str, ...] = ()
     # contains per question id: which questions a compressor gained or lost against the baseline
     contains_by_id: dict[str, float] = field(default_factory=dict, repr=False)
+    method: str = ""  # the compressor (set where a summary is one of its budgets)
+    budget: str | None = None  # the budget's name (BudgetPoint.name) where the summary is per (method, budget)
 
     def __getitem__(self, key: str) -> float:
         """A mean by name (NaN when no record carried it)."""
@@ -58,11 +61,15 @@ def _divide(origin: Sequence[float], compressed: Sequence[float]) -> float:
     return float(sum(origin) / sum(compressed)) if origin and sum(compressed) > 0 else math.nan
 
 
-def summarize(records: Sequence[Record], methods: Sequence[str]) -> dict[str, MethodSummary]:
-    """Summaries recomputed from the records alone, so a resumed run summarises like an uninterrupted one."""
+def summarize(records: Sequence[Record], methods: Sequence[str], *, by_budget: bool = False
+              ) -> dict[str, MethodSummary]:
+    """Summaries recomputed from the records alone, so a resumed run summarises like an uninterrupted one: one per
+    method, or with ``by_budget`` one per (method, budget), by the label ``METHOD @ BUDGET`` (in record order)."""
     out: dict[str, MethodSummary] = {}
-    for method in methods:
-        rows = [r for r in records if r.method == method]
+    groups = [(m, b) for m in methods for b in (dict.fromkeys(budget_name(r) for r in records
+                                                              if r.method == m) if by_budget else [None])]
+    for method, budget in groups:
+        rows = [r for r in records if r.method == method and (not by_budget or budget_name(r) == budget)]
         ok = [r for r in rows if not r.error]
         names = tuple(dict.fromkeys([*QA_METRICS, *(k for r in ok for k in r.scores)]))
         means = {k: _mean([r.scores[k] for r in ok if k in r.scores]) for k in names}
@@ -76,8 +83,10 @@ def summarize(records: Sequence[Record], methods: Sequence[str]) -> dict[str, Me
             for k, v in r.numbers().items():
                 numbers.setdefault(k, []).append(float(v))
         means.update({k: _mean(v) for k, v in numbers.items()})
-        out[method] = MethodSummary(n=len(ok), n_errors=len(rows) - len(ok), means=means, score_names=names,
-                                    contains_by_id={r.id: float(r.scores.get("contains", math.nan)) for r in ok})
+        label = method if budget is None else f"{method} @ {budget}"
+        out[label] = MethodSummary(n=len(ok), n_errors=len(rows) - len(ok), means=means, score_names=names,
+                                   contains_by_id={r.id: float(r.scores.get("contains", math.nan)) for r in ok},
+                                   method=method, budget=budget)
     return out
 
 
@@ -90,14 +99,14 @@ def versus_baseline(summary: dict[str, MethodSummary], baseline: str = BASELINE)
 
     Empty without the baseline or another compressor. Tokens and seconds are ratios of the per-question means.
     """
-    base = summary.get(baseline)
+    base = summary.get(baseline) or next((s for s in summary.values() if s.method == baseline), None)
     if base is None or not base.n or len(summary) < 2:
         return []
     base_s = base["compress_s"] + base["read_s"]
     lines = [f"What each compressor bought against `{baseline}` (per-question means over {base.n} questions; "
              f"percentages are of `{baseline}`'s):", ""]
     for method, s in summary.items():
-        if method == baseline:
+        if s is base:
             continue
         if not s.n:
             lines.append(f"- {method}: no result ({s.n_errors} errors)")
@@ -122,9 +131,12 @@ def _ratio(value: float, base: float) -> str:
 
 
 def summary_markdown(summary: dict[str, MethodSummary]) -> str:
-    rows = [{"method": method, "n": s.n, "n_errors": s.n_errors, **s.means} for method, s in summary.items()]
+    by_budget = any(s.budget is not None for s in summary.values())
+    rows = [{"method": s.method if by_budget else method, "budget": s.budget, "n": s.n, "n_errors": s.n_errors,
+             **s.means} for method, s in summary.items()]
     scores = dict.fromkeys(k for s in summary.values() for k in s.score_names) or dict.fromkeys(QA_METRICS)
-    columns = [("method", "method", ""), ("n", "n", "d"), *((k, label(k), ".3f") for k in scores),
+    columns = [("method", "method", ""), *([("budget", "budget", "")] if by_budget else []), ("n", "n", "d"),
+               *((k, label(k), ".3f") for k in scores),
                ("compressed_tokens", "ctx tokens", ".1f"), ("rate", "% kept", ".1%"),
                *((k, k.replace("_s", " s"), ".3f") for k in ("compress_s", "read_s", "total_s"))]
     columns += [(k, k, ".3f") for k in sorted({k for s in summary.values() for k in s.numbers})]
@@ -139,6 +151,7 @@ def summary_json(summary: dict[str, MethodSummary], *, n: int, out: Path | None)
     methods = {}
     for method, s in summary.items():
         # the layout summary.json has always had: n, the scores, the costs, n_errors, the other numbers
-        methods[method] = {"n": s.n, **{k: s[k] for k in (*s.score_names, *COST_KEYS)}, "n_errors": s.n_errors,
+        methods[method] = {**({"method": s.method, "budget": s.budget} if s.budget is not None else {}),
+                           "n": s.n, **{k: s[k] for k in (*s.score_names, *COST_KEYS)}, "n_errors": s.n_errors,
                            **{k: s[k] for k in s.numbers}}
     return {"n": n, "methods": methods, "out": str(out) if out else None}

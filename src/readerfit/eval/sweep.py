@@ -20,34 +20,23 @@ read (method :data:`~readerfit.types.RAW_PASSAGES`).
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from readerfit.compressors.base import BaseCompressor, check_inputs, join_passages
 from readerfit.compressors.budget import Budget
+from readerfit.compressors.none import RawPassages
 from readerfit.errors import InputError
-from readerfit.eval.pipeline import RAGPipeline
-from readerfit.metrics.qa import holds_answer, qa_scores
-from readerfit.types import (
-    DEFAULT_POINT,
-    NO_BUDGET,
-    RAW_PASSAGES,
-    Compression,
-    Passage,
-    QAExample,
-    Recall,
-    Record,
-    context_tokens,
-)
+from readerfit.eval.pipeline import RAGPipeline, budget_points, point_of
+from readerfit.metrics.qa import holds_answer
+from readerfit.types import RAW_PASSAGES, Compression, Passage, QAExample, Recall, Record, reader_tokens
 
 
 def sweep_points(cls: type[BaseCompressor], rates: Sequence[float]) -> list[str]:
     """The points a compressor of ``cls`` gives, in the order its records are written: its default, then
     (re-selecting) its rule without a budget and every rate, or (rebuilt per budget) every rate."""
-    if cls.budget_support == "reselect":
-        return [DEFAULT_POINT, NO_BUDGET, *map(str, rates)]
-    return [DEFAULT_POINT, *map(str, rates)] if cls.budget_support == "rebuild" else [DEFAULT_POINT]
+    axis = [None, *([Budget()] if cls.budget_support == "reselect" else []), *(Budget(rate=r) for r in rates)]
+    return [point_of(b).name for b in budget_points(cls.budget_support, axis)]
 
 
 def with_sentences(passages: Sequence[Passage], splitter: Callable[[str], list[str]]) -> list[Passage]:
@@ -131,17 +120,19 @@ def slim(c: Compression) -> Compression:
 
 
 class BudgetSweep:
-    """Pipelines (one per compressor, by label, sharing one reader and first stage) swept over budgets.
+    """Pipelines (one per compressor, by label, sharing one reader and first stage) swept over budgets: each
+    question through :meth:`RAGPipeline.run` with the sweep's budget axis (a re-selecting compressor scores once),
+    under its guards, its records given what their contexts kept of the gold.
 
     ``rates``: the budgets (fractions of the reader's tokens); ``at_rate``: for a compressor that takes a budget
-    only as config, its compressor built at each rate (by label, then rate).
+    only as config, its compressor built at each rate (by label, then rate), where its pipeline has no ``rebuild``.
 
     >>> from readerfit.compressors.none import RawPassages
     >>> from readerfit.models.pool import ModelPool
     >>> lm = ModelPool(device="cpu").lm("smollm2-135m")
     >>> sweep = BudgetSweep({"none": RAGPipeline(reader=lm, compressor=RawPassages())}, rates=[0.3], splitter=str.split)
-    >>> [(r.method, r.budget, r.rate) for r in sweep.run(QAExample(id="q", question="Who?", answers=["Anna"],
-    ...                                                             passages=[Passage("Anna wrote it.")]))]
+    >>> [(r.method, r.budget.name, r.rate) for r in sweep.run(QAExample(id="q", question="Who?", answers=["Anna"],
+    ...                                                                  passages=[Passage("Anna wrote it.")]))]
     [('none', 'default', 1.0)]
     """
 
@@ -152,23 +143,18 @@ class BudgetSweep:
             raise InputError("a budget sweep needs at least one pipeline")
         self.pipelines = dict(pipelines)
         self.rates = list(rates)
-        self.at_rate = {label: dict(built) for label, built in (at_rate or {}).items()}
+        for label, built in (at_rate or {}).items():
+            self.pipelines[label].built_at.update({Budget(rate=rate): c for rate, c in built.items()})
         self.first = next(iter(self.pipelines.values()))  # its reader, first stage and splitter serve every pipeline
         self.splitter = splitter or self.first.splitter()
 
-    def compressions(self, label: str, question: str, passages: Sequence[Passage]) -> dict[str, Compression]:
-        """Every point's compression: one scoring, selected at every budget where the compressor re-selects (a
-        selection's ``seconds`` are the scoring's and its own, what one call at that budget costs)."""
-        compressor = self.pipelines[label].compressor
-        if compressor.budget_support == "reselect":
-            scored = compressor.score(question, passages)
-            out = {point: compressor.timed_select(scored, budget) for point, budget in
-                   [(DEFAULT_POINT, None), (NO_BUDGET, Budget()), *((str(r), Budget(rate=r)) for r in self.rates)]}
-        else:
-            out = {DEFAULT_POINT: compressor.compress(question, passages)}
-        for rate, built in self.at_rate.get(label, {}).items():
-            out[str(rate)] = built.compress(question, passages)
-        return out
+    def budgets(self, label: str) -> list[Budget | None]:
+        """A compressor's points (:func:`sweep_points`): its default, then (re-selecting) its rule without a
+        budget, and every rate (where it takes one)."""
+        rates = [Budget(rate=r) for r in self.rates]
+        if self.pipelines[label].compressor.budget_support == "reselect":
+            return [None, Budget(), *rates]
+        return [None, *rates]
 
     def run(self, example: QAExample, *, labels: Sequence[str] | None = None, read_at: Collection[str] = (),
             read_raw: bool = False) -> list[Record]:
@@ -176,40 +162,28 @@ class BudgetSweep:
         ``read_at`` ("all": every one) read by the reader, and with ``read_raw`` the raw passages too (one
         record, method :data:`~readerfit.types.RAW_PASSAGES`)."""
         retrieved = self.first.retrieval(example)
-        passages, n_chunked = self.first.prepare(with_sentences(check_inputs(example.question, retrieved.passages),
-                                                                self.splitter))
-        count = self.first.lm.count_tokens
-        raw = join_passages(passages)
-        origin = count(raw)
+        checked = with_sentences(check_inputs(example.question, retrieved.passages), self.splitter)
+        given = dataclasses.replace(retrieved, passages=checked)
+        passages, n_chunked = self.first.prepare(checked)  # as every pipeline prepares them: the gold's units
         gold = Gold.of(example, passages)
-
-        def record(method: str, c: Compression, point: str | None, recall: Recall | None) -> Record:
-            c.origin_tokens, c.compressed_tokens = origin, context_tokens(count, c.text)
-            if n_chunked:
-                c.details["chunked_passages"] = n_chunked
-            return Record(id=example.id, method=method, question=example.question, answers=list(example.answers),
-                          prediction="", scores={}, compression=c, retrieve_s=retrieved.seconds, budget=point,
-                          recall=recall)
-
         out = []
         if read_raw:  # once per question, whatever the compressors
-            out.append(record(RAW_PASSAGES, Compression(raw), None, None))
-            self.read(out)
+            raw = Compression(join_passages(passages), origin_tokens=reader_tokens(self.first.lm.count_tokens, passages))
+            raw.compressed_tokens = raw.origin_tokens
+            if n_chunked:
+                raw.details["chunked_passages"] = n_chunked
+            record = Record(id=example.id, method=RAW_PASSAGES, question=example.question,
+                            answers=list(example.answers), prediction="", scores={}, compression=raw,
+                            retrieve_s=retrieved.seconds)
+            self.first.guarded_read(example, record, RawPassages())
+            out.append(record)
         for label in labels if labels is not None else list(self.pipelines):
-            points = self.compressions(label, example.question, passages)
-            whole = self.pipelines[label].compressor.passthrough
-            records = [record(label, slim(c), point, gold.recall(c, whole=whole)) for point, c in points.items()]
-            self.read([r for r in records if "all" in read_at or r.budget in read_at])
+            pipeline = self.pipelines[label]
+            records = pipeline.run(example, given, budgets=self.budgets(label),
+                                   read=lambda point: "all" in read_at or point.name in read_at)
+            for r in records:
+                r.method = label
+                r.recall = gold.recall(r.compression, whole=pipeline.compressor.passthrough)
+                r.compression = slim(r.compression)
             out.extend(records)
         return out
-
-    def read(self, records: Sequence[Record]) -> None:
-        """The reader's answers and QA scores into ``records`` (of one question), from their contexts, asked in one
-        call (each record's ``read_s``: its share)."""
-        if not records:
-            return
-        start = time.perf_counter()
-        answers = self.first.reader.answers(records[0].question, [r.compression.text for r in records])
-        seconds = (time.perf_counter() - start) / len(records)
-        for r, answer in zip(records, answers):
-            r.prediction, r.scores, r.read_s = answer, qa_scores(answer, r.answers), seconds

@@ -20,7 +20,9 @@ None of these but the last needs the reader to answer, so hundreds of questions 
 figures do not move by one answer of a 135M reader. The run is a budget sweep of the evaluation engine's
 :class:`~readerfit.eval.pipeline.RAGPipeline` (:class:`~readerfit.eval.sweep.BudgetSweep`): a compressor that
 selects scored units (``budget_support = "reselect"``: exit, sentence-sim, ...) scores each question once and
-is cut to every budget from those scores, exactly as it would cut them itself; others run once per budget. Its records are :class:`~readerfit.types.Record` objects, one per (question, compressor, budget), and
+is cut to every budget from those scores, exactly as it would cut them itself; others run once per budget
+(``RAGPipeline.run(..., budgets=)``, the engine of ``readerfit eval --rates``, with its guards: a point the reader
+cannot read is an error record). Its records are :class:`~readerfit.types.Record` objects, one per (question, compressor, budget), and
 the summary is recomputed from them (or from the records of an older run folder, one per question and compressor).
 
 ``--distractors K`` hides each question's own passages among K passages of other questions of the file
@@ -31,14 +33,18 @@ From the shell: ``readerfit exp frontier --data $DATA/hotpotqa/rpt_dev.jsonl --l
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
 from readerfit.compressors import COMPRESSORS
+from readerfit.compressors.base import BaseCompressor
+from readerfit.compressors.budget import Budget
 from readerfit.data import load_dataset
 from readerfit.data.distractors import with_distractors
 from readerfit.errors import InputError
-from readerfit.eval.pipeline import RAGPipeline, Retrieval
+from readerfit.eval.harness import budget_options
+from readerfit.eval.pipeline import RAGPipeline, Retrieval, budget_name
 from readerfit.eval.sweep import BudgetSweep, sweep_points
 from readerfit.experiments.frontier_summary import point_rows, report_section, summarize, summary_table
 from readerfit.models.device import DTYPES
@@ -153,7 +159,7 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
                                 read_at=config.read_at if i < config.read else (),
                                 read_raw=(example.id, RAW_PASSAGES, None) in missing)
             for record in records:
-                if (record.id, record.method, record.budget) not in done:
+                if (record.id, record.method, budget_name(record)) not in done:
                     run.log.append(record.to_dict())
     ids = {e.id for e in examples}
     rows = [r for r in point_rows(run.log) if r.id in ids and (r.method in config.methods or r.method == RAW_PASSAGES)]
@@ -165,16 +171,16 @@ def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = Tru
 
 def build_sweep(config: Config, pool: ModelPool) -> BudgetSweep:
     """One pipeline per compressor over each question's own passages, sharing the reader; a compressor that takes
-    a budget only as config is also built at every rate."""
+    a budget only as config is built at every rate (the pipeline's ``rebuild``)."""
     reader = pool.lm(config.reader)
-    compressors = {label: COMPRESSORS.build(name, options, preset=config.preset, pool=pool, reader_lm=reader)
-                   for label, (name, options) in config.methods.items()}
-    at_rate = {label: {rate: COMPRESSORS.build(name, {**options, "rate": rate}, preset=config.preset, pool=pool,
-                                               reader_lm=reader) for rate in config.rates}
-               for label, (name, options) in config.methods.items()
-               if COMPRESSORS.get(name).budget_support == "rebuild"}
+
+    def build(name: str, options: dict[str, Any], budget: Budget | None = None) -> BaseCompressor:
+        return COMPRESSORS.build(name, {**options, **(budget_options(budget) if budget else {})},
+                                 preset=config.preset, pool=pool, reader_lm=reader)
+
     splitter = get_splitter("spacy")
     retrieval = Retrieval()  # each question's own passages
-    pipelines = {label: RAGPipeline(reader=reader, compressor=c, retrieval=retrieval, splitter=splitter)
-                 for label, c in compressors.items()}
-    return BudgetSweep(pipelines, rates=config.rates, at_rate=at_rate, splitter=splitter)
+    pipelines = {label: RAGPipeline(reader=reader, compressor=build(name, options), retrieval=retrieval,
+                                    splitter=splitter, rebuild=functools.partial(build, name, options))
+                 for label, (name, options) in config.methods.items()}
+    return BudgetSweep(pipelines, rates=config.rates, splitter=splitter)

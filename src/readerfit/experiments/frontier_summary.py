@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from readerfit.eval.pipeline import budget_name
 from readerfit.io import markdown_table
 from readerfit.metrics.qa import QA_METRICS, label
 from readerfit.report_engine import Doc, fmt, mean
@@ -51,7 +52,7 @@ def point_rows(records: Iterable[dict[str, Any]]) -> list[PointRow]:
             out.extend(_old_rows(r))
         else:
             record = Record.from_dict(r)
-            out.append(PointRow(id=record.id, method=record.method, point=record.budget, rate=record.rate,
+            out.append(PointRow(id=record.id, method=record.method, point=budget_name(record), rate=record.rate,
                                 empty=not record.compression.text.strip(), recall=record.recall or Recall(),
                                 read=dict(record.scores) if record.scores else None, seconds=record.compress_s))
     return out

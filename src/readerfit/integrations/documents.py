@@ -24,23 +24,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from readerfit.compressors import COMPRESSORS, BaseCompressor, build_compressor, join_passages
+from readerfit.call_args import built_compressor, call_budget, default_pool
+from readerfit.compressors import COMPRESSORS, BaseCompressor
+from readerfit.compressors.base import no_budget
 from readerfit.compressors.budget import Budget
-from readerfit.compressors.per_call import (
-    budget_options,
-    checked_budget,
-    compress_at_budgets,
-    given_budget,
-    with_budget,
-)
+from readerfit.compressors.per_call import budget_options, compress_at_budgets
 from readerfit.errors import InputError
 from readerfit.inputs import kind_of, render_passage
 from readerfit.models.lm import LanguageModel
-from readerfit.models.pool import ModelPool
+from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM
 from readerfit.options import OPTION_ALIASES
 from readerfit.registry import make_config
-from readerfit.types import Compression, Passage, token_rate, token_ratio
+from readerfit.types import Compression, Passage, reader_tokens, token_rate, token_ratio
 
 # the metadata keys the adapters add; frameworks that put metadata in the LLM prompt are told to leave them out
 METADATA_KEYS = ("readerfit", "relevance_score")
@@ -162,7 +158,9 @@ class DocumentCompression:
 
     Parameters:
         compressor (str | BaseCompressor, default "exit"): a registered name or a built readerfit compressor.
-        pool (ModelPool | None, default None): where a compressor given by name loads its models (None: a new pool).
+        pool (ModelSource | None, default None): where a compressor given by name loads its models and is kept
+            (None: the façade's pool, :func:`readerfit.api.default_pool`, so an adapter and ``readerfit.compress``
+            with the same settings share one compressor).
         options (Mapping | None, default None): the compressor's config fields (``{"threshold": 0.3}``); by name only.
         rate (float | None, default None), target_tokens (int | None, default None): the budget (the fraction of
             the reader's tokens to keep, a count; also read from ``options``). The compressor is built without it:
@@ -175,7 +173,7 @@ class DocumentCompression:
             a budget counts whitespace words).
     """
 
-    def __init__(self, compressor: str | BaseCompressor = "exit", *, pool: ModelPool | None = None,
+    def __init__(self, compressor: str | BaseCompressor = "exit", *, pool: ModelSource | None = None,
                  options: Mapping[str, Any] | None = None, preset: str | None = None,
                  reader: str | LanguageModel | None = None, count_tokens: Callable[[str], int] | None = None,
                  rate: float | None = None, target_tokens: int | None = None) -> None:
@@ -193,8 +191,7 @@ class DocumentCompression:
         self.cls = type(compressor) if isinstance(compressor, BaseCompressor) \
             else COMPRESSORS.get(compressor.strip().partition(":")[0])
         # an unknown name, option or budget fails here, before any model loads
-        self.options, self.budget = checked_budget(self.cls, with_budget(options or {}, rate=rate,
-                                                                         target_tokens=target_tokens))
+        self.options, self.budget = self._budget(options or {}, rate=rate, target_tokens=target_tokens)
         if isinstance(compressor, str):
             make_config(self.cls.config_class, self.options, what=f"compressor {self.cls.name!r}", preset=preset)
         elif self.budget is not None:
@@ -212,10 +209,17 @@ class DocumentCompression:
         return self.spec.name if isinstance(self.spec, BaseCompressor) else self.spec
 
     @property
-    def pool(self) -> ModelPool:
-        if self._pool is None:
-            self._pool = ModelPool()
-        return self._pool
+    def pool(self) -> ModelSource:
+        """Where the compressor's models load and it is kept: the one given, else the façade's."""
+        return self._pool if self._pool is not None else default_pool()
+
+    def _budget(self, options: Mapping[str, Any], *, rate: object = None,
+                target_tokens: object = None) -> tuple[dict[str, Any], Budget | None]:
+        """(the options without the budget, the budget) as every call takes them (:func:`call_budget`)."""
+        rest, budget = call_budget(self.cls.name, options, rate=rate, target_tokens=target_tokens)
+        if budget is not None and self.cls.budget_support == "none":
+            raise no_budget(self.cls)
+        return rest, budget
 
     def warm_up(self) -> None:
         """Build the compressor (and load the token counter) now rather than on the first documents."""
@@ -232,9 +236,9 @@ class DocumentCompression:
 
     def compressor(self, budget: Budget | None = None) -> BaseCompressor:
         """The compressor with ``budget`` as config (built once; given the reader, a budget counts its tokens)."""
-        if budget not in self._built:
-            self._built[budget] = build_compressor(self.name, self.pool, preset=self.preset, reader=self.reader_lm(),
-                                                   **self.options, **budget_options(budget))
+        if budget not in self._built:  # through the façade's cache: one compressor per settings in the pool
+            self._built[budget] = built_compressor(self.name, options={**self.options, **budget_options(budget)},
+                                                   preset=self.preset, pool=self.pool, reader_lm=self.reader_lm())
         return self._built[budget]
 
     def counter(self) -> Callable[[str], int]:
@@ -265,7 +269,7 @@ class DocumentCompression:
             raise InputError(f"expected a non-empty question (the query string), got {query!r:.60}")
         budget = self.budget
         if rate is not None or target_tokens is not None:
-            budget = checked_budget(self.cls, given_budget(rate=rate, target_tokens=target_tokens))[1]
+            budget = self._budget({}, rate=rate, target_tokens=target_tokens)[1]
             if isinstance(self.spec, BaseCompressor):
                 check_reselects(self.spec)
         # empty documents are dropped here, as the compressor would, so its passage indices are ours too
@@ -280,7 +284,7 @@ class DocumentCompression:
         if not compression.text.strip():
             return []
         count = self.counter()
-        origin = count(join_passages(passages))  # as the reader would read them uncompressed, as the façade counts
+        origin = reader_tokens(count, passages)  # as the reader would read them uncompressed, as the façade counts
         return [Piece(text=compression.text, source=None, compressor=self.name, origin_tokens=origin,
                       compressed_tokens=count(compression.text), scores=compression.scores, kept=list(compression.kept),
                       relevance_score=_best(compression, compression.kept), seconds=compression.seconds,

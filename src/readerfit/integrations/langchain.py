@@ -65,7 +65,7 @@ class ReaderfitCompressor(BaseDocumentCompressor):
         titles (bool, default True): a document's title line heads its kept sentences in ``page_content``, so a
             kept "She was born in Truro" reaches the prompt with its subject (as ``readerfit.compress`` renders
             them, and as budgets count them); False: the kept sentences alone (the title stays in ``metadata``).
-        pool (ModelPool | None, default None): where a compressor given by name loads its models (None: a new pool).
+        pool (ModelSource | None, default None): where a compressor given by name loads its models (None: the façade's).
         count_tokens (Callable[[str], int] | None, default None): counts tokens instead of the reader.
 
     A setting it does not know or of the wrong type is an :class:`~readerfit.errors.InputError` naming it, at

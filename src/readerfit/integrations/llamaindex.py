@@ -59,7 +59,7 @@ class ReaderfitPostprocessor(BaseNodePostprocessor):
         keep_empty (bool, default False): True keeps the nodes an extractive compressor kept nothing of, with
             empty text and their scores.
         count_tokens (Callable[[str], int] | None, default None): counts tokens instead of the reader.
-        pool (ModelPool | None, default None): where a compressor given by name loads its models.
+        pool (ModelSource | None, default None): where a compressor given by name loads its models (None: the façade's).
 
     A setting it does not know or of the wrong type is an :class:`~readerfit.errors.InputError` naming it, at
     construction and in ``from_dict`` / ``from_json``.

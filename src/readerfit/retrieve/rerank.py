@@ -254,6 +254,6 @@ def build_reranker(spec: str, pool: ModelSource, *, reader: LanguageModel | str 
 
     >>> build_reranker("bm42", None)   # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
-    readerfit.errors.InputError: unknown reranker 'bm42'; registered: cross-encoder, lm
+    readerfit.errors.UnknownNameError: unknown reranker 'bm42'; registered: cross-encoder, lm
     """
     return RERANKERS.build(spec, {}, pool=pool, reader=pool.lm(reader) if isinstance(reader, str) else reader)

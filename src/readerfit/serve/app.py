@@ -25,6 +25,7 @@ import hmac
 import logging
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -32,9 +33,10 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from readerfit import __version__
+from readerfit.call_args import CompressCall
 from readerfit.compressors import COMPRESSORS
-from readerfit.errors import BackendUnavailableError, MissingPackageError, ReaderfitError
-from readerfit.serve.config import BadField, ServeConfig
+from readerfit.errors import BackendUnavailableError, MissingPackageError, ReaderfitError, UnknownNameError
+from readerfit.serve.config import MAX_BATCH, BadField, ServeConfig, TooLarge
 from readerfit.serve.errors import Refused, error_response, validation_response
 from readerfit.serve.lanes import texts_work
 from readerfit.serve.pool import ServingPool
@@ -101,14 +103,20 @@ def create_app(config: ServeConfig, *, pool: ServingPool | None = None, service:
         """One question (an object) or several (a list of them, up to 64; answered by a list in the same order:
         the questions that share compressor, options and preset are compressed together)."""
         bodies = body if isinstance(body, list) else [body]
-        items = []
+        if len(bodies) > MAX_BATCH:
+            raise TooLarge(f"a request may hold at most {MAX_BATCH} questions, got {len(bodies)}", field="body")
         for one in bodies:
             runtime.fixed(one)
-            passages = [p if isinstance(p, str) else p.model_dump(exclude_none=True) for p in one.passages]
-            items.append(dict(question=one.question, passages=passages, compressor=one.compressor,
-                              options=one.options, preset=one.preset, rate=one.rate,
-                              target_tokens=one.target_tokens, id=one.id))
-        out = await runtime.compress(items, request, single=not isinstance(body, list))
+
+        def typed() -> list[CompressCall]:  # each body as the typed call the service compresses (its checks count
+            return [service.call(  # tokens: off the event loop)
+                question=one.question, compressor=one.compressor, options=one.options, preset=one.preset,
+                passages=[p if isinstance(p, str) else p.model_dump(exclude_none=True) for p in one.passages],
+                rate=one.rate, target_tokens=one.target_tokens, id=one.id,
+                where="" if len(bodies) == 1 else f"[{i}].") for i, one in enumerate(bodies)]
+
+        calls = await anyio.to_thread.run_sync(typed)
+        out = await runtime.compress(calls, request, single=not isinstance(body, list))
         return out if isinstance(body, list) else out[0]
 
     add_rerank_routes(app, compressors=config.compressors, rerank=runtime.rerank, fixed=runtime.fixed,
@@ -159,7 +167,7 @@ def _add_error_handlers(app: FastAPI, service: Service) -> None:
         # the server's own shortcoming (a package, a backend), not the request's
         status = 503 if isinstance(exc, (MissingPackageError, BackendUnavailableError)) else \
             exc.status if isinstance(exc, BadField) else 400
-        registered = COMPRESSORS.names() if str(exc).startswith("unknown compressor") else None
+        registered = exc.registered if isinstance(exc, UnknownNameError) and exc.kind == "compressor" else None
         return error_response(status, str(exc), field=getattr(exc, "field", None), registered=registered)
 
     @app.exception_handler(Exception)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from readerfit.call_args import CompressCall
 from readerfit.serve.config import MAX_BATCH, BadField, TooLarge
 from readerfit.serve.service import Service
 from readerfit.types import Compression
@@ -47,22 +48,20 @@ def rerank_batch(service: Service, items: Sequence[RerankItem]) -> list[tuple[st
     """Each item's (compressor, texts best first); every item is checked before any model work."""
     if len(items) > MAX_BATCH:
         raise TooLarge(f"a batch may hold at most {MAX_BATCH} requests, got {len(items)}", field="body")
-    settings = [_settings(service, item) for item in items]
-    # with what the request set (its preset, options), which an error names
-    compressions = service.compressions([dict(question=item.query, passages=item.passages, options=item.options,
-                                              preset=item.preset) for item in items], settings)
-    return [(name, ranked(name, c, len(item.passages), raw=item.raw_scores, field=item.field))
-            for item, (name, _, _), c in zip(items, settings, compressions)]
+    calls = [_call(service, item) for item in items]
+    compressions = service.compressions(calls)
+    return [(call.compressor, ranked(call.compressor, c, len(item.passages), raw=item.raw_scores, field=item.field))
+            for item, call, c in zip(items, calls, compressions)]
 
 
-def _settings(service: Service, item: RerankItem) -> tuple[str, dict[str, Any], str | None]:
+def _call(service: Service, item: RerankItem) -> CompressCall:
+    """A rerank request as the typed compression call (its texts the passages), checked as ``/v1/compress``'s."""
     name = item.compressor or service.config.default_compressor
     if name not in service.config.compressors:
         raise BadField(f"{item.field} {name!r} is not served here; {item.field} names the readerfit compressor that "
                        f"ranks and prunes, one of: {', '.join(service.config.compressors)}", field=item.field)
-    return service.compress_settings(dict(question=item.query, passages=item.passages, compressor=name,
-                                          options=item.options, preset=item.preset), passages_field=item.texts_field,
-                                  question_field="query")
+    return service.call(question=item.query, passages=item.passages, compressor=name, options=item.options,
+                        preset=item.preset, passages_field=item.texts_field, question_field="query")
 
 
 def ranked(compressor: str, c: Compression, n: int, *, raw: bool = False, field: str = "compressor") -> list[Ranked]:

@@ -22,6 +22,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 import anyio
 from starlette.requests import Request
 
+from readerfit.call_args import CompressCall
 from readerfit.serve.batching import Batcher
 from readerfit.serve.cancel import RequestCancelled, cancellable
 from readerfit.serve.cancel import install as install_cancel_hook
@@ -37,8 +38,9 @@ I = TypeVar("I")  # noqa: E741 (a batcher's item)
 
 # why the watcher stopped a request's work
 Ending = Literal["client", "timeout"]
-# what /v1/compress hands the service per question (Service.compress's keyword arguments)
-CompressItem = dict[str, Any]
+# what /v1/compress hands the service per question: the typed call (Service.call), and what it answers
+CompressItem = CompressCall
+Answer = dict[str, Any]
 # a rerank request's answer: the compressor that ranked, and the texts best first
 Reranked = tuple[str, list[Ranked]]
 
@@ -58,7 +60,7 @@ class Runtime:
         self.shared = anyio.CapacityLimiter(config.max_concurrency)
         self.long = anyio.CapacityLimiter(1)  # long requests, one at a time, beside the others
         self.lanes = {"shared": self.shared, "long": self.long}
-        self.batcher: Batcher[CompressItem, CompressItem] | None = None
+        self.batcher: Batcher[CompressItem, Answer] | None = None
         self.rerank_batcher: Batcher[RerankItem, Reranked] | None = None
         if config.batch_window > 0:
             self.batcher = Batcher(self._compress_batch, window=config.batch_window, size=config.max_batch,
@@ -77,9 +79,9 @@ class Runtime:
         """Over the characters or the units of a short request: the long lane (:mod:`readerfit.serve.lanes`)."""
         return work.is_long(chars=self.config.long_request_chars, units=self.config.long_request_units)
 
-    async def compress(self, items: list[CompressItem], request: Request, *, single: bool) -> list[CompressItem]:
+    async def compress(self, items: list[CompressItem], request: Request, *, single: bool) -> list[Answer]:
         """``Service.compress_batch(items)``; a ``single`` short question goes through the batcher."""
-        brings = sum((passages_work(item["question"], item["passages"]) for item in items), Work(0, 0))
+        brings = sum((passages_work(item.question, item.passages) for item in items), Work(0, 0))
         if single and self.batcher is not None and not self.is_long(brings):
             return [await self.batched(self.batcher, items[0], request)]
         # the service's method looked up per request (a test may replace it)
@@ -168,7 +170,7 @@ class Runtime:
         finally:
             self.service.leave()
 
-    def _compress_batch(self, items: list[CompressItem], stop: threading.Event) -> list[CompressItem]:
+    def _compress_batch(self, items: list[CompressItem], stop: threading.Event) -> list[Answer]:
         return self._in_service(lambda: self.service.compress_batch(items), stop)
 
     def _rerank_batch(self, items: list[RerankItem], stop: threading.Event) -> list[Reranked]:

@@ -26,6 +26,7 @@ from pydantic_core import PydanticCustomError
 
 from readerfit.compressors import COMPRESSORS
 from readerfit.options import NONBLANK_PATTERN, PRESET_NAMES, options_model
+from readerfit.outcome import RATE_BOUNDS, TARGET_TOKENS_BOUNDS
 from readerfit.retrieval_utility.config import SePerConfig
 from readerfit.scorers import SCORERS
 from readerfit.text.unicode import unencodable, unencodable_message
@@ -79,8 +80,8 @@ def _number(value: object) -> object:
     return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-Rate = Annotated[StrictFloat, Field(gt=0, le=1), BeforeValidator(_number)]
-TargetTokens = Annotated[StrictInt, Field(ge=1), BeforeValidator(integral)]
+Rate = Annotated[StrictFloat, Field(**RATE_BOUNDS), BeforeValidator(_number)]
+TargetTokens = Annotated[StrictInt, Field(**TARGET_TOKENS_BOUNDS), BeforeValidator(integral)]
 
 
 def _as_given(value: T) -> T:

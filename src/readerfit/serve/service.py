@@ -13,10 +13,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from readerfit import api
+from readerfit.call_args import CompressCall, call_budget
 from readerfit.compressors import COMPRESSORS
-from readerfit.compressors.per_call import checked_budget, given_budget, split_budget, with_budget
-from readerfit.errors import InputError
+from readerfit.compressors.budget import Budget
+from readerfit.errors import BudgetError, InputError
 from readerfit.models.lm import LanguageModel
+from readerfit.options import PresetError
 from readerfit.registry import make_config
 from readerfit.retrieval_utility.config import PAPER_JUDGE, SePerConfig, judge_warning, seper_judge
 from readerfit.retrieval_utility.judge import Judge, build_judge
@@ -42,8 +44,10 @@ def checked_config(config_class: type, options: dict[str, Any], *, what: str, pr
     """``make_config`` whose error names the request field: ``preset`` for a preset the method lacks."""
     try:
         return make_config(config_class, options, what=what, preset=preset)
+    except PresetError as err:
+        raise BadField(str(err), field="preset") from None
     except InputError as err:
-        raise BadField(str(err), field="preset" if "no preset" in str(err) else field) from None
+        raise BadField(str(err), field=field) from None
 
 
 # no tokenizer makes fewer tokens than characters / this: a longer request is refused before tokenizing it
@@ -65,6 +69,7 @@ class Service:
         self.judge: Judge | None = None
         self.judge_name = seper_judge(config.judge, preset=config.preset)  # the paper's under a preset
         self._count_lock = threading.Lock()
+        self._defaults: dict[str, tuple[dict[str, Any], Budget | None]] = {}  # per compressor: its server options
         self.in_flight = 0
         self.peak_in_flight = 0
         self.served_requests = 0
@@ -102,69 +107,74 @@ class Service:
                  id: str | int | None = None) -> dict[str, Any]:
         """``compress --json``'s object for one question and its passages (``rate`` / ``target_tokens``: its
         budget)."""
-        return self.compress_batch([dict(question=question, passages=passages, compressor=compressor,
-                                         options=options, preset=preset, rate=rate, target_tokens=target_tokens,
-                                         id=id)])[0]
+        return self.compress_batch([self.call(question=question, passages=passages, compressor=compressor,
+                                              options=options, preset=preset, rate=rate, target_tokens=target_tokens,
+                                              id=id)])[0]
 
-    def compress_batch(self, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """:meth:`compress` of each item (its keyword arguments), in order: every item is checked first, then the
-        items that share compressor, options and preset are compressed together, whatever their budgets
-        (:meth:`compressions`)."""
-        if len(items) > MAX_BATCH:
-            raise TooLarge(f"a request may hold at most {MAX_BATCH} questions, got {len(items)}", field="body")
-        settings = [self.compress_settings(item, where="" if len(items) == 1 else f"[{i}].")
-                    for i, item in enumerate(items)]
-        return [api.compression_json(c, question=item["question"], compressor=name, id=item.get("id"))
-                for item, (name, _, _), c in zip(items, settings, self.compressions(items, settings))]
+    def call(self, *, question: str, passages: Sequence[str | dict[str, Any] | Passage], compressor: str | None,
+             options: Mapping[str, Any] | None, preset: str | None, rate: float | None = None,
+             target_tokens: int | None = None, id: str | int | None = None, where: str = "",
+             passages_field: str = "passages", question_field: str = "question") -> CompressCall:
+        """A request's :class:`CompressCall`, checked: served, the options a request may set, size, the budget (its
+        ``rate`` / ``target_tokens`` fields or its options), the config with this server's options and preset. An
+        error is a :class:`BadField` naming the request field (``where`` the item's path in a list)."""
+        name = compressor or self.config.default_compressor
+        self._check_served(name)
+        given = dict(options or {})
+        cls = COMPRESSORS.get(name)
+        check_request_options(cls.config_class, given, component=name, field=f"{where}options")
+        self._check_size({f"{where}{question_field}": [question],
+                          f"{where}{passages_field}": passage_texts(passages)})
+        if not any(passage_text(p).strip() for p in passages):
+            raise BadField(f"all {len(passages)} passages are blank (a title alone is not compressed); give at "
+                           "least one passage with text", field=f"{where}{passages_field}")
+        try:
+            call = CompressCall.checked(question=question, passages=passages, compressor=name, options=given,
+                                        preset=preset, rate=rate, target_tokens=target_tokens, id=id)
+        except BudgetError as err:
+            raise BadField(str(err), field=f"{where}{err.field}") from None
+        resolved = self.resolved(call)
+        checked_config(cls.config_class, resolved.options, what=f"compressor {name!r}", preset=resolved.preset,
+                       field=f"{where}options")
+        return call
 
-    def compressions(self, items: Sequence[dict[str, Any]],
-                     settings: Sequence[tuple[str, dict[str, Any], str | None]]) -> list[Compression]:
-        """Each item (``question``, ``passages``) compressed under its checked (compressor, options, preset), in
-        order. The items that share them but the budget are compressed together, each under its own budget
-        (:func:`readerfit.api.compress_budgeted`: one compressor whatever the budgets)."""
+    def resolved(self, call: CompressCall) -> CompressCall:
+        """``call`` as this server runs it: its options over the server's (``--option``), its preset or the
+        server's, its budget or the one in the server's options."""
+        if call.compressor not in self._defaults:  # the server's options split once per compressor
+            self._defaults[call.compressor] = call_budget(call.compressor, self.config.options.get(call.compressor, {}))
+        defaults, budget = self._defaults[call.compressor]
+        return call.model_copy(update={"options": {**defaults, **call.options}, "preset": call.preset or self.config.preset,
+                                       "budget": call.budget or budget})
+
+    def compress_batch(self, calls: Sequence[CompressCall]) -> list[dict[str, Any]]:
+        """:meth:`compress` of each checked call (:meth:`call`), in order: the calls that share compressor, options
+        and preset are compressed together, whatever their budgets (:meth:`compressions`)."""
+        if len(calls) > MAX_BATCH:
+            raise TooLarge(f"a request may hold at most {MAX_BATCH} questions, got {len(calls)}", field="body")
+        return [api.compression_json(c, question=call.question, compressor=call.compressor, id=call.id)
+                for call, c in zip(calls, self.compressions(calls))]
+
+    def compressions(self, calls: Sequence[CompressCall]) -> list[Compression]:
+        """Each call compressed as this server runs it (:meth:`resolved`), in order. The calls that share
+        compressor, options and preset are compressed together, each under its own budget
+        (:func:`readerfit.api.compress_calls`: one compressor whatever the budgets)."""
+        resolved = [self.resolved(c) for c in calls]
         jobs: dict[tuple[str, str, str | None], list[int]] = {}
-        split = [split_budget(merged, what=f"compressor {name!r}") for name, merged, _ in settings]
-        for i, ((name, _, preset), (rest, _)) in enumerate(zip(settings, split)):
-            jobs.setdefault((name, repr(sorted(rest.items())), preset), []).append(i)
-        out: list[Compression] = [Compression("") for _ in items]
+        for i, call in enumerate(resolved):
+            jobs.setdefault(call.settings, []).append(i)
+        out: list[Compression] = [Compression("") for _ in calls]
         for indices in jobs.values():
-            name, _, preset = settings[indices[0]]
             try:
-                compressions = api.compress_budgeted(
-                    [items[i]["question"] for i in indices], [api.as_passages(items[i]["passages"]) for i in indices],
-                    [split[i][1] for i in indices], name, pool=self.pool, reader=self.reader_lm, preset=preset,
-                    options=split[indices[0]][0])
+                compressions = api.compress_calls([resolved[i] for i in indices], pool=self.pool,
+                                                  reader=self.reader_lm)
             except NotLoaded as err:  # name what the request set: a request's options never name a model, its
                 # preset may (a hub checkpoint the server did not load)
-                cause = "preset" if items[indices[0]].get("preset") else "options"
-                raise NotLoaded(str(err), field=f"{'' if len(items) == 1 else f'[{indices[0]}].'}{cause}") from None
+                cause = "preset" if calls[indices[0]].preset else "options"
+                raise NotLoaded(str(err), field=f"{'' if len(calls) == 1 else f'[{indices[0]}].'}{cause}") from None
             for i, compression in zip(indices, compressions):
                 out[i] = compression
         return out
-
-    def compress_settings(self, item: dict[str, Any], *, where: str = "", passages_field: str = "passages",
-                          question_field: str = "question") -> tuple[str, dict[str, Any], str | None]:
-        """(compressor, options, preset) of one compress item, checked: served, allowed options, size, config; the
-        options hold the item's budget (its ``rate`` / ``target_tokens`` fields over its options')."""
-        name = item.get("compressor") or self.config.default_compressor
-        self._check_served(name)
-        given = item.get("options") or {}
-        cls = COMPRESSORS.get(name)
-        check_request_options(cls.config_class, given, component=name, field=f"{where}options")
-        self._check_size({f"{where}{question_field}": [item["question"]],
-                          f"{where}{passages_field}": passage_texts(item["passages"])})
-        if not any(passage_text(p).strip() for p in item["passages"]):
-            raise BadField(f"all {len(item['passages'])} passages are blank (a title alone is not compressed); give at "
-                           "least one passage with text", field=f"{where}{passages_field}")
-        budget = given_budget(rate=item.get("rate"), target_tokens=item.get("target_tokens"))
-        preset = item.get("preset") or self.config.preset
-        try:
-            merged = {**self.config.options.get(name, {}), **with_budget(given, **budget)}
-            rest, _ = checked_budget(cls, merged)
-        except InputError as err:
-            raise BadField(str(err), field=f"{where}{next(iter(budget), 'options')}") from None
-        checked_config(cls.config_class, rest, what=f"compressor {name!r}", preset=preset, field=f"{where}options")
-        return name, merged, preset
 
     def score(self, texts: Sequence[str], *, contexts: Sequence[str | None] | None = None,
               scorers: Sequence[str] = ("sps",), options: dict[str, dict[str, Any]] | None = None,

@@ -50,11 +50,13 @@ DEFAULT_RATE = 0.3
 # input leaves one sentence, too little to hold an answer sentence and the one it leans on (issue 53;
 # docs/measurements/first-touch.md)
 DEFAULT_FLOOR = 96
-# ... and kept filled, best sentence first, to this many reader tokens where the ranker's mass stop holds fewer: on a
-# small input the answer's sentence often ranks third or fourth behind the topic's (chosen on the first-touch tune
-# fold, titled: 0.906 -> 1.000 answer kept at 72, 0.969 at 64; on the benchmarks' tune parts no answer changes and
-# NQ's kept tokens go 11.6% -> 12.3%)
+# ... and kept filled from the passages the ranker's mass stop chose, best sentence first, to this many reader tokens
+# and at most this share of the input's, where the stop holds fewer: on a small input the answer's sentence often
+# ranks third or fourth behind its topic's, and a tiny input (the README's two passages, 50 tokens) is not kept
+# whole for it (chosen on the first-touch tune fold: 0.969 -> 1.000 answer kept, titled and plain, at 61% and 64% of
+# the tokens; from every passage, 63% and 66%; a share of 0.5 or a fill of 64 kept 0.969)
 DEFAULT_FILL = 72
+DEFAULT_FILL_SHARE = 0.6
 # the bridge hop (compressors/exit/hop.py): how many top sentences' title mentions are followed (their passages are
 # scored again with the mentioning sentence), and by which rule
 DEFAULT_HOP = 1
@@ -160,8 +162,8 @@ class ExitConfig:
     file it wrote; ``r`` ranks by r alone. With neither τ nor a budget, the default also stops below its cap
     once the kept sentences hold the ranker's ``mass`` of the question's summed probabilities (fitted with it;
     :func:`~readerfit.compressors.exit.ranker.within_mass`), so a question one confident sentence answers keeps
-    little, but not under :data:`DEFAULT_FILL` reader tokens (on small inputs, under the cap of at least
-    :data:`DEFAULT_FLOOR`); a ``rate`` or ``target_tokens`` the user sets is spent exactly. ``overlap``: the embedder's pass runs
+    little, but not under :data:`DEFAULT_FILL` reader tokens or :data:`DEFAULT_FILL_SHARE` of the input's (on small
+    inputs, under the cap of at least :data:`DEFAULT_FLOOR`); a ``rate`` or ``target_tokens`` the user sets is spent exactly. ``overlap``: the embedder's pass runs
     on a second thread while the classifier reads (None: when ``torch.get_num_threads()`` is over 1, so that a
     one-thread setting stays on one core; the same scores either way).
     """
@@ -176,7 +178,8 @@ class ExitConfig:
     def budget(self) -> Budget:
         """The budget in force: the one set; with neither τ nor a budget, ``rate`` = :data:`DEFAULT_RATE`."""
         if self.rate is None and self.target_tokens is None and self.threshold is None:
-            return Budget(rate=DEFAULT_RATE, hard=False, floor=DEFAULT_FLOOR, fill=DEFAULT_FILL)
+            return Budget(rate=DEFAULT_RATE, hard=False, floor=DEFAULT_FLOOR, fill=DEFAULT_FILL,
+                          fill_share=DEFAULT_FILL_SHARE)
         return Budget(rate=self.rate, target_tokens=self.target_tokens)
 
     # options renamed since (issue 28): the old names are still read as the new ones
