@@ -133,3 +133,14 @@ def test_exit_scores_an_untitled_passage_under_its_lead_name_and_renders_it_as_g
     as_given = FixedScores({})
     ExitCompressor(as_given, str.split).compress(question, plain)
     assert [t for t, _ in as_given.calls[0][1]] == ["", "Lisburn"]
+
+
+def test_a_lead_title_keeps_the_passages_own_sentence_split():
+    from readerfit.compressors.exit.language import lead_titled
+    from readerfit.types import Passage
+
+    pytest.importorskip("spacy")
+    given = Passage("Ada Morrow was a poet. She wrote ballads.", id="p1", sentences=("Ada Morrow was a poet.",
+                                                                                    "She wrote ballads."))
+    (titled,) = lead_titled([given])
+    assert titled.title == "Ada Morrow" and (titled.id, titled.sentences) == (given.id, given.sentences)

@@ -25,7 +25,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -96,7 +96,7 @@ def pipeline() -> Any:
 
 
 def lead_titled(passages: Sequence[Passage]) -> list[Passage]:
-    """``passages``, each untitled one titled by :func:`lead_name` of its text (the rest as they are): what EXIT's
+    """``passages``, each untitled one titled by :func:`lead_names` of its text (the rest as they are): what EXIT's
     ranked scoring reads, never what it renders. Every passage of the ranker's training data has a title, and the
     signals that tell the passage a question is about (``title_link``, ``question_names``, the hop's links) and the
     classifier's prompt read it: a plain string's answer sentence ("It is 4.2 kilometres long.") lost to a
@@ -107,7 +107,7 @@ def lead_titled(passages: Sequence[Passage]) -> list[Passage]:
     """
     untitled = [i for i, p in enumerate(passages) if not p.title]
     names = dict(zip(untitled, lead_names([passages[i].text for i in untitled])))
-    return [Passage(p.text, title=names[i]) if names.get(i) else p for i, p in enumerate(passages)]
+    return [replace(p, title=names[i]) if names.get(i) else p for i, p in enumerate(passages)]  # its split kept
 
 
 def lead_names(texts: Sequence[str]) -> list[str]:
