@@ -250,7 +250,7 @@ def default_recall(questions: Sequence[Question], *, mass: float, count: Any) ->
     ``mass``, from the questions' out-of-fold predictions."""
     by_source: dict[str, list[tuple[bool | None, float]]] = {}
     for q in questions:
-        # EXIT's default selection (ExitCompressor._select) with these predictions as its ranking
+        # EXIT's default selection (ExitCompressor.scoring, then the one select) with these predictions as its ranking
         kept = select(Scoring(passages=q.passages, units=q.units, ranking=q.predicted, min_keep=1,
                               stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
                               counter=(count, "reader tokens")), ExitConfig().budget()).kept
