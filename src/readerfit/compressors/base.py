@@ -140,15 +140,17 @@ class BaseCompressor:
     # ----- the budget seam: score once, select per budget (``budget_support = "reselect"``) -----------------------
     def score(self, question: str, passages: Sequence[Passage]) -> Scored:
         """What this compressor scored of the checked passages, before any budget (``seconds``: its time)."""
-        if self.budget_support != "reselect":
-            raise InputError(f"compressor {self.name!r} does not select scored units: it has no scoring to give")
-        return self._score_many([(question, check_inputs(question, passages))])[0]
+        return self.score_many([(question, passages)])[0]
 
     def score_many(self, items: Sequence[tuple[str, Sequence[Passage]]]) -> list[Scored]:
         """:meth:`score` of each (question, passages), batched where the compressor batches."""
-        if self.budget_support != "reselect":
-            raise InputError(f"compressor {self.name!r} does not select scored units: it has no scoring to give")
+        self._require_reselect("it has no scoring to give")
         return self._score_many([(q, check_inputs(q, ps)) for q, ps in items])
+
+    def _require_reselect(self, why: str) -> None:
+        """An :class:`InputError` (ending with ``why``) unless this compressor selects scored units."""
+        if self.budget_support != "reselect":
+            raise InputError(f"compressor {self.name!r} does not select scored units: {why}")
 
     def _score(self, question: str, passages: list[Passage]) -> Scored:
         """A re-selecting compressor's scoring of checked passages."""
@@ -207,8 +209,7 @@ class BaseCompressor:
     def reselect(self, passages: Sequence[Passage], compression: Compression, budget: Budget | None) -> Compression:
         """``compression`` (this compressor's, of the checked ``passages``) selected again under ``budget``, from
         its typed fields (:meth:`Scored.of <readerfit.compressors.select.Scored.of>`), no model run."""
-        if self.budget_support != "reselect":
-            raise InputError(f"compressor {self.name!r} does not select scored units: it cannot re-select")
+        self._require_reselect("it cannot re-select")
         return self.select(Scored.of(passages, compression), budget)
 
 
