@@ -145,8 +145,9 @@ def test_eval_run_checks_its_values():
     from readerfit.cli.eval import EvalRun
     from readerfit.errors import InputError
 
-    with pytest.raises(InputError, match="ray_workers must be a positive integer, got 0"):
+    with pytest.raises(InputError) as refused:  # through the options layer (check_fields), as EvalConfig
         EvalRun(ray_workers=0)
+    assert str(refused.value) == "option 'ray_workers' expects an integer >= 1 or null, got 0"
 
 
 def test_demo_builds_its_config_and_run_from_typed_flags():

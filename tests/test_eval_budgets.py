@@ -172,7 +172,9 @@ def test_budget_points_read_the_names_written_before():
     assert of(budget="0.3, 64 tokens") == BudgetPoint(rate=0.3, target_tokens=64)
     with pytest.raises(Exception, match="budget"):
         of(budget="lots")
-    assert BudgetPoint(rate=0.3) == "0.3" and float(BudgetPoint(rate=0.3)) == 0.3
+    # points compare as typed values only: a name is parsed first
+    assert BudgetPoint(rate=0.3) != "0.3" and BudgetPoint.parse("0.3") == BudgetPoint(rate=0.3)
+    assert len({BudgetPoint(rate=0.3), BudgetPoint.parse("0.3"), DEFAULT, BudgetPoint.parse("default")}) == 2
 
 
 def test_run_eval_with_budgets_resumes_a_half_written_question_and_hooks_every_point(tiny_lm, tmp_path):

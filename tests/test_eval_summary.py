@@ -96,3 +96,30 @@ def test_eval_prints_the_lines_beside_its_table(tmp_path: Path, capsys: pytest.C
     assert not any(r["error"] for r in records)
     assert expected_line("selective-context", records) in stdout
     assert expected_line("selective-context", records) in (out / "summary.md").read_text()
+
+
+def test_records_with_context_metrics_give_context_figures_per_budget():
+    """The frontier's records (a recall each) summarise per (method, budget) with their context figures: every record
+    whose context was made counts there, a failed read included; the QA means leave that record out, and count it."""
+    from readerfit.outcome import BudgetPoint
+    from readerfit.types import Compression, Recall
+
+    def rec(qid, budget, *, kept, tokens, hops=None, read=None, error=None):
+        return Record(id=qid, method="exit", question="", answers=[], prediction="", scores=read or {},
+                      compression=Compression("x" * tokens, origin_tokens=10, compressed_tokens=tokens),
+                      budget=BudgetPoint.parse(budget), error=error,
+                      recall=Recall(answer_kept=kept, support_recall=0.5 if kept else 0.0, hops=hops))
+
+    records = [rec("a", "0.3", kept=True, tokens=3, hops=2, read={"em": 1.0, "f1": 1.0, "contains": 1.0}),
+               rec("b", "0.3", kept=False, tokens=2, hops=3, error="ContextLengthError: does not fit"),
+               rec("c", "0.3", kept=None, tokens=0, hops=2),
+               rec("a", "default", kept=True, tokens=5)]
+    summary = summarize(records, ["exit"], by_budget=True)
+    at = summary["exit @ 0.3"]
+    assert (at.n, at.n_errors, at.n_read, at["em"]) == (2, 1, 1, 1.0)
+    c = at.context
+    assert (c.n, c.n_with_answer, c.answers_kept, c.answer_recall, c.empty) == (3, 2, 1, 0.5, 1)
+    assert c.rate == pytest.approx((0.3 + 0.2 + 0.0) / 3) and c.support_recall == pytest.approx(0.5 / 3)
+    assert c.by_hops == {2: 1.0, 3: 0.0}
+    assert summary["exit @ default"].context.n == 1
+    assert all(s.context is None for s in summarize(RECORDS_, ["none", "exit"]).values())  # an eval's: none

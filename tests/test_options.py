@@ -121,3 +121,25 @@ def test_every_components_declared_checks_hold_by_name_and_in_code(component):
             make_config(config_class, {name: value}, what=component)
         with pytest.raises(InputError, match=f"option '{name}' expects"):
             config_class(**{name: value})
+
+
+def test_a_list_fields_number_bounds_bound_each_item():
+    @dataclasses.dataclass
+    class Rates:
+        rates: list[float] | None = param(None, gt=0, le=1)
+        sizes: tuple[int, ...] = param((), ge=1)
+
+        def __post_init__(self) -> None:
+            check_fields(self)
+
+    assert Rates(rates=(0.5, 1), sizes=["2", 3]) == Rates(rates=[0.5, 1.0], sizes=(2, 3))
+    for given, message in (({"rates": [0.5, 0]}, "option 'rates' expects a list (each item a number in (0, 1]) or "
+                                                  "null, got [0.5, 0]"),
+                           ({"rates": [True]}, "option 'rates' expects a list (each item a number in (0, 1]) or null, "
+                                               "got [True]"),
+                           ({"sizes": [0]}, "option 'sizes' expects a list (each item an integer >= 1), got [0]")):
+        with pytest.raises(OptionError) as refused:
+            Rates(**given)
+        assert str(refused.value) == message
+    schema = options_model(Rates).model_json_schema()["properties"]
+    assert schema["sizes"]["items"] == {"minimum": 1, "type": "integer"}

@@ -1,8 +1,9 @@
 """readerfit: fit retrieved context to the reader LLM of a RAG pipeline (EXIT, SPS/xCompress, SePer).
 
 ``readerfit.compress(question, passages, compressor="exit")``, ``readerfit.score(texts, scorer="sps")`` and
-``readerfit.seper(question, answers, context=...)`` do the three jobs; models load once per process. The main
-types load at once; everything that needs torch loads on first use.
+``readerfit.seper(question, answers, context=...)`` do the three jobs; models load once per process. A compression
+call is one typed :class:`~readerfit.call_args.CompressCall` on every surface (``readerfit.compress_calls`` takes
+them). The main types load at once; everything that needs torch loads on first use.
 
 >>> import readerfit
 >>> readerfit.Passage("Anna wrote it.", title="Book").render()
@@ -22,12 +23,14 @@ from typing import Any
 
 from readerfit.errors import (
     BackendUnavailableError,
+    BudgetError,
     ContextLengthError,
     InputError,
     LocalModelRequired,
     MissingPackageError,
     ReaderfitError,
     UnknownModelError,
+    UnknownNameError,
 )
 from readerfit.types import Compression, Generation, Passage, QAExample, Record, SupportingFact
 
@@ -40,6 +43,10 @@ except PackageNotFoundError:  # a source tree that is not installed
 _LAZY = {
     "compress": "readerfit.api",
     "compress_batch": "readerfit.api",
+    "compress_calls": "readerfit.api",
+    "CompressCall": "readerfit.call_args",
+    "OptionError": "readerfit.options",
+    "PresetError": "readerfit.options",
     "acompress": "readerfit.api",
     "score": "readerfit.api",
     "seper": "readerfit.api",
@@ -68,7 +75,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "BackendUnavailableError", "Compression", "ContextLengthError", "Generation", "InputError", "LocalModelRequired",
-    "MissingPackageError", "Passage", "QAExample", "ReaderfitError", "Record", "SupportingFact", "UnknownModelError",
-    "__version__", *_LAZY,
+    "BackendUnavailableError", "BudgetError", "Compression", "ContextLengthError", "Generation", "InputError",
+    "LocalModelRequired", "MissingPackageError", "Passage", "QAExample", "ReaderfitError", "Record", "SupportingFact",
+    "UnknownModelError", "UnknownNameError", "__version__", *_LAZY,
 ]

@@ -114,11 +114,19 @@ def compress_batch(questions: Sequence[str], passages: Sequence[Sequence[str | d
     return compress_calls(calls, pool=pool, reader=reader)
 
 
-def compress_calls(calls: Sequence[CompressCall], *, pool: ModelPool | None,
-                   reader: str | LanguageModel | None) -> list[Compression]:
-    """Each :class:`CompressCall` compressed under its budget (None: the compressor's own), in order, by one
-    compressor whatever the budgets (:func:`~readerfit.compressors.per_call.compress_at_budgets`): the calls
-    share compressor, options and preset (:attr:`CompressCall.settings`). The façade's and the server's."""
+def compress_calls(calls: Sequence[CompressCall], *, pool: ModelPool | None = None,
+                   reader: str | LanguageModel | None = DEFAULT_LM) -> list[Compression]:
+    """Each :class:`~readerfit.call_args.CompressCall` compressed under its budget (None: the compressor's own), in
+    order, by one compressor whatever the budgets (:func:`~readerfit.compressors.per_call.compress_at_budgets`):
+    the calls share compressor, options and preset (:attr:`CompressCall.settings`). The façade's, the command
+    line's and the server's; ``pool`` and ``reader`` as :func:`compress`'s.
+
+    >>> import readerfit
+    >>> calls = [readerfit.CompressCall(question=q, passages=["Anna wrote it."], compressor="none")
+    ...          for q in ("Who?", "What?")]
+    >>> [c.text for c in readerfit.compress_calls(calls, reader=None)]
+    ['Anna wrote it.', 'Anna wrote it.']
+    """
     if not calls:
         return []
     if len({c.settings for c in calls}) > 1:

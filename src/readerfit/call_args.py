@@ -113,12 +113,37 @@ def checked(*, question: str | None = None, pool: object = None, reader: object 
 
 
 class CompressCall(BaseModel):
-    """One compression call, checked before any model loads: the question, its passages, the compressor, its
-    options (without the budget), the preset, the ``budget`` (a :class:`Budget`, or None: the compressor's own)
-    and an ``id`` to echo. Build one with :meth:`checked` (fields by name; ``rate`` / ``target_tokens`` or the
-    budget in the options) or :meth:`of` (the façade's arguments); an error is readerfit's, never pydantic's."""
+    """One compression call, checked before any model loads: the ``question``, its ``passages`` (strings,
+    ``{"title", "text"}`` objects or :class:`Passage`\\ s, kept as Passages), the registered ``compressor``, its
+    ``options`` (without the budget), the ``preset``, the ``budget`` (a :class:`Budget`, or None: the compressor's
+    own; given as ``rate`` / ``target_tokens`` or in the options) and an ``id`` to echo.
+
+    It is what every surface makes of a call: ``readerfit.compress``'s arguments (:meth:`of`), each input line of
+    ``readerfit compress`` and each ``POST /v1/compress`` body; :func:`readerfit.compress_calls` compresses calls.
+    A bad field is readerfit's typed error, never pydantic's: a :class:`~readerfit.errors.BudgetError` (its
+    ``field`` says where the budget came), an :class:`~readerfit.errors.UnknownNameError` for a compressor not
+    registered, an :class:`~readerfit.errors.InputError` for the rest.
+
+    >>> import readerfit
+    >>> call = readerfit.CompressCall(question="Who founded the club?", compressor="sentence-sim", rate=0.5,
+    ...                               passages=["Marta founded the club.", {"title": "Rain", "text": "It rained."}])
+    >>> call.budget.rate, call.passages[1].title, call.options
+    (0.5, 'Rain', {})
+    >>> readerfit.CompressCall(question="Who?", passages=["Anna wrote it."], rate=1.5)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    readerfit.errors.BudgetError: compressor 'exit': rate (...) must be a number in (0, 1], got 1.5
+    >>> plain = readerfit.CompressCall(question="Who wrote it?", passages=["Anna wrote it."], compressor="none")
+    >>> readerfit.compress_calls([plain], reader=None)[0].text
+    'Anna wrote it.'
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **fields: object) -> None:
+        try:
+            super().__init__(**fields)
+        except ValidationError as err:
+            raise _readerfit_error(err) from None
 
     question: str
     passages: list[InstanceOf[Passage]]
@@ -130,16 +155,12 @@ class CompressCall(BaseModel):
 
     @classmethod
     def checked(cls, **fields: object) -> CompressCall:
-        """The call of ``fields`` (``rate`` / ``target_tokens`` too), or readerfit's error for the first bad one."""
+        """The call of ``fields`` (``rate`` / ``target_tokens`` too), or readerfit's error for the first bad one
+        (as ``CompressCall(**fields)``)."""
         try:
             return cls.model_validate(fields)
         except ValidationError as err:
-            cause = next((e.get("ctx", {}).get("error") for e in err.errors()
-                          if isinstance(e.get("ctx", {}).get("error"), InputError)), None)
-            if cause is None:
-                first = err.errors()[0]
-                raise InputError(f"{'.'.join(map(str, first['loc'])) or 'compression call'}: {first['msg']}") from None
-            raise cause from None
+            raise _readerfit_error(err) from None
 
     @classmethod
     def of(cls, question: object, passages: object, *, compressor: object = "exit", method: object = None,
@@ -188,7 +209,10 @@ class CompressCall(BaseModel):
     @field_validator("compressor", mode="before")
     @classmethod
     def _compressor(cls, name: object) -> str:
-        return compressor_name(name, None)
+        name = compressor_name(name, None)
+        if name not in COMPRESSORS:
+            raise COMPRESSORS.unknown(name)
+        return name
 
     @field_validator("options", mode="after")
     @classmethod
@@ -207,6 +231,16 @@ class CompressCall(BaseModel):
         """(compressor, options as JSON, preset): the calls that share them are compressed by one compressor,
         whatever their budgets."""
         return self.compressor, options_key(self.options, what="compressor options"), self.preset
+
+
+def _readerfit_error(err: ValidationError) -> InputError:
+    """readerfit's error for a call pydantic refused: the first field's own (typed) error, else one naming it."""
+    cause = next((e.get("ctx", {}).get("error") for e in err.errors()
+                  if isinstance(e.get("ctx", {}).get("error"), InputError)), None)
+    if cause is not None:
+        return cause
+    first = err.errors()[0]
+    return InputError(f"{'.'.join(map(str, first['loc'])) or 'compression call'}: {first['msg']}")
 
 
 def call_budget(compressor: object, options: object, *, rate: object = None,

@@ -44,12 +44,12 @@ def param(default: Any = dataclasses.MISSING, *, help: str = "", default_factory
           nonblank: bool = False, max_length: int | None = None) -> Any:
     """A config field with what its checks, its command-line flag and its HTTP option need.
 
-    ``choices``, the bounds (``ge``/``gt``/``le``/``lt``), ``nonblank`` and ``max_length`` are checked with the
-    field's type by :func:`check_fields` and :func:`make_config` (one validation layer, pydantic), and shown in
-    the HTTP schema. ``request=True``: an HTTP request may set it (a value, never a file, a model or a prompt
-    template), at most ``request_max`` for a count that multiplies a request's work. ``flag``, ``aliases`` and
-    an argparse ``type`` shape the flag the command line generates; ``repr=False`` keeps a secret out of the
-    config's repr."""
+    ``choices``, the bounds (``ge``/``gt``/``le``/``lt``; a list field's bound each item), ``nonblank`` and
+    ``max_length`` are checked with the field's type by :func:`check_fields` and :func:`make_config` (one
+    validation layer, pydantic), and shown in the HTTP schema. ``request=True``: an HTTP request may set it (a
+    value, never a file, a model or a prompt template), at most ``request_max`` for a count that multiplies a
+    request's work. ``flag``, ``aliases`` and an argparse ``type`` shape the flag the command line generates;
+    ``repr=False`` keeps a secret out of the config's repr."""
     bounds = {k: v for k, v in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt), ("max_length", max_length))
               if v is not None}
     metadata = {"help": help, "flag": flag, "aliases": aliases, "choices": choices, "type": type,
@@ -246,12 +246,28 @@ def _bounds(meta: collections.abc.Mapping[str, Any], *, request: bool) -> dict[s
     return bounds
 
 
+_NUMBER_BOUNDS = ("ge", "gt", "le", "lt")
+
+
+def _items(base: object, bounds: dict[str, Any]) -> tuple[Any, dict[str, Any]] | None:
+    """(the item type, its number bounds) of a list field given number bounds (they bound its items), else None."""
+    args = typing.get_args(base)
+    if typing.get_origin(base) not in (list, tuple) or not args or not any(k in bounds for k in _NUMBER_BOUNDS) \
+            or (typing.get_origin(base) is tuple and (len(args) != 2 or args[1] is not Ellipsis)):
+        return None
+    return args[0], {k: bounds.pop(k) for k in _NUMBER_BOUNDS if k in bounds}
+
+
 def _field_type(hint: Any, meta: collections.abc.Mapping[str, Any], *, request: bool) -> Any:
-    """The field's type with its :func:`param` checks, as pydantic reads it."""
+    """The field's type with its :func:`param` checks, as pydantic reads it (a list's number bounds: its items')."""
     base, none = _split_none(hint)
     if meta.get("choices"):
         base = typing.Literal[tuple(meta["choices"])]
     bounds = _bounds(meta, request=request)
+    items = _items(base, bounds)
+    if items is not None:
+        item = _field_type(items[0], {"bounds": items[1]}, request=request)
+        base = list[item] if typing.get_origin(base) is list else tuple[item, ...]  # type: ignore[valid-type]
     if meta.get("nonblank"):
         bounds["pattern"] = NONBLANK_PATTERN
     args = (*typing.get_args(base), base)  # a tuple: Callable's arguments come as a list
@@ -351,6 +367,9 @@ def _expects(hint: Any, meta: collections.abc.Mapping[str, Any], *, request: boo
     else:
         text = "a non-blank string" if meta.get("nonblank") else _type_name(base)
         bounds = _bounds(meta, request=request)
+        items = _items(base, bounds)
+        if items is not None:  # "a list (each item a number in (0, 1])"
+            text += f" (each item {_expects(items[0], {'bounds': items[1]})})"
         # (bracket, value, the comparison alone) of each end given
         ends = [next(((b, bounds[k], op) for k, b, op in keys if k in bounds), None)
                 for keys in ((("ge", "[", ">="), ("gt", "(", ">")), (("le", "]", "<="), ("lt", ")", "<")))]

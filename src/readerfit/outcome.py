@@ -30,7 +30,7 @@ class NumberBounds(TypedDict, total=False):
 
 
 # a budget's bounds, declared once: Budget, the configs' rate / target_tokens fields (budget_fields), the façade and
-# the CLI (through Budget), HTTP's schema (serve.schemas), the frontier's --rates
+# the CLI and the frontier's --rates (through Budget), HTTP's schema (serve.schemas)
 RATE_BOUNDS: Final[NumberBounds] = {"gt": 0, "le": 1}  # rate: the fraction of the reader's tokens to keep, in (0, 1]
 TARGET_TOKENS_BOUNDS: Final[NumberBounds] = {"ge": 1}  # target_tokens: the most reader tokens to keep
 
@@ -104,38 +104,24 @@ class BudgetOutcome:
             raise InputError(f"a compression's budget {d!r:.80} is malformed: {err}") from None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class BudgetPoint:
     """The budget a record was read under (``Record.budget``), one point of an evaluation's budget axis: the
     ``rate`` and/or ``target_tokens`` asked; neither: the compressor's rule without a budget (``Budget()``);
     ``default``: its own call, no budget passed. :attr:`name` is how a record writes it, :meth:`parse` reads it
-    back (and the names the frontier wrote before: ``default``, ``no budget``, ``0.3``). A point equals (and
-    hashes as) its name, so code that compared a record's ``budget`` with those names still does.
+    back (and the names the frontier wrote before: ``default``, ``no budget``, ``0.3``). Points compare as typed
+    values: a name read from a record is a point once parsed, never compared as text.
 
     >>> [BudgetPoint.parse(p.name) == p for p in (BudgetPoint(rate=0.3), BudgetPoint(rate=0.3, target_tokens=64),
     ...                                            BudgetPoint(target_tokens=64), BudgetPoint(), DEFAULT)]
     [True, True, True, True, True]
-    >>> BudgetPoint(rate=0.3, target_tokens=64).name
-    '0.3, 64 tokens'
+    >>> BudgetPoint(rate=0.3, target_tokens=64).name, BudgetPoint(rate=0.3) == "0.3"
+    ('0.3, 64 tokens', False)
     """
 
     rate: float | None = None
     target_tokens: int | None = None
     default: bool = False
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (BudgetPoint, str)):
-            return self.name == (other if isinstance(other, str) else other.name)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self.name)
-
-    def __float__(self) -> float:
-        """A rate's point as its rate (as ``float`` read the names before: ``float("0.3")``)."""
-        if self.rate is None or self.target_tokens is not None:
-            raise TypeError(f"budget point {self.name!r} is not a rate")
-        return float(self.rate)
 
     @property
     def name(self) -> str:

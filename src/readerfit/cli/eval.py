@@ -24,11 +24,11 @@ from readerfit.cli.options import (
     set_threads,
 )
 from readerfit.data import load_dataset
-from readerfit.errors import InputError
 from readerfit.eval.config import EvalConfig
 from readerfit.eval.harness import build_eval, run_eval, runnable
 from readerfit.eval.ray import RayConfig, run_eval_ray
 from readerfit.eval.report_section import report_section
+from readerfit.options import check_fields
 from readerfit.registry import param
 from readerfit.report_engine import report_after_run
 from readerfit.runs import check_out
@@ -45,15 +45,13 @@ class EvalRun:
                             "Ray with 2 CPUs; HOST:PORT (the head's GCS address), ray://HOST:PORT or auto: a running "
                             "cluster (token authentication: RAY_AUTH_MODE=token and the token in RAY_AUTH_TOKEN, "
                             "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token). Same records and resume as a local run")
-    ray_workers: int | None = param(None, help="Ray workers, each loading the models once (default: one per CPU "
-                                               "of the cluster)")
-    threads: int | None = None  # the shared --threads and --no-progress
+    ray_workers: int | None = param(None, ge=1, help="Ray workers, each loading the models once (default: one per "
+                                                     "CPU of the cluster)")
+    threads: int | None = param(None, ge=1)  # the shared --threads and --no-progress
     no_progress: bool = False
 
     def __post_init__(self) -> None:
-        workers = self.ray_workers
-        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-            raise InputError(f"ray_workers must be a positive integer, got {workers!r}")
+        check_fields(self)
 
 
 # what the fields' metadata cannot say: today's metavars, --ray's optional address, and positive integers

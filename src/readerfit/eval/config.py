@@ -22,7 +22,8 @@ from readerfit.eval.pipeline import point_of
 from readerfit.models.device import auto_device, fast_dtype
 from readerfit.models.openai.config import PREFIX, redact_url
 from readerfit.models.specs import DEFAULT_LM
-from readerfit.outcome import RATE_BOUNDS, TARGET_TOKENS_BOUNDS, within
+from readerfit.options import check_fields
+from readerfit.outcome import RATE_BOUNDS, TARGET_TOKENS_BOUNDS
 from readerfit.reader import READER_PROMPTS, load_shots, resolve_reader_prompt
 from readerfit.registry import PRESET_NAMES, make_config, param
 from readerfit.retrieval_utility.config import judge_warning, seper_judge
@@ -45,26 +46,27 @@ class EvalConfig:
     options: dict[str, dict[str, Any]] = param(default_factory=dict, flag="--option",
                                                help="a compressor option, e.g. sentence-sim.top_n=3 (repeatable)")
     format: str | None = param(None, help="dataset format (default: detected)")
-    limit: int | None = param(None, help="first N examples")
+    limit: int | None = param(None, ge=1, help="first N examples")
     retriever: str = param("none", choices=RETRIEVER_CHOICES, help="none: use each example's own passages")
     corpus: str | None = param(None, help="passage corpus file to index (with --retriever)")
     index: str | None = param(None, help="a saved index folder (instead of --corpus)")
-    top_k: int = param(5, help="")
+    top_k: int = param(5, ge=1, help="")
     reader: str = param(DEFAULT_LM, help="reader LM: registered name, local directory or HF id")
     dtype: str = "float32"
     device: str | None = None
-    max_new_tokens: int = param(32, help="")
+    max_new_tokens: int = param(32, ge=1, help="")
     seper: bool = param(False, help="add ΔSePer of each context (vs none) to the records and table")
     # None: the preset's judge (the paper's NLI model), else lexical
     judge: str | None = param(None, help="SePer judge: lexical | nli:<id or path> | lm:<model> (default lexical; with "
                                          "--preset the paper's nli:microsoft/deberta-v2-xlarge-mnli)")
-    seper_n: int = param(10, help="SePer samples per condition")
+    seper_n: int = param(10, ge=1, help="SePer samples per condition")
     rerank: str | None = param(None, help="rerank the passages before compressing: cross-encoder:<id or path> | lm "
                                           "(the reader) | lm:<model> | provence | provence:<id or path>")
-    rerank_top: int | None = param(None, help="keep the reranker's best K passages (default: all, reordered)")
+    rerank_top: int | None = param(None, ge=1, help="keep the reranker's best K passages (default: all, reordered)")
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
-    context_length: int | None = None  # of served (openai:<model>) models, when their server does not report it
+    # of served (openai:<model>) models, when their server does not report it
+    context_length: int | None = param(None, ge=1)
     preset: str | None = param(None, choices=PRESET_NAMES,
                                help="every method as its paper defines it (paper) or as its authors' released code "
                                     "runs it (official); --option values override the preset (default: readerfit's "
@@ -78,15 +80,15 @@ class EvalConfig:
                                      "of {\"question\", \"answers\": [...]}, shown as Question/Answer pairs where the "
                                      "prompt has its {examples} slot")
     # the budget axis: one record per (question, compressor, budget); a compressor that re-selects scores once
-    rate: float | None = param(None, help="read every compressor at this budget: the fraction of the reader's tokens "
-                                          "to keep, in (0, 1]")
-    rates: list[float] | None = param(None, help="read every compressor at each of these budgets (fractions in "
-                                                 "(0, 1]): one scoring, one record and one summary row per budget")
-    target_tokens: int | None = param(None, help="a budget of at most N reader tokens (with --rate/--rates: the "
-                                                 "smaller of the two)")
+    rate: float | None = param(None, **RATE_BOUNDS, help="read every compressor at this budget: the fraction of the "
+                                                         "reader's tokens to keep, in (0, 1]")
+    rates: list[float] | None = param(None, **RATE_BOUNDS, help="read every compressor at each of these budgets "
+                                      "(fractions in (0, 1]): one scoring, one record and one summary row per budget")
+    target_tokens: int | None = param(None, **TARGET_TOKENS_BOUNDS, help="a budget of at most N reader tokens (with "
+                                      "--rate/--rates: the smaller of the two)")
 
     def __post_init__(self) -> None:
-        self.compressors = list(self.compressors)
+        check_fields(self)  # each field's type, bounds and choices (param); below, what relates fields
         if not self.compressors:
             raise InputError("no compressors to evaluate")
         if len(set(self.compressors)) != len(self.compressors):
@@ -99,8 +101,6 @@ class EvalConfig:
             raise InputError(f"--option names compressors not being run: {', '.join(unknown)}")
         if self.dtype == "auto":  # the run settings record what ran, so a resume on this machine matches
             self.dtype = fast_dtype(self.device)
-        if self.retriever not in RETRIEVER_CHOICES:
-            raise InputError(f"unknown retriever {self.retriever!r}; expected one of {', '.join(RETRIEVER_CHOICES)}")
         if self.retriever == "none" and (self.corpus or self.index):
             raise InputError("--corpus/--index need --retriever bm25|dense|hybrid")
         if self.retriever != "none" and not (self.corpus or self.index):
@@ -109,11 +109,6 @@ class EvalConfig:
             raise InputError(f"--corpus {self.corpus!r}: no such file")
         if self.index and not (Path(self.index).expanduser() / "manifest.json").is_file():
             raise InputError(f"--index {self.index!r} is not a readerfit index: manifest.json is missing")
-        for name, value in (("top_k", self.top_k), ("max_new_tokens", self.max_new_tokens), ("seper_n", self.seper_n),
-                            ("limit", self.limit), ("rerank_top", self.rerank_top),
-                            ("context_length", self.context_length)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise InputError(f"{name} must be a positive integer, got {value!r}")
         if self.rerank is None and self.rerank_top is not None:
             raise InputError("--rerank-top needs --rerank (cross-encoder:<id or path> | lm | lm:<model>)")
         if self.rerank is not None and self.rerank.partition(":")[0] not in RERANKERS:
@@ -123,30 +118,20 @@ class EvalConfig:
         if self.context_length is not None and PREFIX not in f"{self.reader} {self.judge} {self.rerank} {self.options}":
             raise InputError(f"--context-length {self.context_length} is for served models ({PREFIX}<model>), and this "
                              f"eval names none (reader {self.reader!r}); a local model knows its own")
-        if self.preset is not None and self.preset not in PRESET_NAMES:
-            raise InputError(f"unknown preset {self.preset!r}; expected one of {', '.join(PRESET_NAMES)}")
+        if self.rate is not None and self.rates is not None:
+            raise InputError("give --rate or --rates, not both")
+        if self.rates is not None and not self.rates:
+            raise InputError("--rates needs at least one rate")
         self.reader_templates()  # a bad name or file fails now, before any model loads
-        self.budgets()  # a bad budget fails now too
         if self.seper and self.seper_judge().partition(":")[0] not in JUDGES:
             raise JUDGES.unknown(self.seper_judge())
 
     def budgets(self) -> tuple[Budget, ...] | None:
         """The budget axis of ``--rate`` / ``--rates`` / ``--target-tokens`` (None: each compressor's own call)."""
-        if self.rate is not None and self.rates is not None:
-            raise InputError("give --rate or --rates, not both")
-        rates = [self.rate] if self.rate is not None else list(self.rates) if self.rates is not None else []
-        if self.rates is not None and not rates:
-            raise InputError("--rates needs at least one rate")
-        for r in rates:
-            if isinstance(r, bool) or not isinstance(r, (int, float)) or not within(r, RATE_BOUNDS):
-                raise InputError(f"--rate/--rates expect fractions of the reader's tokens in (0, 1], got {r!r}")
-        tokens = self.target_tokens
-        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
-                                   or not within(tokens, TARGET_TOKENS_BOUNDS)):
-            raise InputError(f"--target-tokens expects an integer >= 1, got {tokens!r}")
+        rates = [self.rate] if self.rate is not None else list(self.rates or ())
         if not rates:
-            return None if tokens is None else (Budget(target_tokens=tokens),)
-        return tuple(Budget(rate=float(r), target_tokens=tokens) for r in dict.fromkeys(rates))
+            return None if self.target_tokens is None else (Budget(target_tokens=self.target_tokens),)
+        return tuple(Budget(rate=float(r), target_tokens=self.target_tokens) for r in dict.fromkeys(rates))
 
     def seper_judge(self) -> str:
         """The judge ΔSePer uses: ``judge``, else the preset's (the paper's NLI model), else lexical."""

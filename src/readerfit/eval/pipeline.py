@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -168,6 +169,9 @@ class RAGPipeline:
             and ``reranker``).
         rebuild: for a compressor whose budget is config (``budget_support = "rebuild"``), the compressor built
             at a budget (built once per budget, kept).
+        method: the records' ``method`` (default the compressor's name; ``exp frontier``'s ``LABEL=NAME``).
+        reads: which points of a budget axis the reader reads, by question and point (default all; the others keep
+            an empty prediction): the default of :meth:`run`'s ``read``.
 
     ``run(example)`` gives a :class:`~readerfit.types.Record`; ``run(example, budgets=[...])`` one per budget
     (:meth:`run`).
@@ -194,6 +198,8 @@ class RAGPipeline:
         reranker: Reranker | None = None,
         retrieval: Retrieval | None = None,
         rebuild: Callable[[Budget], BaseCompressor] | None = None,
+        method: str | None = None,
+        reads: Callable[[QAExample, BudgetPoint], bool] | None = None,
     ) -> None:
         self.config = config or PipelineConfig()
         self.reader = Reader(reader, prompt=self.config.reader_prompt, max_new_tokens=self.config.max_new_tokens,
@@ -203,6 +209,8 @@ class RAGPipeline:
                                                 rerank_top=self.config.rerank_top)
         self._splitter = splitter
         self._rebuild = rebuild
+        self.method = method or compressor.name
+        self.reads = reads
         self.built_at: dict[Budget, BaseCompressor] = {}  # the compressors built at a budget (rebuild=), kept
 
     @property
@@ -278,10 +286,11 @@ class RAGPipeline:
         :class:`Budget`, or None: its own call): one record per budget of :meth:`points` (the compressor scores
         once), its ``budget`` the point (:class:`~readerfit.outcome.BudgetPoint`), each read under the same guards
         as a single run; a point the reader cannot read (its context does not fit) is an error record, the others
-        stand. ``read``: which points the reader reads (default all; the others keep an empty prediction)."""
+        stand. ``read``: which points the reader reads (default: the pipeline's ``reads`` of this question, else all;
+        the others keep an empty prediction)."""
         if retrieved is None:
             retrieved = self.retrieval(example)
-        reads = read or (lambda point: True)
+        reads = read or (functools.partial(self.reads, example) if self.reads is not None else lambda point: True)
         points = self.points(budgets) if budgets is not None else [None]
         marks = [point_of(b) for b in points]
         if self.compressor.passthrough and (budgets is None or any(reads(m) for m in marks)):
@@ -296,7 +305,7 @@ class RAGPipeline:
             compression.compressed_tokens = context_tokens(self.lm.count_tokens, compression.text)
             if n_chunked:
                 compression.details["chunked_passages"] = n_chunked
-            record = Record(id=example.id, method=self.compressor.name, question=example.question,
+            record = Record(id=example.id, method=self.method, question=example.question,
                             answers=list(example.answers), prediction="", scores={}, compression=compression,
                             retrieve_s=retrieved.seconds, budget=None if budgets is None else mark,
                             rerank=retrieved.reranking.note() if retrieved.reranking is not None else None)
@@ -337,8 +346,16 @@ class RAGPipeline:
 
 def budget_points(support: str, budgets: Budgets, *, built: Collection[Budget] = ()) -> list[Budget | None]:
     """The budgets a compressor of ``budget_support`` ``support`` is read at, of ``budgets`` (in order, once each):
-    all of them where it takes a budget; where it takes none, its own call (and those it was ``built`` at)."""
-    kept = [b for b in dict.fromkeys(budgets) if b is None or support != "none" or b in built]
+    all of them where it re-selects (``Budget()``, no limit: its rule without a budget); where it is rebuilt, those
+    with a limit (built without one it is its own call); where it takes none, its own call (and those it was
+    ``built`` at).
+
+    >>> axis = [None, Budget(), Budget(rate=0.3)]
+    >>> [[point_of(b).name for b in budget_points(s, axis)] for s in ("reselect", "rebuild", "none")]
+    [['default', 'no budget', '0.3'], ['default', '0.3'], ['default']]
+    """
+    kept = [b for b in dict.fromkeys(budgets) if b is None or b in built or support == "reselect"
+            or (support == "rebuild" and b.active)]
     return kept or [None]
 
 

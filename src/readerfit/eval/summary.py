@@ -1,5 +1,6 @@
-"""An eval's summary: per-compressor means recomputed from the records alone (a resumed run summarises
-like an uninterrupted one), as JSON and as a markdown table."""
+"""An eval's summary: per-compressor (or per (compressor, budget)) means recomputed from the records alone (a
+resumed run summarises like an uninterrupted one), as JSON and as a markdown table; with the records' context
+metrics (``Record.recall``, ``exp frontier``'s) their figures too (:class:`ContextFigures`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 from readerfit.eval.pipeline import budget_name
 from readerfit.io import markdown_table
 from readerfit.metrics.qa import QA_METRICS, label
-from readerfit.types import Record
+from readerfit.types import Recall, Record
 
 # the means after the QA scores, in the order summary.json has always written them: the reader's tokens in
 # LLMLingua's names (origin_tokens: the passages, compressed_tokens: the context read), rate (compressed /
@@ -26,6 +27,57 @@ OLD_SUMMARY_KEYS = {"origin_tokens": "context_tokens_in", "compressed_tokens": "
 def summary_value(method: dict[str, Any], key: str) -> Any:
     """``key`` of one method of a summary.json, also from one written before the ecosystem's names."""
     return method.get(key, method.get(OLD_SUMMARY_KEYS.get(key, key)))
+
+
+@dataclass(frozen=True)
+class ContextFigures:
+    """What the contexts of a summary's records kept of the gold (their :class:`~readerfit.types.Recall`): every
+    record whose context was made counts, a point the reader failed to read included (none of these needs it).
+
+    ``n``: the records measured; ``answer_recall``: of those whose raw passages hold a gold answer string
+    (``n_with_answer``), the share whose context still does (``answers_kept``); ``support_recall``,
+    ``passage_recall``, ``answer_passage_recall``: means over the records that have the label; ``rate``: the mean
+    kept share of the reader's tokens; ``empty``: contexts of no token; ``by_hops``: the answer recall by the
+    question's number of hops (MuSiQue). A mean over no record is NaN.
+
+    >>> r = Record(id="q", method="exit", question="", answers=[], prediction="", scores={},
+    ...            recall=Recall(answer_kept=True, support_recall=0.5))
+    >>> f = ContextFigures.of([r]); (f.n, f.answers_kept, f.answer_recall, f.support_recall, f.empty)
+    (1, 1, 1.0, 0.5, 1)
+    """
+
+    n: int
+    n_with_answer: int
+    answers_kept: int
+    answer_recall: float
+    support_recall: float
+    passage_recall: float
+    answer_passage_recall: float
+    rate: float
+    empty: int
+    by_hops: dict[int, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, records: Sequence[Record]) -> ContextFigures | None:
+        """The figures of the ``records`` that carry a recall (None where none does: an eval's)."""
+        measured = [(r, r.recall) for r in records if r.recall is not None]
+        if not measured:
+            return None
+        recalls = [recall for _, recall in measured]
+        with_answer = [recall.answer_kept for recall in recalls if recall.answer_kept is not None]
+        hops = sorted({recall.hops for recall in recalls if recall.hops is not None})
+        return cls(n=len(measured), n_with_answer=len(with_answer), answers_kept=sum(with_answer),
+                   answer_recall=_mean([float(kept) for kept in with_answer]),
+                   support_recall=_mean([x.support_recall for x in recalls if x.support_recall is not None]),
+                   passage_recall=_mean([x.passage_recall for x in recalls if x.passage_recall is not None]),
+                   answer_passage_recall=_mean([float(x.answer_passage_kept) for x in recalls
+                                                if x.answer_passage_kept is not None]),
+                   rate=_mean([r.rate for r, _ in measured]), empty=sum(r.compressed_tokens == 0 for r, _ in measured),
+                   by_hops={h: _answer_recall([x for x in recalls if x.hops == h]) for h in hops})
+
+
+def _answer_recall(recalls: Sequence[Recall]) -> float:
+    return _mean([float(x.answer_kept) for x in recalls if x.answer_kept is not None])
 
 
 @dataclass
@@ -42,6 +94,8 @@ class MethodSummary:
     contains_by_id: dict[str, float] = field(default_factory=dict, repr=False)
     method: str = ""  # the compressor (set where a summary is one of its budgets)
     budget: str | None = None  # the budget's name (BudgetPoint.name) where the summary is per (method, budget)
+    n_read: int = 0  # the records the reader read (with QA scores; a budget axis may read some points alone)
+    context: ContextFigures | None = None  # the records' context metrics, where they carry them
 
     def __getitem__(self, key: str) -> float:
         """A mean by name (NaN when no record carried it)."""
@@ -86,7 +140,8 @@ def summarize(records: Sequence[Record], methods: Sequence[str], *, by_budget: b
         label = method if budget is None else f"{method} @ {budget}"
         out[label] = MethodSummary(n=len(ok), n_errors=len(rows) - len(ok), means=means, score_names=names,
                                    contains_by_id={r.id: float(r.scores.get("contains", math.nan)) for r in ok},
-                                   method=method, budget=budget)
+                                   method=method, budget=budget, n_read=sum(bool(r.scores) for r in ok),
+                                   context=ContextFigures.of(rows))
     return out
 
 

@@ -17,13 +17,21 @@ the top 5), over the questions of a dataset:
 * with ``--read N``: the reader's EM / F1 / contains on the first N questions at every point, and raw.
 
 None of these but the last needs the reader to answer, so hundreds of questions cost seconds each, and the
-figures do not move by one answer of a 135M reader. The run is a budget sweep of the evaluation engine's
-:class:`~readerfit.eval.pipeline.RAGPipeline` (:class:`~readerfit.eval.sweep.BudgetSweep`): a compressor that
-selects scored units (``budget_support = "reselect"``: exit, sentence-sim, ...) scores each question once and
-is cut to every budget from those scores, exactly as it would cut them itself; others run once per budget
-(``RAGPipeline.run(..., budgets=)``, the engine of ``readerfit eval --rates``, with its guards: a point the reader
-cannot read is an error record). Its records are :class:`~readerfit.types.Record` objects, one per (question, compressor, budget), and
-the summary is recomputed from them (or from the records of an older run folder, one per question and compressor).
+figures do not move by one answer of a 135M reader. The run is the evaluation engine's budget axis
+(:meth:`RAGPipeline.run(..., budgets=) <readerfit.eval.pipeline.RAGPipeline.run>`, the engine of ``readerfit eval
+--rates``, question by question through :func:`~readerfit.eval.harness.eval_example`, with its guards: a point the
+reader cannot read is an error record) over the points ``[None, Budget(), *rates]``: a compressor that selects
+scored units (``budget_support = "reselect"``: exit, sentence-sim, ...) scores each question once and is cut to
+every point from those scores, exactly as it would cut them itself; one whose budget is config is built per rate; one
+that takes none gives its default alone. Each question's sentence split is fixed first (:class:`OwnPassages`) so
+that the gold labels and the compressors number the same units, and each record is given what its context kept of
+the gold (:class:`~readerfit.eval.sweep.Gold`, ``Record.recall``). Its records are
+:class:`~readerfit.types.Record` objects, one per (question, compressor, budget) (the reader on the raw passages:
+method :data:`~readerfit.types.RAW_PASSAGES`), keyed as an eval's (id, method, budget), and the summary is the eval's
+(:func:`readerfit.eval.summary.summarize`, per (compressor, budget)), recomputed from them: its context figures count
+every record whose context was made (a point the reader failed to read included), its reader's figures leave the
+errors out and count them. A folder written before whose records lack a budget summarises (``readerfit report``,
+:mod:`.frontier_summary`) but does not resume.
 
 ``--distractors K`` hides each question's own passages among K passages of other questions of the file
 (NQ-open oracle, SQuAD), none holding its answer. ``--offset``/``--limit`` take a slice (a held-out part).
@@ -33,31 +41,35 @@ From the shell: ``readerfit exp frontier --data $DATA/hotpotqa/rpt_dev.jsonl --l
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from readerfit.compressors import COMPRESSORS
-from readerfit.compressors.base import BaseCompressor
+from readerfit.compressors.base import BaseCompressor, check_inputs
 from readerfit.compressors.budget import Budget
+from readerfit.compressors.none import RawPassages
 from readerfit.data import load_dataset
 from readerfit.data.distractors import with_distractors
 from readerfit.errors import InputError
-from readerfit.eval.harness import budget_options
-from readerfit.eval.pipeline import RAGPipeline, Retrieval, budget_name
-from readerfit.eval.sweep import BudgetSweep, sweep_points
-from readerfit.experiments.frontier_summary import point_rows, report_section, summarize, summary_table
+from readerfit.eval.harness import EvalSetup, budget_options, eval_example, record_key
+from readerfit.eval.pipeline import RAGPipeline, Retrieval, Retrieved, budget_name, point_names
+from readerfit.eval.sweep import Gold, slim, with_sentences
+from readerfit.experiments.frontier_summary import frontier_records, report_section, summarize, summary_table
 from readerfit.models.device import DTYPES
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
+from readerfit.options import check_fields
+from readerfit.outcome import RATE_BOUNDS, BudgetPoint, within
 from readerfit.registry import PRESET_NAMES, param, parse_options
-from readerfit.runs import Outcome, Pending, RunFolder
+from readerfit.runs import Outcome, RunFolder
 from readerfit.text.split import get_splitter
-from readerfit.types import DEFAULT_POINT, NO_BUDGET, RAW_PASSAGES, QAExample
+from readerfit.types import DEFAULT_POINT, NO_BUDGET, RAW_PASSAGES, Passage, QAExample, Record
 
-# the fields every record has, those of today (one per question, compressor and budget, ``Record.budget`` naming
-# it) and those of older runs (one per question and compressor): a question is done when all its records are
-KEY = ("id", "method")
+# a record's key, as an eval's over budgets: every record names its point (``Record.budget``)
+KEY = ("id", "method", "budget")
 __all__ = ["KEY", "Config", "report_section", "run"]
 
 
@@ -65,10 +77,10 @@ __all__ = ["KEY", "Config", "report_section", "run"]
 class Config:
     data: str = param(help="QA file (any registered format) with passages")
     format: str | None = param(None, help="dataset format (default: detected)")
-    offset: int = param(0, help="skip the first N questions (hold a part out)")
-    limit: int | None = param(None, help="then the next N questions")
+    offset: int = param(0, help="skip the first N questions (hold a part out)", ge=0)
+    limit: int | None = param(None, help="then the next N questions", ge=1)
     step: int = param(1, help="every STEP-th question from --offset (--offset 0 --step 2 and --offset 1 --step 2 "
-                               "split a file in two)")
+                               "split a file in two)", ge=1)
     compressors: list[str] = param(default_factory=lambda: ["exit", "sentence-sim"], flag="--compressor",
                                    aliases=("--compressors",),
                                    help="registered compressors, or LABEL=NAME to run one twice with other options")
@@ -76,8 +88,8 @@ class Config:
                               help="LABEL.KEY=VALUE: an option of one compressor (e.g. exit.model=encoder)")
     rates: list[float] = param(default_factory=lambda: [0.1, 0.2, 0.3, 0.5],
                                help="budgets: fractions of the reader's tokens to keep")
-    distractors: int = param(0, help="add K passages of other questions (none holding the answer) to each")
-    read: int = param(0, help="the reader's EM/F1/contains on the first N questions (raw, and at --read-at)")
+    distractors: int = param(0, help="add K passages of other questions (none holding the answer) to each", ge=0)
+    read: int = param(0, help="the reader's EM/F1/contains on the first N questions (raw, and at --read-at)", ge=0)
     read_at: list[str] = param(default_factory=lambda: ["all"],
                                help="the points read with --read: 'all', or some of default, 'no budget', rates")
     reader: str = param(DEFAULT_LM, help="the reader whose tokens are counted (and who reads with --read)")
@@ -88,16 +100,11 @@ class Config:
     methods: dict[str, tuple[str, dict[str, Any]]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.offset < 0 or (self.limit is not None and self.limit < 1) or self.read < 0 or self.distractors < 0 \
-                or self.step < 1:
-            raise InputError(f"--offset, --read and --distractors must be >= 0, --limit and --step >= 1, got offset "
-                             f"{self.offset}, limit {self.limit}, step {self.step}, read {self.read}, distractors "
-                             f"{self.distractors}")
+        check_fields(self)  # types, bounds and choices, as a component's config is checked
         self.read_at = [point_name(p) for p in self.read_at]
-        rates = sorted(set(self.rates))
-        if not rates or any(not 0 < r <= 1 for r in rates):
-            raise InputError(f"--rates must be fractions in (0, 1], got {self.rates}")
-        self.rates = rates
+        if not self.rates or not all(within(r, RATE_BOUNDS) for r in self.rates):
+            raise InputError(f"--rates must be fractions of the reader's tokens in (0, 1], got {self.rates}")
+        self.rates = sorted(set(self.rates))
         options = parse_options(self.option, what="--option")
         for spec in self.compressors:
             label, _, name = spec.rpartition("=")
@@ -118,6 +125,16 @@ class Config:
                 "methods": {k: {"compressor": n, "options": o} for k, (n, o) in self.methods.items()},
                 "rates": self.rates, "distractors": self.distractors, "read": self.read, "reader": self.reader,
                 "seed": self.seed, "preset": self.preset, "dtype": self.dtype}
+
+    def budgets(self) -> list[Budget | None]:
+        """The budget axis: each compressor's own call, its rule without a budget, then every rate (each compressor
+        is read at those it takes: :func:`~readerfit.eval.pipeline.budget_points`)."""
+        return [None, Budget(), *(Budget(rate=r) for r in self.rates)]
+
+    def reads(self, position: int, point: BudgetPoint) -> bool:
+        """Whether the reader reads the question at ``position`` at ``point``: the first ``read`` questions, at
+        the points of ``read_at``."""
+        return position < self.read and ("all" in self.read_at or point.name in self.read_at)
 
 
 def point_name(text: str) -> str:
@@ -140,47 +157,96 @@ def load_questions(config: Config) -> list[QAExample]:
     return with_distractors(chosen, n=config.distractors, seed=config.seed, donors=everything)
 
 
+class OwnPassages(Retrieval):
+    """The first stage of the frontier: each question's own passages, their sentence split fixed (the data's, else
+    ``splitter``'s) so that every compressor and the gold labels number the same units; the last question's
+    passages are kept (:attr:`last`) to measure its gold on."""
+
+    def __init__(self, splitter: Callable[[str], list[str]]) -> None:
+        super().__init__()
+        self.splitter = splitter
+        self.last: tuple[str, list[Passage]] | None = None
+
+    def __call__(self, example: QAExample) -> Retrieved:
+        retrieved = super().__call__(example)
+        passages = with_sentences(check_inputs(example.question, retrieved.passages), self.splitter)
+        self.last = (example.id, passages)
+        return dataclasses.replace(retrieved, passages=passages)
+
+
 def run(config: Config, *, run: RunFolder, pool: ModelPool, progress: bool = True) -> Outcome:
-    """One record per (question, compressor, budget); the summary is recomputed from the folder's records."""
+    """One record per (question, compressor, budget), through the eval's engine into the run folder (resumed as an
+    eval's: a question is done when all its records are); the summary is recomputed from the folder's records."""
     examples = load_questions(config)
-    points = {label: sweep_points(COMPRESSORS.get(name), config.rates) for label, (name, _) in config.methods.items()}
+    position = {e.id: i for i, e in enumerate(examples)}
+    budgets = config.budgets()
+    points = {label: point_names(COMPRESSORS.get(name).budget_support, budgets)
+              for label, (name, _) in config.methods.items()}
+    points[RAW_PASSAGES] = point_names(RawPassages.budget_support, budgets)
 
-    def keys(i: int, example: QAExample) -> list[tuple[str, str, str | None]]:
-        raw = [(example.id, RAW_PASSAGES, None)] if i < config.read else []  # --read reads the first N
-        return raw + [(example.id, label, point) for label in points for point in points[label]]
+    def methods(example: QAExample) -> list[str]:  # --read reads the raw passages of the first N questions
+        return [*config.methods, *([RAW_PASSAGES] if position[example.id] < config.read else [])]
 
-    done = {row.key for row in point_rows(run.log)}
-    todo = [(i, e) for i, e in enumerate(examples) if not all(k in done for k in keys(i, e))]
+    def keys(example: QAExample) -> list[tuple[str, ...]]:
+        return [record_key(example.id, m, p) for m in methods(example) for p in points[m]]
+
+    todo = run.each(examples, key=keys, desc="frontier", unit="q", progress=progress)
     if todo:
-        sweep = build_sweep(config, pool)
-        for i, example in Pending(todo, total=len(examples), desc="frontier", unit="q", progress=progress):
-            missing = [k for k in keys(i, example) if k not in done]
-            records = sweep.run(example, labels=list(dict.fromkeys(m for _, m, _ in missing if m != RAW_PASSAGES)),
-                                read_at=config.read_at if i < config.read else (),
-                                read_raw=(example.id, RAW_PASSAGES, None) in missing)
-            for record in records:
-                if (record.id, record.method, budget_name(record)) not in done:
-                    run.log.append(record.to_dict())
-    ids = {e.id for e in examples}
-    rows = [r for r in point_rows(run.log) if r.id in ids and (r.method in config.methods or r.method == RAW_PASSAGES)]
-    result = summarize(rows, methods=list(config.methods), rates=config.rates)
+        retrieval = OwnPassages(get_splitter("spacy"))
+        setup = build_setup(config, pool, retrieval=retrieval,
+                            reads=lambda example, point: config.reads(position[example.id], point))
+        for example in todo:
+            left = [m for m in methods(example)
+                    if not all(run.log.done(record_key(example.id, m, p)) for p in points[m])]
+            for record in measure(example, setup=setup, methods=left):
+                if not run.log.done(record_key(record.id, record.method, budget_name(record))):
+                    run.log.append(record.to_dict())  # not a point written before (the method's others were not)
+    ids = set(position)
+    records = sorted((r for r in frontier_records(run.log) if r.id in ids), key=lambda r: position[r.id])
+    result = summarize(records, methods=list(config.methods), rates=config.rates)
     result.update({"data": str(config.data), "offset": config.offset, "n_questions": len(examples),
                    "distractors": config.distractors, "out": str(run.path)})
     return Outcome(result=result, table=summary_table(result))
 
 
-def build_sweep(config: Config, pool: ModelPool) -> BudgetSweep:
-    """One pipeline per compressor over each question's own passages, sharing the reader; a compressor that takes
-    a budget only as config is built at every rate (the pipeline's ``rebuild``)."""
+def measure(example: QAExample, *, setup: EvalSetup, methods: Sequence[str]) -> Iterator[Record]:
+    """One question's records: the eval's (:func:`~readerfit.eval.harness.eval_example`, the ``methods``' pipelines
+    at the setup's budgets), each whose context was made given what it kept of the question's gold (``recall``,
+    measured on the passages as the pipelines prepared them; none for the reader on the raw passages) and kept
+    without its scored units (:func:`~readerfit.eval.sweep.slim`). ``setup.retrieval``: an :class:`OwnPassages`."""
+    retrieval = setup.retrieval
+    if not isinstance(retrieval, OwnPassages):
+        raise TypeError("the frontier measures each question's own passages: its setup's retrieval is OwnPassages")
+    gold: Gold | None = None
+    for record in eval_example(example, setup=setup, methods=methods):
+        # a point the reader failed to read keeps its context; a question or compressor that failed has none
+        made = not record.error or record.compression.origin_tokens > 0
+        if made and retrieval.last is not None and retrieval.last[0] == example.id:
+            pipeline = setup.pipelines[record.method]
+            if record.method != RAW_PASSAGES:
+                gold = gold or Gold.of(example, pipeline.prepare(retrieval.last[1])[0])
+                record.recall = gold.recall(record.compression, whole=pipeline.compressor.passthrough)
+            record.compression = slim(record.compression)
+        yield record
+
+
+def build_setup(config: Config, pool: ModelPool, *, retrieval: OwnPassages,
+                reads: Callable[[QAExample, BudgetPoint], bool]) -> EvalSetup:
+    """The eval's setup for the frontier: one pipeline per compressor label (and one on the raw passages for
+    ``--read``) over each question's own passages (``retrieval``), sharing the reader; a compressor that takes a
+    budget only as config is built at every rate (the pipeline's ``rebuild``); ``reads``: which (question, point)
+    the reader reads."""
     reader = pool.lm(config.reader)
 
     def build(name: str, options: dict[str, Any], budget: Budget | None = None) -> BaseCompressor:
         return COMPRESSORS.build(name, {**options, **(budget_options(budget) if budget else {})},
                                  preset=config.preset, pool=pool, reader_lm=reader)
 
-    splitter = get_splitter("spacy")
-    retrieval = Retrieval()  # each question's own passages
     pipelines = {label: RAGPipeline(reader=reader, compressor=build(name, options), retrieval=retrieval,
-                                    splitter=splitter, rebuild=functools.partial(build, name, options))
+                                    splitter=retrieval.splitter, rebuild=functools.partial(build, name, options),
+                                    method=label, reads=reads)
                  for label, (name, options) in config.methods.items()}
-    return BudgetSweep(pipelines, rates=config.rates, splitter=splitter)
+    if config.read:
+        pipelines[RAW_PASSAGES] = RAGPipeline(reader=reader, compressor=RawPassages(), retrieval=retrieval,
+                                              splitter=retrieval.splitter, method=RAW_PASSAGES)
+    return EvalSetup(retrieval=retrieval, pipelines=pipelines, pool=pool, budgets=config.budgets())

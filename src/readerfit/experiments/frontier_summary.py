@@ -1,137 +1,138 @@
-"""The frontier's summary, table and report section, recomputed from its records (see :mod:`.frontier`)."""
+"""The frontier's summary, table and report section, recomputed from its records (see :mod:`.frontier`): the eval's
+summary per (compressor, budget) (:func:`readerfit.eval.summary.summarize`, its context figures and QA means) laid
+out per compressor and point. Folders written before still summarise: records with a string ``budget`` (the names
+the frontier always wrote, parsed into a :class:`~readerfit.outcome.BudgetPoint`), the reader on the raw passages
+without one, and the oldest, one per (question, compressor) with every point inside (:func:`frontier_records`).
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from readerfit.eval.pipeline import budget_name
+from readerfit.eval.summary import MethodSummary
+from readerfit.eval.summary import summarize as summarize_records
 from readerfit.io import markdown_table
 from readerfit.metrics.qa import QA_METRICS, label
-from readerfit.report_engine import Doc, fmt, mean
+from readerfit.outcome import BudgetPoint
+from readerfit.report_engine import Doc, fmt
 from readerfit.runs import RunView
-from readerfit.types import DEFAULT_POINT, NO_BUDGET, RAW_PASSAGES, Recall, Record
+from readerfit.types import DEFAULT_POINT, NO_BUDGET, RAW_PASSAGES, Compression, Recall, Record
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["DEFAULT_POINT", "NO_BUDGET", "PointRow", "point_rows", "report_section", "summarize", "summary_table"]
+__all__ = ["DEFAULT_POINT", "NO_BUDGET", "frontier_records", "report_section", "summarize", "summary_table"]
+
+# the oldest records wrote a point's kept share alone: its tokens are counted on this scale
+_SHARE_SCALE = 1_000_000
 
 
-@dataclass(frozen=True)
-class PointRow:
-    """One (question, compressor, point) as the summary reads it, from a sweep's :class:`Record` or from a record
-    written before the frontier wrote ``Record`` objects (one per question and compressor, its points inside).
-
-    ``point`` None: the reader on the raw passages (method :data:`RAW_PASSAGES`); ``read``: the QA scores where
-    the reader read; ``seconds``: the compressor's at its default point.
-    """
-
-    id: str
-    method: str
-    point: str | None
-    rate: float
-    empty: bool
-    recall: Recall = field(default_factory=Recall)
-    read: dict[str, float] | None = None
-    seconds: float = 0.0
-
-    @property
-    def key(self) -> tuple[str, str, str | None]:
-        """What the record of this row is written under: (question id, method, point)."""
-        return self.id, self.method, self.point
-
-
-def point_rows(records: Iterable[dict[str, Any]]) -> list[PointRow]:
-    """The rows of a frontier's records (``records.jsonl``), in their order, whichever format wrote them."""
-    out: list[PointRow] = []
+def frontier_records(records: Iterable[dict[str, Any]]) -> list[Record]:
+    """The :class:`Record`\\ s of a frontier's records (``records.jsonl``), in their order, whichever format wrote
+    them; the oldest's reader on the raw passages, repeated under each compressor, once per question."""
+    out: list[Record] = []
+    read_raw: set[str] = set()  # the questions whose raw passages have a record
     for r in records:
-        if "points" in r:
-            out.extend(_old_rows(r))
-        else:
-            record = Record.from_dict(r)
-            out.append(PointRow(id=record.id, method=record.method, point=budget_name(record), rate=record.rate,
-                                empty=not record.compression.text.strip(), recall=record.recall or Recall(),
-                                read=dict(record.scores) if record.scores else None, seconds=record.compress_s))
+        for record in _old_records(r) if "points" in r else [Record.from_dict(r)]:
+            if record.method == RAW_PASSAGES:
+                if record.id in read_raw:
+                    continue
+                read_raw.add(record.id)
+            out.append(record)
     return out
 
 
-def _old_rows(r: dict[str, Any]) -> list[PointRow]:
+def _old_records(r: dict[str, Any]) -> list[Record]:
     """A record of one question and compressor with every point's figures inside (as the frontier wrote them
-    before its records were ``Record`` objects); the reader on the raw passages is repeated in each."""
-    out = [PointRow(id=r["id"], method=r["method"], point=point, empty=bool(p["empty"]),
-                    # records written before the names were shared with Record call the achieved rate "fraction"
-                    rate=p["rate"] if "rate" in p else p["fraction"],
-                    recall=Recall(answer_kept=p.get("answer_kept"), support_recall=p.get("support_recall"),
-                                  passage_recall=p.get("passage_recall"),
-                                  answer_passage_kept=p.get("answer_passage_kept"), hops=r.get("hops")),
-                    read=p.get("read"), seconds=r["seconds"] if point == DEFAULT_POINT else 0.0)
-           for point, p in r["points"].items()]
+    before its records were ``Record`` objects), one :class:`Record` per point, and the raw passages' read."""
+    out = []
+    for point, p in r["points"].items():
+        # records written before the names were shared with Record call the achieved rate "fraction"
+        share = p["rate"] if "rate" in p else p["fraction"]
+        origin, kept = r.get("origin_tokens"), p.get("compressed_tokens", p.get("tokens_out"))
+        if origin is None or kept is None:
+            origin, kept = _SHARE_SCALE, round(share * _SHARE_SCALE)
+        compression = Compression("", origin_tokens=origin, compressed_tokens=0 if p["empty"] else kept,
+                                  seconds=r["seconds"] if point == DEFAULT_POINT else 0.0)
+        out.append(Record(id=r["id"], method=r["method"], question="", answers=[], prediction="",
+                          scores=p.get("read") or {}, compression=compression, budget=BudgetPoint.parse(point),
+                          recall=Recall(answer_kept=p.get("answer_kept"), support_recall=p.get("support_recall"),
+                                        passage_recall=p.get("passage_recall"),
+                                        answer_passage_kept=p.get("answer_passage_kept"), hops=r.get("hops"))))
     if r.get("raw_read") is not None:
-        out.append(PointRow(id=r["id"], method=RAW_PASSAGES, point=None, rate=1.0, empty=False, read=r["raw_read"]))
+        out.append(Record(id=r["id"], method=RAW_PASSAGES, question="", answers=[], prediction="",
+                          scores=r["raw_read"]))
     return out
 
 
-def point_summary(rows: Sequence[PointRow], point: str) -> dict[str, Any]:
-    """The figures of one (compressor, point) over its rows."""
-    pts = [p for p in rows if p.point == point]
-    with_answer = [p.recall.answer_kept for p in pts if p.recall.answer_kept is not None]
+def point_figures(s: MethodSummary) -> dict[str, Any]:
+    """The figures of one (compressor, point): its context figures, and the reader's where it read."""
+    c = s.context
     out: dict[str, Any] = {
-        "n": len(pts),
-        "n_with_answer": len(with_answer),
-        "answer_recall": mean([float(kept) for kept in with_answer]),
-        "answers_kept": sum(bool(kept) for kept in with_answer),
-        "token_fraction": mean([p.rate for p in pts]),
-        "empty": sum(p.empty for p in pts),
-        "support_recall": mean([p.recall.support_recall for p in pts if p.recall.support_recall is not None]),
-        "passage_recall": mean([p.recall.passage_recall for p in pts if p.recall.passage_recall is not None]),
-        "answer_passage_recall": mean([float(p.recall.answer_passage_kept) for p in pts
-                                       if p.recall.answer_passage_kept is not None]),
+        "n": c.n if c else 0,
+        "n_with_answer": c.n_with_answer if c else 0,
+        "answer_recall": c.answer_recall if c else math.nan,
+        "answers_kept": c.answers_kept if c else 0,
+        "token_fraction": c.rate if c else math.nan,
+        "empty": c.empty if c else 0,
+        "support_recall": c.support_recall if c else math.nan,
+        "passage_recall": c.passage_recall if c else math.nan,
+        "answer_passage_recall": c.answer_passage_recall if c else math.nan,
     }
-    reads = [p.read for p in pts if p.read is not None]
-    if reads:
-        out["n_read"] = len(reads)
-        out.update({m: mean([r[m] for r in reads]) for m in QA_METRICS})
+    if s.n_read:
+        out["n_read"] = s.n_read
+        out.update({m: s[m] for m in QA_METRICS})
+    if s.n_errors:
+        out["n_errors"] = s.n_errors
     return out
 
 
-def summarize(rows: Sequence[PointRow], *, methods: Sequence[str], rates: Sequence[float]) -> dict[str, Any]:
-    """Per compressor: its default point and every budget (``rate``: requested), plus seconds per question."""
+def _point_order(name: str | None) -> tuple[int, float, str]:
+    """default, no budget, then the rates in order, then the rest by name."""
+    point = BudgetPoint.parse(name) if name is not None else BudgetPoint(default=True)
+    if point.default or point.name == NO_BUDGET:
+        return (0 if point.default else 1), 0.0, ""
+    return 2, point.rate if point.rate is not None else math.inf, point.name
+
+
+def summarize(records: Sequence[Record], *, methods: Sequence[str], rates: Sequence[float]) -> dict[str, Any]:
+    """Per compressor: its points (``default``, ``no budget``, each rate with ``rate``: requested), each the eval
+    summary of its records (:func:`readerfit.eval.summary.summarize` per (method, budget)), plus seconds per question
+    (its default call) and the answer recall by number of hops; and the reader on the raw passages (``raw_read``)."""
+    by_point = summarize_records(records, methods, by_budget=True)
     out: dict[str, Any] = {"methods": {}, "rates": list(rates)}
     for method in methods:
-        mine = [p for p in rows if p.method == method]
-        names = {p.point for p in mine}
-        points = {DEFAULT_POINT: point_summary(mine, DEFAULT_POINT)}
-        if NO_BUDGET in names:
-            points[NO_BUDGET] = point_summary(mine, NO_BUDGET)
-        points.update({str(rate): {"rate": rate, **point_summary(mine, str(rate))} for rate in rates
-                       if str(rate) in names})
-        defaults = [p for p in mine if p.point == DEFAULT_POINT]
-        out["methods"][method] = {"n": len(defaults), "seconds_per_question": mean([p.seconds for p in defaults]),
+        mine = sorted((s for s in by_point.values() if s.method == method), key=lambda s: _point_order(s.budget))
+        points = {str(s.budget): {**({"rate": BudgetPoint.parse(s.budget).rate}
+                                     if _point_order(s.budget)[0] == 2 else {}), **point_figures(s)} for s in mine}
+        default = next((s for s in mine if s.budget == DEFAULT_POINT), None)
+        out["methods"][method] = {"n": points.get(DEFAULT_POINT, {}).get("n", 0),
+                                  "seconds_per_question": default["compress_s"] if default else math.nan,
                                   "points": points}
-        hops = sorted({p.recall.hops for p in mine if p.recall.hops is not None})
+        hops = sorted({h for s in mine if s.context for h in s.context.by_hops})
         if hops:
             out["methods"][method]["by_hops"] = {
-                str(h): {point: point_summary([p for p in mine if p.recall.hops == h], point)["answer_recall"]
-                         for point in points} for h in hops}
-    raw: dict[str, dict[str, float]] = {}
-    for p in rows:  # one read per question (records written before repeat it under each compressor)
-        if p.method == RAW_PASSAGES and p.read is not None:
-            raw.setdefault(p.id, p.read)
-    if raw:
-        reads = list(raw.values())
-        out["raw_read"] = {"n": len(reads), **{m: mean([r[m] for r in reads]) for m in QA_METRICS}}
+                str(h): {str(s.budget): s.context.by_hops.get(h, math.nan) if s.context else math.nan for s in mine}
+                for h in hops}
+    raw = summarize_records([r for r in records if r.method == RAW_PASSAGES and r.scores], [RAW_PASSAGES])
+    if raw[RAW_PASSAGES].n:
+        out["raw_read"] = {"n": raw[RAW_PASSAGES].n, **{m: raw[RAW_PASSAGES][m] for m in QA_METRICS}}
     return out
+
+
+def point_label(name: str) -> str:
+    """A point as the table heads it: a rate as a percentage (``0.3``: 30%), the others by name."""
+    point = BudgetPoint.parse(name)
+    return f"{point.rate:.0%}" if point.rate is not None and point.target_tokens is None else name
 
 
 def rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for method, m in result["methods"].items():
         for point, p in m["points"].items():
-            out.append({"compressor": method, "budget": point if point in (DEFAULT_POINT, NO_BUDGET) else f"{float(point):.0%}",
-                        **p, "answers": f"{p['answers_kept']}/{p['n_with_answer']}",
+            out.append({"compressor": method, "budget": point_label(point), **p, "answers": f"{p['answers_kept']}/{p['n_with_answer']}",
                         "s/q": m["seconds_per_question"] if point == DEFAULT_POINT else None})
     return out
 
@@ -145,6 +146,7 @@ def summary_table(result: dict[str, Any]) -> str:
     table_rows = rows(result)
     if any("n_read" in r for r in table_rows):
         columns += [("n_read", "read n", "d"), *((m, label(m), ".3f") for m in QA_METRICS)]
+    columns.append(("n_errors", "errors", "d"))  # the points the reader could not read
     present = [c for c in columns if any(not _blank(r.get(c[0])) for r in table_rows)]
     table = markdown_table(table_rows, present)
     by_hops = [(method, h, recalls) for method, m in result["methods"].items()
@@ -154,7 +156,7 @@ def summary_table(result: dict[str, Any]) -> str:
         hop_rows = [{"compressor": method, "hops": h, **recalls} for method, h, recalls in by_hops]
         table += "\n\nanswer recall by number of hops:\n\n" + markdown_table(
             hop_rows, [("compressor", "compressor", ""), ("hops", "hops", ""),
-                       *((p, p if p in (DEFAULT_POINT, NO_BUDGET) else f"{float(p):.0%}", ".3f") for p in points)])
+                       *((p, point_label(p), ".3f") for p in points)])
     raw = result.get("raw_read")
     if raw:
         table += (f"\n\nraw passages read on the same {raw['n']} questions: EM {raw['em']:.3f}, F1 {raw['f1']:.3f}, "
@@ -171,7 +173,7 @@ def report_section(folder: RunView, doc: Doc) -> None:
     settings = folder.settings or {}
     methods = list((settings.get("methods") or {}).keys()) or sorted({r["method"] for r in folder.records})
     rates = settings.get("rates") or []
-    result = summarize(point_rows(folder.records), methods=methods, rates=rates) if folder.records \
+    result = summarize(frontier_records(folder.records), methods=methods, rates=rates) if folder.records \
         else (folder.summary or {})
     doc.add(f"{settings.get('data', '?')}: {len({r['id'] for r in folder.records})} questions"
             + (f", {settings['distractors']} distractor passages each" if settings.get("distractors") else "") + ".")
@@ -187,7 +189,9 @@ def plot_frontier(fig: Figure, result: dict[str, Any]) -> None:
         budgets = sorted((p for k, p in m["points"].items() if "rate" in p), key=lambda p: p["rate"])
         line = ax.plot([p["token_fraction"] for p in budgets], [p["answer_recall"] for p in budgets], marker="o",
                        label=method)[0]
-        d = m["points"][DEFAULT_POINT]
+        d = m["points"].get(DEFAULT_POINT)
+        if d is None:
+            continue
         ax.scatter([d["token_fraction"]], [d["answer_recall"]], marker="*", s=140, color=line.get_color(),
                    edgecolor="black", zorder=3, label=f"{method} default ({fmt(d['answer_recall'])})")
     ax.set_xlabel("kept fraction of the reader's tokens")

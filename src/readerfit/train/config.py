@@ -12,6 +12,7 @@ from readerfit.compressors.exit.onepass import BERT_LINEAR
 from readerfit.errors import InputError
 from readerfit.models.device import DTYPES
 from readerfit.models.specs import DEFAULT_EMBEDDER, DEFAULT_LM
+from readerfit.options import check_fields
 from readerfit.registry import PRESET_NAMES, apply_preset, param
 from readerfit.runs import with_added
 
@@ -51,26 +52,26 @@ class TrainConfig:
                                  "MiniLM reading (query, passage) once, LoRA over --init's encoder layers and a "
                                  "head over each sentence's tokens", choices=ARCHS)
     base: str | None = param(None, help="base model (default: smollm2-135m for lm, minilm for encoder/onepass)")
-    epochs: float = param(1.0, help="passes over the samples")
-    lr: float = param(1e-5, help="peak learning rate")
-    batch_size: int = param(None, help="examples per optimizer step (default: 8; paper/official: 64)")
-    micro_batch: int = param(None, help="examples per forward pass; batch_size / micro_batch is the gradient "
-                                        "accumulation (default: 1; paper/official: 8)")
-    lora_r: int = param(64, help="LoRA rank")
-    lora_alpha: int = param(32, help="LoRA alpha")
-    lora_dropout: float = param(0.05, help="LoRA dropout")
+    epochs: float = param(1.0, gt=0, help="passes over the samples")
+    lr: float = param(1e-5, gt=0, help="peak learning rate")
+    batch_size: int = param(None, ge=1, help="examples per optimizer step (default: 8; paper/official: 64)")
+    micro_batch: int = param(None, ge=1, help="examples per forward pass; batch_size / micro_batch is the gradient "
+                                              "accumulation (default: 1; paper/official: 8)")
+    lora_r: int = param(64, ge=1, help="LoRA rank")
+    lora_alpha: int = param(32, gt=0, help="LoRA alpha")
+    lora_dropout: float = param(0.05, ge=0, lt=1, help="LoRA dropout")
     target_modules: tuple[str, ...] = param(None, help="modules LoRA adapts (default: every linear layer: q_proj ... "
                                                       "down_proj for lm; query ... output.dense for onepass)")
-    lora_layers: int | None = param(None, help="LoRA on the top N layers only (default: all)")
-    warmup_ratio: float = param(None, help="linear warmup over this fraction of the steps (default: 0; "
-                                           "paper/official: 0.03)")
-    weight_decay: float = param(None, help="AdamW weight decay (default: 0; paper/official: 0.1)")
-    limit: int | None = param(None, help="train on a seeded random subset of N samples")
+    lora_layers: int | None = param(None, ge=1, help="LoRA on the top N layers only (default: all)")
+    warmup_ratio: float = param(None, ge=0, lt=1, help="linear warmup over this fraction of the steps (default: 0; "
+                                                       "paper/official: 0.03)")
+    weight_decay: float = param(None, ge=0, help="AdamW weight decay (default: 0; paper/official: 0.1)")
+    limit: int | None = param(None, ge=1, help="train on a seeded random subset of N samples")
     seed: int = param(0, help="seed of the order, the subset and the initial weights")
-    save_every: int = param(25, help="checkpoint every N optimizer steps")
+    save_every: int = param(25, ge=1, help="checkpoint every N optimizer steps")
     dtype: str = param("float32", help="compute dtype (autocast when not float32)", choices=tuple(DTYPES))
     save_dtype: str = param("float32", help="dtype of the saved weights", choices=tuple(DTYPES))
-    max_tokens: int | None = param(None, help="skip samples longer than this (counted)")
+    max_tokens: int | None = param(None, ge=1, help="skip samples longer than this (counted)")
     freeze_embeddings: bool = param(True, help="encoder: keep the word embeddings frozen (only they are not saved)")
     init: str | None = param(None, help="start from a trained classifier directory (same arch and shape; onepass: "
                                         "an encoder directory gives its layers, or 'encoder' the shipped one)")
@@ -82,13 +83,13 @@ class TrainConfig:
     loss: str = param(None, help="lm: pair = cross-entropy over (Yes, No), i.e. of the compressor's r; vocab = "
                                  "-log P(label) over the full vocabulary (the paper's eq. 5; default: pair; "
                                  "paper/official: vocab)", choices=("pair", "vocab"))
-    eval_every: int = param(None, help="validate on --eval-data every N optimizer steps and at the end, 0: only "
-                                       "at the end (default: 0; paper/official: 300)")
+    eval_every: int = param(None, ge=0, help="validate on --eval-data every N optimizer steps and at the end, 0: "
+                                             "only at the end (default: 0; paper/official: 300)")
     select: str = param(None, help="weights kept: last, or the lowest validation loss seen (needs --eval-data; "
                                    "default: last; paper/official: loss)", choices=("last", "loss"))
-    target_prior: float | None = param(None, help="onepass: record the prior correction that makes r a classifier's "
-                                                  "trained on this share of positives, so that τ keeps its meaning "
-                                                  "(every-sentence data has about 6%%; the cross-encoder's mix 1/3)")
+    target_prior: float | None = param(None, gt=0, lt=1, help="onepass: record the prior correction that makes r a "
+                                       "classifier's trained on this share of positives, so that τ keeps its meaning "
+                                       "(every-sentence data has about 6%%; the cross-encoder's mix 1/3)")
     preset: str | None = param(None, help="start from the paper's (A.1) or the released code's settings; "
                                           "flags given override it", choices=PRESET_NAMES)
 
@@ -100,29 +101,16 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         apply_preset(self, unset=DEFAULTS)
-        if self.arch not in ARCHS:
-            raise InputError(f"arch must be one of {', '.join(ARCHS)}, got {self.arch!r}")
         if self.base is None:
             self.base = DEFAULT_LM if self.arch == "lm" else DEFAULT_EMBEDDER
         if self.target_modules is None:
             self.target_modules = BERT_LINEAR if self.arch == "onepass" else ALL_LINEAR
-        if not self.epochs > 0:
-            raise InputError(f"epochs must be > 0, got {self.epochs}")
-        if not self.lr > 0:
-            raise InputError(f"lr must be > 0, got {self.lr}")
-        for name in ("batch_size", "micro_batch", "lora_r", "save_every"):
-            if int(getattr(self, name)) < 1:
-                raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.lora_alpha <= 0 or not 0 <= self.lora_dropout < 1:
-            raise InputError(f"expected lora_alpha > 0 and 0 <= lora_dropout < 1, got {self.lora_alpha}, {self.lora_dropout}")
-        if not 0 <= self.warmup_ratio < 1 or self.weight_decay < 0:
-            raise InputError("expected 0 <= warmup_ratio < 1 and weight_decay >= 0")
-        if self.limit is not None and self.limit < 1:
-            raise InputError(f"limit must be >= 1, got {self.limit}")
-        if self.dtype not in DTYPES or self.save_dtype not in DTYPES:
-            raise InputError(f"dtype and save_dtype must be one of {sorted(DTYPES)}")
-        if self.lora_layers is not None and self.lora_layers < 1:
-            raise InputError(f"lora_layers must be >= 1 or None (all layers), got {self.lora_layers}")
+        check_fields(self)  # each field's type, bounds and choices (param); below, what relates fields
+        if not self.target_modules:
+            raise InputError("target_modules must name at least one module")
+        if self.target_prior is not None and self.arch != "onepass":
+            raise InputError(f"--target-prior is a share of positives in (0, 1) for --arch onepass, got "
+                             f"{self.target_prior!r} for --arch {self.arch}")
         if self.init is not None:
             info = read_classifier_manifest(classifier_dir(self.init))
             if info is None:
@@ -131,15 +119,3 @@ class TrainConfig:
             if info["arch"] not in usable:
                 raise InputError(f"init {self.init!r} is an {info['arch']} classifier; --arch {self.arch} starts from "
                                  f"{' or '.join(usable)}")
-        if not self.target_modules:
-            raise InputError("target_modules must name at least one module")
-        self.target_modules = tuple(self.target_modules)
-        if self.prompt not in PROMPTS or self.labels not in LABELS or self.loss not in ("pair", "vocab") \
-                or self.select not in ("last", "loss"):
-            raise InputError(f"expected prompt in {sorted(PROMPTS)}, labels in {LABELS}, loss pair|vocab, select "
-                             f"last|loss; got {self.prompt!r}, {self.labels!r}, {self.loss!r}, {self.select!r}")
-        if self.target_prior is not None and (self.arch != "onepass" or not 0 < self.target_prior < 1):
-            raise InputError(f"--target-prior is a share of positives in (0, 1) for --arch onepass, got "
-                             f"{self.target_prior!r} for --arch {self.arch}")
-        if int(self.eval_every) < 0:
-            raise InputError(f"eval_every must be >= 0, got {self.eval_every}")

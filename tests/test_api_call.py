@@ -1,0 +1,117 @@
+"""``readerfit.CompressCall`` is public: exported, documented with an example that runs as written, and the one
+model every surface parses a compression call into (the façade, ``readerfit compress`` and ``POST /v1/compress``)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+import readerfit
+from readerfit.call_args import CompressCall
+from readerfit.errors import BudgetError, InputError, UnknownNameError
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+Q, P = "Who wrote it?", ["Anna wrote it.", {"title": "Book", "text": "It sold well."}]
+
+
+def test_the_call_and_its_errors_are_exported() -> None:
+    assert readerfit.CompressCall is CompressCall and readerfit.compress_calls is readerfit.api.compress_calls
+    for name in ("CompressCall", "compress_calls", "BudgetError", "UnknownNameError", "PresetError", "OptionError"):
+        assert name in readerfit.__all__ and getattr(readerfit, name) is not None
+    assert issubclass(readerfit.PresetError, InputError) and issubclass(readerfit.OptionError, InputError)
+
+
+def test_the_api_pages_example_runs_as_written() -> None:
+    page = (DOCS / "api" / "index.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", page, flags=re.S) if "CompressCall" in b]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(block, "api/index.md", "exec"), {})
+    assert printed.getvalue().splitlines() == ["Weather None", "Marta Velez founded the club in 1887.", "rate"]
+    assert "::: readerfit.call_args.CompressCall" in page and 'heading: "readerfit.CompressCall"' in page
+
+
+def test_built_directly_a_call_raises_readerfit_errors_not_pydantic() -> None:
+    with pytest.raises(BudgetError) as budget:
+        CompressCall(question=Q, passages=P, compressor="sentence-sim", options={"rate": 0})
+    assert budget.value.field == "options"
+    with pytest.raises(UnknownNameError) as unknown:
+        CompressCall(question=Q, passages=P, compressor="zip")
+    assert unknown.value.kind == "compressor" and "sentence-sim" in unknown.value.registered
+    with pytest.raises(InputError, match="passages must be a list"):
+        CompressCall(question=Q, passages="Anna wrote it.")
+    with pytest.raises(InputError, match="^method: Extra inputs are not permitted$"):
+        CompressCall(question=Q, passages=P, method="none")  # the façade's alias is CompressCall.of's, not a field
+
+
+def test_the_facade_parses_through_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[CompressCall] = []
+    real = readerfit.api.compress_calls
+
+    def spy(calls, **kwargs):
+        seen.extend(calls)
+        return real(calls, **kwargs)
+
+    monkeypatch.setattr(readerfit.api, "compress_calls", spy)
+    readerfit.compress(Q, P, method="none", reader=None)
+    readerfit.compress_batch([Q, Q], [P, P], "none", reader=None)
+    assert [c.compressor for c in seen] == ["none"] * 3 and all(isinstance(c, CompressCall) for c in seen)
+    with pytest.raises(UnknownNameError):
+        readerfit.compress(Q, P, compressor="zip", reader=None)  # refused by the call, before any model loads
+
+
+def test_the_command_line_parses_through_the_call(tiny_lm_dir, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from readerfit.cli import compress as cli_compress
+    from readerfit.cli.main import main
+
+    seen: list[CompressCall] = []
+    real = cli_compress.api.compress_calls
+
+    def spy(calls, **kwargs):
+        seen.extend(calls)
+        return real(calls, **kwargs)
+
+    monkeypatch.setattr(cli_compress.api, "compress_calls", spy)
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"question": "Who wrote it?", "passages": ["Anna wrote it."]}'))
+    assert main(["compress", "--compressor", "none", "--reader", str(tiny_lm_dir)]) == 0
+    assert capsys.readouterr().out == "Anna wrote it.\n"
+    assert len(seen) == 1 and seen[0].question == "Who wrote it?" and seen[0].passages[0].text == "Anna wrote it."
+
+
+def test_an_http_body_is_parsed_into_the_call(tiny_lm_dir, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The request body is the call's JSON form (its fields are the call's, the budget as rate / target_tokens)
+    and the service makes each body one CompressCall, which what compresses takes."""
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("fastapi", reason="pip install 'readerfit[serve]'")
+    import asyncio
+
+    from readerfit.serve import ServeConfig
+    from readerfit.serve.app import create_app
+    from readerfit.serve.schemas import CompressBody
+
+    assert set(CompressBody.model_fields) | {"compressor"} == \
+        set(CompressCall.model_fields) - {"budget"} | {"rate", "target_tokens"}
+    seen: list[CompressCall] = []
+    real = readerfit.api.compress_calls
+
+    def spy(calls, **kwargs):
+        seen.extend(calls)
+        return real(calls, **kwargs)
+
+    monkeypatch.setattr(readerfit.api, "compress_calls", spy)
+    app = create_app(ServeConfig(compressors=("none",), reader=str(tiny_lm_dir), scorers=("ppl",)))
+
+    async def post(body: object) -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app",
+                                     timeout=60) as client:
+            return await client.post("/v1/compress", json=body)
+
+    answer = asyncio.run(post({"question": Q, "passages": P, "id": 7}))  # (the server's warm-up makes a call too)
+    assert answer.status_code == 200, answer.text
+    call = seen[-1]
+    assert answer.json()["id"] == 7 and isinstance(call, CompressCall)
+    assert call.question == Q and call.passages[1].title == "Book" and call.id == 7
