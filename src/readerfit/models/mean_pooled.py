@@ -8,7 +8,9 @@ all-MiniLM-L6-v2) is run here with transformers alone, doing what sentence-trans
 attention mask (summed in float32 for 16-bit weights), unit length; batches of texts sorted longest first, as
 sentence-transformers batches them, so that the same texts meet the same padding. :func:`plain_layout` says which
 folders qualify: a BERT with safetensors weights, a fast tokenizer, no prompts, no other module or setting.
-Anything else loads through sentence-transformers (:class:`~readerfit.models.embed.SentenceEmbedder`).
+Anything else loads through sentence-transformers (:class:`~readerfit.models.embed.SentenceEmbedder`). The model
+itself runs without transformers' model code where :func:`~readerfit.models.bert.plain_bert` allows (the packaged
+MiniLM: the same hidden states, bit for bit, without seconds of imports); transformers' tokenizer reads the text.
 ``tests/test_mean_pooled.py`` holds the vectors to sentence-transformers' within 1e-5.
 """
 
@@ -18,7 +20,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -102,10 +104,15 @@ class MeanPooledEncoder:
 
     def __init__(self, folder: str, layout: PlainLayout, *, device: str, dtype: torch.dtype) -> None:
         transformers = require("transformers", extra="embed", purpose="the packaged sentence embedder")
+        from readerfit.models.bert import load_bert, plain_bert  # torch, imported when a model loads
+
         self.layout = layout
+        settings = plain_bert(folder)
         with quiet_loading():  # within the import: transformers' load bars are silenced once it is imported
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
-            self.model = transformers.AutoModel.from_pretrained(folder, local_files_only=True)
+            # a plain BERT (the packaged MiniLM) without transformers' model code, whose import costs seconds
+            self.model: Any = (load_bert(folder, settings, dtype=dtype) if settings is not None
+                          else transformers.AutoModel.from_pretrained(folder, local_files_only=True))
         self.model.to(device=device, dtype=dtype).eval()
         self.device = device
 

@@ -26,6 +26,7 @@ from readerfit.compressors.exit.config import CLASSIFIER_FILE, ENCODER_WEIGHTS, 
 from readerfit.compressors.exit.sentence_classifier import GroupScores
 from readerfit.compressors.exit.windows import WINDOW_SHARE, collect_question, plan_question
 from readerfit.errors import InputError, UnknownModelError
+from readerfit.models.bert import fill, meta_bert, plain_bert
 from readerfit.models.device import auto_device
 from readerfit.models.specs import DEFAULT_EMBEDDER, resolve
 
@@ -180,20 +181,33 @@ def _strip_prefix(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torc
     return {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in state.items()}
 
 
-def load_encoder(base: str = DEFAULT_EMBEDDER, *, over: str | Path | None = None) -> tuple[Any, Any]:
+def load_encoder(base: str = DEFAULT_EMBEDDER, *, over: str | Path | None = None,
+                 inference: bool = False) -> tuple[Any, Any]:
     """(BERT encoder, tokenizer): the base's weights with, when ``over`` names a trained cross-encoder
-    directory, its trained layers laid over them (its pooler and head are not used)."""
+    directory, its trained layers laid over them (its pooler and head are not used). ``inference``: a plain BERT
+    base (:func:`~readerfit.models.bert.plain_bert`, the packaged MiniLM) runs as readerfit's own
+    :class:`~readerfit.models.bert.BertEncoder`, built on the meta device, without importing transformers' model
+    code (seconds in a fresh process); the same weights and hidden states. Training uses transformers' model."""
     from safetensors.torch import load_file
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoTokenizer
 
     base_path = Path(resolve(base, "embedder").path())
     tokenizer = AutoTokenizer.from_pretrained(str(base_path))
     base_file = base_path / "model.safetensors"
-    if base_file.is_file():
+    settings = plain_bert(base_path) if inference else None
+    if settings is not None:  # the meta device: names and shapes only, the weights assigned below
+        model: Any = meta_bert(settings)
+        state = {k: v for k, v in _strip_prefix(load_file(str(base_file)), model.base_model_prefix + ".").items()
+                 if k in model.state_dict()}
+    elif base_file.is_file():
+        from transformers import AutoConfig, AutoModel
+
         model = AutoModel.from_config(AutoConfig.from_pretrained(str(base_path)), add_pooling_layer=False)
         state = {k: v for k, v in _strip_prefix(load_file(str(base_file)), model.base_model_prefix + ".").items()
                  if k in model.state_dict()}
     else:  # sharded or non-safetensors base: let transformers find the weights
+        from transformers import AutoModel
+
         model = AutoModel.from_pretrained(str(base_path), add_pooling_layer=False)
         state = dict(model.state_dict())
     if over is not None:
@@ -209,6 +223,8 @@ def load_encoder(base: str = DEFAULT_EMBEDDER, *, over: str | Path | None = None
     missing = sorted(k for k in model.state_dict() if k not in state and not k.endswith("position_ids"))
     if missing:
         raise UnknownModelError(f"the base {base!r} lacks {missing[:5]}")
+    if settings is not None:  # float32, as transformers' model holds them, until the caller's dtype
+        return fill(model, state, dtype=torch.float32, where=base_file), tokenizer
     model.load_state_dict(state, strict=False)
     return model, tokenizer
 
@@ -263,7 +279,8 @@ def load_onepass_classifier(directory: str | Path, *, device: Any = None,
     weights_file = directory / ONEPASS_WEIGHTS
     if not weights_file.is_file():
         raise UnknownModelError(f"{weights_file} is missing: not a one-pass classifier directory")
-    encoder, tokenizer = load_encoder(info.get("base", DEFAULT_EMBEDDER), over=encoder_dir(info.get("encoder")))
+    encoder, tokenizer = load_encoder(info.get("base", DEFAULT_EMBEDDER), over=encoder_dir(info.get("encoder")),
+                                      inference=True)
     trained = load_file(str(weights_file))
     lora = info.get("lora") or {}
     merge_lora(encoder, {k: v for k, v in trained.items() if k.startswith("lora.")},
