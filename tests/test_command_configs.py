@@ -1,4 +1,4 @@
-"""The command configs (``EvalConfig``, ``EvalRun``, ``TrainConfig``) validate through the one options layer
+"""The command configs (``EvalConfig``, ``EvalRun``, ``TrainConfig``, ``PipelineConfig``, the frontier's) validate through the one options layer
 (:func:`readerfit.options.check_fields` over their ``param()`` bounds and choices), as the component configs do:
 a bad value is an :class:`~readerfit.options.OptionError` naming the field, what it expects and what came; only
 the rules that relate fields are checked by hand."""
@@ -13,6 +13,7 @@ import pytest
 from readerfit.cli.eval import EvalRun
 from readerfit.errors import InputError
 from readerfit.eval.config import EvalConfig
+from readerfit.eval.pipeline import PipelineConfig
 from readerfit.options import OptionError, options_model
 from readerfit.train.config import TrainConfig
 
@@ -130,8 +131,26 @@ def _post_inits(path: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(("module", "cls"), [("eval/config.py", "EvalConfig"), ("train/config.py", "TrainConfig"),
-                                             ("cli/eval.py", "EvalRun")])
+                                             ("cli/eval.py", "EvalRun"), ("eval/pipeline.py", "PipelineConfig"),
+                                             ("experiments/frontier.py", "Config")])
 def test_the_command_configs_check_through_check_fields_and_not_by_hand(module: str, cls: str) -> None:
     source = _post_inits(SRC / module)[cls]
     assert "check_fields(self)" in source
     assert "positive integer" not in source and "must be >" not in source  # no bound checked by hand
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ({"top_k": 0}, "option 'top_k' expects an integer >= 1, got 0"),
+    ({"max_new_tokens": 0}, "option 'max_new_tokens' expects an integer >= 1, got 0"),
+    ({"max_passage_tokens": 8}, "option 'max_passage_tokens' expects an integer >= 16 or null, got 8"),
+    ({"rerank_top": True}, "option 'rerank_top' expects an integer >= 1 or null, got True"),
+])
+def test_a_bad_pipeline_value_names_the_field_what_it_expects_and_what_came(given: dict, message: str) -> None:
+    with pytest.raises(OptionError) as refused:
+        PipelineConfig(**given)
+    assert str(refused.value) == message
+
+
+def test_a_pipeline_prompt_without_its_slots_is_still_refused() -> None:
+    with pytest.raises(InputError, match="query"):
+        PipelineConfig(reader_prompt="{context} only")

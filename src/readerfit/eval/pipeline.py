@@ -26,6 +26,7 @@ from readerfit.errors import (
 )
 from readerfit.metrics.qa import qa_scores
 from readerfit.models.lm import LanguageModel
+from readerfit.options import check_fields, param
 from readerfit.outcome import DEFAULT, BudgetPoint
 from readerfit.reader import READER_PROMPT, Reader, check_reader_prompt
 from readerfit.retrieve.base import Retriever
@@ -44,24 +45,16 @@ class PipelineConfig:
     ``rerank_top``: with a reranker, keep its best K passages (None: keep all, reordered).
     """
 
-    top_k: int = 5
-    max_new_tokens: int = 32
-    reader_prompt: str = READER_PROMPT
-    max_passage_tokens: int | None = None
-    rerank_top: int | None = None
-    reader_system: str | None = None  # a system-turn template (``--reader-prompt exit-official``)
+    top_k: int = param(5, help="passages the retriever gives the reader", ge=1)
+    max_new_tokens: int = param(32, help="the reader's answer length", ge=1)
+    reader_prompt: str = param(READER_PROMPT, help="the reader's prompt template")
+    max_passage_tokens: int | None = param(None, help="chunk longer passages (None: half the reader context)", ge=16)
+    rerank_top: int | None = param(None, help="with a reranker, keep its best K passages (None: all)", ge=1)
+    reader_system: str | None = param(None, help="a system-turn template (--reader-prompt exit-official)")
 
     def __post_init__(self) -> None:
-        if self.top_k < 1:
-            raise InputError(f"top_k must be >= 1, got {self.top_k}")
-        if self.max_new_tokens < 1:
-            raise InputError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        check_fields(self)  # types and bounds, as every config is checked
         check_reader_prompt(self.reader_prompt, self.reader_system)
-        if self.max_passage_tokens is not None and self.max_passage_tokens < 16:
-            raise InputError(f"max_passage_tokens must be >= 16, got {self.max_passage_tokens}")
-        if self.rerank_top is not None and (isinstance(self.rerank_top, bool) or not isinstance(self.rerank_top, int)
-                                            or self.rerank_top < 1):
-            raise InputError(f"rerank_top must be a positive integer or None, got {self.rerank_top!r}")
 
 
 def chunk_long_passages(
