@@ -26,7 +26,7 @@ DEFAULTS: dict[str, Any] = {"batch_size": 8, "micro_batch": 1, "warmup_ratio": 0
                             "prompt": "paper", "loss": "pair", "eval_every": 0, "select": "last"}
 # Settings added after the first training folders, with the value those folders ran with (``runs.with_added``).
 NEW_KEYS = {"prompt": "paper", "labels": "single", "loss": "pair", "eval_every": 0, "select": "last", "preset": None,
-            "target_prior": None}
+            "target_prior": None, "support_target": 1.0}
 # the paper's A.1, which the released code runs too: both presets share it
 _A1 = {"lr": 1e-5, "epochs": 1.0, "lora_r": 64, "lora_alpha": 32, "lora_dropout": 0.05,
        "batch_size": 64, "micro_batch": 8, "weight_decay": 0.1, "warmup_ratio": 0.03,
@@ -90,6 +90,9 @@ class TrainConfig:
     target_prior: float | None = param(None, gt=0, lt=1, help="onepass: record the prior correction that makes r a "
                                        "classifier's trained on this share of positives, so that τ keeps its meaning "
                                        "(every-sentence data has about 6%%; the cross-encoder's mix 1/3)")
+    support_target: float = param(1.0, gt=0, le=1, help="encoder/onepass: graded labels, the target P(useful) of a "
+                                  "positive that holds no gold answer string (exit-data's answer: false), against 1 "
+                                  "for one that does; 1: every positive alike")
     preset: str | None = param(None, help="start from the paper's (A.1) or the released code's settings; "
                                           "flags given override it", choices=PRESET_NAMES)
 
@@ -111,6 +114,9 @@ class TrainConfig:
         if self.target_prior is not None and self.arch != "onepass":
             raise InputError(f"--target-prior is a share of positives in (0, 1) for --arch onepass, got "
                              f"{self.target_prior!r} for --arch {self.arch}")
+        if self.support_target != 1.0 and self.arch == "lm":
+            raise InputError(f"--support-target grades the labels of --arch encoder or onepass, got "
+                             f"{self.support_target!r} for --arch lm")
         if self.init is not None:
             info = read_classifier_manifest(classifier_dir(self.init))
             if info is None:

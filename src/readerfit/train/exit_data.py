@@ -55,7 +55,7 @@ from readerfit.registry import PRESET_NAMES, param
 from readerfit.runs import Outcome
 from readerfit.text.split import SPLITTERS
 from readerfit.train import exit_sources as mix
-from readerfit.train.exit_samples import ExitSample, file_sha256, sample_of, sentences_of
+from readerfit.train.exit_samples import ExitSample, answer_held, file_sha256, sample_of, sentences_of
 from readerfit.train.exit_sources import unique_examples, valid_facts
 from readerfit.types import Passage, QAExample
 
@@ -214,7 +214,7 @@ def build_samples_official(
                 kind = "positive" if (p.title, j) in facts else "hard" if p.title in gold else "distractor"
                 sample = ExitSample(qid=ex.id, question=ex.question, title=p.title, context=context,
                                     sentence=sentence.strip(), sent_index=j, label=int(kind == "positive"),
-                                    type=kind, source_qid=ex.id)
+                                    type=kind, source_qid=ex.id, answer=answer_held(ex, sentence.strip(), kind))
                 (positives if kind == "positive" else hard_pool if kind == "hard" else distractor_pool).append(sample)
     n_each = int((1 - positive_ratio) * len(positives) / 2)
     if not positives:

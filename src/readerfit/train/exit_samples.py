@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from readerfit.errors import InputError
+from readerfit.metrics.qa import holds_answer
 from readerfit.types import Passage, QAExample, render_passage
 
-__all__ = ["ExitSample", "file_sha256", "read_samples", "sample_of", "sentences_of"]
+__all__ = ["ExitSample", "answer_held", "file_sha256", "read_samples", "sample_of", "sentences_of"]
 
 
 def file_sha256(path: str | Path) -> str:
@@ -25,7 +26,9 @@ def file_sha256(path: str | Path) -> str:
 
 @dataclass
 class ExitSample:
-    """One training sample: a sentence, its whole passage as context, the question, and the label."""
+    """One training sample: a sentence, its whole passage as context, the question, and the label; ``answer``, for
+    a positive, whether it holds a gold answer string (None: not known, or a yes/no answer), which graded labels
+    read (``readerfit train exit --support-target``)."""
 
     qid: str
     question: str
@@ -37,6 +40,7 @@ class ExitSample:
     type: str
     source_qid: str
     id: str = ""
+    answer: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -46,11 +50,26 @@ def sentences_of(passage: Passage) -> list[str]:
     return [s.strip() for s in (passage.sentences or ())]
 
 
+def answer_held(ex: QAExample, sentence: str, kind: str) -> bool | None:
+    """For a positive sentence, whether it holds one of ``ex``'s gold answer strings; None for another kind, or where
+    the answers are none or yes/no (no sentence holds those).
+
+    >>> ex = QAExample(id="q", question="Who wrote it?", answers=["Kim"])
+    >>> answer_held(ex, "Kim wrote it.", "positive"), answer_held(ex, "It is a book.", "positive"), answer_held(ex, "Kim.", "hard")
+    (True, False, None)
+    """
+    answers = [a for a in ex.answers if a.strip()]
+    if kind != "positive" or not answers or {a.strip().lower() for a in answers} <= {"yes", "no"}:
+        return None
+    return holds_answer(sentence, answers)
+
+
 def sample_of(ex: QAExample, passage: Passage, j: int, kind: str, source: QAExample | None = None) -> ExitSample:
     sentences = sentences_of(passage)
     return ExitSample(qid=ex.id, question=ex.question.strip(), title=passage.title,
                       context=render_passage(passage.title, " ".join(sentences)), sentence=sentences[j], sent_index=j,
-                      label=1 if kind == "positive" else 0, type=kind, source_qid=(source or ex).id)
+                      label=1 if kind == "positive" else 0, type=kind, source_qid=(source or ex).id,
+                      answer=answer_held(ex, sentences[j], kind))
 
 
 def read_samples(path: str | Path) -> list[ExitSample]:
@@ -67,12 +86,14 @@ def read_samples(path: str | Path) -> list[ExitSample]:
         except json.JSONDecodeError as err:
             raise InputError(f"{path} line {n}: not JSON: {err}") from err
         if not isinstance(s, dict) or not all(isinstance(s.get(k), str) for k in ("question", "context", "sentence")) \
-                or s.get("label") not in (0, 1):
-            raise InputError(f"{path} line {n}: expected question, context, sentence (strings) and label 0/1")
+                or s.get("label") not in (0, 1) or s.get("answer") not in (None, True, False):
+            raise InputError(f"{path} line {n}: expected question, context, sentence (strings), label 0/1 and answer "
+                             f"true/false/null (or absent)")
         out.append(ExitSample(qid=str(s.get("qid", "")), question=s["question"], title=str(s.get("title", "")),
                               context=s["context"], sentence=s["sentence"], sent_index=int(s.get("sent_index", 0)),
                               label=int(s["label"]), type=str(s.get("type", "")),
-                              source_qid=str(s.get("source_qid", "")), id=str(s.get("id", ""))))
+                              source_qid=str(s.get("source_qid", "")), id=str(s.get("id", "")),
+                              answer=s.get("answer")))
     if not out:
         raise InputError(f"{path}: no samples")
     return out

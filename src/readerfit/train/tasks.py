@@ -152,11 +152,18 @@ class LMTask:
 
 
 class TwoClassTask:
-    """What the encoder classifiers share: (B, 2) logits, column 1 = useful, cross-entropy."""
+    """What the encoder classifiers share: (B, 2) logits, column 1 = useful, cross-entropy; with graded labels
+    (``support_target`` < 1) a positive that holds no gold answer string is a soft target."""
 
-    @staticmethod
-    def targets(batch: Sequence[ExitSample]) -> torch.Tensor:
-        return torch.tensor([int(s.label) for s in batch])  # column 1 = useful
+    config: TrainConfig
+
+    def targets(self, batch: Sequence[ExitSample]) -> torch.Tensor:
+        """Class indices (column 1 = useful), or with graded labels each sample's (P(not useful), P(useful))."""
+        grade = self.config.support_target
+        if grade == 1.0:
+            return torch.tensor([int(s.label) for s in batch])
+        useful = torch.tensor([float(s.label) * (grade if s.answer is False else 1.0) for s in batch])
+        return torch.stack([1.0 - useful, useful], dim=1)
 
     @staticmethod
     def loss(logits: torch.Tensor, targets: torch.Tensor, *, reduction: str = "mean") -> torch.Tensor:
