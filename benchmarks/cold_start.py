@@ -1,6 +1,6 @@
 """Cold start: one question through ``readerfit compress`` in a fresh process, per stage, with its peak memory.
 
-    OMP_NUM_THREADS=1 python benchmarks/cold_start.py [--compressors exit sentence-sim] [--repeats 3] [--json]
+    OMP_NUM_THREADS=1 python benchmarks/cold_start.py [--compressors exit sentence-sim] [--repeats 3] [--serve] [--json]
 
 For each compressor and repeat (interleaved, so a slow spell of the machine falls on all alike), two fresh
 processes read the same small question (two short passages, JSON on stdin):
@@ -9,15 +9,19 @@ processes read the same small question (two short passages, JSON on stdin):
   (``ru_maxrss`` of the child, from ``os.wait4``);
 - this script as a child (``--child NAME``), doing what the command does, each stage timed: the import of the
   command's modules, each model load as it happens (the reader LM as the pool makes it, its weights where they
-  load later, the classifier, the embedder, the sentence splitter, spaCy's NER pipeline; recorded by wrapping
-  ``ModelPool.cached``, ``HFLanguageModel._load_model`` and the splitter loaders in the child only), the rest of
+  load later, the classifier, the embedder, the sentence splitter or spaCy's full pipeline; recorded by wrapping
+  ``ModelPool.cached``, ``HFLanguageModel._load_model`` and the splitter loaders (``split.load_english`` where
+  there is one) in the child only), the rest of
   the first compression (building the compressor and compressing, the loads taken out; where loads overlap on
   threads, their union is taken out) and a second, warm compression.
 
+``--serve`` adds, in each repeat, a fresh ``readerfit serve`` (its defaults, on a free loopback port): the seconds from
+its start to ``/health`` answering 200 (polled every 0.05 s) and its peak memory, the server stopped after.
+
 Caches must be warm (the packaged SmolLM2 converted once, ``readerfit demo`` or any earlier call): the first-ever
 conversion is ``benchmarks/models_speed.py``'s ``load_cold_s``. Medians over the repeats. ``--json`` prints
-``{"rows": [{"compressor", "cli_s", "cli_peak_mb", "stages": {stage: s}, "child_s", "child_peak_mb"}], ...}``
-as the last line.
+``{"rows": [{"compressor", "cli_s", "cli_peak_mb", "stages": {stage: s}, "child_s", "child_peak_mb"}],
+"serve": {"ready_s", "peak_mb", "n"} (with ``--serve``), ...}`` as the last line.
 """
 
 from __future__ import annotations
@@ -26,11 +30,14 @@ import argparse
 import contextlib
 import json
 import os
+import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +51,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--compressors", nargs="+", default=["exit", "sentence-sim"])
     p.add_argument("--repeats", type=int, default=3, help="fresh processes per compressor and kind")
+    p.add_argument("--serve", action="store_true", help="also time `readerfit serve` until /health answers")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # run as the timed child
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "cold_start.json"))
     p.add_argument("--json", action="store_true")
@@ -110,7 +118,18 @@ def install_timers(spans: Spans) -> None:
     ModelPool.cached = timed_cached  # type: ignore[method-assign]
     if load_model is not None:
         HFLanguageModel._load_model = timed_load_model  # type: ignore[method-assign]
-    split._cached = timed_splitter  # type: ignore[assignment]
+    load_english = getattr(split, "load_english", None)
+    if load_english is None:
+        split._cached = timed_splitter  # type: ignore[assignment]
+        return
+
+    # a version that loads spaCy in one place: split-only (the splitter alone) or the full pipeline (EXIT's language
+    # pass, which the splitter then shares)
+    def timed_english(*, language: bool = True) -> Any:
+        label = "spaCy, full (splitter + EXIT's pass)" if language else "splitter (spacy, parser only)"
+        return spans.timed(label, lambda: load_english(language=language))
+
+    split.load_english = timed_english  # type: ignore[attr-defined]
 
 
 def time_ner(spans: Spans) -> None:
@@ -176,6 +195,43 @@ def fresh(command: list[str], stdin: str) -> tuple[float, float, str]:
         return wall, usage.ru_maxrss / 1024, out.read()
 
 
+def serve_ready(cli: str, *, timeout: float = 300.0) -> tuple[float, float]:
+    """(seconds from starting ``readerfit serve`` to ``/health`` answering 200, its peak MB) in a fresh process on a
+    free loopback port; the server is stopped (SIGINT, then SIGKILL after 30 s) once it has answered."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen([cli, "serve", "--port", str(port), "--log-level", "warning"],
+                                stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
+        ready = None
+        try:
+            while ready is None and time.perf_counter() - start < timeout:
+                if os.waitpid(proc.pid, os.WNOHANG) != (0, 0):
+                    err.seek(0)
+                    raise SystemExit(f"readerfit serve exited before answering:\n{err.read()[-3000:]}")
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
+                        ready = time.perf_counter() - start if answer.status == 200 else None
+                except OSError:
+                    time.sleep(0.05)
+        finally:
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGINT)
+        stopping = time.perf_counter()
+        while True:
+            pid, _, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() - stopping > 30:
+                proc.kill()
+            time.sleep(0.05)
+        if ready is None:
+            raise SystemExit(f"readerfit serve did not answer /health within {timeout:.0f} s")
+        return ready, usage.ru_maxrss / 1024
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.child:
@@ -186,11 +242,14 @@ def main(argv: list[str] | None = None) -> int:
     cli = str(Path(sys.executable).with_name("readerfit"))
     stdin = json.dumps(QUESTION)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.compressors}
+    served: list[tuple[float, float]] = []
     for _ in range(args.repeats):
         for name in args.compressors:
             cli_s, cli_mb, _ = fresh([cli, "compress", "--compressor", name], stdin)
             _, _, printed = fresh([sys.executable, __file__, "--child", name], stdin)
             runs[name].append({"cli_s": cli_s, "cli_peak_mb": cli_mb, **json.loads(printed.splitlines()[-1])})
+        if args.serve:
+            served.append(serve_ready(cli))
     rows = []
     for name, got in runs.items():
         labels = list(dict.fromkeys(label for g in got for label in g["stages"]))
@@ -206,7 +265,12 @@ def main(argv: list[str] | None = None) -> int:
               f" staged child {row['child_s']:.2f} s, {row['child_peak_mb']:.0f} MB")
         for label, seconds in row["stages"].items():
             print(f"  {label:<44} {seconds:7.2f} s")
-    result = {"rows": rows, "runs": runs, "question": QUESTION, "repeats": args.repeats,
+    serve = ({"ready_s": statistics.median(r for r, _ in served), "peak_mb": statistics.median(m for _, m in served),
+              "n": len(served), "runs": [{"ready_s": r, "peak_mb": m} for r, m in served]} if served else None)
+    if serve:
+        print(f"\nreaderfit serve (its defaults): /health answered after {serve['ready_s']:.2f} s, "
+              f"{serve['peak_mb']:.0f} MB peak")
+    result = {"rows": rows, "runs": runs, "serve": serve, "question": QUESTION, "repeats": args.repeats,
               "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "cpus": os.cpu_count()}
     write_json(args.out, result)
     print(f"\nwritten: {args.out}")

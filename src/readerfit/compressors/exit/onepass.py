@@ -26,7 +26,8 @@ from readerfit.compressors.exit.config import CLASSIFIER_FILE, ENCODER_WEIGHTS, 
 from readerfit.compressors.exit.sentence_classifier import GroupScores
 from readerfit.compressors.exit.windows import WINDOW_SHARE, collect_question, plan_question
 from readerfit.errors import InputError, UnknownModelError
-from readerfit.models.bert import fill, meta_bert, plain_bert
+from readerfit.models.bert import BertEncoder, fill, meta_bert, plain_bert, share_equal
+from readerfit.models.bert_tokenizer import bert_tokenizer
 from readerfit.models.device import auto_device
 from readerfit.models.specs import DEFAULT_EMBEDDER, resolve
 
@@ -189,12 +190,16 @@ def load_encoder(base: str = DEFAULT_EMBEDDER, *, over: str | Path | None = None
     :class:`~readerfit.models.bert.BertEncoder`, built on the meta device, without importing transformers' model
     code (seconds in a fresh process); the same weights and hidden states. Training uses transformers' model."""
     from safetensors.torch import load_file
-    from transformers import AutoTokenizer
 
     base_path = Path(resolve(base, "embedder").path())
-    tokenizer = AutoTokenizer.from_pretrained(str(base_path))
     base_file = base_path / "model.safetensors"
     settings = plain_bert(base_path) if inference else None
+    if settings is not None:  # its tokenizer on `tokenizers` alone once saved (models/bert_tokenizer.py)
+        tokenizer = bert_tokenizer(base_path)
+    else:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(base_path))
     if settings is not None:  # the meta device: names and shapes only, the weights assigned below
         model: Any = meta_bert(settings)
         state = {k: v for k, v in _strip_prefix(load_file(str(base_file)), model.base_model_prefix + ".").items()
@@ -285,11 +290,17 @@ def load_onepass_classifier(directory: str | Path, *, device: Any = None,
     lora = info.get("lora") or {}
     merge_lora(encoder, {k: v for k, v in trained.items() if k.startswith("lora.")},
                scale=float(lora.get("alpha", 1)) / float(lora.get("r", 1)))
+    target = auto_device(device)
+    with torch.no_grad():  # merged: each float32 weight goes as its converted copy comes (not a whole model's at once)
+        for param in encoder.parameters():
+            param.data = param.data.to(device=target, dtype=dtype)
     model = OnePassModel(encoder, head_hidden=info.get("head_hidden"))
     head = {k[len("head."):]: v.float() for k, v in trained.items() if k.startswith("head.")}
     model.head.load_state_dict(head)
     last: nn.Linear = model.head[-1]  # type: ignore[assignment]
     with torch.no_grad():  # the prior correction the manifest records (see positive_logit_shift)
         last.bias[1] += positive_logit_shift(info)
-    model.to(device=auto_device(device), dtype=dtype).eval()
+    model.to(device=target, dtype=dtype).eval()
+    if isinstance(encoder, BertEncoder):  # its word embeddings are the embedder's (MiniLM's), kept once
+        share_equal(encoder)
     return model, tokenizer
