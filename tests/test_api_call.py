@@ -48,15 +48,21 @@ def test_built_directly_a_call_raises_readerfit_errors_not_pydantic() -> None:
         CompressCall(question=Q, passages=P, method="none")  # the façade's alias is CompressCall.of's, not a field
 
 
-def test_the_facade_parses_through_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+def spy_on_calls(module: object, monkeypatch: pytest.MonkeyPatch) -> list[CompressCall]:
+    """The calls ``module.compress_calls`` is given from now on (it still compresses them)."""
     seen: list[CompressCall] = []
-    real = readerfit.api.compress_calls
+    real = module.compress_calls  # type: ignore[attr-defined]
 
     def spy(calls, **kwargs):
         seen.extend(calls)
         return real(calls, **kwargs)
 
-    monkeypatch.setattr(readerfit.api, "compress_calls", spy)
+    monkeypatch.setattr(module, "compress_calls", spy)
+    return seen
+
+
+def test_the_facade_parses_through_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = spy_on_calls(readerfit.api, monkeypatch)
     readerfit.compress(Q, P, method="none", reader=None)
     readerfit.compress_batch([Q, Q], [P, P], "none", reader=None)
     assert [c.compressor for c in seen] == ["none"] * 3 and all(isinstance(c, CompressCall) for c in seen)
@@ -68,14 +74,7 @@ def test_the_command_line_parses_through_the_call(tiny_lm_dir, monkeypatch: pyte
     from readerfit.cli import compress as cli_compress
     from readerfit.cli.main import main
 
-    seen: list[CompressCall] = []
-    real = cli_compress.api.compress_calls
-
-    def spy(calls, **kwargs):
-        seen.extend(calls)
-        return real(calls, **kwargs)
-
-    monkeypatch.setattr(cli_compress.api, "compress_calls", spy)
+    seen = spy_on_calls(cli_compress.api, monkeypatch)
     monkeypatch.setattr("sys.stdin", io.StringIO('{"question": "Who wrote it?", "passages": ["Anna wrote it."]}'))
     assert main(["compress", "--compressor", "none", "--reader", str(tiny_lm_dir)]) == 0
     assert capsys.readouterr().out == "Anna wrote it.\n"
@@ -95,14 +94,7 @@ def test_an_http_body_is_parsed_into_the_call(tiny_lm_dir, monkeypatch: pytest.M
 
     assert set(CompressBody.model_fields) | {"compressor"} == \
         set(CompressCall.model_fields) - {"budget"} | {"rate", "target_tokens"}
-    seen: list[CompressCall] = []
-    real = readerfit.api.compress_calls
-
-    def spy(calls, **kwargs):
-        seen.extend(calls)
-        return real(calls, **kwargs)
-
-    monkeypatch.setattr(readerfit.api, "compress_calls", spy)
+    seen = spy_on_calls(readerfit.api, monkeypatch)
     app = create_app(ServeConfig(compressors=("none",), reader=str(tiny_lm_dir), scorers=("ppl",)))
 
     async def post(body: object) -> httpx.Response:

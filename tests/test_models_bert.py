@@ -13,10 +13,9 @@ import pytest
 import torch
 
 from readerfit.compressors.exit.onepass import load_encoder, lora_targets
-from readerfit.errors import MissingPackageError
 from readerfit.models.bert import BertEncoder, load_bert, meta_bert, plain_bert, share_equal
-from readerfit.models.specs import resolve
 from test_exit_train import build_tiny_bert
+from test_mean_pooled import minilm
 
 FIRST = ["Who wrote book 1?", "Who founded the club?", "a"]
 SECOND = ["Anna wrote book 1. It sold 1 copies.", "Marta founded club 1 in 1887. The club is in town 1, and big.",
@@ -26,13 +25,6 @@ SECOND = ["Anna wrote book 1. It sold 1 copies.", "Marta founded club 1 in 1887.
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("bert"))
-
-
-def minilm() -> Path:
-    try:
-        return Path(resolve("minilm", "embedder").path())
-    except MissingPackageError as err:  # the package is an extra
-        pytest.skip(f"the packaged MiniLM is not installed: {err}")
 
 
 def assert_same_hidden_states(folder: Path) -> None:
