@@ -52,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=300, help="seconds one script may take")
     args = p.parse_args(argv)
     chosen = [HERE / Path(s).name for s in args.scripts] or scripts()
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    # each script's --smoke output goes to a temporary folder (smallest()); TMPDIR puts them all in one that is
+    # removed at the end, so repeated runs leave nothing behind
+    scratch = tempfile.TemporaryDirectory(prefix="bench-smoke-")
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "TMPDIR": scratch.name}
     failed, start = [], time.monotonic()
     for script in chosen:
         began = time.monotonic()
@@ -74,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"FAILED   {script.name} (exit {code}, {took})\n{tail}")
     print(f"{len(chosen) - len(failed)} of {len(chosen)} benchmark scripts ran or skipped in "
           f"{time.monotonic() - start:.0f} s" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    scratch.cleanup()
     return 1 if failed else 0
 
 

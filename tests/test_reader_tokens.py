@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -94,13 +95,25 @@ def test_an_edited_or_damaged_counter_is_made_again(tiny_lm_dir, tmp_path, monke
     lm = HFLanguageModel(str(tiny_lm_dir))  # made again from transformers' tokenizer
     assert saved_counter(tiny_lm_dir) is not None and lm.count_tokens("the book") == len(lm.encode_text("the book"))
     config = tiny_lm_dir / "tokenizer_config.json"
+    original = config.read_bytes()
     stat = config.stat()
     os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert counter_path(tiny_lm_dir) == path  # keyed by content: a touched file is the same tokenizer
+    config.write_bytes(original.replace(b"{", b'{"edited": true, ', 1))
     try:
         assert counter_path(tiny_lm_dir) != path  # an edited tokenizer has a counter of its own
     finally:
-        os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        config.write_bytes(original)
     assert counter_path("org/not-a-directory") is None
+
+
+def test_the_same_tokenizer_in_another_folder_shares_its_counter(tiny_lm_dir, tmp_path, monkeypatch):
+    # a second environment (another venv, a fresh clone) holding the same model finds the saved counter
+    monkeypatch.setenv("READERFIT_CACHE", str(tmp_path / "cache"))
+    copy = tmp_path / "elsewhere" / "model"
+    shutil.copytree(tiny_lm_dir, copy)
+    HFLanguageModel(str(tiny_lm_dir))
+    assert counter_path(copy) == counter_path(tiny_lm_dir) and saved_counter(copy) is not None
 
 
 @pytest.mark.model

@@ -7,8 +7,8 @@ The first time a folder's tokenizer loads, transformers builds it as before, and
 state transformers made, with its settings) is saved under ``$READERFIT_CACHE/tokenizers`` once
 :class:`PairTokenizer` encodes a set of probes (single texts and pairs, padded, truncated, with offsets, control-token
 strings split or not) exactly as transformers does; later processes load that file with ``tokenizers`` alone. The
-file's key is :func:`~readerfit.models.tokens.counter_path`'s (the folder, its tokenizer files' sizes and times,
-the versions of transformers and tokenizers), so an edited folder or an upgrade makes a new one.
+file's key is :func:`~readerfit.models.tokens.counter_path`'s (the content of its tokenizer files, the versions of
+transformers and tokenizers), so an edited folder or an upgrade makes a new one.
 
 :class:`PairTokenizer` does what transformers' ``PreTrainedTokenizerFast.__call__`` does for the calls readerfit
 makes (``padding`` longest or none, ``truncation`` longest-first at a given ``max_length`` or none, offsets,

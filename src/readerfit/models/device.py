@@ -8,8 +8,9 @@ torch.bfloat16
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,9 +52,38 @@ class _Dtypes(Mapping[str, "torch.dtype"]):
 DTYPES: Mapping[str, torch.dtype] = _Dtypes()
 
 
+# how much of each end of a file :func:`content_key` reads
+EDGE = 1 << 20
+
+
 def cache_root() -> Path:
     """Where converted models and computed subspaces are cached (``$READERFIT_CACHE``, default ``~/.cache/readerfit``)."""
     return Path(os.environ.get("READERFIT_CACHE") or Path.home() / ".cache" / "readerfit")
+
+
+def content_key(files: Sequence[Path], *, extra: Sequence[str] = ()) -> str:
+    """A cache key for ``files`` by what they hold, not where they are: each file's name, size and the SHA-1 of its
+    first and last MiB (``extra``: more strings to key on), so that the same model installed in two environments
+    (two venvs, a fresh clone) shares one cached conversion instead of one copy per path.
+
+    >>> import tempfile
+    >>> a, b = (Path(tempfile.mkdtemp()) / "model.gguf" for _ in range(2))
+    >>> _ = a.write_bytes(b"weights"), b.write_bytes(b"weights")
+    >>> content_key([a]) == content_key([b]), content_key([a]) == content_key([a], extra=["v2"])
+    (True, False)
+    """
+    digest = hashlib.sha1("\n".join(extra).encode())
+    for f in files:
+        size = f.stat().st_size
+        digest.update(f"{f.name}:{size}".encode())
+        with open(f, "rb") as fh:
+            digest.update(fh.read(EDGE))
+            if size > 2 * EDGE:
+                fh.seek(-EDGE, os.SEEK_END)
+                digest.update(fh.read(EDGE))
+            elif size > EDGE:
+                digest.update(fh.read())
+    return digest.hexdigest()
 
 
 def auto_device(device: str | torch.device | None) -> torch.device:

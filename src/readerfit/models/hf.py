@@ -3,7 +3,8 @@
 A GGUF file (the packaged SmolLM2 is one) is dequantized by transformers on
 load, which takes ~20 s; we convert it once to a safetensors directory under
 ``$READERFIT_CACHE`` (default ``~/.cache/readerfit``) so later loads take well
-under a second.
+under a second. The conversion is keyed by the file's content, so every environment that installs the same file
+(another venv, a fresh clone) shares one.
 
 The weights load on first use (:attr:`HFLanguageModel.model`): a reader that only counts tokens (budgets,
 ``origin_tokens``) never loads them, and counts with the tokenizer saved by :mod:`readerfit.models.tokens`
@@ -12,7 +13,6 @@ without importing transformers or torch. torch is imported inside the methods th
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from readerfit.errors import ContextLengthError, InputError, UnknownModelError, cause, require
 from readerfit.io import atomic_dir
-from readerfit.models.device import auto_device, cache_root, check_dtype_name, resolve_dtype
+from readerfit.models.device import auto_device, cache_root, check_dtype_name, content_key, resolve_dtype
 from readerfit.models.hub import hub_kwargs
 from readerfit.models.lm import Prompt, PromptText
 from readerfit.models.progress import quiet_loading
@@ -37,8 +37,7 @@ if TYPE_CHECKING:
 def converted_gguf_dir(spec: ModelSpec) -> Path:
     """The safetensors cache of a GGUF model, converting it on first use (atomic)."""
     gguf_path = Path(spec.path()) / str(spec.gguf_file)
-    stat = gguf_path.stat()
-    key = hashlib.sha1(f"{gguf_path.resolve()}:{stat.st_size}:{int(stat.st_mtime)}".encode()).hexdigest()[:12]
+    key = content_key([gguf_path])[:12]  # by content: every environment holding the same file shares one conversion
     target = cache_root() / "models" / f"{gguf_path.stem}-{key}"
     if (target / "config.json").is_file():
         return target

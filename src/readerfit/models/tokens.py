@@ -5,8 +5,9 @@ the weights, and transformers' tokenizer costs the import of transformers and to
 The first time a local model directory is loaded, :func:`save_counter` stores the tokenizer's backend (the
 ``tokenizers`` state as transformers built it, its fixes applied) and the model's context length under
 ``$READERFIT_CACHE/tokenizers``; later processes count with :func:`saved_counter` through ``tokenizers`` alone
-(a fraction of a second). The file is keyed by the directory, the size and time of its tokenizer and config
-files, and the versions of transformers and tokenizers, so an edited model or an upgrade makes a new one.
+(a fraction of a second). The file is keyed by the content of the directory's tokenizer and config files
+(:func:`~readerfit.models.device.content_key`) and the versions of transformers and tokenizers, so an edited model or
+an upgrade makes a new one, and the same model in another environment shares it.
 
 It is saved only when it counts a set of probe texts (control-token strings, the tokenizer's own special tokens,
 whitespace, non-Latin text) exactly as transformers' tokenizer counts content
@@ -15,7 +16,6 @@ whitespace, non-Latin text) exactly as transformers' tokenizer counts content
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from readerfit.io import write_atomic
-from readerfit.models.device import cache_root
+from readerfit.models.device import cache_root, content_key
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -69,16 +69,10 @@ def counter_path(source: str | Path) -> Path | None:
     folder = Path(source).expanduser()
     if not folder.is_dir():
         return None
-    folder = folder.resolve()
-    parts = [str(folder), f"transformers={_version('transformers')}", f"tokenizers={_version('tokenizers')}",
-             f"format={FORMAT}"]
-    for name in SOURCE_FILES:
-        f = folder / name
-        if f.is_file():
-            stat = f.stat()
-            parts.append(f"{name}:{stat.st_size}:{stat.st_mtime_ns}")
-    key = hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
-    return cache_root() / "tokenizers" / f"{folder.name}-{key}.json"
+    files = [folder / name for name in SOURCE_FILES if (folder / name).is_file()]
+    key = content_key(files, extra=[f"transformers={_version('transformers')}",
+                                    f"tokenizers={_version('tokenizers')}", f"format={FORMAT}"])[:16]
+    return cache_root() / "tokenizers" / f"{key}.json"  # by content alone: the same tokenizer anywhere shares one
 
 
 def _counter(tokenizer_json: str, context_length: int) -> SavedCounter:
