@@ -3,13 +3,19 @@ EXIT loads and ranks with; and its options checked."""
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
 
 from readerfit.compressors.exit import ExitConfig
+from readerfit.compressors.exit.features import SIGNALS
 from readerfit.compressors.exit.ranker import Ranker
 from readerfit.data import load_demo, write_examples
 from readerfit.errors import InputError
-from readerfit.train.exit_ranker import MASSES, Config, run
+from readerfit.train.exit_ranker import MASSES, Config, Question, fit_trees, run
+from readerfit.train.exit_small import SMALL
+from readerfit.types import QAExample
 
 
 def test_bad_options_are_clear_errors():
@@ -19,6 +25,40 @@ def test_bad_options_are_clear_errors():
         Config(source=["x"], out="x", depth=0)
     with pytest.raises(InputError, match="--distractor-passages"):
         Config(source=["x"], out="x", distractor_passages=-1)
+    with pytest.raises(InputError, match=r"--weights: one weight > 0 per --source \(2\), got \[1.0\]"):
+        Config(source=["x", "y"], out="x", weights=[1.0])
+    with pytest.raises(InputError, match="--weights"):
+        Config(source=["x"], out="x", weights=[0.0])
+
+
+def test_a_source_of_weight_w_weighs_as_w_sources(monkeypatch):
+    # --weights 1 3: the second source's rows (and its small copies', which weigh as their source) carry three times
+    # the first's weight in the fit, each question the same within its source
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    seen = {}
+    fit = HistGradientBoostingClassifier.fit
+    monkeypatch.setattr(HistGradientBoostingClassifier, "fit",
+                        lambda self, X, y, sample_weight=None: seen.update(w=sample_weight) or fit(self, X, y,
+                                                                                                  sample_weight))
+    rng = random.Random(0)
+
+    def question(source: str, i: int, n: int) -> Question:
+        rows = [tuple(rng.random() for _ in SIGNALS) for _ in range(n)]
+        return Question(source=source, example=QAExample(id=f"{source}{i}", question="q?", answers=["a"]),
+                        passages=[], units=[(0, f"s{k}") for k in range(n)], rows=rows,
+                        labels=[int(k == 0) for k in range(n)], has_answer=True)
+
+    questions = ([question("a", i, 3 + i % 4) for i in range(30)] + [question("b", i, 5) for i in range(10)]
+                 + [question("b" + SMALL, i, 2 + i) for i in range(5)])
+    for weights, expected in (([1.0, 3.0], [1, 3, 3]), ([], [1, 1, 1])):
+        fit_trees(questions, Config(source=["a", "b"], out="x", weights=weights, trees=5))
+        totals, at = {}, 0
+        for q in questions:
+            totals[q.source] = totals.get(q.source, 0.0) + float(np.sum(seen["w"][at:at + len(q.rows)]))
+            at += len(q.rows)
+        unit = totals["a"]
+        assert [round(totals[s] / unit, 6) for s in ("a", "b", "b" + SMALL)] == expected
 
 
 @pytest.mark.model

@@ -5,8 +5,8 @@ Each source's questions are labelled sentence by sentence as ``train exit-data``
 one-passage question, hidden among ``--distractor-passages`` passages of other questions). EXIT scores them as it
 compresses (:meth:`~readerfit.compressors.exit.ExitCompressor.score_units`: the classifier, the bridge hop, the
 signals of :mod:`readerfit.compressors.exit.features`), and boosted trees (scikit-learn's
-``HistGradientBoostingClassifier``) learn P(needed | signals), every source weighing the same and every question
-the same within it (a needed sentence holding a gold answer string weighs ``--answer-weight`` times the other
+``HistGradientBoostingClassifier``) learn P(needed | signals), every source weighing the same (or its ``--weights``)
+and every question the same within it (a needed sentence holding a gold answer string weighs ``--answer-weight`` times the other
 needed ones). A second set of trees, the answer head (``--answer-head``, the default), learns on the same rows
 which sentence holds a gold answer string (questions answered "yes" or "no", or whose answer no sentence holds,
 left out); its likeliest sentence ranks first (:func:`~readerfit.compressors.exit.ranker.answer_first`). ``--exclude-hops`` leaves out the MuSiQue questions that share a single-hop question with held-out
@@ -47,7 +47,7 @@ from readerfit.registry import make_config, param, parse_options
 from readerfit.runs import Outcome
 from readerfit.text.split import get_splitter
 from readerfit.train.exit_samples import sentences_of
-from readerfit.train.exit_small import small_copies
+from readerfit.train.exit_small import SMALL, small_copies
 from readerfit.train.exit_sources import new_counts, split_passage, take
 from readerfit.train.exit_specs import KINDS, load_spec, parse_spec
 from readerfit.types import Passage, QAExample, token_rate
@@ -76,6 +76,8 @@ class Config:
     exclude_hops: list[str] = param(default_factory=list, help="MuSiQue [FORMAT=]PATH[@START:END[:STEP]]: a "
                                     "question sharing a single-hop question (by id) with one of them is left out")
     exit_options: list[str] = param(default_factory=list, help="KEY=VALUE options of the exit compressor that scores")
+    weights: list[float] = param(default_factory=list, help="each --source's weight in the fit, in their order "
+                                 "(default: 1 each): a source of weight W weighs as W sources")
     small_inputs: int = param(0, help="small copies of each question fitted on beside it (its passages holding a "
                                       "needed sentence and 1-3 others: train/exit_small.py), each scored anew")
 
@@ -88,6 +90,8 @@ class Config:
                              f"{self.depth}, {self.trees}, {self.learning_rate}, {self.mass_tolerance}")
         if not self.answer_weight > 0:
             raise InputError(f"--answer-weight must be > 0, got {self.answer_weight}")
+        if self.weights and (len(self.weights) != len(self.source) or not all(w > 0 for w in self.weights)):
+            raise InputError(f"--weights: one weight > 0 per --source ({len(self.source)}), got {self.weights}")
         if self.distractor_passages < 0 or self.small_inputs < 0:
             raise InputError(f"--distractor-passages and --small-inputs must be >= 0, got {self.distractor_passages}, "
                              f"{self.small_inputs}")
@@ -210,13 +214,15 @@ def fit_trees(questions: Sequence[Question], config: Config, *, answer: bool = F
     per_source: dict[str, int] = {}
     for q, _ in targets:
         per_source[q.source] = per_source.get(q.source, 0) + 1
+    weight_of = dict(zip(config.source, config.weights))  # a small copy weighs as its source
     X, y, w = [], [], []
     for q, labels in targets:
         for row, label, (_, sentence) in zip(q.rows, labels, q.units):
             X.append([row[c] for c in columns])
             y.append(label)
             heavy = not answer and label and config.answer_weight != 1.0 and holds_answer(sentence, q.example.answers)
-            w.append((config.answer_weight if heavy else 1.0) / (len(q.rows) * per_source[q.source]))
+            share = weight_of.get(q.source.removesuffix(SMALL), 1.0) / (len(q.rows) * per_source[q.source])
+            w.append((config.answer_weight if heavy else 1.0) * share)
     weights = np.array(w) * len(w) / sum(w)
     model = HistGradientBoostingClassifier(max_depth=config.depth, max_iter=config.trees,
                                            learning_rate=config.learning_rate, random_state=config.seed)
@@ -327,7 +333,7 @@ def run(config: Config, *, progress: bool = True, device: str | None = None) -> 
               "sentences": sum(len(q.rows) for q in questions), "depth": config.depth, "trees": config.trees,
               "learning_rate": config.learning_rate, "seed": config.seed, "exit_options": config.exit_options,
               "answer_weight": config.answer_weight, "exclude_hops": config.exclude_hops,
-              "answer_head": config.answer_head, "small_inputs": config.small_inputs,
+              "answer_head": config.answer_head, "small_inputs": config.small_inputs, "weights": config.weights,
               "signals": config.signals,
               "mass_grid": [{"mass": m, "answer_recall": r, "tokens": f} for m, r, f in grid]}
     ranker = export(fit_trees(questions, config), config, mass=mass, fitted=fitted,
