@@ -5,9 +5,9 @@ Each source's questions are labelled sentence by sentence as ``train exit-data``
 one-passage question, hidden among ``--distractor-passages`` passages of other questions). EXIT scores them as it
 compresses (:meth:`~readerfit.compressors.exit.ExitCompressor.score_units`: the classifier, the bridge hop, the
 signals of :mod:`readerfit.compressors.exit.features`), and boosted trees (scikit-learn's
-``HistGradientBoostingClassifier``) learn P(needed | signals), every source weighing the same (or its ``--weights``)
-and every question the same within it (a needed sentence holding a gold answer string weighs ``--answer-weight`` times the other
-needed ones). A second set of trees, the answer head (``--answer-head``, the default), learns on the same rows
+``HistGradientBoostingClassifier``) learn P(needed | signals), every source weighing the same (or as its
+``--weights`` says) and every question the same within it (a needed sentence holding a gold answer string weighs
+``--answer-weight`` times the other needed ones). A second set of trees, the answer head (``--answer-head``, the default), learns on the same rows
 which sentence holds a gold answer string (questions answered "yes" or "no", or whose answer no sentence holds,
 left out); its likeliest sentence ranks first (:func:`~readerfit.compressors.exit.ranker.answer_first`). ``--exclude-hops`` leaves out the MuSiQue questions that share a single-hop question with held-out
 ones, and the folds below keep MuSiQue questions sharing one together (:func:`fold_groups`). ``mass``, where
