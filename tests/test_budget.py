@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from readerfit.compressors.base import assemble, join_passages
-from readerfit.compressors.budget import TRIM_SHARE, Budget, Fit, fit_units, word_count
+from readerfit.compressors.budget import CUT_MARK, TRIM_SHARE, Budget, Fit, fit_units, word_count
 from readerfit.compressors.exit import ExitCompressor, ExitConfig, GroupScores
 from readerfit.compressors.exit.config import DEFAULT_FLOOR
 from readerfit.compressors.select import cut_units
@@ -85,7 +85,8 @@ def test_budget_is_never_exceeded_and_spent_greedily(seed):
             continue
         words = units[k][1].split()
         for n in range(len(words), 0, -1):
-            trimmed = [(pi, " ".join(words[:n]) if j == k else u) for j, (pi, u) in enumerate(units)]
+            # a cut unit is read with its mark (the budget pays for it)
+            trimmed = [(pi, f"{' '.join(words[:n])} {CUT_MARK}" if j == k else u) for j, (pi, u) in enumerate(units)]
             if word_count(assemble(passages, trimmed, sorted(ref + [k]))) <= limit:
                 if not ref or n >= TRIM_SHARE * len(words):
                     ref.append(k)
@@ -125,11 +126,13 @@ def test_a_sentence_longer_than_the_budget_is_cut_to_fit_never_replaced_by_a_sho
         return fit_units(scores, passages=passages, units=units, limit=limit, count=count,
                          assemble=lambda ks, cut: assemble(passages, cut_units(units, cut), ks))
 
-    assert fit(3) == Fit(kept=[0], trimmed={0: "one two three"})
-    assert fit(1) == Fit(kept=[0], trimmed={0: "one"})
+    # a cut unit's mark ("one two …") is a word of the budget
+    assert fit(3) == Fit(kept=[0], trimmed={0: "one two"})
+    assert fit(2) == Fit(kept=[0], trimmed={0: "one"})
+    assert fit(1) == Fit(kept=[], trimmed={})
     assert fit(10) == Fit(kept=[0, 1], trimmed={})
-    assert fit(9) == Fit(kept=[0, 1], trimmed={1: "a short"})
-    assert fit(8) == Fit(kept=[0], trimmed={})  # "a" alone is under half of "a short one."
+    assert fit(10 - 1) == Fit(kept=[0], trimmed={})  # "a short …" would be 3 words, "a …" under half of it
+    assert fit(8) == Fit(kept=[0], trimmed={})
     assert fit(5, count=lambda text: 10 * len(text.split())) == Fit(kept=[], trimmed={})
 
 
@@ -245,7 +248,8 @@ def test_the_default_budget_keeps_the_best_sentence_even_past_it_a_set_budget_cu
     set_by_user = ExitCompressor(Fixed(), str.split, ExitConfig(rate=0.3)).compress(QUESTION, passages)
     limit = int(0.3 * (DEFAULT_FLOOR + 27))  # 30% of every word, the title's among them
     # the best sentence cut to the budget (its title line one word of it), the short one not kept in its place
-    assert set_by_user.kept == [0] and set_by_user.trimmed == {0: " ".join(["word"] * (limit - 1))}
+    # the cut's mark is the limit's last word
+    assert set_by_user.kept == [0] and set_by_user.trimmed == {0: " ".join(["word"] * (limit - 2))}
     assert set_by_user.details["budget"]["compressed_tokens"] == limit == set_by_user.details["budget"]["limit"]
 
 

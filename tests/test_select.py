@@ -79,22 +79,25 @@ def test_min_keep_goes_past_a_soft_budget_never_past_a_hard_one():
     chosen = select(best_alone, Budget(target_tokens=3, hard=False))
     assert chosen.kept == [1] and chosen.details["min_keep_added"] == 1
     assert chosen.details["budget"]["compressed_tokens"] == 4 and chosen.trimmed == {}
-    # under a hard budget the best unit is cut to fit, never dropped for nothing
+    # under a hard budget the best unit is cut to fit (its mark "…" a word of the budget), never dropped for nothing
     chosen = select(best_alone, Budget(target_tokens=3))
-    assert chosen.kept == [1] and chosen.trimmed == {1: "c d e"} and chosen.details["budget"]["compressed_tokens"] == 3
+    assert chosen.kept == [1] and chosen.trimmed == {1: "c d"} and chosen.details["budget"]["compressed_tokens"] == 3
 
 
 def test_the_budget_spends_by_the_ranking_in_rank_order_and_keeps_original_order():
-    # 7 words: the best (4) fits, then the next (passage 1: 3 words + its title line) does not: it is cut to fit
-    # (2 of its 3 words) and nothing ranked after it is kept
+    # 7 words: the best (4) fits, then the next (passage 1: 3 words + its title line) does not: cut to fit, with its
+    # mark ("h …"), it would keep under half of its words, so it is left out and nothing ranked after it is kept
     chosen = select(scoring(), Budget(target_tokens=7))
-    assert chosen.kept == [1, 3] and chosen.trimmed == {3: "h i"}
+    assert chosen.kept == [1] and chosen.trimmed == {}
     budget = chosen.details["budget"]
-    assert (budget["limit"], budget["compressed_tokens"], budget["origin_tokens"]) == (7, 7, 11)
-    assert budget["achieved_rate"] == pytest.approx(7 / 11) and budget["counted_in"] == "words"
-    assert budget["trimmed"] == {"unit": 3, "words_kept": 2, "words": 3}
-    assert scoring().text(chosen.kept, chosen.trimmed) == "c d e f.\n\nT\nh i"
-    assert select(scoring(), Budget(target_tokens=8)).kept == [1, 3]  # both whole: 4 + 1 + 3
+    assert (budget["limit"], budget["compressed_tokens"], budget["origin_tokens"]) == (7, 4, 11)
+    assert budget["achieved_rate"] == pytest.approx(4 / 11) and budget["counted_in"] == "words"
+    assert "trimmed" not in budget
+    assert select(scoring(), Budget(target_tokens=8)).kept == [1, 3]  # both whole: 4 + 1 + 3, in original order
+    # the first unit taken is cut however little of it fits: "T" + "c …"
+    chosen = select(scoring(ranking=[0.0, 0.0, 0.0, 1.0]), Budget(target_tokens=3))
+    assert chosen.details["budget"]["trimmed"] == {"unit": 3, "words_kept": 1, "words": 3}
+    assert scoring().text(chosen.kept, chosen.trimmed) == "T\nh …"
 
 
 def test_a_budget_never_trades_a_better_unit_for_a_worse_one():
@@ -103,11 +106,11 @@ def test_a_budget_never_trades_a_better_unit_for_a_worse_one():
     ps = [Passage("one two three four five six seven eight."), Passage("it rained.")]
     units = [(0, ps[0].text), (1, ps[1].text)]
     chosen = select(Scoring(passages=ps, units=units, ranking=[0.9, 0.04]), Budget(target_tokens=6))
-    assert chosen.kept == [0] and chosen.trimmed == {0: "one two three four five six"}
+    assert chosen.kept == [0] and chosen.trimmed == {0: "one two three four five"}  # and its mark "…"
     # a later unit that does not fit ends the selection: the filler ranked after it stays out
     three = [*units, (0, "nine ten eleven twelve.")]
     chosen = select(Scoring(passages=ps, units=three, ranking=[0.9, 0.04, 0.5]), Budget(target_tokens=11))
-    assert chosen.kept == [0, 2] and chosen.trimmed == {2: "nine ten eleven"}
+    assert chosen.kept == [0, 2] and chosen.trimmed == {2: "nine ten"}
     # where not even the first word fits, the context is empty and the details say why
     chosen = select(Scoring(passages=ps, units=units, ranking=[0.9, 0.04], counter=(lambda t: 10 * len(t.split()),
                                                                                       "tens")), Budget(target_tokens=5))
@@ -146,8 +149,9 @@ def test_a_budget_cut_keeps_the_answer_a_compressor_anchored():
     units = [(0, "Hamlet is a tragedy."), (0, "It was written by William Shakespeare around 1600.")]
     scoring_ = Scoring(passages=ps, units=units, ranking=[0.2, 0.9], anchors={1: "William Shakespeare"})
     chosen = select(scoring_, Budget(target_tokens=5))
-    assert chosen.kept == [1] and chosen.trimmed == {1: "was written by William Shakespeare"}
-    assert select(replace(scoring_, anchors=None), Budget(target_tokens=5)).trimmed == {1: "It was written by William"}
+    assert chosen.kept == [1] and chosen.trimmed == {1: "by William Shakespeare"}
+    assert scoring_.text(chosen.kept, chosen.trimmed) == "… by William Shakespeare …"  # cut at both ends: two marks
+    assert select(replace(scoring_, anchors=None), Budget(target_tokens=5)).trimmed == {1: "It was written by"}
 
 
 def test_a_kept_unit_brings_its_referent_where_both_fit():
@@ -161,9 +165,9 @@ def test_a_kept_unit_brings_its_referent_where_both_fit():
 
 
 def test_title_lines_cost_with_the_first_kept_unit_unless_titles_are_units():
-    # passage 1's sentence (3 words) costs its title line too: 4 words; 3 left: cut to 2 of its words
+    # passage 1's sentence (3 words) costs its title line too: 4 words; 3 left: cut to 1 of its words and the mark
     chosen = select(scoring(ranking=[0.0, 0.0, 0.0, 1.0]), Budget(target_tokens=3))
-    assert chosen.kept == [3] and chosen.trimmed == {3: "h i"}
+    assert chosen.kept == [3] and chosen.trimmed == {3: "h"}
     untitled = scoring(ranking=[0.0, 0.0, 0.0, 1.0], title_lines=False,
                        render=lambda ks, cut: " ".join(cut.get(k, UNITS[k][1]) for k in ks))
     assert select(untitled, Budget(target_tokens=3)).kept == [3]
@@ -273,9 +277,9 @@ def test_the_typed_budget_outcome_survives_the_json_form_and_older_records_load(
     from readerfit.outcome import BudgetOutcome, TrimmedUnit
     from readerfit.types import Compression, Record
 
-    chosen = select(scoring(), Budget(target_tokens=2))  # the best unit (4 words) cut to 2
+    chosen = select(scoring(), Budget(target_tokens=2))  # the best unit (4 words) cut to 1 and its mark
     assert chosen.outcome == BudgetOutcome(rate=None, target_tokens=2, limit=2, counted_in="words", origin_tokens=11,
-                                           compressed_tokens=2, achieved_rate=2 / 11, trimmed=TrimmedUnit(1, 2, 4))
+                                           compressed_tokens=2, achieved_rate=2 / 11, trimmed=TrimmedUnit(1, 1, 4))
     assert chosen.details["budget"] == chosen.outcome.to_dict()
     c = Compression("c d", units=[u for _, u in UNITS], kept=chosen.kept, trimmed=chosen.trimmed,
                     budget=chosen.outcome, details=chosen.details)

@@ -168,6 +168,7 @@ def test_pruned_text_keeps_only_the_words_a_hard_budget_kept():
     from readerfit.serve.rerank import ranked
     from readerfit.types import Compression
 
-    c = Compression("Anna wrote", units=["Anna wrote the book in 1990.", "Rain fell."], scores=[0.9, 0.1], kept=[0],
-                    passage_of_unit=[0, 1], trimmed={0: "Anna wrote"})
-    assert [(r.index, r.pruned_text) for r in ranked("exit", c, 2)] == [(0, "Anna wrote"), (1, "")]
+    c = Compression("Anna wrote …", units=["Anna wrote the book in 1990.", "Rain fell."], scores=[0.9, 0.1],
+                    kept=[0], passage_of_unit=[0, 1], trimmed={0: "Anna wrote"})
+    # the cut marked as in the compression's text
+    assert [(r.index, r.pruned_text) for r in ranked("exit", c, 2)] == [(0, "Anna wrote …"), (1, "")]

@@ -4,6 +4,8 @@ EXIT loads and ranks with; and its options checked."""
 from __future__ import annotations
 
 import random
+from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -66,11 +68,15 @@ def test_fits_a_ranker_exit_uses(tmp_path):
     demo = tmp_path / "demo.jsonl"
     write_examples(demo, load_demo(limit=12))  # the demo's questions carry supporting facts
     out = tmp_path / "ranker.json"
-    outcome = run(Config(source=[f"{demo}@0::2", f"{demo}@1::2"], out=str(out), trees=20), progress=False,
-                  device="cpu")
+    small = Path(str(resources.files("readerfit"))) / "data" / "demo" / "small.jsonl"
+    outcome = run(Config(source=[f"{demo}@0::2", f"{demo}@1::2"], out=str(out), trees=20,
+                         small_source=[f"readerfit={small}@0:10"], small_sentences=20), progress=False, device="cpu")
     ranker = Ranker.load(out)
     assert outcome.result["questions"] == 12 and ranker.mass in MASSES and ranker.trees
     assert ranker.answer is not None and ranker.answer.trees  # the answer head, fitted beside
+    # the small-input head, on the hand-written small inputs alone (not counted among the questions above)
+    assert ranker.small is not None and ranker.small.max_sentences == 20 and any(ranker.small.weights)
+    assert ranker.fitted["small_source"] == [f"readerfit={small}@0:10"] and ranker.fitted["small_counts"]
     assert ranker.fitted["sources"] == [f"{demo}@0::2", f"{demo}@1::2"]
     assert [g["mass"] for g in outcome.result["mass_grid"]] == list(MASSES)
     assert ExitConfig(ranking=str(out)).ranking == str(out)  # a fitted file is a ranking EXIT takes

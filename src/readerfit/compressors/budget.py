@@ -20,8 +20,8 @@ best unit is kept whole even past the limit.
 ...           assemble=lambda kept, cut: " ".join(cut.get(k, units[k][1]) for k in kept))
 Fit(kept=[0, 2], trimmed={})
 >>> fit_units([0.9, 0.1, 0.5], passages=ps, units=units, limit=2, count=word_count,
-...           assemble=lambda kept, cut: " ".join(cut.get(k, units[k][1]) for k in kept))
-Fit(kept=[0], trimmed={0: 'one two'})
+...           assemble=lambda kept, cut: " ".join(cut.get(k, units[k][1]) for k in kept))  # the cut's mark: a word
+Fit(kept=[0], trimmed={0: 'one'})
 """
 
 from __future__ import annotations
@@ -139,6 +139,8 @@ def reader_counter(reader_lm: LanguageModel | None) -> tuple[TokenCounter, str]:
 # the unit that ends a selection is cut to fit only where this share of its words fits (or it is the first unit):
 # a few leading words of a later sentence tell the reader nothing
 TRIM_SHARE = 0.5
+# what marks where a cut unit lost words (:func:`~readerfit.compressors.select.cut_units`); the budget pays for it
+CUT_MARK = "…"
 
 
 def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: Sequence[tuple[int, str]],
@@ -185,7 +187,7 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
             group = [k]  # without its referent, if that fits
             if used + cost(group) > limit:
                 title = cost(group) - costs[k]
-                cut = trim_unit(units[k][1], room=limit - used - title, count=count,
+                cut = trim_unit(units[k][1], room=limit - used - title - count(" " + CUT_MARK), count=count,
                                 anchor=(anchors or {}).get(k, "")) if trim else ""
                 if cut and (not taken or len(cut.split()) >= TRIM_SHARE * len(units[k][1].split())):
                     trimmed[k] = cut

@@ -30,8 +30,9 @@ rule and the budget and calls :func:`select`, so a budget sweep scores once and 
 >>> chosen = select(scoring, Budget(target_tokens=4))
 >>> chosen.kept, chosen.outcome.compressed_tokens
 ([0], 3)
->>> select(scoring, Budget(target_tokens=2)).trimmed
-{0: 'Anna wrote'}
+>>> cut = select(scoring, Budget(target_tokens=2))
+>>> cut.trimmed, scoring.text(cut.kept, cut.trimmed)
+({0: 'Anna'}, 'Anna …')
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from readerfit.compressors.budget import Budget, TokenCounter, budget_outcome, fit_units, word_count
+from readerfit.compressors.budget import CUT_MARK, Budget, TokenCounter, budget_outcome, fit_units, word_count
 from readerfit.compressors.units import assemble, join_passages
 from readerfit.errors import InputError
 from readerfit.outcome import BudgetOutcome, TrimmedUnit
@@ -145,8 +146,30 @@ class Selection:
 
 
 def cut_units(units: Sequence[tuple[int, str]], trimmed: Mapping[int, str]) -> list[tuple[int, str]]:
-    """``units`` with each trimmed unit's text replaced by its kept words (what a compressor assembles)."""
-    return [(pi, trimmed.get(k, s)) for k, (pi, s) in enumerate(units)]
+    """``units`` with each trimmed unit's text replaced by its kept words, marked where words were cut
+    (:func:`mark_cut`): what a compressor assembles.
+
+    >>> cut_units([(0, "Hamlet is a tragedy."), (0, "It was written by Shakespeare.")], {0: "Hamlet is a"})
+    [(0, 'Hamlet is a …'), (0, 'It was written by Shakespeare.')]
+    """
+    return [(pi, mark_cut(s, trimmed[k]) if k in trimmed else s) for k, (pi, s) in enumerate(units)]
+
+
+def mark_cut(text: str, words: str) -> str:
+    """``words`` (a run of ``text``'s words a budget kept) with :data:`CUT_MARK` where ``text`` lost words, so that
+    a cut is not read as a sentence joined to the next one.
+
+    >>> mark_cut("It was written by Shakespeare.", "by Shakespeare.")
+    '… by Shakespeare.'
+    >>> mark_cut("It was written by Shakespeare around 1600.", "written by Shakespeare")
+    '… written by Shakespeare …'
+    """
+    whole = text.strip()
+    if words == whole:
+        return words
+    if whole.startswith(words):
+        return f"{words} {CUT_MARK}"
+    return f"{CUT_MARK} {words}" if whole.endswith(words) else f"{CUT_MARK} {words} {CUT_MARK}"
 
 
 def offered(scoring: Scoring) -> list[int]:

@@ -50,7 +50,7 @@ import numpy as np
 from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget import Budget, reader_counter
 from readerfit.compressors.budget_fields import rate_field, target_tokens_field
-from readerfit.compressors.select import Scored, Scoring
+from readerfit.compressors.select import Scored, Scoring, mark_cut
 from readerfit.errors import ContextLengthError, InputError, MissingPackageError, require
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
@@ -386,5 +386,6 @@ class SelectiveContext(BaseCompressor):
 
 
 def spaced(units: Sequence[str], trimmed: Mapping[int, str]) -> list[str]:
-    """``units`` with each trimmed one's kept words in its place, after the unit's own leading space."""
-    return [u[: len(u) - len(u.lstrip())] + trimmed[k] if k in trimmed else u for k, u in enumerate(units)]
+    """``units`` with each trimmed one's kept words (marked as cut: :func:`~readerfit.compressors.select.mark_cut`)
+    in its place, after the unit's own leading space."""
+    return [u[: len(u) - len(u.lstrip())] + mark_cut(u, trimmed[k]) if k in trimmed else u for k, u in enumerate(units)]

@@ -29,6 +29,7 @@ from readerfit.compressors import COMPRESSORS, BaseCompressor
 from readerfit.compressors.base import no_budget
 from readerfit.compressors.budget import Budget
 from readerfit.compressors.per_call import budget_options, compress_at_budgets
+from readerfit.compressors.select import mark_cut
 from readerfit.errors import InputError
 from readerfit.inputs import kind_of, render_passage
 from readerfit.models.lm import LanguageModel
@@ -299,8 +300,9 @@ class DocumentCompression:
             kept_units = [k for k in units if k in kept]
             if not kept_units and not keep_empty:
                 continue
-            # a unit a hard budget cut to fit keeps only its words that fit (Compression.trimmed)
-            said = [(k, (c.trimmed or {}).get(k, c.units[k]).strip()) for k in kept_units]
+            # a unit a hard budget cut to fit keeps only its words that fit (Compression.trimmed), marked as cut
+            said = [(k, mark_cut(c.units[k], c.trimmed[k]) if c.trimmed and k in c.trimmed else c.units[k].strip())
+                    for k in kept_units]
             title = doc.title.strip() if titles else ""
             if title:
                 # a compressor whose units include the title (Provence's first unit) keeps it as the title line

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from readerfit.call_args import CompressCall
+from readerfit.compressors.select import mark_cut
 from readerfit.serve.config import MAX_BATCH, BadField, TooLarge
 from readerfit.serve.service import Service
 from readerfit.types import Compression
@@ -78,8 +79,9 @@ def ranked(compressor: str, c: Compression, n: int, *, raw: bool = False, field:
             score = head[index] if raw else _sigmoid(head[index])
         else:
             score = max((float(c.scores[k]) for k in units), default=0.0)
-        # a unit a hard budget cut to fit keeps only its words that fit (Compression.trimmed)
-        pruned = " ".join((c.trimmed or {}).get(k, c.units[k]).strip() for k in units if k in kept)
+        # a unit a hard budget cut to fit keeps only its words that fit (Compression.trimmed), marked as cut
+        pruned = " ".join(mark_cut(c.units[k], c.trimmed[k]) if c.trimmed and k in c.trimmed else c.units[k].strip()
+                          for k in units if k in kept)
         out.append(Ranked(index, score, pruned))
     return sorted(out, key=lambda r: (-r.score, r.index))
 

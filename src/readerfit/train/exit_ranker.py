@@ -14,6 +14,9 @@ ones, and the folds below keep MuSiQue questions sharing one together (:func:`fo
 EXIT's default stops below its cap (:func:`~readerfit.compressors.exit.ranker.within_mass`), is then chosen on
 predictions of questions each fold did not see (two folds, by question): the smallest share whose answer recall at
 the default, averaged over the sources, stays within ``--mass-tolerance`` of filling the cap.
+``--small-source`` names hand-written small inputs (``readerfit/data/demo/small.jsonl``) that fit the small-input
+head alone (:func:`fit_small`; :class:`~readerfit.compressors.exit.ranker.Listwise`), which orders a context of at
+most ``--small-sentences`` sentences.
 
 From the shell (the shipped ranker: ``readerfit/assets/exit/ranker.md``)::
 
@@ -35,7 +38,7 @@ from readerfit.compressors.base import assemble, join_passages
 from readerfit.compressors.exit import ExitCompressor, build_classifier
 from readerfit.compressors.exit.config import ExitConfig, encoder_dtype
 from readerfit.compressors.exit.features import DEFAULT_SIGNALS, SIGNALS
-from readerfit.compressors.exit.ranker import Head, Ranker, answer_first, within_mass
+from readerfit.compressors.exit.ranker import Head, Listwise, Ranker, answer_first, within_mass
 from readerfit.compressors.select import Scoring, select
 from readerfit.data import load_dataset
 from readerfit.data.distractors import with_distractors
@@ -46,6 +49,7 @@ from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import make_config, param, parse_options
 from readerfit.runs import Outcome
 from readerfit.text.split import get_splitter
+from readerfit.train.exit_listwise import fit_listwise
 from readerfit.train.exit_samples import sentences_of
 from readerfit.train.exit_small import SMALL, small_copies
 from readerfit.train.exit_sources import new_counts, split_passage, take
@@ -80,6 +84,10 @@ class Config:
                                  "(default: 1 each): a source of weight W weighs as W sources")
     small_inputs: int = param(0, help="small copies of each question fitted on beside it (its passages holding a "
                                       "needed sentence and 1-3 others: train/exit_small.py), each scored anew")
+    small_source: list[str] = param(default_factory=list, help="hand-written small inputs ([FORMAT=]PATH[@START:END"
+                                    "[:STEP]], as --source) that fit the small-input head, and nothing else")
+    small_sentences: int = param(16, help="the small-input head orders a context of at most this many sentences")
+    small_l2: float = param(0.01, help="the small-input head's L2 penalty on its weights")
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.signals if s not in SIGNALS]
@@ -92,6 +100,9 @@ class Config:
             raise InputError(f"--answer-weight must be > 0, got {self.answer_weight}")
         if self.weights and (len(self.weights) != len(self.source) or not all(w > 0 for w in self.weights)):
             raise InputError(f"--weights: one weight > 0 per --source ({len(self.source)}), got {self.weights}")
+        if self.small_sentences < 1 or self.small_l2 < 0:
+            raise InputError(f"--small-sentences must be >= 1 and --small-l2 >= 0, got {self.small_sentences}, "
+                             f"{self.small_l2}")
         if self.distractor_passages < 0 or self.small_inputs < 0:
             raise InputError(f"--distractor-passages and --small-inputs must be >= 0, got {self.distractor_passages}, "
                              f"{self.small_inputs}")
@@ -244,11 +255,21 @@ def head(model: Any) -> Head:
     return Head(trees=tuple(trees), baseline=float(model._baseline_prediction.ravel()[0]))
 
 
-def export(model: Any, config: Config, *, mass: float, fitted: dict[str, Any], answer: Any = None) -> Ranker:
-    """The fitted needed (and ``answer``) trees as a :class:`Ranker`."""
+def export(model: Any, config: Config, *, mass: float, fitted: dict[str, Any], answer: Any = None,
+           small: Listwise | None = None) -> Ranker:
+    """The fitted needed (and ``answer``) trees, and the ``small``-input head, as a :class:`Ranker`."""
     needed = head(model)
     return Ranker(signals=tuple(config.signals), trees=needed.trees, baseline=needed.baseline, mass=mass,
-                  fitted=fitted, answer=head(answer) if answer is not None else None)
+                  fitted=fitted, answer=head(answer) if answer is not None else None, small=small)
+
+
+def fit_small(questions: Sequence[Question], config: Config) -> Listwise:
+    """The small-input head (:func:`~readerfit.train.exit_listwise.fit_listwise`) on the questions whose answer
+    sentences :func:`answer_labels` finds."""
+    columns = [SIGNALS.index(s) for s in config.signals]
+    labelled_ = [(q, labels) for q in questions if (labels := answer_labels(q)) is not None]
+    return fit_listwise([[[row[c] for c in columns] for row in q.rows] for q, _ in labelled_],
+                        [labels for _, labels in labelled_], l2=config.small_l2, max_sentences=config.small_sentences)
 
 
 def default_recall(questions: Sequence[Question], *, mass: float, count: Any) -> tuple[float, float]:
@@ -329,15 +350,21 @@ def run(config: Config, *, progress: bool = True, device: str | None = None) -> 
     grid = [(mass, *default_recall(questions, mass=mass, count=count)) for mass in MASSES]
     full = grid[0][1]
     mass = min(m for m, recall, _ in grid if recall >= full - config.mass_tolerance)
+    small: Listwise | None = None
+    small_counts: dict[str, dict[str, int]] = {}
+    if config.small_source:
+        small_items, small_counts = labelled(replace(config, source=config.small_source, weights=[]))
+        small = fit_small(score(config, small_items, pool=pool, progress=progress), config)
     fitted = {"sources": config.source, "counts": counts, "questions": len(questions),
               "sentences": sum(len(q.rows) for q in questions), "depth": config.depth, "trees": config.trees,
               "learning_rate": config.learning_rate, "seed": config.seed, "exit_options": config.exit_options,
               "answer_weight": config.answer_weight, "exclude_hops": config.exclude_hops,
               "answer_head": config.answer_head, "small_inputs": config.small_inputs, "weights": config.weights,
-              "signals": config.signals,
+              "signals": config.signals, "small_source": config.small_source, "small_counts": small_counts,
+              "small_sentences": config.small_sentences, "small_l2": config.small_l2,
               "mass_grid": [{"mass": m, "answer_recall": r, "tokens": f} for m, r, f in grid]}
     ranker = export(fit_trees(questions, config), config, mass=mass, fitted=fitted,
-                    answer=fit_trees(questions, config, answer=True) if config.answer_head else None)
+                    answer=fit_trees(questions, config, answer=True) if config.answer_head else None, small=small)
     ranker.save(Path(config.out))
     table = "\n".join(["| mass | answer recall at the default (out of fold, mean of sources) | tokens |", "|---|---|---|",
                        *(f"| {m:.2f}{' (chosen)' if m == mass else ''} | {r:.3f} | {f:.1%} |" for m, r, f in grid)])

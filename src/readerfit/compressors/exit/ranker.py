@@ -13,6 +13,12 @@ not only evidence for it. The sentence the answer head finds likeliest ranks fir
 log-odds: under a budget of one sentence, the sentence that answers ("It was written by William Shakespeare.")
 is kept before the one that names the topic ("Hamlet is a tragedy."), which the evidence labels rate as high.
 
+A ranker may also hold a *small-input head* (:class:`Listwise`): for a context of at most ``max_sentences``
+sentences (what a newcomer types first, not a benchmark's ten paragraphs), a linear score over the standardised
+signals, fitted to put the answer's sentence first among its question's sentences (a softmax over them, on
+hand-written small inputs), orders the sentences instead; the needed head's values, sorted, are handed out in that
+order, so the default keeps as many sentences as it would have.
+
 >>> from readerfit.compressors.exit.features import RankSignals, SIGNALS
 >>> stump = {"feature": [SIGNALS.index("lexical"), -1, -1], "threshold": [0.5, 0.0, 0.0], "left": [1, -1, -1],
 ...          "right": [2, -1, -1], "value": [0.0, -1.0, 2.0]}
@@ -81,10 +87,40 @@ class Head:
 
 
 @dataclass(frozen=True)
+class Listwise:
+    """score = ``weights`` · ((x - ``mean``) / ``scale``), over a row of the ranker's signals; it orders the
+    sentences of a context of at most ``max_sentences`` sentences."""
+
+    weights: tuple[float, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    max_sentences: int
+
+    def __post_init__(self) -> None:
+        if not len(self.weights) == len(self.mean) == len(self.scale) or any(not x > 0 for x in self.scale):
+            raise InputError(f"a small-input head holds one weight, mean and scale > 0 per signal; got "
+                             f"{len(self.weights)}, {len(self.mean)}, {len(self.scale)}")
+        if isinstance(self.max_sentences, bool) or not isinstance(self.max_sentences, int) or self.max_sentences < 1:
+            raise InputError(f"a small-input head's max_sentences is an integer >= 1, got {self.max_sentences!r}")
+
+    def score(self, x: Sequence[float]) -> float:
+        return sum(w * (v - m) / s for w, v, m, s in zip(self.weights, x, self.mean, self.scale))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"weights": list(self.weights), "mean": list(self.mean), "scale": list(self.scale),
+                "max_sentences": self.max_sentences}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Listwise:
+        return cls(weights=tuple(float(x) for x in d["weights"]), mean=tuple(float(x) for x in d["mean"]),
+                   scale=tuple(float(x) for x in d["scale"]), max_sentences=d["max_sentences"])
+
+
+@dataclass(frozen=True)
 class Ranker:
     """log-odds = ``baseline`` + the sum of the trees' leaf values; ``mass`` in (0, 1] (1: the default fills its
     cap). ``signals`` names the columns the trees' ``feature`` indices point to; ``answer``, the answer head
-    (or None), reads the same columns."""
+    (or None), and ``small``, the small-input head (or None), read the same columns."""
 
     signals: tuple[str, ...]
     trees: tuple[dict[str, list[Any]], ...]
@@ -92,6 +128,7 @@ class Ranker:
     mass: float = 1.0
     fitted: dict[str, Any] = field(default_factory=dict)  # provenance: data, split, figures (for people)
     answer: Head | None = None
+    small: Listwise | None = None
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.signals if s not in SIGNALS]
@@ -101,22 +138,29 @@ class Ranker:
             check_tree(tree, len(self.signals), f"tree {i}")
         for i, tree in enumerate(self.answer.trees if self.answer is not None else ()):
             check_tree(tree, len(self.signals), f"answer tree {i}")
+        if self.small is not None and len(self.small.weights) != len(self.signals):
+            raise InputError(f"a ranker's small-input head weighs its {len(self.signals)} signals, got "
+                             f"{len(self.small.weights)} weights")
         if isinstance(self.mass, bool) or not isinstance(self.mass, int | float) or not 0.0 < self.mass <= 1.0:
             raise InputError(f"a ranker's mass is a share in (0, 1], got {self.mass!r}")
 
     def score(self, signals: RankSignals) -> list[float]:
         """Each sentence's log-odds of being needed to answer; with an answer head, the sentence it rates likeliest
-        to hold the answer (the earliest of equals) is raised just above the best, so that it ranks first."""
+        to hold the answer (the earliest of equals) is raised just above the best, so that it ranks first; a
+        small context (:class:`Listwise`) is ordered by the small-input head."""
         columns = [SIGNALS.index(s) for s in self.signals]
         rows = [[row[c] for c in columns] for row in signals.rows]
         needed = Head(self.trees, self.baseline)
         out = [needed.log_odds(x) for x in rows]
+        if self.small is not None and len(rows) <= self.small.max_sentences:
+            return in_order(out, [self.small.score(x) for x in rows])
         return out if self.answer is None else answer_first(out, [self.answer.log_odds(x) for x in rows])
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": RANKER_FORMAT, "version": RANKER_VERSION, "signals": list(self.signals),
                 "baseline": self.baseline, "mass": self.mass, "trees": list(self.trees), "fitted": self.fitted,
-                **({"answer": self.answer.to_dict()} if self.answer is not None else {})}
+                **({"answer": self.answer.to_dict()} if self.answer is not None else {}),
+                **({"small": self.small.to_dict()} if self.small is not None else {})}
 
     def save(self, path: str | Path) -> None:
         write_atomic(path, json.dumps(self.to_dict()) + "\n")
@@ -132,10 +176,11 @@ class Ranker:
             raise InputError(f"ranking: {str(path)!r} is not a ranker file (format {RANKER_FORMAT!r}, as "
                              "`readerfit train exit-ranker` writes it)")
         try:
-            answer = d.get("answer")
+            answer, small = d.get("answer"), d.get("small")
             return cls(signals=tuple(d["signals"]), trees=tuple(d["trees"]), baseline=float(d["baseline"]),
                        mass=float(d.get("mass", 1.0)), fitted=dict(d.get("fitted") or {}),
-                       answer=None if answer is None else Head(tuple(answer["trees"]), float(answer["baseline"])))
+                       answer=None if answer is None else Head(tuple(answer["trees"]), float(answer["baseline"])),
+                       small=None if small is None else Listwise.from_dict(small))
         except (KeyError, TypeError, ValueError) as err:
             raise InputError(f"ranking: {str(path)!r} is not a valid ranker file ({type(err).__name__}: {err})") from None
 
@@ -151,6 +196,24 @@ def answer_first(needed: Sequence[float], answer: Sequence[float]) -> list[float
     if out:
         top = max(range(len(out)), key=lambda k: (answer[k], -k))
         out[top] = max(out) + ANSWER_LIFT
+    return out
+
+
+def in_order(needed: Sequence[float], order_by: Sequence[float]) -> list[float]:
+    """``needed``'s values, sorted, handed out in the order ``order_by`` ranks the units (the earlier of equals
+    first): the order is ``order_by``'s, the values (what the default's stop by mass reads) stay ``needed``'s (an
+    equal value lowered by :data:`ANSWER_LIFT`, so that the order holds).
+
+    >>> in_order([2.0, 0.5, -1.0], [0.1, 3.0, 0.2])
+    [-1.0, 2.0, 0.5]
+    >>> in_order([1.0, 1.0], [0.0, 1.0])
+    [0.999, 1.0]
+    """
+    order = sorted(range(len(order_by)), key=lambda k: (-order_by[k], k))
+    out = [0.0] * len(needed)
+    last = math.inf
+    for k, value in zip(order, sorted(needed, reverse=True)):
+        out[k] = last = min(value, last - ANSWER_LIFT)
     return out
 
 

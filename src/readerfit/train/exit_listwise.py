@@ -1,0 +1,62 @@
+"""EXIT's small-input head: a linear score over the ranking signals, fitted so that each question's answer sentence
+comes first among its sentences (beyond the paper).
+
+The fit is a conditional logit (a softmax over one question's sentences; its loss, minus the log of the
+probability the softmax gives the sentences holding a gold answer string), every question weighing the same, with
+an L2 penalty on the weights, over signals standardised on the training rows. The trees rate each sentence
+alone; this head compares a question's sentences with one another, which is what a budget of one or two sentences
+asks (``readerfit/assets/exit/ranker.md``).
+
+>>> import numpy as np
+>>> rows = [np.array([[0.0, 1.0], [1.0, 0.0]]), np.array([[0.2, 0.9], [0.9, 0.1], [0.0, 0.0]])]
+>>> head = fit_listwise(rows, [np.array([0, 1]), np.array([0, 1, 0])], l2=0.01, max_sentences=16)
+>>> head.weights[0] > 0 > head.weights[1]
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from readerfit.compressors.exit.ranker import Listwise
+from readerfit.errors import InputError
+
+
+def listwise_loss(w: Any, xs: Sequence[Any], ys: Sequence[Any], l2: float) -> tuple[float, Any]:
+    """The mean over questions of -log(softmax mass on the answer sentences), plus ``l2`` |w|², and its gradient."""
+    import numpy as np
+
+    loss, grad = 0.0, np.zeros_like(w)
+    for x, y in zip(xs, ys):
+        s = x @ w
+        p = np.exp(s - s.max())
+        p /= p.sum()
+        held = p[y > 0].sum()
+        q = np.where(y > 0, p / held, 0.0)  # the answer sentences' share of the held mass
+        loss -= np.log(held)
+        grad -= x.T @ (q - p)
+    n = max(len(xs), 1)
+    return loss / n + l2 * float(w @ w), grad / n + 2 * l2 * w
+
+
+def fit_listwise(rows: Sequence[Any], labels: Sequence[Any], *, l2: float, max_sentences: int) -> Listwise:
+    """The :class:`Listwise` head fitted on each question's ``rows`` (sentences × signals) and 0/1 ``labels``
+    (1: the sentence holds a gold answer string); a question with no or only answer sentences teaches nothing and is
+    left out."""
+    import numpy as np
+    from scipy.optimize import minimize
+
+    kept = [(np.asarray(x, dtype=float), np.asarray(y, dtype=float)) for x, y in zip(rows, labels)
+            if 0 < int(np.sum(y)) < len(y)]
+    if not kept:
+        raise InputError("the small-input head needs questions with an answer sentence and another sentence; got none")
+    stacked = np.concatenate([x for x, _ in kept])
+    mean = stacked.mean(axis=0)
+    scale = stacked.std(axis=0)
+    scale[scale < 1e-6] = 1.0  # a signal constant over the rows weighs nothing
+    xs = [(x - mean) / scale for x, _ in kept]
+    ys = [y for _, y in kept]
+    found = minimize(listwise_loss, np.zeros(stacked.shape[1]), args=(xs, ys, l2), jac=True, method="L-BFGS-B")
+    return Listwise(weights=tuple(float(v) for v in found.x), mean=tuple(float(v) for v in mean),
+                    scale=tuple(float(v) for v in scale), max_sentences=max_sentences)
