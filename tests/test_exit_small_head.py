@@ -21,29 +21,30 @@ from readerfit.train.exit_ranker import Config
 WIDTH = 4
 
 
-def ranker_with_head(rng: random.Random, max_sentences: int) -> Ranker:
+def ranker_with_head(rng: random.Random, max_words: int) -> Ranker:
     stump = {"feature": [0, -1, -1], "threshold": [0.0, 0.0, 0.0], "left": [1, -1, -1], "right": [2, -1, -1],
              "value": [0.0, rng.uniform(-1, 0), rng.uniform(0, 1)]}
     trees = (stump, {**stump, "feature": [1, -1, -1]}, {**stump, "feature": [2, -1, -1]})
     head = Listwise(weights=tuple(rng.uniform(-1, 1) for _ in range(WIDTH)),
                     mean=tuple(rng.uniform(-1, 1) for _ in range(WIDTH)),
-                    scale=tuple(rng.uniform(0.5, 2) for _ in range(WIDTH)), max_sentences=max_sentences)
+                    scale=tuple(rng.uniform(0.5, 2) for _ in range(WIDTH)), max_words=max_words)
     return Ranker(signals=SIGNALS[:WIDTH], trees=trees, baseline=rng.uniform(-1, 1), small=head)
 
 
-def rows_of(rng: random.Random, n: int) -> RankSignals:
-    return RankSignals(rows=tuple(tuple(rng.gauss(0, 1) for _ in SIGNALS) for _ in range(n)))
+def rows_of(rng: random.Random, n: int, words: int | None = None) -> RankSignals:
+    return RankSignals(rows=tuple(tuple(rng.gauss(0, 1) for _ in SIGNALS) for _ in range(n)), words=words)
 
 
 @pytest.mark.parametrize("seed", range(10))
 def test_a_small_context_is_ordered_by_the_small_head_a_larger_one_by_the_trees(seed):
+    # the context's size is its sentences' words (RankSignals.words, set by ranking_signals)
     rng = random.Random(seed)
-    ranker = ranker_with_head(rng, max_sentences=6)
-    for n in (1, 2, 5, 6, 7, 12):
-        signals = rows_of(rng, n)
+    ranker = ranker_with_head(rng, max_words=60)
+    for n, words in ((1, 8), (2, 30), (5, 59), (6, 60), (3, 61), (12, 200), (4, None)):
+        signals = rows_of(rng, n, words)
         got = ranker.score(signals)
         trees_alone = replace(ranker, small=None).score(signals)
-        if n > 6:
+        if words is None or words > 60:  # a larger context, or one of unknown size: the trees
             assert got == trees_alone
             continue
         head = [ranker.small.score(row[:WIDTH]) for row in signals.rows]
@@ -56,21 +57,21 @@ def test_a_small_context_is_ordered_by_the_small_head_a_larger_one_by_the_trees(
 
 
 def test_the_head_score_is_the_standardised_dot_product():
-    head = Listwise(weights=(2.0, -1.0), mean=(1.0, 0.0), scale=(2.0, 4.0), max_sentences=3)
+    head = Listwise(weights=(2.0, -1.0), mean=(1.0, 0.0), scale=(2.0, 4.0), max_words=3)
     assert head.score([3.0, 8.0]) == pytest.approx(2.0 * (3.0 - 1.0) / 2.0 - 1.0 * 8.0 / 4.0)
     assert in_order([0.5, 2.0, -1.0], [3.0, 1.0, 2.0]) == [2.0, -1.0, 0.5]
 
 
 def test_the_head_survives_its_file_and_a_broken_one_is_a_clear_error(tmp_path):
-    ranker = ranker_with_head(random.Random(0), max_sentences=9)
+    ranker = ranker_with_head(random.Random(0), max_words=90)
     ranker.save(tmp_path / "r.json")
     again = Ranker.load(tmp_path / "r.json")
     assert again.small == ranker.small
-    signals = rows_of(random.Random(1), 5)
+    signals = rows_of(random.Random(1), 5, words=40)
     assert again.score(signals) == ranker.score(signals)
     for field, value, message in (("weights", [1.0], "one weight, mean and scale"),
                                   ("scale", [1.0, 1.0, 0.0, 1.0], "scale > 0"),
-                                  ("max_sentences", 0, "max_sentences is an integer >= 1")):
+                                  ("max_words", 0, "max_words is an integer >= 1")):
         broken = ranker.to_dict()
         broken["small"][field] = value
         (tmp_path / "bad.json").write_text(json.dumps(broken))
@@ -120,19 +121,19 @@ def test_the_loss_and_its_gradient_match_a_slow_reference():
 
 def test_the_fit_puts_the_answer_first_on_what_it_learned_from():
     xs, ys = toy(np.random.default_rng(1))
-    head = fit_listwise(xs, ys, l2=0.01, max_sentences=8)
+    head = fit_listwise(xs, ys, l2=0.01, max_words=80)
     assert head.weights[0] > 0 and abs(head.weights[0]) > 3 * max(abs(w) for w in head.weights[1:])
     first = [int(np.argmax([head.score(row) for row in x])) == int(np.argmax(y)) for x, y in zip(xs, ys)]
     assert sum(first) / len(first) >= 0.9
-    assert fit_listwise(xs, ys, l2=0.01, max_sentences=8) == head  # no seed: the same fit every time
+    assert fit_listwise(xs, ys, l2=0.01, max_words=80) == head  # no seed: the same fit every time
     # a question whose sentences all (or none) hold the answer teaches nothing: left out, the fit unchanged
-    assert fit_listwise([*xs, np.ones((3, 3))], [*ys, np.ones(3)], l2=0.01, max_sentences=8) == head
+    assert fit_listwise([*xs, np.ones((3, 3))], [*ys, np.ones(3)], l2=0.01, max_words=80) == head
     with pytest.raises(InputError, match="needs questions with an answer sentence"):
-        fit_listwise([np.ones((2, 3))], [np.zeros(2)], l2=0.01, max_sentences=8)
+        fit_listwise([np.ones((2, 3))], [np.zeros(2)], l2=0.01, max_words=80)
 
 
 def test_bad_small_head_options_are_clear_errors():
-    with pytest.raises(InputError, match="--small-sentences must be >= 1"):
-        Config(source=["x"], out="x", small_sentences=0)
+    with pytest.raises(InputError, match="--small-words must be >= 1"):
+        Config(source=["x"], out="x", small_words=0)
     with pytest.raises(InputError, match="--small-l2 >= 0"):
         Config(source=["x"], out="x", small_l2=-1.0)

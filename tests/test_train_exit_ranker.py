@@ -70,12 +70,12 @@ def test_fits_a_ranker_exit_uses(tmp_path):
     out = tmp_path / "ranker.json"
     small = Path(str(resources.files("readerfit"))) / "data" / "demo" / "small.jsonl"
     outcome = run(Config(source=[f"{demo}@0::2", f"{demo}@1::2"], out=str(out), trees=20,
-                         small_source=[f"readerfit={small}@0:10"], small_sentences=20), progress=False, device="cpu")
+                         small_source=[f"readerfit={small}@0:10"], small_words=200), progress=False, device="cpu")
     ranker = Ranker.load(out)
     assert outcome.result["questions"] == 12 and ranker.mass in MASSES and ranker.trees
     assert ranker.answer is not None and ranker.answer.trees  # the answer head, fitted beside
     # the small-input head, on the hand-written small inputs alone (not counted among the questions above)
-    assert ranker.small is not None and ranker.small.max_sentences == 20 and any(ranker.small.weights)
+    assert ranker.small is not None and ranker.small.max_words == 200 and any(ranker.small.weights)
     assert ranker.fitted["small_source"] == [f"readerfit={small}@0:10"] and ranker.fitted["small_counts"]
     assert ranker.fitted["sources"] == [f"{demo}@0::2", f"{demo}@1::2"]
     assert [g["mass"] for g in outcome.result["mass_grid"]] == list(MASSES)

@@ -9,7 +9,7 @@ asks (``readerfit/assets/exit/ranker.md``).
 
 >>> import numpy as np
 >>> rows = [np.array([[0.0, 1.0], [1.0, 0.0]]), np.array([[0.2, 0.9], [0.9, 0.1], [0.0, 0.0]])]
->>> head = fit_listwise(rows, [np.array([0, 1]), np.array([0, 1, 0])], l2=0.01, max_sentences=16)
+>>> head = fit_listwise(rows, [np.array([0, 1]), np.array([0, 1, 0])], l2=0.01, max_words=120)
 >>> head.weights[0] > 0 > head.weights[1]
 True
 """
@@ -40,7 +40,7 @@ def listwise_loss(w: Any, xs: Sequence[Any], ys: Sequence[Any], l2: float) -> tu
     return loss / n + l2 * float(w @ w), grad / n + 2 * l2 * w
 
 
-def fit_listwise(rows: Sequence[Any], labels: Sequence[Any], *, l2: float, max_sentences: int) -> Listwise:
+def fit_listwise(rows: Sequence[Any], labels: Sequence[Any], *, l2: float, max_words: int) -> Listwise:
     """The :class:`Listwise` head fitted on each question's ``rows`` (sentences × signals) and 0/1 ``labels``
     (1: the sentence holds a gold answer string); a question with no or only answer sentences teaches nothing and is
     left out."""
@@ -59,4 +59,4 @@ def fit_listwise(rows: Sequence[Any], labels: Sequence[Any], *, l2: float, max_s
     ys = [y for _, y in kept]
     found = minimize(listwise_loss, np.zeros(stacked.shape[1]), args=(xs, ys, l2), jac=True, method="L-BFGS-B")
     return Listwise(weights=tuple(float(v) for v in found.x), mean=tuple(float(v) for v in mean),
-                    scale=tuple(float(v) for v in scale), max_sentences=max_sentences)
+                    scale=tuple(float(v) for v in scale), max_words=max_words)

@@ -16,7 +16,7 @@ predictions of questions each fold did not see (two folds, by question): the sma
 the default, averaged over the sources, stays within ``--mass-tolerance`` of filling the cap.
 ``--small-source`` names hand-written small inputs (``readerfit/data/demo/small.jsonl``) that fit the small-input
 head alone (:func:`fit_small`; :class:`~readerfit.compressors.exit.ranker.Listwise`), which orders a context of at
-most ``--small-sentences`` sentences.
+most ``--small-words`` words.
 
 From the shell (the shipped ranker: ``readerfit/assets/exit/ranker.md``)::
 
@@ -86,7 +86,8 @@ class Config:
                                       "needed sentence and 1-3 others: train/exit_small.py), each scored anew")
     small_source: list[str] = param(default_factory=list, help="hand-written small inputs ([FORMAT=]PATH[@START:END"
                                     "[:STEP]], as --source) that fit the small-input head, and nothing else")
-    small_sentences: int = param(16, help="the small-input head orders a context of at most this many sentences")
+    small_words: int = param(125, help="the small-input head orders a context of at most this many words (its "
+                                       "sentences' whitespace words)")
     small_l2: float = param(0.01, help="the small-input head's L2 penalty on its weights")
 
     def __post_init__(self) -> None:
@@ -100,8 +101,8 @@ class Config:
             raise InputError(f"--answer-weight must be > 0, got {self.answer_weight}")
         if self.weights and (len(self.weights) != len(self.source) or not all(w > 0 for w in self.weights)):
             raise InputError(f"--weights: one weight > 0 per --source ({len(self.source)}), got {self.weights}")
-        if self.small_sentences < 1 or self.small_l2 < 0:
-            raise InputError(f"--small-sentences must be >= 1 and --small-l2 >= 0, got {self.small_sentences}, "
+        if self.small_words < 1 or self.small_l2 < 0:
+            raise InputError(f"--small-words must be >= 1 and --small-l2 >= 0, got {self.small_words}, "
                              f"{self.small_l2}")
         if self.distractor_passages < 0 or self.small_inputs < 0:
             raise InputError(f"--distractor-passages and --small-inputs must be >= 0, got {self.distractor_passages}, "
@@ -269,7 +270,7 @@ def fit_small(questions: Sequence[Question], config: Config) -> Listwise:
     columns = [SIGNALS.index(s) for s in config.signals]
     labelled_ = [(q, labels) for q in questions if (labels := answer_labels(q)) is not None]
     return fit_listwise([[[row[c] for c in columns] for row in q.rows] for q, _ in labelled_],
-                        [labels for _, labels in labelled_], l2=config.small_l2, max_sentences=config.small_sentences)
+                        [labels for _, labels in labelled_], l2=config.small_l2, max_words=config.small_words)
 
 
 def default_recall(questions: Sequence[Question], *, mass: float, count: Any) -> tuple[float, float]:
@@ -361,7 +362,7 @@ def run(config: Config, *, progress: bool = True, device: str | None = None) -> 
               "answer_weight": config.answer_weight, "exclude_hops": config.exclude_hops,
               "answer_head": config.answer_head, "small_inputs": config.small_inputs, "weights": config.weights,
               "signals": config.signals, "small_source": config.small_source, "small_counts": small_counts,
-              "small_sentences": config.small_sentences, "small_l2": config.small_l2,
+              "small_words": config.small_words, "small_l2": config.small_l2,
               "mass_grid": [{"mass": m, "answer_recall": r, "tokens": f} for m, r, f in grid]}
     ranker = export(fit_trees(questions, config), config, mass=mass, fitted=fitted,
                     answer=fit_trees(questions, config, answer=True) if config.answer_head else None, small=small)

@@ -99,6 +99,9 @@ class RankSignals:
     """The ranking's signals: ``rows[k]`` holds sentence k's values in :data:`SIGNALS` order."""
 
     rows: tuple[tuple[float, ...], ...]
+    # the context's size: its sentences' whitespace words (None: not known), which decides whether a ranker's
+    # small-input head orders it (:class:`~readerfit.compressors.exit.ranker.Listwise`)
+    words: int | None = None
     # sentence k's entity of the type the question asks for ("" none; all "" without spaCy's pass): the words a
     # budget's cut keeps where it can (:func:`~readerfit.compressors.budget.trim_unit`)
     anchors: tuple[str, ...] = ()
@@ -177,7 +180,7 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
     places = [percentiles(column) for column in columns]
     said, anchors = language_signals(question, units, words) if language else ([(0.0, 0.0, 0.0, 0.0)] * len(units), [])
     return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *said[k]) for k, row in enumerate(rows)),
-                       anchors=tuple(anchors))
+                       words=sum(len(s.split()) for s in sentences), anchors=tuple(anchors))
 
 
 def language_signals(question: str, units: Sequence[tuple[int, str]], words: WordVectors | None = None,

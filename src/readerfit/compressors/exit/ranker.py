@@ -13,8 +13,8 @@ not only evidence for it. The sentence the answer head finds likeliest ranks fir
 log-odds: under a budget of one sentence, the sentence that answers ("It was written by William Shakespeare.")
 is kept before the one that names the topic ("Hamlet is a tragedy."), which the evidence labels rate as high.
 
-A ranker may also hold a *small-input head* (:class:`Listwise`): for a context of at most ``max_sentences``
-sentences (what a newcomer types first, not a benchmark's ten paragraphs), a linear score over the standardised
+A ranker may also hold a *small-input head* (:class:`Listwise`): for a context of at most ``max_words`` words
+(what a newcomer types first, not a benchmark's ten paragraphs), a linear score over the standardised
 signals, fitted to put the answer's sentence first among its question's sentences (a softmax over them, on
 hand-written small inputs), orders the sentences instead; the needed head's values, sorted, are handed out in that
 order, so the default keeps as many sentences as it would have.
@@ -89,31 +89,31 @@ class Head:
 @dataclass(frozen=True)
 class Listwise:
     """score = ``weights`` · ((x - ``mean``) / ``scale``), over a row of the ranker's signals; it orders the
-    sentences of a context of at most ``max_sentences`` sentences."""
+    sentences of a context of at most ``max_words`` words (its sentences' whitespace words)."""
 
     weights: tuple[float, ...]
     mean: tuple[float, ...]
     scale: tuple[float, ...]
-    max_sentences: int
+    max_words: int
 
     def __post_init__(self) -> None:
         if not len(self.weights) == len(self.mean) == len(self.scale) or any(not x > 0 for x in self.scale):
             raise InputError(f"a small-input head holds one weight, mean and scale > 0 per signal; got "
                              f"{len(self.weights)}, {len(self.mean)}, {len(self.scale)}")
-        if isinstance(self.max_sentences, bool) or not isinstance(self.max_sentences, int) or self.max_sentences < 1:
-            raise InputError(f"a small-input head's max_sentences is an integer >= 1, got {self.max_sentences!r}")
+        if isinstance(self.max_words, bool) or not isinstance(self.max_words, int) or self.max_words < 1:
+            raise InputError(f"a small-input head's max_words is an integer >= 1, got {self.max_words!r}")
 
     def score(self, x: Sequence[float]) -> float:
         return sum(w * (v - m) / s for w, v, m, s in zip(self.weights, x, self.mean, self.scale))
 
     def to_dict(self) -> dict[str, Any]:
         return {"weights": list(self.weights), "mean": list(self.mean), "scale": list(self.scale),
-                "max_sentences": self.max_sentences}
+                "max_words": self.max_words}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Listwise:
         return cls(weights=tuple(float(x) for x in d["weights"]), mean=tuple(float(x) for x in d["mean"]),
-                   scale=tuple(float(x) for x in d["scale"]), max_sentences=d["max_sentences"])
+                   scale=tuple(float(x) for x in d["scale"]), max_words=d["max_words"])
 
 
 @dataclass(frozen=True)
@@ -147,12 +147,12 @@ class Ranker:
     def score(self, signals: RankSignals) -> list[float]:
         """Each sentence's log-odds of being needed to answer; with an answer head, the sentence it rates likeliest
         to hold the answer (the earliest of equals) is raised just above the best, so that it ranks first; a
-        small context (:class:`Listwise`) is ordered by the small-input head."""
+        small context (:class:`Listwise`; its size in ``signals.words``) is ordered by the small-input head."""
         columns = [SIGNALS.index(s) for s in self.signals]
         rows = [[row[c] for c in columns] for row in signals.rows]
         needed = Head(self.trees, self.baseline)
         out = [needed.log_odds(x) for x in rows]
-        if self.small is not None and len(rows) <= self.small.max_sentences:
+        if self.small is not None and signals.words is not None and signals.words <= self.small.max_words:
             return in_order(out, [self.small.score(x) for x in rows])
         return out if self.answer is None else answer_first(out, [self.answer.log_odds(x) for x in rows])
 
