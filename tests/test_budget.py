@@ -66,7 +66,7 @@ def test_budget_is_never_exceeded_and_spent_greedily(seed):
     passages = random_passages(rng)
     rate = rng.choice([0.05, 0.1, 0.2, 0.3, 0.5, 0.9])
     # r alone ranks (the learned ranking: tests/test_exit_ranker.py)
-    c = exit_with(ExitConfig(rate=rate, ranking="r", referents=False), seed).compress(QUESTION, passages)
+    c = exit_with(ExitConfig(ranking="r", referents=False), seed).compress(QUESTION, passages, Budget(rate=rate))
     total = word_count(join_passages(passages))
     limit = int(rate * total)
     assert word_count(c.text) <= limit
@@ -105,7 +105,7 @@ def test_budget_in_reader_tokens_is_never_exceeded(tiny_lm):
         rng = random.Random(seed)
         passages = random_passages(rng)
         for rate in (0.1, 0.25, 0.5):
-            c = exit_with(ExitConfig(rate=rate), seed, reader=tiny_lm).compress(QUESTION, passages)
+            c = exit_with(ExitConfig(), seed, reader=tiny_lm).compress(QUESTION, passages, Budget(rate=rate))
             limit = int(rate * tiny_lm.count_tokens(join_passages(passages)))
             assert c.details["budget"]["counted_in"] == "reader tokens"
             assert (tiny_lm.count_tokens(c.text) if c.text else 0) <= limit == c.details["budget"]["limit"]
@@ -138,7 +138,7 @@ def test_a_sentence_longer_than_the_budget_is_cut_to_fit_never_replaced_by_a_sho
 
 def test_nothing_fits_gives_an_empty_context_said_in_the_details(tiny_lm):
     passages = [Passage("x", sentences=("Onomatopoeia four.", "five six seven eight."))]
-    c = exit_with(ExitConfig(target_tokens=1), reader=tiny_lm).compress(QUESTION, passages)
+    c = exit_with(ExitConfig(), reader=tiny_lm).compress(QUESTION, passages, Budget(target_tokens=1))
     if tiny_lm.count_tokens(" Onomatopoeia") > 1:  # the tiny tokenizer splits the word: not even it fits
         assert c.kept == [] and c.text == "" and "empty" in c.details["budget"]
 
@@ -147,7 +147,7 @@ def test_tau_first_then_the_cap():
     passages = random_passages(random.Random(5))
     free = exit_with(ExitConfig(threshold=0.5, min_keep=0), 3).compress(QUESTION, passages)
     assert "budget" not in free.details
-    capped = exit_with(ExitConfig(threshold=0.5, min_keep=0, rate=0.3), 3).compress(QUESTION, passages)
+    capped = exit_with(ExitConfig(threshold=0.5, min_keep=0), 3).compress(QUESTION, passages, Budget(rate=0.3))
     assert set(capped.kept) <= set(free.kept)
     assert all(capped.scores[k] >= 0.5 for k in capped.kept)
 
@@ -165,7 +165,7 @@ def test_tau_alone_is_the_papers_rule_and_the_default_is_a_30_percent_budget():
     assert default.details["budget"]["limit"] == max(int(0.3 * total), min(DEFAULT_FLOOR, total))
     assert (default.kept, default.text) == (same.kept, same.text)
     # a cap alone replaces the default rate
-    capped = exit_with(ExitConfig(target_tokens=1000), 1).compress(QUESTION, passages)
+    capped = exit_with(ExitConfig(), 1).compress(QUESTION, passages, Budget(target_tokens=1000))
     assert capped.details["budget"]["rate"] is None and capped.details["budget"]["limit"] == 1000
 
 
@@ -176,11 +176,11 @@ def test_reselect_equals_the_compressor_run_with_that_budget(seed):
     sim = SentenceSimilarity(BagEmbedder(), str.split)
     sim_scored = sim.compress(QUESTION, passages)
     for rate in (0.1, 0.3, 0.6):
-        direct = exit_with(ExitConfig(rate=rate), seed).compress(QUESTION, passages)
+        direct = exit_with(ExitConfig(), seed).compress(QUESTION, passages, Budget(rate=rate))
         swept = exit_with(ExitConfig(), seed).reselect(passages, scored, Budget(rate=rate))
         assert (swept.kept, swept.text, swept.details) == (direct.kept, direct.text, direct.details)
-        sim_direct = SentenceSimilarity(BagEmbedder(), str.split, SentenceSimConfig(rate=rate)).compress(
-            QUESTION, passages)
+        sim_direct = SentenceSimilarity(BagEmbedder(), str.split, SentenceSimConfig()).compress(
+            QUESTION, passages, Budget(rate=rate))
         sim_swept = sim.reselect(passages, sim_scored, Budget(rate=rate))
         assert (sim_swept.kept, sim_swept.text) == (sim_direct.kept, sim_direct.text)
     assert sim.budget_support == exit_with(ExitConfig()).budget_support == "reselect"
@@ -191,15 +191,17 @@ def test_sentence_sim_top_n_without_a_budget_and_uncapped_with_one():
     n_units = sum(len(p.sentences) for p in passages)
     default = SentenceSimilarity(BagEmbedder(), str.split).compress(QUESTION, passages)
     assert len(default.kept) == min(5, n_units)
-    whole = SentenceSimilarity(BagEmbedder(), str.split, SentenceSimConfig(rate=1.0)).compress(QUESTION, passages)
+    whole = SentenceSimilarity(BagEmbedder(), str.split, SentenceSimConfig()).compress(QUESTION, passages,
+                                                                                       Budget(rate=1.0))
     assert len(whole.kept) == n_units  # rate 1: everything fits, no top-5 cap
 
 
 @pytest.mark.parametrize("bad", [{"rate": 0}, {"rate": 1.5}, {"rate": "a"}, {"rate": True}, {"target_tokens": 0},
                                  {"target_tokens": 2.5}, {"min_keep": -1}, {"threshold": 2}])
 def test_bad_budget_options_are_clear_errors(bad):
+    """A budget is a Budget (per call), the rest ExitConfig's options: each bad value named."""
     with pytest.raises(InputError) as err:
-        ExitConfig(**bad)
+        Budget(**bad) if set(bad) <= {"rate", "target_tokens"} else ExitConfig(**bad)
     assert next(iter(bad)) in str(err.value).replace("τ", "threshold")
 
 
@@ -220,8 +222,8 @@ def test_selective_context_budget_is_a_hard_cap_in_the_readers_tokens(tiny_lm, u
         passages = random_passages(random.Random(seed))
         for rate in (0.2, 0.5):
             sc = SelectiveContext(tiny_lm, splitter=get_splitter("regex"), reader_lm=tiny_lm,
-                                  config=SelectiveContextConfig(unit=unit, rate=rate))
-            c = sc.compress(QUESTION, passages)
+                                  config=SelectiveContextConfig(unit=unit))
+            c = sc.compress(QUESTION, passages, Budget(rate=rate))
             limit = int(rate * tiny_lm.count_tokens(join_passages(passages)))
             assert c.details["budget"]["limit"] == limit
             assert (tiny_lm.count_tokens(c.text) if c.text else 0) <= limit
@@ -245,7 +247,7 @@ def test_the_default_budget_keeps_the_best_sentence_even_past_it_a_set_budget_cu
     assert default.kept == [0] and default.details["budget"]["hard"] is False and default.trimmed == {}
     assert default.details["budget"]["limit"] == DEFAULT_FLOOR  # 30% of the words is under the small-input floor
     assert default.details["budget"]["compressed_tokens"] > default.details["budget"]["limit"]
-    set_by_user = ExitCompressor(Fixed(), str.split, ExitConfig(rate=0.3)).compress(QUESTION, passages)
+    set_by_user = ExitCompressor(Fixed(), str.split).compress(QUESTION, passages, Budget(rate=0.3))
     limit = int(0.3 * (DEFAULT_FLOOR + 27))  # 30% of every word, the title's among them
     # the best sentence cut to the budget (its title line one word of it), the short one not kept in its place
     # the cut's mark is the limit's last word
@@ -258,7 +260,7 @@ def test_the_achieved_rate_is_in_the_json_output():
     from readerfit.api import compression_json
 
     passages = random_passages(random.Random(11))
-    c = exit_with(ExitConfig(rate=0.4), 2).compress(QUESTION, passages)
+    c = exit_with(ExitConfig(), 2).compress(QUESTION, passages, Budget(rate=0.4))
     out = compression_json(c, question=QUESTION, compressor="exit")
     budget = out["details"]["budget"]
     assert budget["rate"] == 0.4 and budget["compressed_tokens"] <= budget["limit"]

@@ -259,19 +259,24 @@ def test_out_without_ids_survives_an_edited_input(tiny_lm_dir, tmp_path, capsys,
     assert all(r["text"].split(" wrote ")[1].rstrip(".") in r["question"] for r in results)  # paired right
 
 
-def test_rate_and_target_tokens_flags_equal_exit_built_with_the_budget(tiny_lm_dir, pool, capsys, monkeypatch):
+def test_rate_and_target_tokens_flags_equal_exit_called_with_the_budget(tiny_lm_dir, pool, capsys, monkeypatch):
+    """The flags and a budget among the options (``--option rate=``, ``--option exit.target_tokens=``) are the
+    call's budget: what EXIT keeps called with it."""
     from readerfit.api import as_passages
     from readerfit.compressors import COMPRESSORS
+    from readerfit.compressors.budget import Budget
 
     body = json.dumps({"question": QUESTION, "passages": PASSAGES})
     options = {"classifier": str(tiny_lm_dir), "splitter": "regex"}
     for flags, budget in ((["--rate", "0.5"], {"rate": 0.5}), (["--target-tokens", "9"], {"target_tokens": 9}),
-                          (["--target-token", "9", "--rate", "0.9"], {"target_tokens": 9, "rate": 0.9})):
+                          (["--target-token", "9", "--rate", "0.9"], {"target_tokens": 9, "rate": 0.9}),
+                          (["--option", "rate=0.5"], {"rate": 0.5}),
+                          (["--option", "exit.target_tokens=9"], {"target_tokens": 9})):
         code, out, err = run_cli(exit_args(tiny_lm_dir, "--json", *flags), capsys, monkeypatch, stdin=body)
         assert code == 0, err
         got = json.loads(out.splitlines()[-1])
-        direct = COMPRESSORS.build("exit", {**options, **budget}, pool=pool, reader_lm=pool.lm(str(tiny_lm_dir))
-                                   ).compress(QUESTION, as_passages(PASSAGES))
+        direct = COMPRESSORS.build("exit", options, pool=pool, reader_lm=pool.lm(str(tiny_lm_dir))
+                                   ).compress(QUESTION, as_passages(PASSAGES), Budget(**budget))
         assert (got["text"], got["kept"], got["details"]["budget"]) == (direct.text, direct.kept,
                                                                         direct.details["budget"])
 

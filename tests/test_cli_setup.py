@@ -35,6 +35,17 @@ def test_compress_help_has_examples_and_budgets() -> None:
 
 
 def test_target_token_is_target_tokens_and_both_at_once_is_an_error() -> None:
-    assert make_config(ExitConfig, {"target_token": "40"}, what="exit").target_tokens == 40
+    from readerfit.call_args import call_budget
+    from readerfit.compressors.budget import Budget
+    from readerfit.compressors.xcompress.summary import SummaryConfig
+
+    # a config built with its budget (summary's) reads the other name as its field
+    assert make_config(SummaryConfig, {"target_token": "40"}, what="summary").target_tokens == 40
     with pytest.raises(InputError, match="'target_token' and 'target_tokens' are one option .*another name"):
-        make_config(ExitConfig, {"target_token": 40, "target_tokens": 30}, what="exit")
+        make_config(SummaryConfig, {"target_token": 40, "target_tokens": 30}, what="summary")
+    # a call's budget (EXIT's config holds none) reads it too, and so refuses both
+    assert call_budget("exit", {"target_token": 40}) == ({}, Budget(target_tokens=40))
+    with pytest.raises(InputError, match="'target_token' and 'target_tokens' are one option .*another name"):
+        call_budget("exit", {"target_token": 40, "target_tokens": 30})
+    with pytest.raises(InputError, match="a budget .* is per call"):
+        make_config(ExitConfig, {"target_token": 40}, what="exit")

@@ -138,16 +138,23 @@ BUDGETED = [n for n in COMPRESSORS.names() if COMPRESSORS.get(n).budget_support 
 
 @pytest.mark.parametrize("name", BUDGETED)
 def test_compressor_budget_is_validated_and_reported(name, pool, tiny_lm, tiny_lm_dir):
-    """A compressor with a ``rate`` refuses a rate outside (0, 1] by name; one with a hard cap reports the
-    budget and stays within it in the reader's tokens."""
+    """A compressor that takes a budget refuses a rate outside (0, 1] by name (in a call's options where it
+    re-selects: its config holds none; as config where it is rebuilt); one with a hard cap reports the budget and
+    stays within it in the reader's tokens."""
+    from readerfit.call_args import CompressCall
     from readerfit.compressors.base import join_passages
+    from readerfit.compressors.budget import Budget
+
+    reselects = COMPRESSORS.get(name).budget_support == "reselect"
     for bad in (0, 1.5):
         with pytest.raises(InputError, match="rate"):
-            compressor(name, pool, tiny_lm_dir, rate=bad)
-    c = COMPRESSORS.build(name, {**{k: option_value(v, tiny_lm_dir) for k, v in COMPRESSOR_OPTIONS[name].items()},
-                                 "rate": 0.5},
-                          pool=pool, reader_lm=tiny_lm)
-    out = c.compress(QUESTION, PASSAGES)
+            if reselects:
+                CompressCall(question=QUESTION, passages=PASSAGES, compressor=name, options={"rate": bad})
+            else:
+                compressor(name, pool, tiny_lm_dir, rate=bad)
+    options = {k: option_value(v, tiny_lm_dir) for k, v in COMPRESSOR_OPTIONS[name].items()}
+    c = COMPRESSORS.build(name, options if reselects else {**options, "rate": 0.5}, pool=pool, reader_lm=tiny_lm)
+    out = c.compress(QUESTION, PASSAGES, Budget(rate=0.5) if reselects else None)
     # llmlingua2 re-selects too, but its rate is llmlingua's own target, not a hard cap
     assert out.budget is not None or c.budget_support != "reselect" or name == "llmlingua2"
     if out.budget is not None:  # a hard cap (longllmlingua's rate is llmlingua's own target instead)

@@ -106,6 +106,23 @@ def test_the_figures_equal_single_runs_at_each_budget(scorings, capsys, tmp_path
     assert alone.text == r.compression.text
 
 
+def test_a_budget_in_a_compressors_options_is_each_of_its_calls_budget(scorings, capsys, tmp_path):
+    """``--option sentence-sim.rate=0.2``: a re-selecting compressor's config holds no budget, so the eval gives it
+    to each call: the selection ``--rate 0.2`` makes, its records at the compressor's own call."""
+    code, _, err = run(capsys, "--option", "sentence-sim.rate=0.2", "--out", "own")
+    assert code == 0, err
+    assert run(capsys, "--rate", "0.2", "--out", "axis")[0] == 0
+    own, axis = ({r.id: r for r in records(tmp_path / name) if r.method == "sentence-sim"} for name in ("own", "axis"))
+    assert len(own) == 3 and all(r.budget is None and r.compression.budget.rate == 0.2 for r in own.values())
+    assert {i: (r.compression.text, r.compression.kept) for i, r in own.items()} \
+        == {i: (r.compression.text, r.compression.kept) for i, r in axis.items()}
+    settings = json.loads((tmp_path / "own" / "run.json").read_text())["settings"]
+    assert settings["options"]["sentence-sim"]["rate"] == 0.2  # recorded as given
+    scorings.clear()
+    code, _, err = run(capsys, "--option", "sentence-sim.rate=1.5", "--out", "bad")
+    assert code != 0 and "rate" in err and "(0, 1]" in err and not scorings
+
+
 def _config():
     from readerfit.eval.config import EvalConfig
 

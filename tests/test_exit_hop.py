@@ -69,9 +69,10 @@ def test_find_links_follows_whole_title_mentions_of_other_passages():
 
 def test_the_hop_rescues_the_bridge_passage_and_records_it():
     # r alone ranks (the learned ranking's signals: tests/test_exit_ranker.py)
-    hop = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(target_tokens=20, ranking="r"))
-    plain = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(target_tokens=20, hop=0, ranking="r"))
-    c, p = hop.compress(QUESTION, BRIDGE), plain.compress(QUESTION, BRIDGE)
+    hop = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(ranking="r"))
+    plain = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(hop=0, ranking="r"))
+    budget = Budget(target_tokens=20)
+    c, p = hop.compress(QUESTION, BRIDGE, budget), plain.compress(QUESTION, BRIDGE, budget)
     answer = c.units.index("Frankie Avalon is an American singer.")
     assert c.details["hop"] == {"linked": {"1": [0]}, "title": [1]}
     assert c.scores[answer] > p.scores[answer]  # scored again with "... performed by Frankie Avalon."
@@ -90,11 +91,11 @@ def test_a_name_link_is_scored_again_but_is_no_title_link():
     stadium = ("The stadium has 31,000 seats.",)
     ps = [Passage(" ".join(hall), title="Imber Hall", sentences=hall),
           Passage(" ".join(stadium), title="Dunmere Stadium", sentences=stadium)]
-    config = dict(target_tokens=14, ranking="r")
-    c = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(**config)).compress(question, ps)
+    config, budget = dict(ranking="r"), Budget(target_tokens=14)
+    c = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(**config)).compress(question, ps, budget)
     assert c.details["hop"] == {"linked": {"1": [0]}, "title": []}
     title = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(**config, hop_by="title"))
-    assert title.compress(question, ps).details["hop"] == {"linked": {}, "title": []}
+    assert title.compress(question, ps, budget).details["hop"] == {"linked": {}, "title": []}
 
 
 JOINERS = {"of", "de", "the", "von", "van", "la", "del"}
@@ -127,9 +128,10 @@ def sentence_names(sentence: str, question: str) -> set[str]:
     return {n for n in found if len(n) >= 4 and n.lower() not in question.lower()}
 
 
-def reference(question: str, passages: list[Passage], config: ExitConfig) -> tuple[list[float], list[int]]:
+def reference(question: str, passages: list[Passage], config: ExitConfig, *,
+              budget: Budget) -> tuple[list[float], list[int]]:
     """The hop spelled out: r, the links by brute force (``hop_by="name"``: also a linking sentence's name in
-    the title, case-sensitive), each linked passage scored alone again, the max, then the budget rule over
+    the title, case-sensitive), each linked passage scored alone again, the max, then the rule of ``budget`` over
     r."""
     clf = Overlap()
     units = [(pi, s) for pi, p in enumerate(passages) for s in p.sentences]
@@ -154,7 +156,7 @@ def reference(question: str, passages: list[Passage], config: ExitConfig) -> tup
             for j, k in enumerate(k for k, (pj, _) in enumerate(units) if pj == pi):
                 scores[k] = max(scores[k], again[j])
     kept = fit_units(scores, passages=passages, units=units, count=word_count,
-                     limit=Budget(rate=config.rate).limit(tokens_in=word_count("\n\n".join(
+                     limit=budget.limit(tokens_in=word_count("\n\n".join(
                          f"{p.title}\n{p.text}" if p.title else p.text for p in passages))),
                      assemble=lambda ks, cut: assemble(passages, cut_units(units, cut), ks),
                      referents=referents(passages, units)).kept
@@ -177,15 +179,16 @@ def random_bridge(rng: random.Random) -> tuple[str, list[Passage]]:
 def test_hop_matches_the_slow_reference_batched_and_unbatched(seed):
     rng = random.Random(seed)
     question, passages = random_bridge(rng)
-    config = ExitConfig(rate=0.5, hop=rng.choice([1, 2, 3]), hop_from="passage" if seed % 2 else "sentence",
+    config = ExitConfig(hop=rng.choice([1, 2, 3]), hop_from="passage" if seed % 2 else "sentence",
                         hop_by="name" if seed % 4 < 2 else "title", ranking="r")  # the learned ranking: test_exit_ranker.py
-    scores, kept = reference(question, passages, config)
-    one = ExitCompressor(Overlap(), splitter=str.split, config=config).compress(question, passages)
+    budget = Budget(rate=0.5)
+    scores, kept = reference(question, passages, config, budget=budget)
+    one = ExitCompressor(Overlap(), splitter=str.split, config=config).compress(question, passages, budget)
     assert one.scores == pytest.approx(scores) and one.kept == kept
     batched = ExitCompressor(BatchedOverlap(), splitter=str.split, config=config)
-    many = batched.compress_many([(question, passages), ("anna?", passages), (question, passages[:1])])
+    many = batched.compress_many([(question, passages), ("anna?", passages), (question, passages[:1])], [budget] * 3)
     assert many[0].scores == one.scores and many[0].kept == one.kept and many[0].details == one.details
-    again = ExitCompressor(Overlap(), splitter=str.split, config=config).compress("anna?", passages)
+    again = ExitCompressor(Overlap(), splitter=str.split, config=config).compress("anna?", passages, budget)
     assert many[1].scores == again.scores and many[1].kept == again.kept
     # reselect keeps the hop's ranking: the same selection from the scored compression
     assert batched.reselect(passages, one, Budget(rate=0.5)).kept == one.kept
@@ -243,8 +246,8 @@ def test_hop_from_passage_links_what_the_top_sentences_passage_names():
     assert find_links(units=units, scores=scores, passages=ps, top=1) == {}
     assert find_links(units=units, scores=scores, passages=ps, top=1, source="passage") == {1: [1]}
     question = "Where was the composer of film Marupacha born?"
-    c = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(rate=0.6, hop_from="passage",
-                                                                        ranking="r")).compress(question, ps)
+    c = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(hop_from="passage", ranking="r")).compress(
+        question, ps, Budget(rate=0.6))
     # scored again with the linking sentence; not a title link, as no top sentence names it
     assert c.details["hop"] == {"linked": {"1": [1]}, "title": []}
     with pytest.raises(InputError, match="hop_from"):
@@ -261,7 +264,7 @@ def test_a_hop_from_a_long_passage_asks_a_question_that_leaves_room_for_the_pass
                   sentences=("Frankie Avalon is an American singer.",))]
     classifier = Overlap()
     out = ExitCompressor(classifier, splitter=str.split, config=ExitConfig(
-        hop=3, hop_from="passage", hop_by="mention", ranking="r", rate=0.5)).compress(QUESTION, ps)
+        hop=3, hop_from="passage", hop_by="mention", ranking="r")).compress(QUESTION, ps, Budget(rate=0.5))
     hop_questions = [q for q, _ in classifier.calls[1:]]
     assert hop_questions and out.details["hop"]["linked"] == {"1": list(range(40))}
     assert all(len(q.split()) <= HOP_WORDS for q in hop_questions)

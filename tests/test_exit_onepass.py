@@ -121,18 +121,20 @@ def test_questions_scored_together_equal_each_alone(bert, batch_size):
 
 
 def test_exit_compresses_a_batch_of_questions_as_it_does_each(bert):
+    from readerfit.compressors.budget import Budget
     from readerfit.compressors.exit import ExitCompressor, ExitConfig
     from readerfit.text.split import get_splitter
 
     model, tokenizer = tiny_model(bert)
     exit_ = ExitCompressor(OnePassSentenceClassifier(model, tokenizer, batch_size=2), get_splitter("regex"),
-                           ExitConfig(rate=0.5))
+                           ExitConfig())
     items = [(QUESTION, [Passage(" ".join(s), title=t) for t, s in GROUPS]),
              ("Who founded club 1?", [Passage(" ".join(GROUPS[2][1]), title="Gold B1")]),
              ("What is long?", [Passage("The river is long.", title="Other"), Passage(" ")])]
-    batch = exit_.compress_many(items)
+    budget = Budget(rate=0.5)
+    batch = exit_.compress_many(items, [budget] * len(items))
     for got, (q, ps) in zip(batch, items):
-        want = exit_.compress(q, ps)
+        want = exit_.compress(q, ps, budget)
         assert got.scores == pytest.approx(want.scores, abs=1e-5)
         assert (got.text, got.kept, got.details["budget"]) == (want.text, want.kept, want.details["budget"])
 

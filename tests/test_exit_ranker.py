@@ -208,11 +208,11 @@ def test_the_budget_is_spent_by_the_ranking_batched_unbatched_and_through_resele
     rng = random.Random(seed)
     question, passages = random_bridge(rng)
     ranker = random_ranker(rng)
-    config = ExitConfig(rate=0.5, ranking="r")
+    config, budget = ExitConfig(ranking="r"), Budget(rate=0.5)
     exit_ = ExitCompressor(Overlap(), splitter=str.split, config=config, ranker=ranker)
-    c = exit_.compress(question, passages)
+    c = exit_.compress(question, passages, budget)
     units = list(zip(c.passage_of_unit, c.units))
-    plain = ExitCompressor(Overlap(), splitter=str.split, config=config).compress(question, passages)
+    plain = ExitCompressor(Overlap(), splitter=str.split, config=config).compress(question, passages, budget)
     assert plain.scores == c.scores and plain.ranking == plain.scores  # r alone
     hop = c.details["hop"]
     rows = ranking_signals(question=question, units=units, r=c.scores,
@@ -226,12 +226,12 @@ def test_the_budget_is_spent_by_the_ranking_batched_unbatched_and_through_resele
                                assemble=lambda ks, cut: assemble(passages, cut_units(units, cut), ks),
                                referents=referents(passages, units)).kept
     batched = ExitCompressor(BatchedOverlap(), splitter=str.split, config=config, ranker=ranker)
-    many = batched.compress_many([(question, passages), ("anna?", passages)])
+    many = batched.compress_many([(question, passages), ("anna?", passages)], [budget, budget])
     assert many[0].kept == c.kept and many[0].ranking == c.ranking
     assert exit_.reselect(passages, c, Budget(rate=0.5)).kept == c.kept
     at = exit_.reselect(passages, c, Budget(rate=0.3))
-    assert at.kept == ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(rate=0.3, ranking="r"),
-                                     ranker=ranker).compress(question, passages).kept
+    assert at.kept == ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(ranking="r"),
+                                     ranker=ranker).compress(question, passages, Budget(rate=0.3)).kept
 
 
 def test_the_default_stops_below_its_cap_and_a_set_budget_is_spent_exactly(monkeypatch):
@@ -255,8 +255,8 @@ def test_the_default_stops_below_its_cap_and_a_set_budget_is_spent_exactly(monke
     held = next(i for i in range(1, len(p) + 1) if sum(p[k] for k in order[:i]) >= 0.5 * sum(p))
     assert set(c.kept) <= set(order[:held]) and set(b.kept) <= set(c.kept) <= set(a.kept) | set(order[:held])
     # a rate the user sets is spent as without the stop
-    set_rate = [ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(rate=0.3, ranking="r"),
-                               ranker=r).compress(question, passages).kept for r in (full_mass, little)]
+    set_rate = [ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(ranking="r"), ranker=r).compress(
+        question, passages, Budget(rate=0.3)).kept for r in (full_mass, little)]
     assert set_rate[0] == set_rate[1]
 
 
@@ -265,8 +265,8 @@ def test_a_ranker_reading_cosines_needs_an_embedder_and_gets_them():
     question, passages = random_bridge(rng)
     ranker = Ranker(signals=("cos_q", "cos_ev"), trees=(), baseline=0.0)
     with pytest.raises(InputError, match="embedder"):
-        ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(rate=0.5, ranking="r"), ranker=ranker)
-    exit_ = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(rate=0.5, ranking="r"), ranker=ranker,
+        ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(ranking="r"), ranker=ranker)
+    exit_ = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(ranking="r"), ranker=ranker,
                            embedder=BagEmbedder())
     scored = exit_.score_units([(question, passages)])[0]
     vectors = BagEmbedder().encode([question] + [s for _, s in scored.units])
@@ -305,7 +305,7 @@ def test_the_embedder_runs_beside_the_classifier_with_the_same_signals():
         started = threading.Event() if overlap else None
         embedder = ThreadNotingEmbedder(started)
         exit_ = ExitCompressor(SignallingOverlap(started) if overlap else Overlap(), splitter=str.split,
-                               config=ExitConfig(rate=0.5, hop=0, ranking="r", overlap=overlap), ranker=ranker,
+                               config=ExitConfig(hop=0, ranking="r", overlap=overlap), ranker=ranker,
                                embedder=embedder)
         out[overlap] = exit_.score_units(questions)
         # the sentences' pass waited for the classifier to start: they ran at once, on another thread
@@ -331,7 +331,7 @@ def test_the_embedder_beside_the_classifier_runs_in_the_callers_context():
             return super().encode(texts, normalize)
 
     question, passages = random_bridge(random.Random(4))
-    exit_ = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(rate=0.5, ranking="r", overlap=True),
+    exit_ = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(ranking="r", overlap=True),
                            ranker=Ranker(signals=("cos_q",), trees=(), baseline=0.0), embedder=ContextEmbedder())
     token = REQUEST.set("request 1")
     try:
@@ -359,7 +359,7 @@ def test_a_classifier_error_beside_the_embedder_is_raised_once_the_embedder_is_d
     question, passages = random_bridge(random.Random(2))
     embedder = ThreadNotingEmbedder()
     ranker = Ranker(signals=("cos_q",), trees=(), baseline=0.0)
-    exit_ = ExitCompressor(Failing(), splitter=str.split, config=ExitConfig(rate=0.5, ranking="r", overlap=True),
+    exit_ = ExitCompressor(Failing(), splitter=str.split, config=ExitConfig(ranking="r", overlap=True),
                            ranker=ranker, embedder=embedder)
     with pytest.raises(InputError, match="the classifier failed"):
         exit_.score_units([(question, passages)])
@@ -373,7 +373,7 @@ def test_the_evidence_pass_scores_the_other_passages_given_the_best_sentence():
         question, passages = random_bridge(rng)
     ranker = Ranker(signals=("r_evidence",), trees=(), baseline=0.0)
     clf = Overlap()
-    exit_ = ExitCompressor(clf, splitter=str.split, config=ExitConfig(rate=0.5, hop=0, ranking="r"), ranker=ranker)
+    exit_ = ExitCompressor(clf, splitter=str.split, config=ExitConfig(hop=0, ranking="r"), ranker=ranker)
     scored = exit_.score_units([(question, passages)])[0]
     units = scored.units
     best = max(range(len(units)), key=lambda k: (scored.scores[k], -k))

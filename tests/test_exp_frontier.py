@@ -305,6 +305,27 @@ def test_cli_json_contract_resume_and_report(tiny_lm_dir, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["methods"] == result["methods"]
 
 
+def test_a_budget_in_a_methods_options_is_the_budget_of_its_default_point(tiny_lm_dir, tmp_path, capsys):
+    """``--option cap.rate=0.3``: a re-selecting compressor's config holds no budget, so its own call (the point
+    ``default``) is made under that budget: what the plain method keeps at the point 0.3."""
+    from readerfit.cli.main import main
+    from readerfit.data import write_examples
+
+    data = write_examples(tmp_path / "qa.jsonl", [example(i) for i in range(2)])
+    args = ["exp", "frontier", "--data", str(data), "--compressor", "exit", "cap=exit",
+            "--option", f"exit.classifier={tiny_lm_dir}", f"cap.classifier={tiny_lm_dir}", "cap.rate=0.3",
+            "--reader", str(tiny_lm_dir), "--rates", "0.3", "--read", "0", "--out", str(tmp_path / "run"),
+            "--no-progress", "--json"]
+    assert main(args) == 0, capsys.readouterr().err
+    lines = (tmp_path / "run" / "records.jsonl").read_text().splitlines()
+    records = [Record.from_dict(json.loads(line)) for line in lines]
+    kept = {(r.id, r.method, r.budget.name): (r.compression.text, r.compression.kept) for r in records}
+    for i in range(2):
+        assert kept[f"q{i}", "cap", "default"] == kept[f"q{i}", "exit", "0.3"] == kept[f"q{i}", "cap", "0.3"]
+    with pytest.raises(InputError, match=r"compressor 'exit': rate .* must be a number in \(0, 1\]"):
+        Config(data="x", compressors=["exit"], option=["exit.rate=1.5"])
+
+
 def test_the_summary_gives_answer_recall_by_number_of_hops():
     def record(qid, hops, kept):
         return {"id": qid, "method": "exit", "hops": hops, "seconds": 0.1, "origin_tokens": 10,
@@ -412,7 +433,7 @@ def test_eval_records_are_written_as_before():
 
 def test_llmlingua2_is_swept_through_its_select_its_classifier_run_once_per_question(tmp_path, tiny_lm):
     """No compressor is named in the sweep: llmlingua2 re-selects, so each question runs its classifier once and
-    every budget keeps what llmlingua2 built at that budget keeps."""
+    every budget keeps what another llmlingua2 called with that budget keeps."""
     pytest.importorskip("llmlingua", reason="llmlingua is not installed")
     from readerfit.compressors import build_compressor
     from readerfit.models.pool import ModelPool
@@ -427,8 +448,8 @@ def test_llmlingua2_is_swept_through_its_select_its_classifier_run_once_per_ques
     records = measured(ex, {"ll2": lingua}, rates=[0.3, 0.6], lm=tiny_lm)
     assert [r.budget.name for r in records] == ["default", "no budget", "0.3", "0.6"] and len(runs) == 1
     for r in records[2:]:
-        built = build_compressor("llmlingua2", pool, reader=tiny_lm, model=model, rate=r.budget.rate)
-        assert r.compression.text == built.compress(ex.question, ex.passages).text
+        built = build_compressor("llmlingua2", pool, reader=tiny_lm, model=model)
+        assert r.compression.text == built.compress(ex.question, ex.passages, Budget(rate=r.budget.rate)).text
 
 
 def test_the_frontier_gives_the_figures_of_an_eval_with_the_same_budgets(tiny_pool, tmp_path, capsys, monkeypatch):

@@ -240,7 +240,9 @@ def test_llamaindex_postprocessor_refuses_what_is_not_a_list_of_scored_nodes() -
 
 
 @pytest.mark.parametrize("budget", [{"rate": 0.4}, {"target_tokens": 25}])
-def test_an_adapter_budget_scores_once_and_equals_the_compressor_built_with_it(tiny_lm: Any, budget: dict) -> None:
+def test_an_adapter_budget_scores_once_and_equals_the_compressor_called_with_it(tiny_lm: Any, budget: dict) -> None:
+    """The budget as the adapter's, in its options, or for a built compressor (its config holds none): one
+    selection, the compressor built once without it."""
     from readerfit.models.pool import ModelPool
 
     pool = ModelPool()
@@ -248,8 +250,8 @@ def test_an_adapter_budget_scores_once_and_equals_the_compressor_built_with_it(t
     sources = [SourceDocument(text=d.text, title=d.title, id=d.id) for d in DOCS]
     engine = DocumentCompression("sentence-sim", options={"splitter": "regex"}, reader=tiny_lm, pool=pool, **budget)
     by_options = DocumentCompression("sentence-sim", options={"splitter": "regex", **budget}, reader=tiny_lm, pool=pool)
-    built = DocumentCompression(build_compressor("sentence-sim", pool, reader=tiny_lm, splitter="regex", **budget),
-                                reader=tiny_lm)
+    built = DocumentCompression(build_compressor("sentence-sim", pool, reader=tiny_lm, splitter="regex"),
+                                reader=tiny_lm, **budget)
     runs = [[dataclasses.replace(p, seconds=0.0) for p in e.run(QUESTION, sources)] for e in (engine, by_options, built)]
     assert runs[0] and runs[0] == runs[1] == runs[2]
     assert list(engine._built) == [None]  # built once, without the budget: it re-selects

@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 
 from readerfit.compressors import build_compressor
+from readerfit.compressors.budget import Budget
+from readerfit.compressors.select import Scored
 from readerfit.errors import InputError, UnknownModelError
 from readerfit.models.pool import ModelPool
 from readerfit.types import Passage
@@ -36,6 +38,12 @@ def lingua(pool, directory, **options):
     return build_compressor("llmlingua2", pool, model=str(directory), **options)
 
 
+def llmlingua_at(compressor, passages, budget):
+    """llmlingua's own run at ``budget`` with the classifier read (no logits to replay): what llmlingua2 configured
+    with that budget made before a budget was per call."""
+    return compressor.select(Scored(passages=passages, units=[], ranking=[]), budget)
+
+
 @pytest.mark.parametrize("options", [{}, {"rate": 0.5}, {"target_tokens": 12}, {"force_tokens": ["\n", "?", "."]}])
 def test_the_same_compression_as_llmlingua_own_prompt_compressor(tiny_xlmr_dir, pool, monkeypatch, options):
     """The released PromptCompressor (its tiktoken download replaced by the same counter): identical compressed
@@ -52,11 +60,12 @@ def test_the_same_compression_as_llmlingua_own_prompt_compressor(tiny_xlmr_dir, 
 
     monkeypatch.setattr(released.tiktoken, "encoding_for_model", lambda name: Counter())
     reference = released.PromptCompressor(model_name=str(tiny_xlmr_dir), device_map="cpu", use_llmlingua2=True)
-    c = lingua(pool, tiny_xlmr_dir, **options)
+    budget = {k: v for k, v in options.items() if k in ("rate", "target_tokens")}  # per call
+    c = lingua(pool, tiny_xlmr_dir, **{k: v for k, v in options.items() if k not in budget})
     # the force-token placeholders' embeddings are drawn from the released seed (42), bit for bit
     assert torch.equal(c.engine.model.get_input_embeddings().weight,
                        reference.model.get_input_embeddings().weight)
-    out = c.compress(QUESTION, PASSAGES)
+    out = c.compress(QUESTION, PASSAGES, Budget(**budget) if budget else None)
     kwargs = {"rate": options.get("rate", 0.33), "force_tokens": options.get("force_tokens", ["\n", "?"]),
               "target_token": options.get("target_tokens", -1)}
     # the passages in one call (target_tokens is a target for them all), without the context-level filter
@@ -72,12 +81,13 @@ def test_the_same_compression_as_llmlingua_own_prompt_compressor(tiny_xlmr_dir, 
 
 def test_defaults_are_the_published_ones_and_rate_one_keeps_every_word(tiny_xlmr_dir, pool):
     c = lingua(pool, tiny_xlmr_dir)
-    assert (c.config.rate, c.config.force_tokens, c.config.target_tokens) == (0.33, ["\n", "?"], None)
+    assert (c.default_budget(), c.config.force_tokens) == (Budget(rate=0.33), ["\n", "?"])
+    assert not hasattr(c.config, "rate") and not hasattr(c.config, "target_tokens")  # a budget is per call
     assert type(c.config)().model == "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"
     out = c.compress(QUESTION, PASSAGES)
     assert 0 < out.details["rate"] < 1 and out.details["target_rate"] == 0.33
     assert out.origin_tokens == out.compressed_tokens == 0  # no reader: the record's counts stay empty
-    whole = lingua(pool, tiny_xlmr_dir, rate=1.0).compress(QUESTION, PASSAGES)
+    whole = lingua(pool, tiny_xlmr_dir).compress(QUESTION, PASSAGES, Budget(rate=1.0))
     # every word (llmlingua re-joins the tokens: only the spacing around the placeholders may differ)
     assert [t.split() for t in whole.details["compressed_passages"]] == [p.render().split() for p in PASSAGES]
 
@@ -102,8 +112,8 @@ def test_loading_leaves_the_callers_random_state_as_it_was(tiny_xlmr_dir, pool):
 def test_with_a_reader_the_tokens_are_the_readers(tiny_xlmr_dir, pool, tiny_lm):
     from readerfit.compressors.base import join_passages
 
-    c = build_compressor("llmlingua2", pool, reader=tiny_lm, model=str(tiny_xlmr_dir), target_tokens=20)
-    out = c.compress(QUESTION, PASSAGES)
+    c = build_compressor("llmlingua2", pool, reader=tiny_lm, model=str(tiny_xlmr_dir))
+    out = c.compress(QUESTION, PASSAGES, Budget(target_tokens=20))
     assert out.details["token_counter"] == "reader tokens"
     assert out.origin_tokens == tiny_lm.count_tokens(join_passages(PASSAGES))
     assert out.compressed_tokens == tiny_lm.count_tokens(out.text) < out.origin_tokens
@@ -138,12 +148,11 @@ LONG = Passage(" ".join(f"Sentence {i} tells of Anna and the river." for i in ra
 def test_a_budget_sweep_runs_the_classifier_once_and_equals_llmlingua2_built_at_each_budget(
         tiny_xlmr_dir, pool, tiny_lm, reader):
     """reselect replays the scoring's token logits through llmlingua's own selection: the same text, kept passages
-    and details as the compressor built with that budget, the classifier not run again (a passage of several
-    512-token chunks included)."""
-    from readerfit.compressors.budget import Budget
-
+    and details as llmlingua's own run at that budget (the classifier read), the classifier not run again (a
+    passage of several 512-token chunks included)."""
     passages = [*PASSAGES, LONG]
     reader_lm = tiny_lm if reader else None
+    runner = build_compressor("llmlingua2", pool, reader=reader_lm, model=str(tiny_xlmr_dir))  # another classifier
     scorer = build_compressor("llmlingua2", pool, reader=reader_lm, model=str(tiny_xlmr_dir))
     assert scorer.budget_support == "reselect"
     runs: list[int] = []
@@ -155,9 +164,10 @@ def test_a_budget_sweep_runs_the_classifier_once_and_equals_llmlingua2_built_at_
     runs.clear()
     for budget in ({"rate": 0.2}, {"rate": 0.5}, {"rate": 0.9}, {"target_tokens": 12}, {"target_tokens": 200},
                    {"rate": 0.6, "target_tokens": 40}, {}):
-        direct = build_compressor("llmlingua2", pool, reader=reader_lm, model=str(tiny_xlmr_dir),
-                                  **budget).compress(QUESTION, passages)
+        direct = llmlingua_at(runner, passages, Budget(**budget))
         again = scorer.reselect(passages, scored, Budget(**budget))
+        per_call = runner.compress(QUESTION, passages, Budget(**budget) if budget else None)
+        assert (per_call.text, per_call.kept, per_call.details) == (direct.text, direct.kept, direct.details)
         assert (again.text, again.kept, again.details, again.origin_tokens, again.compressed_tokens) == (
             direct.text, direct.kept, direct.details, direct.origin_tokens, direct.compressed_tokens)
         assert again.token_logits == scored.token_logits  # a re-selection can be re-selected
@@ -168,12 +178,10 @@ def test_a_budget_sweep_runs_the_classifier_once_and_equals_llmlingua2_built_at_
 
 def test_a_compression_llmlingua_made_without_the_classifier_is_scored_again_and_others_are_refused(
         tiny_xlmr_dir, pool):
-    from readerfit.compressors.budget import Budget
-
-    whole = lingua(pool, tiny_xlmr_dir, rate=1.0)
-    everything = whole.compress(QUESTION, PASSAGES)
+    whole = lingua(pool, tiny_xlmr_dir)
+    everything = llmlingua_at(whole, PASSAGES, Budget(rate=1.0))
     assert everything.token_logits is None  # nothing to drop: llmlingua skips the classifier
-    direct = lingua(pool, tiny_xlmr_dir, rate=0.3).compress(QUESTION, PASSAGES)
+    direct = lingua(pool, tiny_xlmr_dir).compress(QUESTION, PASSAGES, Budget(rate=0.3))
     again = whole.reselect(PASSAGES, everything, Budget(rate=0.3))
     assert (again.text, again.kept, again.details) == (direct.text, direct.kept, direct.details)
     with pytest.raises(InputError, match="its own compression of the same passages"):

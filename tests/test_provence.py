@@ -179,22 +179,22 @@ def test_the_budget_is_a_hard_cap_reported_with_the_achieved_rate(tiny_provence_
 
     for always in (True, False):
         c = build_compressor("provence", pool, reader=tiny_lm, model=str(tiny_provence_dir), splitter="regex",
-                             threshold=0.0, rate=0.4, always_select_title=always)
-        out = c.compress(QUESTION, PASSAGES)
+                             threshold=0.0, always_select_title=always)
+        out = c.compress(QUESTION, PASSAGES, Budget(rate=0.4))
         limit = int(0.4 * tiny_lm.count_tokens(join_passages(PASSAGES)))
         budget = out.details["budget"]
         assert budget["limit"] == limit and budget["counted_in"] == "reader tokens"
         assert budget["compressed_tokens"] == (tiny_lm.count_tokens(out.text) if out.text else 0) <= limit
         assert budget["achieved_rate"] == pytest.approx(budget["compressed_tokens"] / budget["origin_tokens"])
         assert out.text  # something fits
-        again = c.reselect(PASSAGES, out, c.config.budget())
+        again = c.reselect(PASSAGES, out, Budget(rate=0.4))
         assert (again.text, again.kept) == (out.text, out.kept)
 
 
 @pytest.mark.parametrize("options", [{}, {"reorder": True, "top_k": 2}, {"always_select_title": False}])
 def test_reselect_reads_the_typed_ranking_never_the_details(tiny_provence_dir, pool, tiny_lm, options):
-    """Re-selection under a budget equals the compressor built with it, from ``ranking`` and ``passage_scores``
-    alone: the scoring's details emptied change nothing."""
+    """Re-selection under a budget equals a call with it, from ``ranking`` and ``passage_scores`` alone: the
+    scoring's details emptied change nothing."""
     scorer = build_compressor("provence", pool, reader=tiny_lm, model=str(tiny_provence_dir), splitter="regex",
                               threshold=0.0, **options)
     scored = scorer.compress(QUESTION, PASSAGES)
@@ -202,7 +202,7 @@ def test_reselect_reads_the_typed_ranking_never_the_details(tiny_provence_dir, p
     scored.details = {}
     for rate in (0.2, 0.5, 0.9):
         direct = build_compressor("provence", pool, reader=tiny_lm, model=str(tiny_provence_dir), splitter="regex",
-                                  threshold=0.0, rate=rate, **options).compress(QUESTION, PASSAGES)
+                                  threshold=0.0, **options).compress(QUESTION, PASSAGES, Budget(rate=rate))
         again = scorer.reselect(PASSAGES, scored, Budget(rate=rate))
         assert (again.text, again.kept, again.passage_scores) == (direct.text, direct.kept, direct.passage_scores)
         assert again.details["budget"] == direct.details["budget"]

@@ -13,6 +13,7 @@ pytest.importorskip("fastapi", reason="pip install 'readerfit[serve]'")
 from readerfit.api import as_passages  # noqa: E402
 from readerfit.compressors import COMPRESSORS  # noqa: E402
 from readerfit.compressors.base import BaseCompressor  # noqa: E402
+from readerfit.compressors.budget import Budget  # noqa: E402
 from readerfit.serve import ServeConfig  # noqa: E402
 from readerfit.serve.app import create_app  # noqa: E402
 
@@ -53,7 +54,7 @@ def calls(monkeypatch):
     return seen
 
 
-def test_mixed_budgets_share_one_compress_call_and_equal_exit_built_with_each(app, tiny_lm_dir, calls):
+def test_mixed_budgets_share_one_compress_call_and_equal_exit_called_with_each(app, tiny_lm_dir, calls):
     service = app.state.service
     built_before = service.pool.built_count()
     bodies = [{"question": f"Who wrote book {i}?", "passages": PASSAGES, "compressor": "exit", **b}
@@ -64,10 +65,22 @@ def test_mixed_budgets_share_one_compress_call_and_equal_exit_built_with_each(ap
     assert service.pool.built_count() == built_before  # and no compressor built per budget
     options = {"classifier": str(tiny_lm_dir), "splitter": "regex"}
     for body, budget, got in zip(bodies, BUDGETS, response.json()):
-        direct = COMPRESSORS.build("exit", {**options, **budget}, pool=service.pool,
-                                   reader_lm=service.reader_lm).compress(body["question"], as_passages(PASSAGES))
+        direct = COMPRESSORS.build("exit", options, pool=service.pool, reader_lm=service.reader_lm).compress(
+            body["question"], as_passages(PASSAGES), Budget(**budget) if budget else None)
         assert (got["text"], got["kept"], got["details"].get("budget")) == \
             (direct.text, direct.kept, direct.details.get("budget"))
+
+
+def test_a_budget_in_the_servers_or_a_requests_options_is_the_calls_budget(app, tiny_lm_dir):
+    """exit's config holds no budget: ``--option exit.rate=0.3`` at the start is the budget of each request that
+    gives none, a request's ``"options": {"rate": 0.3}`` its own; both keep what ``"rate": 0.3`` keeps."""
+    capped = create_app(ServeConfig(compressors=("exit",), reader=str(tiny_lm_dir), scorers=("ppl",), options={
+        "exit": {"classifier": str(tiny_lm_dir), "splitter": "regex", "rate": 0.3}}))
+    body = {"question": "Who wrote the book?", "passages": PASSAGES, "compressor": "exit"}
+    responses = [*post(app, [{**body, "rate": 0.3}, {**body, "options": {"rate": 0.3}}]), *post(capped, [body])]
+    assert [r.status_code for r in responses] == [200] * 3, [r.text for r in responses]
+    got = [(r.json()["text"], r.json()["kept"], r.json()["details"]["budget"]) for r in responses]
+    assert got[0] == got[1] == got[2] and got[0][2]["rate"] == 0.3
 
 
 def test_concurrent_requests_of_different_budgets_share_a_batch(app, calls):

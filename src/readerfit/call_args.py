@@ -278,6 +278,20 @@ def call_budget(compressor: object, options: object, *, rate: object = None,
     return rest, budget
 
 
+def own_budget(compressor: str, options: Mapping[str, Any]) -> tuple[dict[str, Any], Budget | None]:
+    """(the options ``compressor`` is built with, the budget of its calls that give none) of the options a run
+    gives it (``readerfit eval --option exit.rate=0.3``, ``exp frontier``'s): a re-selecting compressor's config
+    holds no budget, so one named in its options is taken out (:func:`call_budget`) and given to each call; another
+    keeps its options as given (one built with its budget, longllmlingua or a summary, holds it as config).
+
+    >>> own_budget("sentence-sim", {"top_n": 2, "rate": 0.3}) == ({"top_n": 2}, Budget(rate=0.3))
+    True
+    """
+    if COMPRESSORS.get(compressor).budget_support != "reselect":
+        return dict(options), None
+    return call_budget(compressor, options)
+
+
 @functools.lru_cache(maxsize=1)
 def default_pool() -> ModelPool:
     """The pool the façade (and an adapter given none) uses: models load once per process (device auto, float32)."""

@@ -25,7 +25,6 @@ import json
 import math
 import types
 import typing
-from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, create_model
@@ -60,26 +59,6 @@ def param(default: Any = dataclasses.MISSING, *, help: str = "", default_factory
 
 
 PRESET_NAMES = ("paper", "official")
-
-
-def parse_options(items: Sequence[str], *, what: str = "--option") -> dict[str, dict[str, Any]]:
-    """``exit.threshold=0.3`` → {"exit": {"threshold": 0.3}} (values parsed as JSON when they can be).
-
-    >>> parse_options(["exit.threshold=0.3", "exit.model=encoder"])
-    {'exit': {'threshold': 0.3, 'model': 'encoder'}}
-    """
-    out: dict[str, dict[str, Any]] = {}
-    for item in items:
-        head, sep, raw = item.partition("=")
-        name, dot, key = head.partition(".")
-        if not sep or not dot or not name or not key:
-            raise InputError(f"{what} expects COMPRESSOR.KEY=VALUE, got {item!r}")
-        try:
-            value: Any = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        out.setdefault(name, {})[key] = value
-    return out
 
 
 def presets_of(config_class: type) -> dict[str, dict[str, Any]]:
@@ -177,7 +156,8 @@ def renamed_options(config_class: type, options: dict[str, Any], *, what: str) -
 def make_config(config_class: type[T], options: dict[str, Any] | None, *, what: str, preset: str | None = None) -> T:
     """``config_class(**options)`` with unknown keys named and values checked by :func:`options_model`.
 
-    ``preset`` starts from that preset's field values (options given override them).
+    ``preset`` starts from that preset's field values (options given override them). An option of the class's
+    ``CALL_OPTIONS`` (what a call names beside the config: a budget per call) is refused with its ``NOT_CONFIG``.
 
     Values are coerced where it loses nothing (``"3"`` or ``3.0`` for an int field, ``1`` for a float
     field, ``"true"`` for a bool); anything else is an :class:`InputError` saying what was expected.
@@ -200,6 +180,9 @@ def make_config(config_class: type[T], options: dict[str, Any] | None, *, what: 
         options = {**renamed_options(config_class, presets[preset], what=f"{what} preset {preset!r}"), **options}
     fields = {f.name for f in dataclasses.fields(config_class) if f.init}  # type: ignore[arg-type]
     unknown = sorted(set(options) - fields)
+    per_call = getattr(config_class, "CALL_OPTIONS", None)  # a budget per call (compressors/budget_fields.py)
+    if per_call is not None and {OPTION_ALIASES.get(k, k) for k in unknown} & set(options_model(per_call).model_fields):
+        raise InputError(f"{what}: {per_call.NOT_CONFIG}")
     if unknown:
         valid = ", ".join(sorted(fields)) or "none"
         raise InputError(f"{what}: unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
@@ -284,8 +267,9 @@ def _field_type(hint: Any, meta: collections.abc.Mapping[str, Any], *, request: 
 def options_model(config_class: type, *, request: bool = False) -> type[BaseModel]:
     """The pydantic model of ``config_class``'s fields (types, choices, bounds, help as descriptions) that
     :func:`make_config` and :func:`check_fields` validate with; ``request=True``: only the fields an HTTP request
-    may set (:func:`param`'s ``request``, capped at ``request_max``), with other projects' names for them
-    (:data:`OPTION_ALIASES`): one compressor's options in the HTTP schema.
+    may set (:func:`param`'s ``request``, capped at ``request_max``; and its ``CALL_OPTIONS``', the options a call
+    names beside the config: a budget per call), with other projects' names for them (:data:`OPTION_ALIASES`): one
+    compressor's options in the HTTP schema.
 
     >>> @dataclasses.dataclass
     ... class DemoConfig:
@@ -294,16 +278,15 @@ def options_model(config_class: type, *, request: bool = False) -> type[BaseMode
     >>> list(options_model(DemoConfig, request=True).model_fields)
     ['rate']
     """
-    hints = typing.get_type_hints(config_class)
     fields: dict[str, Any] = {}
-    for f in dataclasses.fields(config_class):
+    for f, hint in _declared(config_class, request=request):
         if not f.init or (request and not f.metadata.get("request")):
             continue
         default: Any = f.default if f.default is not dataclasses.MISSING else None
         if f.default_factory is not dataclasses.MISSING:
             default = f.default_factory()
         # defaults are not validated: the config's own __post_init__ runs on what was given
-        fields[f.name] = (_field_type(hints.get(f.name, Any), f.metadata, request=request),
+        fields[f.name] = (_field_type(hint, f.metadata, request=request),
                           Field(default, description=f.metadata.get("help") or None))
     if request:
         fields.update({alias: (fields[name][0], Field(None, description=f"another name for {name}"))
@@ -311,6 +294,14 @@ def options_model(config_class: type, *, request: bool = False) -> type[BaseMode
     name = config_class.__name__.removesuffix("Config") or config_class.__name__
     title = (name if name.endswith("Options") else f"{name}Options") if request else f"{name}Fields"
     return create_model(title, __config__=_MODEL_CONFIG, **fields)
+
+
+def _declared(config_class: type, *, request: bool) -> list[tuple[dataclasses.Field[Any], Any]]:
+    """(field, type hint) of each field of ``config_class``, and under ``request`` of its ``CALL_OPTIONS``."""
+    per_call = getattr(config_class, "CALL_OPTIONS", None) if request else None
+    owners = [config_class, *([per_call] if per_call is not None else [])]
+    return [(f, typing.get_type_hints(owner).get(f.name, Any)) for owner in owners
+            for f in dataclasses.fields(owner)]  # type: ignore[arg-type]
 
 
 class PresetError(InputError):
@@ -343,8 +334,9 @@ def validated(config_class: type, values: collections.abc.Mapping[str, Any], *, 
         prefix = f"{what}: " if what else ""
         if name not in values:
             raise InputError(f"{prefix}{err.errors()[0]['msg']}") from None
-        field = next(f for f in dataclasses.fields(config_class) if f.name == OPTION_ALIASES.get(name, name))
-        expects = _expects(typing.get_type_hints(config_class).get(field.name, Any), field.metadata, request=request)
+        field, hint = next(fh for fh in _declared(config_class, request=request)
+                           if fh[0].name == OPTION_ALIASES.get(name, name))
+        expects = _expects(hint, field.metadata, request=request)
         shown = repr(values[name]) if field.repr else "a value not shown (a secret)"
         shown = shown if len(shown) <= 120 else shown[:117] + "..."
         raise OptionError(f"{prefix}option {name!r} expects {expects}, got {shown}", option=name) from None

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from readerfit.errors import InputError, UnknownNameError
@@ -33,12 +34,31 @@ from readerfit.options import PRESET_NAMES as PRESET_NAMES
 from readerfit.options import apply_preset as apply_preset
 from readerfit.options import make_config as make_config
 from readerfit.options import param as param
-from readerfit.options import parse_options as parse_options
 from readerfit.options import preset_overrides as preset_overrides
 from readerfit.options import presets_of as presets_of
 from readerfit.options import renamed_options as renamed_options
 
 T = TypeVar("T")
+
+
+def parse_options(items: Sequence[str], *, what: str = "--option") -> dict[str, dict[str, Any]]:
+    """``exit.threshold=0.3`` → {"exit": {"threshold": 0.3}} (values parsed as JSON when they can be).
+
+    >>> parse_options(["exit.threshold=0.3", "exit.model=encoder"])
+    {'exit': {'threshold': 0.3, 'model': 'encoder'}}
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        head, sep, raw = item.partition("=")
+        name, dot, key = head.partition(".")
+        if not sep or not dot or not name or not key:
+            raise InputError(f"{what} expects COMPRESSOR.KEY=VALUE, got {item!r}")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        out.setdefault(name, {})[key] = value
+    return out
 
 
 @dataclasses.dataclass

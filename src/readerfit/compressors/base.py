@@ -8,7 +8,9 @@ defaults = the paper's) and ``from_config(config, *, pool, reader_lm)``. It decl
   passages in, a :class:`~readerfit.compressors.select.Scored` out) and its rule, :meth:`BaseCompressor.scoring`
   (a :class:`~readerfit.compressors.select.Scoring` for a budget); the base class's :meth:`BaseCompressor.select`
   runs the one :func:`~readerfit.compressors.select.select` and makes the :class:`Compression`, and
-  ``compress(question, passages, budget)`` is the two composed;
+  ``compress(question, passages, budget)`` is the two composed. Its config holds no budget: one comes per call
+  (:meth:`BaseCompressor.default_budget` when none does), and the config names
+  :class:`~readerfit.compressors.budget_fields.BudgetOptions` as its ``CALL_OPTIONS``;
 * ``rebuild``: its config holds the budget (``rate`` / ``target_tokens``): it is built with one (LongLLMLingua,
   the summaries), so a budget per call builds it per budget (:mod:`readerfit.compressors.per_call`);
 * ``none``: it takes no budget, and refuses one.
@@ -165,7 +167,9 @@ class BaseCompressor:
         return out
 
     def default_budget(self) -> Budget:
-        """The budget :meth:`select` spends when given none: this compressor's own (its config's)."""
+        """The budget :meth:`select` spends when given none: this compressor's own, a constant of its method (EXIT's
+        soft 30%, llmlingua2's 0.33), never one held in its config (a budget is per call); here none: its rule
+        alone."""
         return Budget()
 
     def scoring(self, scored: Scored, budget: Budget) -> Scoring:

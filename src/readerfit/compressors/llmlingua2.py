@@ -3,7 +3,8 @@
 A token classifier (XLM-RoBERTa-large trained on MeetingBank compressions) gives each token P(keep); words
 (their tokens' mean) above the percentile that keeps a ``rate`` share of each ≤512-token chunk are kept, and
 ``force_tokens`` always are. Each passage is compressed on its own; the question is not used (LLMLingua-2 is
-task-agnostic). Defaults are the llmlingua README's: ``rate=0.33``, ``force_tokens=['\\n', '?']``.
+task-agnostic). Defaults are the llmlingua README's: ``rate=0.33`` (:data:`DEFAULT_RATE`, the budget of a call
+given none), ``force_tokens=['\\n', '?']``.
 
 Offline: llmlingua's ``PromptCompressor.__init__`` fetches tiktoken's GPT-3.5 encoding, which LLMLingua-2
 also uses to weight each word by its token count in the percentile and to turn ``target_tokens`` into a rate.
@@ -12,12 +13,12 @@ details name; and ``init_llmlingua2``'s global ``seed_everything(42)`` is replac
 forked RNG, so the embeddings of the added force-token placeholders are the released ones and the caller's
 random state is left as it was.
 
-A budget per call (``budget_support = "reselect"``): the scoring keeps the token classifier's logits
-(``token_logits``), and llmlingua's own selection runs again at the new ``rate`` / ``target_tokens`` with them in
-place of the classifier, so a budget sweep runs the classifier once and keeps exactly what the compressor built
-with each budget keeps.
+A budget per call (``budget_support = "reselect"``; the config holds none): the scoring keeps the token
+classifier's logits (``token_logits``), and llmlingua's own selection runs again at the call's ``rate`` /
+``target_tokens`` with them in place of the classifier, so a budget sweep runs the classifier once and keeps
+exactly what a call with each budget keeps.
 
->>> LLMLingua2Config().rate, LLMLingua2Config().force_tokens
+>>> DEFAULT_RATE, LLMLingua2Config().force_tokens
 (0.33, ['\\n', '?'])
 """
 
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget import Budget
-from readerfit.compressors.budget_fields import rate_field, target_tokens_field
+from readerfit.compressors.budget_fields import BudgetOptions
 from readerfit.compressors.longllmlingua import init_offline
 from readerfit.compressors.select import Scored
 from readerfit.errors import InputError, UnknownModelError, require
@@ -52,19 +53,22 @@ LLMLINGUA2_MODEL = "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"
 # llmlingua's word merging knows two tokenizer families, by a substring of the model name
 _FAMILIES = {"xlm-roberta": "xlm-roberta-large", "bert": "bert-base-multilingual-cased"}
 _MAX_FORCE_TOKENS = 100  # llmlingua's default max_force_token: the placeholders it adds
+# the share of each chunk's words a call given no budget keeps (llmlingua's README, the paper's setting)
+DEFAULT_RATE = 0.33
 
 
 @dataclass
 class LLMLingua2Config:
-    """LLMLingua-2's settings. ``rate``: the share of each chunk's words to keep (llmlingua's own target, not a
-    hard cap: the details give the achieved rate); ``target_tokens`` (llmlingua's ``target_token``) replaces it
-    with a count; ``force_tokens`` are always kept; ``batch_size`` is llmlingua's ``max_batch_size``."""
+    """LLMLingua-2's settings. ``force_tokens`` are always kept; ``batch_size`` is llmlingua's ``max_batch_size``.
+    The budget is per call: ``rate``, the share of each chunk's words to keep (llmlingua's own target, not a hard
+    cap: the details give the achieved rate; :data:`DEFAULT_RATE` without one), or ``target_tokens``
+    (llmlingua's ``target_token``), a count in its place."""
 
     # llmlingua is the authors' code, its README the settings the paper reports
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
+    # a budget is per call, never config: in a call's options it is taken out as the call's Budget
+    CALL_OPTIONS: ClassVar[type] = BudgetOptions
     model: str = param(LLMLINGUA2_MODEL, nonblank=True)
-    rate: float = rate_field(0.33)
-    target_tokens: int | None = target_tokens_field()
     force_tokens: list[str] = param(default_factory=lambda: ["\n", "?"], max_length=_MAX_FORCE_TOKENS)
     batch_size: int = param(50, ge=1)
 
@@ -149,23 +153,27 @@ class LLMLingua2(BaseCompressor):
                                  batch_size=config.batch_size)
         return cls(engine, config, reader_lm=reader_lm)
 
+    def default_budget(self) -> Budget:
+        """A call given no budget keeps :data:`DEFAULT_RATE` of each chunk's words."""
+        return Budget(rate=DEFAULT_RATE)
+
     def _compress(self, question: str, passages: list[Passage]) -> Compression:
-        return self._run(passages, rate=self.config.rate, target_tokens=self.config.target_tokens, logits=None)
+        return self._run(passages, rate=DEFAULT_RATE, target_tokens=None, logits=None)
 
     def _score(self, question: str, passages: list[Passage]) -> Scored:
-        """The classifier's logits (``token_logits``), kept from a compression at this config's own target."""
+        """The classifier's logits (``token_logits``), kept from a compression at the default budget."""
         made = self._compress(question, passages)
         return Scored(passages=passages, units=list(enumerate(made.units)), ranking=[],
                       token_logits=made.token_logits)
 
     def select(self, scored: Scored, budget: Budget | None = None) -> Compression:
-        """What this compressor built with ``budget`` keeps (its ``rate`` and/or ``target_tokens``; none, or one
-        not active: this config's), from ``scored``'s ``token_logits``: llmlingua's own selection (words by
-        per-chunk percentile, not :func:`~readerfit.compressors.select.select`'s units) runs again, the classifier
-        not (it is where the scoring has none: llmlingua had nothing to drop, and skipped it)."""
+        """What a call under ``budget`` keeps (its ``rate`` and/or ``target_tokens``; none, or one not active:
+        :data:`DEFAULT_RATE`), from ``scored``'s ``token_logits``: llmlingua's own selection (words by per-chunk
+        percentile, not :func:`~readerfit.compressors.select.select`'s units) runs again, the classifier not (it is
+        where the scoring has none: llmlingua had nothing to drop, and skipped it)."""
         budget = budget if budget is not None else Budget()
-        rate = budget.rate if budget.rate is not None else self.config.rate
-        target = budget.target_tokens if budget.active else self.config.target_tokens
+        rate = budget.rate if budget.rate is not None else DEFAULT_RATE
+        target = budget.target_tokens
         return self._run(list(scored.passages), rate=rate, target_tokens=target, logits=scored.token_logits)
 
     def _run(self, passages: list[Passage], *, rate: float, target_tokens: int | None,

@@ -4,9 +4,9 @@ A call's budget (``rate`` / ``target_tokens``, LLMLingua's ``target_token``) is 
 (:func:`readerfit.call_args.call_budget`); :func:`compress_at_budgets` then compresses with the compressor built
 without it, by what its class declares (:attr:`~readerfit.compressors.base.BaseCompressor.budget_support`):
 
-* ``reselect`` (exit, sentence-sim, provence, selective-context, llmlingua2): it scores each item once and selects
-  under the item's budget (``compress_many(items, budgets)``), which is exactly what the compressor built with that
-  budget keeps;
+* ``reselect`` (exit, sentence-sim, provence, selective-context, llmlingua2; their configs hold no budget): it
+  scores each item once and selects under the item's budget (``compress_many(items, budgets)``), which is exactly
+  what ``compress(question, passages, budget)`` keeps;
 * ``rebuild`` (longllmlingua, the summaries): it takes a budget only as config, and is built with it, once per
   budget (the caller caches builds; :func:`budget_options` are its config options);
 * ``none``: a budget is refused, naming the compressor.

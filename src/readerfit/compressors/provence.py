@@ -4,8 +4,8 @@ Each passage is read as ``[CLS] question [SEP] title sentence sentence ... [SEP]
 (:mod:`readerfit.retrieve.rerank_provence`); a unit (the title, a sentence) is kept when the mean of its
 tokens' P(keep) exceeds ``threshold`` ("sentence rounding"). With ``always_select_title`` a passage's title is
 kept whenever one of its sentences is. ``reorder`` puts the passages in ranking-score order and keeps the
-``top_k`` best (the paper's "Provence as reranker" setting). ``rate`` / ``target_tokens``: a hard token budget
-(:mod:`readerfit.compressors.budget`) over the units the threshold kept.
+``top_k`` best (the paper's "Provence as reranker" setting). A budget per call (``rate`` / ``target_tokens``):
+a hard token budget (:mod:`readerfit.compressors.budget`) over the units the threshold kept.
 
 >>> ProvenceConfig().threshold, ProvenceConfig().always_select_title
 (0.1, True)
@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget import Budget, reader_counter
-from readerfit.compressors.budget_fields import rate_field, target_tokens_field
+from readerfit.compressors.budget_fields import BudgetOptions
 from readerfit.compressors.select import Scored, Scoring, Selection, cut_units
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel
@@ -42,6 +42,8 @@ class ProvenceConfig:
 
     # the paper and the authors' released configs agree on these defaults
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
+    # a budget is per call, never config: in a call's options it is taken out as the call's Budget
+    CALL_OPTIONS: ClassVar[type] = BudgetOptions
     model: str = param(PROVENCE_MODEL, nonblank=True)
     threshold: float = param(0.1, help="the mean P(keep) a sentence must exceed", request=True, ge=0, lt=1)
     always_select_title: bool = param(True, help="a passage's title kept with its sentences", request=True)
@@ -50,14 +52,9 @@ class ProvenceConfig:
     batch_size: int = param(32, ge=1)
     splitter: str = "spacy"
     normalize_question: bool = True
-    rate: float | None = rate_field()
-    target_tokens: int | None = target_tokens_field()
 
     def __post_init__(self) -> None:
         check_fields(self)
-
-    def budget(self) -> Budget:
-        return Budget(rate=self.rate, target_tokens=self.target_tokens)
 
 
 def title_units(passages: Sequence[Passage], passage_of_unit: Sequence[int]) -> set[int]:
@@ -113,9 +110,6 @@ class ProvenceCompressor(BaseCompressor):
             details["read_in_blocks"] = blocks
         return Scored(passages=passages, units=units, ranking=scores, scores=scores,
                       passage_scores=[s.ranking for s in out], details=details)
-
-    def default_budget(self) -> Budget:
-        return self.config.budget()
 
     def order(self, scored: Scored) -> list[int]:
         """The passages shown, in order: retrieval order, or (``reorder``) the ``top_k`` best by ranking score

@@ -49,7 +49,7 @@ import numpy as np
 
 from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget import Budget, reader_counter
-from readerfit.compressors.budget_fields import rate_field, target_tokens_field
+from readerfit.compressors.budget_fields import BudgetOptions
 from readerfit.compressors.select import Scored, Scoring, mark_cut
 from readerfit.errors import ContextLengthError, InputError, MissingPackageError, require
 from readerfit.models.lm import LanguageModel
@@ -75,9 +75,9 @@ class SelectiveContextConfig:
     ``unit``: sentence | phrase | token. ``aggregate``: sum (paper) | mean (authors' code).
     ``model``: the self-information LM (registered name, directory or HF id); ``dtype`` None takes
     the pool's. ``splitter`` splits sentences of passages that ship without a split.
-    ``max_tokens`` caps the scored window (None: the LM's context). ``rate`` / ``target_tokens``: a token
-    budget (beyond the paper; :mod:`readerfit.compressors.budget`) replaces the percentile rule: the most
-    informative units until the budget is spent, a hard cap in the reader's tokens.
+    ``max_tokens`` caps the scored window (None: the LM's context). A token budget given per call (``rate`` /
+    ``target_tokens``; beyond the paper; :mod:`readerfit.compressors.budget`) replaces the percentile rule: the
+    most informative units until the budget is spent, a hard cap in the reader's tokens.
 
     >>> SelectiveContextConfig(reduce_ratio=0.35, unit="token").unit
     'token'
@@ -87,6 +87,8 @@ class SelectiveContextConfig:
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {"aggregate": "sum"}, "official": {"aggregate": "mean"}}
     # options renamed since (issue 28): the old names are still read as the new ones
     RENAMED: ClassVar[dict[str, str]] = {"lm": "model"}
+    # a budget is per call, never config: in a call's options it is taken out as the call's Budget
+    CALL_OPTIONS: ClassVar[type] = BudgetOptions
 
     reduce_ratio: float = param(0.5, help="the fraction of units dropped", request=True, ge=0, lt=1)
     unit: str = param("sentence", help="what is kept or dropped", request=True, choices=UNITS)
@@ -95,8 +97,6 @@ class SelectiveContextConfig:
     dtype: str | None = None
     splitter: str = "spacy"
     max_tokens: int | None = param(None, ge=8)
-    rate: float | None = rate_field()
-    target_tokens: int | None = target_tokens_field()
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -343,9 +343,6 @@ class SelectiveContext(BaseCompressor):
                                    "windows": len(windows) - sum(1 for p in passages if p.text.strip())}
         return Scored(passages=passages, units=[(pi, u.strip()) for pi, u in zip(passage_of_unit, units)],
                       ranking=scores, scores=scores, pieces=units, details=details)
-
-    def default_budget(self) -> Budget:
-        return Budget(rate=self.config.rate, target_tokens=self.config.target_tokens)
 
     def threshold(self, scored: Scored, budget: Budget) -> float:
         """The paper's percentile threshold without a budget (nan with one: the budget alone selects)."""

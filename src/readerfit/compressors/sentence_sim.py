@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from readerfit.compressors.base import BaseCompressor, passage_sentences
 from readerfit.compressors.budget import Budget, reader_counter
-from readerfit.compressors.budget_fields import rate_field, target_tokens_field
+from readerfit.compressors.budget_fields import BudgetOptions
 from readerfit.compressors.referents import referents
 from readerfit.compressors.select import Scored, Scoring
 from readerfit.models.lm import LanguageModel
@@ -29,22 +29,19 @@ def question_similarity(embedder: Embedder, question: str, sentences: Sequence[s
 class SentenceSimConfig:
     """Keep the ``top_n`` sentences most similar to the question (cosine of ``embedder`` embeddings).
 
-    ``top_n`` None means 5 without a budget and no cap with one; ``rate`` / ``target_tokens``: the token
-    budget (:mod:`readerfit.compressors.budget`): the most similar sentences until it is spent."""
+    ``top_n`` None means 5 without a budget and no cap with one. A token budget (:mod:`readerfit.compressors.budget`,
+    given per call: ``compress(..., budget=Budget(rate=...))``) keeps the most similar sentences until it is spent."""
 
     # a baseline with no paper or released code of its own to follow: the same under every preset
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {"paper": {}, "official": {}}
+    # a budget is per call, never config: in a call's options it is taken out as the call's Budget
+    CALL_OPTIONS: ClassVar[type] = BudgetOptions
     top_n: int | None = param(None, help="the most sentences kept", request=True, request_max=1000, ge=1)
     embedder: str = "minilm"
     splitter: str = "spacy"
-    rate: float | None = rate_field()
-    target_tokens: int | None = target_tokens_field()
 
     def __post_init__(self) -> None:
         check_fields(self)
-
-    def budget(self) -> Budget:
-        return Budget(rate=self.rate, target_tokens=self.target_tokens)
 
     def n_kept(self, budget: Budget) -> int | None:
         """The top-n cap in force: the one set, else 5 without a budget, else none."""
@@ -74,9 +71,6 @@ class SentenceSimilarity(BaseCompressor):
         units = passage_sentences(passages, self.splitter)
         scores = question_similarity(self.embedder, question, [s for _, s in units])
         return Scored(passages=passages, units=units, ranking=scores, scores=scores)
-
-    def default_budget(self) -> Budget:
-        return self.config.budget()
 
     def scoring(self, scored: Scored, budget: Budget) -> Scoring:
         """The most similar sentences, at most the top n in force, each with its referent under a budget."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from readerfit.call_args import own_budget
 from readerfit.compressors import COMPRESSORS
 from readerfit.compressors.budget import Budget
 from readerfit.errors import InputError
@@ -146,10 +147,11 @@ class EvalConfig:
         return resolve_reader_prompt(self.reader_prompt, load_shots(self.reader_shots) if self.reader_shots else ())
 
     def check_options(self) -> None:
-        """Every compressor's options checked against its config dataclass (no model loads)."""
+        """Every compressor's options checked against its config dataclass, a budget in a re-selecting one's
+        against Budget (:func:`~readerfit.call_args.own_budget`: it is given per call); no model loads."""
         for name in self.compressors:
-            make_config(COMPRESSORS.get(name).config_class, self.options.get(name, {}), what=f"compressor {name!r}",
-                        preset=self.preset)
+            make_config(COMPRESSORS.get(name).config_class, own_budget(name, self.options.get(name, {}))[0],
+                        what=f"compressor {name!r}", preset=self.preset)
 
     def settings(self) -> dict[str, Any]:
         """The run settings (``run.json``); a rerun resumes only with equal settings."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from readerfit.call_args import own_budget
 from readerfit.compressors import COMPRESSORS
 from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget import Budget
@@ -77,13 +78,16 @@ def build_eval(config: EvalConfig) -> EvalSetup:
     pipeline_config = PipelineConfig(top_k=config.top_k, max_new_tokens=config.max_new_tokens, reader_prompt=user,
                                      reader_system=system)
 
+    # each compressor's options without a budget a re-selecting one takes per call, and that budget
+    split = {name: own_budget(name, config.options.get(name, {})) for name in config.compressors}
+
     def builder(name: str) -> Callable[[Budget], BaseCompressor]:  # a compressor whose budget is config, at one
-        return lambda b: COMPRESSORS.build(name, {**config.options.get(name, {}), **budget_options(b)}, pool=pool,
+        return lambda b: COMPRESSORS.build(name, {**split[name][0], **budget_options(b)}, pool=pool,
                                            reader_lm=reader, preset=config.preset)
 
     pipelines = {name: RAGPipeline(reader=reader, retrieval=retrieval, config=pipeline_config, rebuild=builder(name),
-                                   compressor=COMPRESSORS.build(name, config.options.get(name, {}), pool=pool,
-                                                                reader_lm=reader, preset=config.preset))
+                                   compressor=COMPRESSORS.build(name, split[name][0], pool=pool, reader_lm=reader,
+                                                                preset=config.preset), budget=split[name][1])
                  for name in config.compressors}
     return EvalSetup(retrieval=retrieval, pipelines=pipelines, record_hook=hook, pool=pool, budgets=config.budgets())
 
@@ -112,12 +116,12 @@ def build_pipelines(
     if len(set(compressors)) != len(compressors):
         raise InputError(f"compressor names repeat: {list(compressors)}")
     config = config or PipelineConfig()
+    split = {name: own_budget(name, (compressor_options or {}).get(name, {})) for name in compressors}
     reader_lm = pool.lm(reader)
     retrieval = Retrieval(retriever=retriever, top_k=config.top_k, rerank_top=config.rerank_top,
                           reranker=build_reranker(reranker, pool, reader=reader_lm) if reranker else None)
-    options = compressor_options or {}
-    return {name: RAGPipeline(reader=reader_lm, retrieval=retrieval, config=config,
-                              compressor=COMPRESSORS.build(name, options.get(name, {}), pool=pool, reader_lm=reader_lm))
+    return {name: RAGPipeline(reader=reader_lm, retrieval=retrieval, config=config, budget=split[name][1],
+                              compressor=COMPRESSORS.build(name, split[name][0], pool=pool, reader_lm=reader_lm))
             for name in compressors}
 
 

@@ -165,6 +165,9 @@ class RAGPipeline:
         method: the records' ``method`` (default the compressor's name; ``exp frontier``'s ``LABEL=NAME``).
         reads: which points of a budget axis the reader reads, by question and point (default all; the others keep
             an empty prediction): the default of :meth:`run`'s ``read``.
+        budget: the budget of the compressor's own call (the point None; default: the compressor's own), where
+            its options named one (:func:`readerfit.call_args.own_budget`: a re-selecting compressor's config holds
+            none, so it is given per call).
 
     ``run(example)`` gives a :class:`~readerfit.types.Record`; ``run(example, budgets=[...])`` one per budget
     (:meth:`run`).
@@ -193,6 +196,7 @@ class RAGPipeline:
         rebuild: Callable[[Budget], BaseCompressor] | None = None,
         method: str | None = None,
         reads: Callable[[QAExample, BudgetPoint], bool] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.config = config or PipelineConfig()
         self.reader = Reader(reader, prompt=self.config.reader_prompt, max_new_tokens=self.config.max_new_tokens,
@@ -204,6 +208,7 @@ class RAGPipeline:
         self._rebuild = rebuild
         self.method = method or compressor.name
         self.reads = reads
+        self.budget = budget
         self.built_at: dict[Budget, BaseCompressor] = {}  # the compressors built at a budget (rebuild=), kept
 
     @property
@@ -240,8 +245,9 @@ class RAGPipeline:
     def compressions(self, question: str, passages: Sequence[Passage], budgets: Budgets) -> list[Compression]:
         """One compression per budget of :meth:`points`: a re-selecting compressor scores once and selects that
         scoring at every budget (a selection's ``seconds``: the scoring's and its own, what one call at that budget
-        costs); one whose budget is config is built per budget (``rebuild``)."""
-        points = self.points(budgets)
+        costs); one whose budget is config is built per budget (``rebuild``). The point None is the compressor's own
+        call, under the pipeline's ``budget`` where it has one."""
+        points = [self.budget if b is None else b for b in self.points(budgets)]
         c = self.compressor
         if c.budget_support == "reselect" and len(points) > 1:
             scored = c.score(question, passages)

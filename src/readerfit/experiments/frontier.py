@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from readerfit.call_args import own_budget
 from readerfit.compressors import COMPRESSORS
 from readerfit.compressors.base import BaseCompressor, check_inputs
 from readerfit.compressors.budget import Budget
@@ -116,6 +117,7 @@ class Config:
                 raise InputError(f"compressor label {label!r} given twice (use LABEL=NAME for a second run)")
             COMPRESSORS.get(name)  # an unknown name lists the registered ones
             self.methods[label] = (name, options.pop(label, {}))
+            own_budget(name, self.methods[label][1])  # a bad budget in the options fails before any model loads
         if options:
             raise InputError(f"--option names compressors not being run: {', '.join(sorted(options))}")
 
@@ -234,18 +236,20 @@ def build_setup(config: Config, pool: ModelPool, *, retrieval: OwnPassages,
                 reads: Callable[[QAExample, BudgetPoint], bool]) -> EvalSetup:
     """The eval's setup for the frontier: one pipeline per compressor label (and one on the raw passages for
     ``--read``) over each question's own passages (``retrieval``), sharing the reader; a compressor that takes a
-    budget only as config is built at every rate (the pipeline's ``rebuild``); ``reads``: which (question, point)
-    the reader reads."""
+    budget only as config is built at every rate (the pipeline's ``rebuild``), one that re-selects without the
+    budget its options name (its own call's, the point ``default``: :func:`~readerfit.call_args.own_budget`);
+    ``reads``: which (question, point) the reader reads."""
     reader = pool.lm(config.reader)
 
     def build(name: str, options: dict[str, Any], budget: Budget | None = None) -> BaseCompressor:
         return COMPRESSORS.build(name, {**options, **(budget_options(budget) if budget else {})},
                                  preset=config.preset, pool=pool, reader_lm=reader)
 
+    split = {label: (name, *own_budget(name, options)) for label, (name, options) in config.methods.items()}
     pipelines = {label: RAGPipeline(reader=reader, compressor=build(name, options), retrieval=retrieval,
                                     splitter=retrieval.splitter, rebuild=functools.partial(build, name, options),
-                                    method=label, reads=reads)
-                 for label, (name, options) in config.methods.items()}
+                                    method=label, reads=reads, budget=own)
+                 for label, (name, options, own) in split.items()}
     if config.read:
         pipelines[RAW_PASSAGES] = RAGPipeline(reader=reader, compressor=RawPassages(), retrieval=retrieval,
                                               splitter=retrieval.splitter, method=RAW_PASSAGES)

@@ -165,8 +165,8 @@ class DocumentCompression:
         options (Mapping | None, default None): the compressor's config fields (``{"threshold": 0.3}``); by name only.
         rate (float | None, default None), target_tokens (int | None, default None): the budget (the fraction of
             the reader's tokens to keep, a count; also read from ``options``). The compressor is built without it:
-            one that re-selects (exit, sentence-sim, provence, selective-context) scores once and keeps what it
-            would keep built with it; another is built with it.
+            one that re-selects (exit, sentence-sim, provence, selective-context, llmlingua2; its config holds no
+            budget) scores once and selects under it; another is built with it.
         preset (str | None, default None): ``paper`` or ``official``; by name only.
         reader (str | LanguageModel | None, default None): the reader the context is for: budgets and the reported
             token counts are in its tokens (None: the packaged SmolLM2, loaded on first use).

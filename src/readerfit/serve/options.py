@@ -17,24 +17,23 @@ readerfit.serve.config.BadField: option 'source' of 'sps' is set at the server's
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from readerfit.options import OPTION_ALIASES, OptionError, validated
+from readerfit.options import OptionError, options_model, validated
 from readerfit.serve.config import BadField
 
 
 def request_option_names(config_class: type) -> frozenset[str]:
-    """The options a request may set for a component of ``config_class``, with other projects' names for them
+    """The options a request may set for a component of ``config_class`` (its request model's: the marked fields,
+    and a budget per call where the config names one, its ``CALL_OPTIONS``), with other projects' names for them
     (:data:`~readerfit.registry.OPTION_ALIASES`: LLMLingua's ``target_token``).
 
     >>> from readerfit.compressors.llmlingua2 import LLMLingua2Config
     >>> sorted(request_option_names(LLMLingua2Config))
     ['rate', 'target_token', 'target_tokens']
     """
-    allowed = {f.name for f in dataclasses.fields(config_class) if f.metadata.get("request")}
-    return frozenset(allowed | {alias for alias, name in OPTION_ALIASES.items() if name in allowed})
+    return frozenset(options_model(config_class, request=True).model_fields)
 
 
 def check_request_options(config_class: type, options: Mapping[str, Any], *, component: str, field: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from readerfit.compressors.budget import Budget
-from readerfit.compressors.budget_fields import rate_field, target_tokens_field
+from readerfit.compressors.budget_fields import BudgetOptions
 from readerfit.compressors.exit.hop import LINK_BY, LINK_FROM
 from readerfit.compressors.exit.ranker import RANKINGS
 from readerfit.compressors.exit.windows import WINDOW_SHARE
@@ -137,16 +137,17 @@ class ExitConfig:
     (default a third; 0: a window per sentence, slower;
     :func:`~readerfit.compressors.exit.windows.plan_passage`).
 
-    What is kept (beyond the paper unless τ alone is given): ``rate`` (fraction of the reader's tokens)
-    and/or ``target_tokens`` keep sentences by descending r until the budget is spent, returned in original
-    order; τ then applies only when set (τ first, then the cap). With neither τ nor a budget, the default is
-    the budget ``rate`` = :data:`DEFAULT_RATE` (chosen from ``readerfit exp frontier``: at the same share of
-    tokens it keeps the answer more often than τ = 0.5 on every development set, docs/measurements/frontier.md),
-    a cap below which the learned ranking stops where the evidence is held (``ranking``); τ alone is the
-    paper's rule (the ``paper`` / ``official`` presets set τ = 0.5). ``min_keep`` (default 1; 0 under the
-    presets) keeps the best-scored sentences when τ keeps fewer, so non-empty passages never become an
-    empty context by accident: past the default budget too (the best sentence is kept even when it alone
-    is over 30%), but never past a budget the user set.
+    What is kept (beyond the paper unless τ alone is given): a budget, given per call and never held here
+    (``compress(question, passages, budget=Budget(rate=...))``, ``readerfit.compress(..., rate=)``: ``rate``, a
+    fraction of the reader's tokens, and/or ``target_tokens``), keeps sentences by descending r until it is
+    spent, returned in original order; τ then applies only when set (τ first, then the cap). With neither τ nor
+    a budget, the default (:meth:`budget`) is the budget ``rate`` = :data:`DEFAULT_RATE` (chosen from
+    ``readerfit exp frontier``: at the same share of tokens it keeps the answer more often than τ = 0.5 on every
+    development set, docs/measurements/frontier.md), a cap below which the learned ranking stops where the
+    evidence is held (``ranking``); τ alone is the paper's rule (the ``paper`` / ``official`` presets set τ =
+    0.5). ``min_keep`` (default 1; 0 under the presets) keeps the best-scored sentences when τ keeps fewer, so
+    non-empty passages never become an empty context by accident: past the default budget too (the best
+    sentence is kept even when it alone is over 30%), but never past a budget the user set.
 
     ``hop`` (beyond the paper; 0 under the presets): the bridge hop (:mod:`~readerfit.compressors.exit.hop`):
     the passages whose title (``hop_by="title"``), or whose title's names (``"name"``, the default), or whose
@@ -163,27 +164,31 @@ class ExitConfig:
     once the kept sentences hold the ranker's ``mass`` of the question's summed probabilities (fitted with it;
     :func:`~readerfit.compressors.exit.ranker.within_mass`), so a question one confident sentence answers keeps
     little, but not under :data:`DEFAULT_FILL` reader tokens or :data:`DEFAULT_FILL_SHARE` of the input's (on small
-    inputs, under the cap of at least :data:`DEFAULT_FLOOR`); a ``rate`` or ``target_tokens`` the user sets is spent exactly. ``overlap``: the embedder's pass runs
-    on a second thread while the classifier reads (None: when ``torch.get_num_threads()`` is over 1, so that a
-    one-thread setting stays on one core; the same scores either way).
+    inputs, under the cap of at least :data:`DEFAULT_FLOOR`); a budget the user gives is spent exactly.
+    ``overlap``: the embedder's pass runs on a second thread while the classifier reads (None: when
+    ``torch.get_num_threads()`` is over 1, so that a one-thread setting stays on one core; the same scores either
+    way).
     """
 
     def tau(self, budget: Budget | None = None) -> float | None:
-        """The τ in force under ``budget`` (default: this config's): the one set, else 0.5 without a budget,
-        else none (the budget alone selects)."""
+        """The τ in force under ``budget`` (default: :meth:`budget`, a call's without one): the one set, else
+        0.5 without a budget, else none (the budget alone selects)."""
         if self.threshold is not None:
             return self.threshold
         return None if (budget or self.budget()).active else 0.5
 
     def budget(self) -> Budget:
-        """The budget in force: the one set; with neither τ nor a budget, ``rate`` = :data:`DEFAULT_RATE`."""
-        if self.rate is None and self.target_tokens is None and self.threshold is None:
+        """The budget a call given none spends: without τ, the soft ``rate`` = :data:`DEFAULT_RATE` (raised to
+        :data:`DEFAULT_FLOOR`, filled to :data:`DEFAULT_FILL`); with τ, none (τ selects)."""
+        if self.threshold is None:
             return Budget(rate=DEFAULT_RATE, hard=False, floor=DEFAULT_FLOOR, fill=DEFAULT_FILL,
                           fill_share=DEFAULT_FILL_SHARE)
-        return Budget(rate=self.rate, target_tokens=self.target_tokens)
+        return Budget()
 
     # options renamed since (issue 28): the old names are still read as the new ones
     RENAMED: ClassVar[dict[str, str]] = {"classifier": "model"}
+    # a budget is per call, never config: in a call's options it is taken out as the call's Budget
+    CALL_OPTIONS: ClassVar[type] = BudgetOptions
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         # both run the released checkpoint; they differ in the prompt (Table 4 / the released one) and context
         "paper": {"model": RELEASED_ADAPTER, "prompt": "paper", "labels": "single", "context": "passage",
@@ -203,8 +208,6 @@ class ExitConfig:
     prompt: str | None = param(None, choices=tuple(PROMPTS))
     labels: str | None = param(None, choices=LABELS)
     context: str = param("passage", choices=CONTEXTS)
-    rate: float | None = rate_field()
-    target_tokens: int | None = target_tokens_field()
     min_keep: int = param(1, help="the best sentences kept when τ keeps fewer", request=True, ge=0)
     embedder: str = "minilm"
     overlap: bool | None = param(None, help="run the embedder beside the classifier on a second thread (default: "
