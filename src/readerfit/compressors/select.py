@@ -163,13 +163,13 @@ def mark_cut(text: str, words: str) -> str:
     '… by Shakespeare.'
     >>> mark_cut("It was written by Shakespeare around 1600.", "written by Shakespeare")
     '… written by Shakespeare …'
+    >>> mark_cut("It  was written by Shakespeare.", "It was written")  # words compared, not characters
+    'It was written …'
     """
-    whole = text.strip()
-    if words == whole:
-        return words
-    if whole.startswith(words):
-        return f"{words} {CUT_MARK}"
-    return f"{CUT_MARK} {words}" if whole.endswith(words) else f"{CUT_MARK} {words} {CUT_MARK}"
+    whole, kept = text.split(), words.split()
+    lost_before = whole[:len(kept)] != kept
+    lost_after = whole[len(whole) - len(kept):] != kept if lost_before else len(kept) < len(whole)
+    return " ".join([CUT_MARK] * lost_before + kept + [CUT_MARK] * lost_after)
 
 
 def offered(scoring: Scoring) -> list[int]:
