@@ -288,7 +288,8 @@ def test_asset_budget_and_shipped_names():
     from readerfit.compressors.exit.config import DEFAULT_CLASSIFIER, SHIPPED, shipped_classifier_dir
 
     sizes = {name: sum(f.stat().st_size for f in shipped_classifier_dir(name).iterdir()) for name in SHIPPED}
-    assert sum(sizes.values()) < 25 * 2**20, sizes
+    # the cross-encoder (21 MB), the one-pass classifier and the hop pass's (2.2 MB each, LoRA factors and a head)
+    assert sum(sizes.values()) < 27 * 2**20, sizes
     assert DEFAULT_CLASSIFIER in SHIPPED and shipped_classifier_dir("default") == shipped_classifier_dir(DEFAULT_CLASSIFIER)
 
 

@@ -68,8 +68,16 @@ import numpy as np
 from readerfit.compressors.base import BaseCompressor, passage_sentences
 from readerfit.compressors.budget import Budget, reader_counter
 from readerfit.compressors.exit.classifiers import build_classifier
-from readerfit.compressors.exit.config import WINDOW_RULE, ExitConfig, encoder_dtype
+from readerfit.compressors.exit.config import (
+    FOLLOW_PASSES,
+    FOLLOW_PLACE,
+    FOLLOW_THRESHOLD,
+    WINDOW_RULE,
+    ExitConfig,
+    encoder_dtype,
+)
 from readerfit.compressors.exit.features import EMBEDDED, LANGUAGE, RankSignals, ranking_signals
+from readerfit.compressors.exit.follow import Deferred, HopPass
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
 from readerfit.compressors.exit.language import WordVectors, lead_titled, pipeline
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
@@ -101,8 +109,10 @@ class ExitCompressor(BaseCompressor):
 
     def __init__(self, classifier: SentenceClassifier, splitter: Callable[[str], list[str]],
                  config: ExitConfig | None = None, *, reader_lm: LanguageModel | None = None,
-                 embedder: Any = None, ranker: Ranker | None = None, needs: frozenset[str] | None = None) -> None:
+                 embedder: Any = None, ranker: Ranker | None = None, needs: frozenset[str] | None = None,
+                 hop_pass: HopPass | None = None) -> None:
         self.classifier = classifier
+        self.hop_pass = hop_pass if ranker is not None else None  # it moves sentences of the learned ranking
         self.splitter = splitter
         self.config = config or ExitConfig()
         self.counter = reader_counter(reader_lm)  # a budget counts the reader's tokens (words without a reader)
@@ -127,8 +137,13 @@ class ExitCompressor(BaseCompressor):
         classifier = build_classifier(config, pool)
         if ranker is not None and set(ranker.signals) & LANGUAGE:
             pipeline()  # spaCy's full pipeline before the splitter's: one load serves both (else it loads split-only)
+        hop_pass = None
+        if config.follow and ranker is not None:
+            follow = dataclasses.replace(config, model=config.follow_model, adapter=None)
+            asks = Deferred(partial(build_classifier, follow, pool), name=config.follow_model)
+            hop_pass = HopPass(asks, threshold=FOLLOW_THRESHOLD, place=FOLLOW_PLACE, passes=FOLLOW_PASSES)
         return cls(classifier, get_splitter(config.splitter), config, reader_lm=reader_lm, embedder=embedder,
-                   ranker=ranker)
+                   ranker=ranker, hop_pass=hop_pass)
 
     def _score(self, question: str, passages: list[Passage]) -> Scored:
         return self._score_many([(question, passages)])[0]
@@ -227,6 +242,9 @@ class ExitCompressor(BaseCompressor):
             else:
                 ranking = self.ranker.score(signals)
                 c.details["ranking"] = self.config.ranking
+                if self.hop_pass is not None:
+                    ranking, followed = self.hop_pass(question=q, passages=passages, units=units, ranking=ranking)
+                    c.details["follow"] = followed.details()
             anchors = {k: a for k, a in enumerate(signals.anchors) if a} if signals is not None else {}
             out.append(ScoredUnits(units=units, scores=c.scores, signals=signals, ranking=ranking, details=c.details,
                                    anchors=anchors))

@@ -42,7 +42,7 @@ CLASSIFIER_FORMAT = "readerfit-exit-classifier"
 ENCODER_WEIGHTS = "encoder.safetensors"
 ONEPASS_WEIGHTS = "onepass.safetensors"
 # The classifiers shipped in readerfit/assets/exit/<folder>, by name; ``default`` is the one EXIT uses unless told.
-SHIPPED = {"encoder": "default", "onepass": "onepass"}
+SHIPPED = {"encoder": "default", "onepass": "onepass", "hop": "hop"}
 DEFAULT_CLASSIFIER = "onepass"
 # What EXIT keeps when told neither τ nor a budget: the best sentences within this share of the reader's tokens.
 DEFAULT_RATE = 0.3
@@ -64,6 +64,16 @@ DEFAULT_HOP_FROM = "passage"
 DEFAULT_HOP_BY = "name"
 # the budgeted ranking (compressors/exit/ranker.py): the shipped fitted ranker, r alone, or a ranker file
 DEFAULT_RANKING = "learned"
+# the hop pass (compressors/exit/follow.py): off by default (on the report parts it lifts MuSiQue 0.745 -> 0.830 at
+# the default, but costs HotpotQA 0.949 -> 0.920: src/readerfit/assets/exit/ranker.md, issue 54); the classifier it
+# asks the linked passages with (trained for that question: assets/exit/hop/lineage.md), the least score (that
+# classifier's uncalibrated P(answers)) that moves a sentence, the ranking place the first moves to, and the most
+# passes (hops followed), chosen on the tune parts of MuSiQue, HotpotQA, 2Wiki and NQ
+DEFAULT_FOLLOW = False
+FOLLOW_MODEL = "hop"
+FOLLOW_THRESHOLD = 0.1
+FOLLOW_PLACE = 3
+FOLLOW_PASSES = 3
 ARCHS = ("lm", "encoder", "onepass")
 # The authors' released classifier (ThisIsHwang/EXIT README, exit_rag.py): a LoRA adapter on Gemma-2B-it, both
 # by hub id. As ``model`` the adapter's id means "this adapter on its base"; ``adapter`` swaps the adapter.
@@ -78,7 +88,7 @@ WINDOW_RULE = ("sentence scored against a window of its passage: the title plus 
 
 def shipped_classifier_dir(name: str) -> Path:
     """The folder of a classifier shipped with the package: ``encoder`` (the cross-encoder, in
-    readerfit/assets/exit/default) or ``onepass``; ``default`` is :data:`DEFAULT_CLASSIFIER`."""
+    readerfit/assets/exit/default), ``onepass`` or ``hop`` (the hop pass's); ``default`` is :data:`DEFAULT_CLASSIFIER`."""
     folder = SHIPPED[DEFAULT_CLASSIFIER if name == "default" else name]
     return Path(str(resources.files("readerfit"))) / "assets" / "exit" / folder
 
@@ -103,7 +113,7 @@ def check_adapter(adapter: str) -> None:
 
 
 def classifier_dir(name: str) -> Path:
-    """The folder a classifier name means: a shipped one (``default``, ``encoder``, ``onepass``) or a path."""
+    """The folder a classifier name means: a shipped one (``default``, ``encoder``, ``onepass``, ``hop``) or a path."""
     return shipped_classifier_dir(name) if name == "default" or name in SHIPPED else Path(name).expanduser()
 
 
@@ -155,6 +165,13 @@ class ExitConfig:
     sentences alone, ``"sentence"``) name are scored again with the question followed by the naming sentence; a
     sentence's r is the larger score. 0 turns it off.
 
+    ``follow`` (beyond the paper; off by default and under the presets): the hop pass
+    (:mod:`~readerfit.compressors.exit.follow`): after the learned ranking, the passages the three best passages name are asked again by ``follow_model`` (the
+    shipped ``hop`` classifier, trained for the question followed by the linking sentences, or a trained classifier
+    directory) and the best of their sentences, where it scores :data:`FOLLOW_THRESHOLD` or more, moves up to the
+    ranking's place :data:`FOLLOW_PLACE` (0 the first); up to :data:`FOLLOW_PASSES` passes, each from the passage of
+    the sentence the last one moved.
+
     ``ranking`` (beyond the paper; ``r`` under the presets): what a budget spends by. ``learned`` (the default)
     is the shipped ranker (:mod:`~readerfit.compressors.exit.ranker`): boosted trees over each sentence's
     signals (:mod:`~readerfit.compressors.exit.features`: r, r given the best sentence, the cosines of
@@ -192,9 +209,11 @@ class ExitConfig:
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
         # both run the released checkpoint; they differ in the prompt (Table 4 / the released one) and context
         "paper": {"model": RELEASED_ADAPTER, "prompt": "paper", "labels": "single", "context": "passage",
-                  "threshold": 0.5, "min_keep": 0, "hop": 0, "ranking": "r", "referents": False},
+                  "threshold": 0.5, "min_keep": 0, "hop": 0, "ranking": "r", "referents": False,
+                  "follow": False},
         "official": {"model": RELEASED_ADAPTER, "prompt": "official", "labels": "single", "context": "all",
-                     "threshold": 0.5, "min_keep": 0, "hop": 0, "ranking": "r", "referents": False},
+                     "threshold": 0.5, "min_keep": 0, "hop": 0, "ranking": "r", "referents": False,
+                     "follow": False},
     }
 
     model: str = param("default", nonblank=True)
@@ -216,6 +235,9 @@ class ExitConfig:
     hop_by: str = param(DEFAULT_HOP_BY, choices=LINK_BY)
     hop_from: str = param(DEFAULT_HOP_FROM, choices=LINK_FROM)
     ranking: str = param(DEFAULT_RANKING, nonblank=True)
+    follow: bool = param(DEFAULT_FOLLOW, help="the hop pass: ask the passages the best ones name again and move "
+                                              "the best of their sentences up the ranking")
+    follow_model: str = param(FOLLOW_MODEL, nonblank=True)
     window_share: float = param(WINDOW_SHARE, ge=0, le=1)
     referents: bool = param(True, help="under a budget, a kept sentence that opens with a pronoun or 'The <noun>' "
                                        "brings the sentence of its passage it leans on, where both fit")
@@ -227,6 +249,9 @@ class ExitConfig:
                              f"train exit-ranker` writes it), got {self.ranking!r}")
         if self.adapter is not None:
             check_adapter(self.adapter)
+        if self.follow and self.follow_model not in SHIPPED and not Path(self.follow_model).expanduser().is_dir():
+            raise InputError(f"follow_model must be a shipped classifier ({', '.join(SHIPPED)}) or a directory a "
+                             f"classifier was trained into (`readerfit train exit`), got {self.follow_model!r}")
 
 
 def encoder_dtype(config: ExitConfig, device: Any) -> str:

@@ -1,0 +1,250 @@
+"""EXIT's hop pass (compressors/exit/follow.py, issue 54): it asks only the passages the best ones name, with the
+question followed by the sentences that name them, moves the best answer up only past its threshold, keeps the
+ranking's values (what the default's stop reads), and matches a slow reference on random inputs."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from readerfit.compressors.budget import Budget
+from readerfit.compressors.exit.compressor import ExitCompressor
+from readerfit.compressors.exit.config import ExitConfig
+from readerfit.compressors.exit.follow import Deferred, HopPass
+from readerfit.compressors.exit.hop import hop_question, names
+from readerfit.compressors.exit.ranker import Ranker
+from readerfit.compressors.exit.sentence_classifier import GroupScores
+from readerfit.errors import InputError
+from readerfit.types import Passage
+
+
+class Recording:
+    """A classifier that scores a sentence by a hash of (question, sentence) and records what it was asked."""
+
+    name = "recording"
+
+    def __init__(self, seed: int = 0) -> None:
+        self.asked: list[tuple[str, list[str]]] = []
+        self.seed = seed
+
+    def value(self, question: str, sentence: str) -> float:
+        return random.Random(f"{self.seed}|{question}|{sentence}").random()
+
+    def score(self, question, groups):
+        self.asked.append((question, [title for title, _ in groups]))
+        return [GroupScores([self.value(question, s) for s in sentences]) for _, sentences in groups]
+
+
+PASSAGES = [Passage("Ann Roe was born in Brookfield. She sang.", title="Ann Roe"),
+            Passage("Brookfield is a town in Essex County.", title="Brookfield"),
+            Passage("Rain fell on Tuesday.", title="Rain"),
+            Passage("Essex County has a coast.", title="Essex County")]
+QUESTION = "In which county was Ann Roe born?"
+
+
+def units_of(passages):
+    return [(pi, s.strip() + ("" if s.strip().endswith(".") else "."))
+            for pi, p in enumerate(passages) for s in p.text.split(". ") if s.strip()]
+
+
+def test_it_asks_only_the_linked_passages_with_the_linking_sentences():
+    units = units_of(PASSAGES)
+    clf = Recording()
+    hop = HopPass(clf, threshold=2.0, place=1, from_passages=1)  # threshold out of reach: nothing moves
+    ranking = [3.0, 1.0, 0.5, 0.0, 0.2]
+    out, followed = hop(question=QUESTION, passages=PASSAGES, units=units, ranking=ranking)
+    assert out == ranking and followed.moved == ()
+    # "Brookfield" (not in the question) links passage 1 only; the rain passage and Essex County are not named
+    assert followed.linked == {1: [0]}
+    assert clf.asked == [(hop_question(QUESTION, units, [0]), ["Brookfield"])]
+    assert set(followed.scores) == {2}
+
+
+def test_the_best_linked_sentence_moves_to_its_place_and_the_values_stay():
+    units = units_of(PASSAGES)
+    hop = HopPass(Recording(), threshold=0.0, place=1, from_passages=1)
+    ranking = [3.0, 1.0, 0.5, 0.0, 0.2]
+    out, followed = hop(question=QUESTION, passages=PASSAGES, units=units, ranking=ranking)
+    assert followed.moved == (2,)
+    assert sorted(out, reverse=True)[:2] == [3.0, 1.0]  # the values a budget's stop reads are the ranking's
+    order = sorted(range(len(units)), key=lambda k: -out[k])
+    assert order[:3] == [0, 2, 1]  # the moved sentence second, the rest in their old order
+    assert followed.details()["moved"] == [2] and followed.details()["linked"] == {"1": [0]}
+
+
+def test_no_link_leaves_the_ranking_alone():
+    passages = [Passage("Ann Roe sang.", title="Ann Roe"), Passage("Rain fell.", title="Rain")]
+    units = units_of(passages)
+    clf = Recording()
+    out, followed = HopPass(clf, threshold=0.0, place=1)(question=QUESTION, passages=passages, units=units,
+                                                          ranking=[1.0, 0.0])
+    assert out == [1.0, 0.0] and followed.moved == () and clf.asked == []
+
+
+def reference(question, passages, units, ranking, clf, *, threshold, place, top_n):
+    """The pass written out slowly: best passages, their names, the passages holding one, scores, the move."""
+    best = {}
+    for k, (pi, _) in enumerate(units):
+        best[pi] = max(best.get(pi, -1e9), ranking[k])
+    top = sorted(best, key=lambda pi: (-best[pi], pi))[:top_n]
+    linking = {}
+    for pi, passage in enumerate(passages):
+        if pi in top or pi not in best:
+            continue
+        text = f"{passage.title}\n{passage.text}"
+        via = [k for k, (pj, s) in enumerate(units) if pj in top
+               and (any(n.search(text) for n in names(s, question)) or passage.title.lower() in s.lower())]
+        if via:
+            linking[pi] = sorted(via, key=lambda k: (-ranking[k], k))
+    scores = {}
+    for pi, via in linking.items():
+        for k, (pj, s) in enumerate(units):
+            if pj == pi:
+                scores[k] = clf.value(hop_question(question, units, via), s)
+    if not scores:
+        return list(ranking)
+    pick = max(scores, key=lambda k: (scores[k], -k))
+    if scores[pick] < threshold:
+        return list(ranking)
+    order = sorted(range(len(units)), key=lambda k: (-ranking[k], k))
+    order.remove(pick)
+    order.insert(place, pick)
+    values = sorted(ranking, reverse=True)
+    out = [0.0] * len(units)
+    last = float("inf")
+    for k, v in zip(order, values):
+        out[k] = last = min(v, last - 1e-3)
+    return out
+
+
+WORDS = ["Ann Roe", "Brookfield", "Essex County", "Lima", "Oslo Park", "the river", "a song", "Tuesday"]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_it_matches_a_slow_reference(seed):
+    rng = random.Random(seed)
+    passages = []
+    for _ in range(rng.randint(2, 6)):
+        sentences = [f"{rng.choice(WORDS)} met {rng.choice(WORDS)} in {rng.choice(WORDS)}"
+                     for _ in range(rng.randint(1, 3))]
+        passages.append(Passage(". ".join(sentences) + ".", title=rng.choice(WORDS)))
+    units = units_of(passages)
+    ranking = [rng.uniform(-3, 3) for _ in units]
+    clf = Recording(seed)
+    threshold, place, top_n = rng.uniform(0, 1), rng.randint(0, 2), rng.randint(1, 3)
+    out, _ = HopPass(clf, threshold=threshold, place=place, from_passages=top_n)(
+        question="Who met whom?", passages=passages, units=units, ranking=ranking)
+    assert out == pytest.approx(reference("Who met whom?", passages, units, ranking, clf, threshold=threshold,
+                                          place=place, top_n=top_n))
+
+
+class Likes:
+    """A classifier that scores 0.9 the sentences holding ``word`` and 0.05 the rest."""
+
+    name = "likes"
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+
+    def score(self, question, groups):
+        return [GroupScores([0.9 if self.word in s else 0.05 for s in sentences]) for _, sentences in groups]
+
+
+CHAIN = [Passage("The song Blue Tide was sung by Mara Quell.", title="Blue Tide"),
+         Passage("Mara Quell was born in Port Verran. She answer-hops on.", title="Mara Quell"),
+         Passage("Port Verran lies in the answer county of Dunmore.", title="Port Verran"),
+         Passage("Cats sleep a lot.", title="Cats")]
+
+
+def test_further_passes_follow_the_last_moved_sentence_s_passage():
+    units = units_of(CHAIN)
+    ranking = [3.0, 0.1, 0.2, 0.3, 1.0]  # the chain's later passages rank low, below the cats
+    hop = HopPass(Likes("answer"), threshold=0.5, place=1, from_passages=1, passes=3)
+    out, followed = hop(question="In which county was the singer of Blue Tide born?", passages=CHAIN, units=units,
+                        ranking=ranking)
+    # pass 1 from "Blue Tide" reaches "Mara Quell" (its answer-hops sentence), pass 2 from there "Port Verran";
+    # pass 3 finds no passage left to link and stops
+    assert followed.moved == (2, 3)
+    order = sorted(range(len(units)), key=lambda k: -out[k])
+    assert order[:3] == [0, 2, 3]
+    assert sorted(out) == pytest.approx(sorted(ranking))  # the values the stop reads: the ranking's own
+    _, first = HopPass(Likes("answer"), threshold=0.5, place=1, from_passages=1, passes=1)(
+        question="In which county was the singer of Blue Tide born?", passages=CHAIN, units=units, ranking=ranking)
+    assert first.moved == (2,)
+
+
+def test_the_pass_s_classifier_is_built_only_when_a_passage_is_linked():
+    built = []
+
+    def build():
+        built.append(1)
+        return Likes("answer")
+
+    hop = HopPass(Deferred(build, name="hop"), threshold=0.5, place=1, from_passages=1)
+    alone = [Passage("Ann Roe sang.", title="Ann Roe"), Passage("Rain fell.", title="Rain")]
+    hop(question=QUESTION, passages=alone, units=units_of(alone), ranking=[1.0, 0.0])
+    assert built == []
+    hop(question="Where was the singer of Blue Tide born?", passages=CHAIN, units=units_of(CHAIN),
+        ranking=[3.0, 0.1, 0.2, 0.3, 1.0])
+    hop(question="Where was the singer of Blue Tide born?", passages=CHAIN, units=units_of(CHAIN),
+        ranking=[3.0, 0.1, 0.2, 0.3, 1.0])
+    assert built == [1]
+
+
+def test_the_presets_and_a_ranking_by_r_run_no_hop_pass():
+    assert not ExitConfig().follow and ExitConfig().follow_model == "hop"  # off by default (issue 54: ranker.md)
+    for preset in ("paper", "official"):
+        assert ExitConfig.PRESETS[preset]["follow"] is False
+    # the pass moves sentences of the learned ranking: without a ranker there is none to move
+    hop = HopPass(Likes("answer"), threshold=0.5, place=1)
+    c = ExitCompressor(Likes("answer"), splitter=lambda t: [t], config=ExitConfig(ranking="r"), hop_pass=hop)
+    assert c.hop_pass is None
+    with pytest.raises(InputError, match="follow_model"):
+        ExitConfig(follow=True, follow_model="no/such/dir/here")
+
+
+def test_a_compressor_with_the_pass_moves_the_chain_s_sentence_into_a_budget_and_says_so():
+    ranker = Ranker(signals=("r", "r_first"), trees=({"feature": [0, -1, -1], "threshold": [0.0, 0.0, 0.0],
+                                                       "left": [1, -1, -1], "right": [2, -1, -1],
+                                                       "value": [0.0, -1.0, 1.0]},), baseline=0.0)
+    question = "In which county was the singer of Blue Tide born?"
+    plain = ExitCompressor(Likes("Blue Tide"), splitter=split_sentences, config=ExitConfig(hop=0), ranker=ranker)
+    hop = HopPass(Likes("answer"), threshold=0.5, place=1, from_passages=1, passes=3)
+    followed = ExitCompressor(Likes("Blue Tide"), splitter=split_sentences, config=ExitConfig(hop=0), ranker=ranker,
+                              hop_pass=hop)
+    budget = Budget(target_tokens=30)
+    before = plain.compress(question, CHAIN, budget=budget)
+    after = followed.compress(question, CHAIN, budget=budget)
+    assert "Dunmore" not in before.text and "Dunmore" in after.text
+    assert after.details["follow"]["moved"] and "follow" not in before.details
+
+
+def split_sentences(text):
+    return [s.strip() + ("" if s.strip().endswith(".") else ".") for s in text.split(". ") if s.strip()]
+
+
+@pytest.mark.model
+def test_the_shipped_hop_classifier_runs_the_pass_on_a_chain_the_question_does_not_name():
+    pytest.importorskip("sentence_transformers")
+    import readerfit
+
+    passages = [  # the chain Blue Tide -> Mara Quell -> Port Verran -> Dunmore County, among passages nearer the question
+        {"title": "Blue Tide", "text": "Blue Tide is a 1971 song. It was written and sung by Mara Quell."},
+        {"title": "Kerrow County", "text": "Kerrow County is a county in the north. Its county seat is Ashby."},
+        {"title": "Lund County", "text": "Lund County is a rural county. The county seat is Orrin, where many singers "
+                                         "were born."},
+        {"title": "Blue Tide (film)", "text": "Blue Tide is a 1990 film about a singer born by the sea."},
+        {"title": "Mara Quell", "text": "Mara Quell is a folk singer. She was born in Port Verran in 1948."},
+        {"title": "Port Verran", "text": "Port Verran is a fishing town. It lies in Dunmore County."},
+        {"title": "Dunmore County", "text": "Dunmore County has about 40,000 people. Its seat is the town of Caddick."},
+    ]
+    question = "What is the seat of the county where the singer of Blue Tide was born?"
+    plain = readerfit.compress(question, passages, reader=None)
+    followed = readerfit.compress(question, passages, options={"follow": True}, reader=None)
+    assert "follow" not in plain.details
+    found = followed.details["follow"]
+    # the best passages name others of the chain: the pass asked those, and moved sentences up the ranking
+    assert found["linked"] and found["moved"]
+    assert len(found["scores"]) == len(found["moved"]) and all(0.1 <= s <= 1.0 for s in found["scores"])
+    assert sorted(followed.ranking) == pytest.approx(sorted(plain.ranking))  # the same values, maybe reordered
