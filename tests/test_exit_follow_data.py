@@ -8,6 +8,7 @@ import pytest
 
 from readerfit.compressors.exit.compressor import ScoredUnits
 from readerfit.compressors.exit.hop import hop_question, links_from
+from readerfit.compressors.units import passage_sentences
 from readerfit.errors import InputError
 from readerfit.train import exit_follow_data as follow_data
 from readerfit.train.exit_follow_samples import chain_of, follow_samples
@@ -115,7 +116,7 @@ class FakeExit:
         out = []
         for question, passages in items:
             FakeExit.ranked.append(question)
-            units = [(pi, s) for pi, p in enumerate(passages) for s in p.text.split(". ")]
+            units = passage_sentences(passages, lambda text: text.split(". "))
             ranking = [-float(pi) for pi, _ in units]
             out.append(ScoredUnits(units=units, scores=ranking, signals=None, ranking=ranking, details={},
                                    anchors={}))
@@ -167,12 +168,30 @@ def test_hops_of_held_questions_are_left_out(tmp_path, fake_exit):
     assert result["counts"]["excluded_hops"] == 1 and fake_exit.ranked == [row()["question"]]
 
 
+def test_supporting_facts_label_the_pass_s_asks_and_make_no_chain(tmp_path, fake_exit):
+    context = [["Journal Q", ["Journal Q is a review.", " It is published by Press Z."]],
+               ["Press Z", ["Press Z prints books.", " ", " Press Z was founded by Bo Chen."]],
+               ["Rain", ["It rained."]]]
+    rows = [{"_id": "h1", "question": "Who founded the publisher of Journal Q?", "answer": "Bo Chen",
+             "context": context, "supporting_facts": [["Journal Q", 1], ["Press Z", 2]]},
+            {"_id": "h2", "question": "Unlabelled?", "answer": "x", "context": context, "supporting_facts": []}]
+    path = tmp_path / "hotpot.json"
+    path.write_text(json.dumps(rows))
+    out = tmp_path / "h.jsonl"
+    result = follow_data.run(follow_data.Config(source=[f"hotpotqa-json={path}"], out=str(out), from_passages=1),
+                             progress=False, device="cpu").result
+    assert result["counts"]["unlabelled"] == 1 and result["by_origin"]["chain"] == {"positive": 0, "hard": 0,
+                                                                                    "distractor": 0}
+    # Journal Q ranks first and names Press Z: its sentences are asked, the fact's (after a blank one) positive
+    assert [(s.title, s.sentence, s.type) for s in read_samples(out)] == [
+        ("Press Z", "Press Z prints books.", "hard"), ("Press Z", "Press Z was founded by Bo Chen.", "positive")]
+
+
 def test_bad_input_is_a_clear_error(tmp_path):
-    hotpot = tmp_path / "h.jsonl"
-    hotpot.write_text(json.dumps({"_id": "a", "question": "Q?", "answer": "x", "context": [["T", ["x."]]],
-                                  "supporting_facts": [["T", 0]]}) + "\n")
-    with pytest.raises(InputError, match="expected MuSiQue"):
-        follow_data.run(follow_data.Config(source=[str(hotpot)], out=str(tmp_path / "o.jsonl")), progress=False,
+    nq = tmp_path / "nq.jsonl"
+    nq.write_text(json.dumps({"question": "Q?", "answers": ["x"], "ctxs": [{"title": "T", "text": "x."}]}) + "\n")
+    with pytest.raises(InputError, match="expected MuSiQue questions or questions with supporting facts"):
+        follow_data.run(follow_data.Config(source=[f"nq-ctxs={nq}"], out=str(tmp_path / "o.jsonl")), progress=False,
                         device="cpu")
     with pytest.raises(InputError, match="keep a ranker"):
         follow_data.Config(source=["x"], out="o", exit_options=["ranking=r"]).exit_config()

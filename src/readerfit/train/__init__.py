@@ -17,7 +17,7 @@ TRAINERS.register("exit-data", "readerfit.train.exit_data",
                   help="EXIT training data: HotpotQA supporting facts (2:1:1; --preset official: the released 4:1:1), "
                        "or every sentence labelled (--all-sentences) from HotpotQA, 2Wiki, MuSiQue, NQ and SQuAD (--source)")
 TRAINERS.register("exit-follow-data", "readerfit.train.exit_follow_data",
-                  help="samples for the classifier of EXIT's hop pass (exit.follow): MuSiQue questions ranked by EXIT, "
+                  help="samples for the classifier of EXIT's hop pass (exit.follow): labelled questions ranked by EXIT, "
                        "the passages their best passages name asked again")
 TRAINERS.register("exit-ranker", "readerfit.train.exit_ranker",
                   help="fit EXIT's budgeted ranking (boosted trees over the sentence signals) on labelled questions")

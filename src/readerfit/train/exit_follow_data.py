@@ -1,8 +1,8 @@
 """``readerfit train exit-follow-data``: training samples for the classifier of EXIT's hop pass (issue 54; beyond
 the paper).
 
-EXIT (its shipped default, or as ``--exit-options`` set it, the hop pass off) ranks each MuSiQue question's
-passages as it does at inference, and :func:`~readerfit.train.exit_follow_samples.follow_samples` makes the
+EXIT (its shipped default, or as ``--exit-options`` set it, the hop pass off) ranks each labelled question's
+passages (MuSiQue's by decomposition step, or HotpotQA's and 2Wiki's by supporting facts) as it does at inference, and :func:`~readerfit.train.exit_follow_samples.follow_samples` makes the
 samples the pass asks, plus those along the question's gold chain (:mod:`readerfit.train.exit_follow_samples` says
 how each is labelled). Each question's samples are written to ``OUT.questions.jsonl`` as it is ranked, so an
 interrupted run resumes where it stopped; the samples then go to ``OUT`` (JSONL, what ``readerfit train exit
@@ -35,6 +35,7 @@ from readerfit.train.exit_data import manifest_path
 from readerfit.train.exit_follow_samples import chain_of, follow_samples
 from readerfit.train.exit_ranker import hops_of
 from readerfit.train.exit_samples import file_sha256
+from readerfit.train.exit_specs import KINDS as KINDS_OF
 from readerfit.train.exit_specs import load_spec, parse_spec
 from readerfit.types import QAExample
 
@@ -44,8 +45,9 @@ ORIGINS = ("follow", "chain")
 
 @dataclass
 class Config:
-    source: list[str] = param(help="MuSiQue questions, each [FORMAT=]PATH[@START:END[:STEP]] (one flag, several "
-                                   "values); MuSiQue-Full's unanswerable twins give negatives only")
+    source: list[str] = param(help="labelled questions, each [FORMAT=]PATH[@START:END[:STEP]] (one flag, several "
+                                   "values): MuSiQue (MuSiQue-Full's unanswerable twins give negatives only), or "
+                                   "HotpotQA / 2Wiki with supporting facts (the pass's asks only: no hop order)")
     out: str = param(help="output JSONL (its manifest and the per-question records OUT.questions.jsonl beside it)")
     exclude_hops: list[str] = param(default_factory=list, help="MuSiQue [FORMAT=]PATH[@START:END[:STEP]]: a "
                                     "question sharing a single-hop question (by id) with one of them is left out")
@@ -57,7 +59,7 @@ class Config:
         if self.from_passages < 1 or self.batch < 1:
             raise InputError(f"--from-passages and --batch must be >= 1, got {self.from_passages}, {self.batch}")
         if not self.source:
-            raise InputError("give --source: the MuSiQue questions to make the samples from")
+            raise InputError("give --source: the labelled questions to make the samples from")
 
     def exit_config(self) -> ExitConfig:
         options = parse_options([f"exit.{o}" for o in self.exit_options], what="--exit-options").get("exit", {})
@@ -69,24 +71,28 @@ class Config:
 
 def questions(config: Config) -> tuple[list[tuple[str, QAExample]], list[dict[str, Any]], dict[str, int]]:
     """(key, question) of every --source question in order (an unanswerable twin keyed apart from its answerable
-    question), what the manifest records of each source, and the counts of what was left out."""
+    question; a supporting-facts question without facts left out), what the manifest records of each source, and
+    the counts of what was left out."""
     held = {h for text in config.exclude_hops for ex in load_spec(parse_spec(text, "--exclude-hops"),
                                                                    "--exclude-hops")[1] for h in hops_of(ex.id)}
     out: list[tuple[str, QAExample]] = []
     seen: set[str] = set()
     info: list[dict[str, Any]] = []
-    counts = {"excluded_hops": 0, "duplicate_ids": 0}
+    counts = {"excluded_hops": 0, "duplicate_ids": 0, "unlabelled": 0}
     for text in config.source:
         spec = parse_spec(text, "--source")
         fmt, examples, about = load_spec(spec, "--source")
-        if fmt != "musique":
-            raise InputError(f"--source {text!r}: expected MuSiQue questions (format musique, with "
-                             f"question_decomposition), got format {fmt!r}")
+        if KINDS_OF.get(fmt) not in ("musique", "facts"):
+            raise InputError(f"--source {text!r}: expected MuSiQue questions or questions with supporting facts "
+                             f"(formats musique, {', '.join(f for f, k in KINDS_OF.items() if k == 'facts')}), got "
+                             f"format {fmt!r}")
         info.append({**about, "sha256": file_sha256(spec.path)})
         for ex in examples:
             key = ex.id + (":unanswerable" if ex.metadata.get("answerable") is False else "")
             if hops_of(ex.id) & held:
                 counts["excluded_hops"] += 1
+            elif KINDS_OF[fmt] == "facts" and not ex.supporting:
+                counts["unlabelled"] += 1
             elif key in seen:
                 counts["duplicate_ids"] += 1
             else:

@@ -1,4 +1,4 @@
-"""The samples of EXIT's hop pass, one ranked MuSiQue question at a time (``readerfit train exit-follow-data``).
+"""The samples of EXIT's hop pass, one ranked labelled question at a time (``readerfit train exit-follow-data``).
 
 The hop pass (:class:`~readerfit.compressors.exit.follow.HopPass`) asks the passages that the best-ranked passages
 name again, with the question followed by the sentences that name them. Its classifier learns from two kinds of
@@ -14,7 +14,8 @@ samples of a labelled question, each sentence kept in the context of its whole p
 A sentence is ``positive`` when its paragraph supports a hop (``paragraph_support_idx``) and it holds that hop's
 sub-answer (:func:`~readerfit.metrics.qa.holds_answer`); another sentence of a supporting paragraph is ``hard``, any
 other sentence ``distractor``. An unanswerable question (MuSiQue-Full's twins) has no chain: every sentence of it is a
-distractor, which teaches "no further hop here".
+distractor, which teaches "no further hop here". A question labelled by supporting facts (HotpotQA, 2Wiki) has its
+facts' sentences positive and no chain (the facts do not order the hops): the pass's asks alone.
 
 >>> from readerfit.types import Passage, QAExample
 >>> ps = [Passage("Harris Fawell was born in West Chicago.", title="Harris Fawell", id="q:0"),
@@ -42,7 +43,7 @@ from readerfit.metrics.qa import holds_answer
 from readerfit.train.exit_samples import ExitSample, sample_of
 from readerfit.types import QAExample
 
-__all__ = ["Chain", "chain_of", "follow_samples"]
+__all__ = ["Chain", "chain_of", "facts_chain", "follow_samples"]
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,12 @@ class Chain:
 
 
 def chain_of(ex: QAExample, units: Sequence[tuple[int, str]]) -> Chain:
-    """The labels of MuSiQue question ``ex`` on ``units`` ((passage index, sentence) over ``ex.passages``), from its
-    decomposition (``metadata["decomposition"]``: each step's ``answer`` and ``paragraph_support_idx``)."""
+    """The labels of question ``ex`` on ``units`` ((passage index, sentence) over ``ex.passages``): a MuSiQue
+    question's from its decomposition (``metadata["decomposition"]``: each step's ``answer`` and
+    ``paragraph_support_idx``); a question with supporting facts (HotpotQA, 2Wiki) from them, with no hops, since
+    facts do not say which hop comes first (:func:`facts_chain`)."""
+    if ex.supporting:
+        return facts_chain(ex, units)
     index = {p.id: pi for pi, p in enumerate(ex.passages)}
     steps: list[tuple[int, str]] = []
     if ex.metadata.get("answerable") is not False:
@@ -70,6 +75,31 @@ def chain_of(ex: QAExample, units: Sequence[tuple[int, str]]) -> Chain:
     kinds = ["distractor" if pi not in answers else "positive" if holds_answer(s, answers[pi]) else "hard"
              for pi, s in units]
     return Chain(kinds, steps)
+
+
+def facts_chain(ex: QAExample, units: Sequence[tuple[int, str]]) -> Chain:
+    """Supporting facts' labels: a fact's sentence positive, the other sentences of its passage hard, the rest
+    distractors; a unit is its passage's n-th non-blank sentence (as EXIT splits a passage that has sentences).
+
+    >>> from readerfit.types import Passage, SupportingFact
+    >>> ex = QAExample(id="h", question="Q?", answers=["a"], supporting=[SupportingFact("T", 2)],
+    ...                passages=[Passage("A. B.", title="T", sentences=("A.", " ", "B.")), Passage("C.", title="U")])
+    >>> facts_chain(ex, [(0, "A."), (0, "B."), (1, "C.")]).kinds
+    ['hard', 'positive', 'distractor']
+    """
+    facts = {(f.title, f.sentence) for f in ex.supporting or ()}
+    titles = {title for title, _ in facts}
+    raw: dict[int, list[int]] = {}  # passage -> the raw index of each of its units
+    for pi, p in enumerate(ex.passages):
+        raw[pi] = [j for j, s in enumerate(p.sentences or ()) if s.strip()]
+    seen: dict[int, int] = {}
+    kinds = []
+    for pi, _ in units:
+        n = seen[pi] = seen.get(pi, -1) + 1
+        title = ex.passages[pi].title
+        j = raw[pi][n] if n < len(raw[pi]) else -1
+        kinds.append("positive" if (title, j) in facts else "hard" if title in titles else "distractor")
+    return Chain(kinds, [])
 
 
 def follow_samples(ex: QAExample, *, units: Sequence[tuple[int, str]], ranking: Sequence[float], chain: Chain,
