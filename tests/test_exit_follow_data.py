@@ -193,6 +193,8 @@ def test_bad_input_is_a_clear_error(tmp_path):
     with pytest.raises(InputError, match="expected MuSiQue questions or questions with supporting facts"):
         follow_data.run(follow_data.Config(source=[f"nq-ctxs={nq}"], out=str(tmp_path / "o.jsonl")), progress=False,
                         device="cpu")
+    with pytest.raises(InputError, match="--out"):
+        follow_data.run(follow_data.Config(source=["x"], out=str(tmp_path)), progress=False, device="cpu")
     with pytest.raises(InputError, match="keep a ranker"):
         follow_data.Config(source=["x"], out="o", exit_options=["ranking=r"]).exit_config()
     with pytest.raises(InputError, match=">= 1"):

@@ -27,7 +27,7 @@ from readerfit.compressors.exit import ExitCompressor
 from readerfit.compressors.exit.config import ExitConfig
 from readerfit.compressors.exit.follow import FROM_PASSAGES
 from readerfit.errors import InputError
-from readerfit.io import markdown_table, write_atomic, write_json
+from readerfit.io import markdown_table, writable_file, write_atomic, write_json
 from readerfit.models.pool import ModelPool
 from readerfit.registry import make_config, param, parse_options
 from readerfit.runs import Outcome, RunFolder, progress_bar
@@ -105,6 +105,7 @@ def run(config: Config, *, progress: bool = True, device: str | None = None) -> 
     """Rank the questions not yet in ``OUT.questions.jsonl``, then write ``OUT`` and its manifest."""
     start = time.perf_counter()
     exit_config = config.exit_config()
+    writable_file(config.out, what="JSONL file")  # before the ranking, not after it
     items, sources, counts = questions(config)
     if not items:
         raise InputError("no --source question is left to make samples from")
