@@ -10,9 +10,8 @@ interrupted run resumes where it stopped; the samples then go to ``OUT`` (JSONL,
 
 The shipped ``hop`` classifier's samples (``readerfit/assets/exit/hop/lineage.md``)::
 
-    D=../shared/data/musique
-    readerfit train exit-follow-data --source $D/train_hops_300.jsonl $D/train_100.json $D/train_full_100.jsonl \\
-        --out hop-musique.jsonl
+    readerfit train exit-follow-data --source $DATA/musique/train_hops_300.jsonl $DATA/musique/train_100.json \\
+        $DATA/musique/train_full_100.jsonl --out hop-musique.jsonl
 """
 
 from __future__ import annotations
