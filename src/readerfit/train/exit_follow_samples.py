@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from readerfit.compressors.exit.follow import best_passages
 from readerfit.compressors.exit.hop import hop_question, links_from
 from readerfit.metrics.qa import holds_answer
 from readerfit.train.exit_samples import ExitSample, sample_of
@@ -110,14 +111,10 @@ def follow_samples(ex: QAExample, *, units: Sequence[tuple[int, str]], ranking: 
     of_passage: dict[int, list[int]] = {}
     for k, (pi, _) in enumerate(units):
         of_passage.setdefault(pi, []).append(k)
-    sources: list[int] = []
-    for k in order:
-        if units[k][0] not in sources:
-            sources.append(units[k][0])
-    source = set(sources[:from_passages])
+    source = best_passages(units, ranking, from_passages)  # as the pass starts
     via = [k for k, (pi, _) in enumerate(units) if pi in source]
     linked = links_from(units=units, via=via, passages=ex.passages, by="mention", question=ex.question, skip=source)
-    asks = [(pi, sorted(linking, key=order.index), "follow") for pi, linking in sorted(linked.items())]
+    asks = [(pi, sorted(linking, key=lambda k: (-ranking[k], k)), "follow") for pi, linking in sorted(linked.items())]
     for s, ((pi_from, answer), (pi_to, _)) in enumerate(zip(chain.steps, chain.steps[1:]), 1):
         holding = [k for k in order if units[k][0] == pi_from and holds_answer(units[k][1], [answer])]
         if pi_to != pi_from and pi_to not in linked and holding:

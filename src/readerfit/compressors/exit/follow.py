@@ -44,6 +44,14 @@ from readerfit.types import Passage
 FROM_PASSAGES = 3
 
 
+def best_passages(units: Sequence[tuple[int, str]], ranking: Sequence[float], n: int) -> set[int]:
+    """The ``n`` passages whose best sentence ranks highest (ties: the earlier passage): where the pass starts."""
+    best: dict[int, float] = {}
+    for k, (pi, _) in enumerate(units):
+        best[pi] = max(best.get(pi, -float("inf")), ranking[k])
+    return set(sorted(best, key=lambda pi: (-best[pi], pi))[:n])
+
+
 class Deferred:
     """A sentence classifier built on its first call (``build``: a pool's cached build, so every call gets the same
     one): the hop pass asks one only where the best passages name another, so a small input never loads it."""
@@ -91,10 +99,7 @@ class HopPass:
         """(the ranking after the pass, what it did). With ``passes`` over 1, each further pass follows the last
         moved sentence's passage the same way (a three- or four-hop chain), to the next place, until a pass moves
         nothing."""
-        best: dict[int, float] = {}
-        for k, (pi, _) in enumerate(units):
-            best[pi] = max(best.get(pi, -float("inf")), ranking[k])
-        source = set(sorted(best, key=lambda pi: (-best[pi], pi))[:self.from_passages])
+        source = best_passages(units, ranking, self.from_passages)
         done, linked, scores, moved = set(source), {}, {}, []
         order = sorted(range(len(units)), key=lambda k: (-ranking[k], k))
         for step in range(self.passes):
