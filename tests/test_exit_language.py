@@ -10,7 +10,7 @@ import random
 import numpy as np
 import pytest
 
-from readerfit.compressors.exit.features import SIGNALS, ranking_signals
+from readerfit.compressors.exit.features import SIGNALS, language_signals, ranking_signals
 from readerfit.compressors.exit.language import WordVectors, parse, soft_relation
 from readerfit.text.stop_words import ENGLISH_STOP_WORDS
 from test_exit_hop import random_bridge
@@ -66,13 +66,14 @@ def test_relation_soft_matches_a_slow_reference(seed):
     units = [(pi, s) for pi, p in enumerate(passages) for s in p.sentences]
     encoder = HashEncoder()
     rows = ranking_signals(question=question, units=units, r=[0.5] * len(units), r_first=[0.5] * len(units),
-                           passages=passages, linked=set(), title_linked=set(), words=WordVectors(encoder))
+                           passages=passages, linked=set(), title_linked=set(),
+                           said=language_signals(question, units, WordVectors(encoder)))
     assert rows.column("relation_soft") == pytest.approx(slow_soft_relation(question, [s for _, s in units],
                                                                             HashEncoder()), abs=1e-5)
     # a sentence holding every relation word scores 1; the exact share is never above the soft one
     assert all(s >= r - 1e-9 for s, r in zip(rows.column("relation_soft"), rows.column("relation")))
     plain = ranking_signals(question=question, units=units, r=[0.5] * len(units), r_first=[0.5] * len(units),
-                            passages=passages, linked=set(), title_linked=set())
+                            passages=passages, linked=set(), title_linked=set(), said=language_signals(question, units))
     soft = SIGNALS.index("relation_soft")
     assert all(row[soft] == 0.0 for row in plain.rows)  # no word vectors: the column is 0.0, the others the same
     assert [row[:soft] + row[soft + 1:] for row in plain.rows] == [row[:soft] + row[soft + 1:] for row in rows.rows]

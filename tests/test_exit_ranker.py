@@ -24,6 +24,7 @@ from readerfit.compressors.exit.features import (
     LANGUAGE,
     SIGNALS,
     RankSignals,
+    language_signals,
     logit,
     ranking_signals,
     text_chain,
@@ -102,14 +103,14 @@ def test_the_signals_match_slow_references(seed):
     first = [rng.random() for _ in units]
     linked = {pi for pi in range(len(passages)) if rng.random() < 0.3}
     rows = ranking_signals(question=question, units=units, r=r, r_first=first, passages=passages, linked=linked,
-                           title_linked=set(list(linked)[:1]))
+                           title_linked=set(list(linked)[:1]), said=language_signals(question, units))
     assert rows.column("r") == pytest.approx([logit(x) for x in r])
     assert rows.column("r_evidence") == rows.column("r")  # no evidence pass: r itself
     assert rows.column("lexical") == lexical_overlap(question, [s for _, s in units])
     assert rows.column("answer_form") == answer_form(question, [s for _, s in units])
     assert rows.column("answer_type") == answer_type(question, [s for _, s in units])
     plain = ranking_signals(question=question, units=units, r=r, r_first=first, passages=passages, linked=linked,
-                            title_linked=set(list(linked)[:1]), language=False)
+                            title_linked=set(list(linked)[:1]))
     words = [SIGNALS.index(name) for name in sorted(LANGUAGE)]
     assert all(row[i] == 0.0 for row in plain.rows for i in words)  # no spaCy pass: the other columns the same
     assert [[x for i, x in enumerate(row) if i not in words] for row in plain.rows] == \
@@ -218,7 +219,8 @@ def test_the_budget_is_spent_by_the_ranking_batched_unbatched_and_through_resele
     rows = ranking_signals(question=question, units=units, r=c.scores,
                            r_first=[x for pi, p in enumerate(passages) for x in
                                     Overlap().score(question, [(p.title, p.sentences)])[0].scores],
-                           passages=passages, linked={int(k) for k in hop["linked"]}, title_linked=set(hop["title"]))
+                           passages=passages, linked={int(k) for k in hop["linked"]}, title_linked=set(hop["title"]),
+                           said=language_signals(question, units))
     expected = ranker.score(rows)
     assert c.ranking == pytest.approx(expected)
     limit = Budget(rate=0.5).limit(tokens_in=word_count("\n\n".join(p.render() for p in passages)))
@@ -317,6 +319,34 @@ def test_the_embedder_runs_beside_the_classifier_with_the_same_signals():
         vectors = BagEmbedder().encode([question + " " + a.units[best][1]] + [s for _, s in a.units])
         assert a.signals.column("cos_ev") == pytest.approx((vectors[1:] @ vectors[0]).tolist())
 
+
+
+def test_the_language_pass_runs_beside_the_classifier_with_the_same_signals(monkeypatch):
+    # spaCy's pass and the word vectors need no classifier: they run on the embedder's thread, and nothing changes
+    import readerfit.compressors.exit.features as features
+
+    rng = random.Random(12)
+    questions = [random_bridge(rng) for _ in range(3)]
+    ranker = Ranker(signals=("r", "answer_type", "relation", "relation_gap", "relation_soft"),
+                    trees=(stump(2, 0.3, -1.0, 1.0), stump(4, 0.5, -0.5, 0.5)), baseline=0.0)
+    parsed_on, out = [], {}
+    real_parse = features.parse
+
+    def noting_parse(texts):
+        parsed_on.append(threading.get_ident())
+        return real_parse(texts)
+
+    monkeypatch.setattr(features, "parse", noting_parse)
+    for overlap in (False, True):
+        parsed_on.clear()
+        exit_ = ExitCompressor(Overlap(), splitter=str.split, config=ExitConfig(hop=0, ranking="r", overlap=overlap),
+                               ranker=ranker, embedder=BagEmbedder())
+        out[overlap] = exit_.score_units(questions)
+        assert len(parsed_on) == len(questions)
+        assert all((thread != threading.get_ident()) is overlap for thread in parsed_on)
+    for a, b in zip(out[False], out[True]):
+        assert a.signals.rows == b.signals.rows and a.ranking == b.ranking and a.anchors == b.anchors
+    assert any(row[SIGNALS.index("relation_soft")] > 0 for a in out[True] for row in a.signals.rows)
 
 REQUEST = contextvars.ContextVar("request", default=None)
 

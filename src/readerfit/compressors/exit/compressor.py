@@ -76,7 +76,7 @@ from readerfit.compressors.exit.config import (
     ExitConfig,
     encoder_dtype,
 )
-from readerfit.compressors.exit.features import EMBEDDED, LANGUAGE, RankSignals, ranking_signals
+from readerfit.compressors.exit.features import EMBEDDED, LANGUAGE, RankSignals, Said, language_signals, ranking_signals
 from readerfit.compressors.exit.follow import Deferred, HopPass
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
 from readerfit.compressors.exit.language import WordVectors, lead_titled, pipeline
@@ -184,23 +184,38 @@ class ExitCompressor(BaseCompressor):
 
     def score_units(self, items: list[tuple[str, list[Passage]]]) -> list[ScoredUnits]:
         """Each question's sentences with their r, ranking signals and ranking (what :meth:`scoring` cuts and
-        ``readerfit train exit-ranker`` fits on), from checked passages. The embedder's pass over the sentences
-        (the ranker's cosines) runs on a second thread while the classifier reads, when :meth:`overlaps`. With the
-        language pass (the shipped ranker), an untitled passage is scored under its lead name as title
-        (:func:`~readerfit.compressors.exit.language.lead_titled`); the selection renders the passages as given."""
+        ``readerfit train exit-ranker`` fits on), from checked passages. What needs no classifier (the embedder's
+        pass over the sentences for the ranker's cosines, and the language pass) runs on two more threads while
+        the classifier reads, when :meth:`overlaps`. With the language pass (the shipped ranker), an untitled passage
+        is scored under its lead name as title (:func:`~readerfit.compressors.exit.language.lead_titled`); the
+        selection renders the passages as given."""
         if self.language:
             items = [(q, lead_titled(passages)) for q, passages in items]
         prepared = [self._groups(passages) for _, passages in items]
-        if self.embedder is None:
-            return self._rank(items, prepared, self._classify(items, prepared), None)
-        texts = [[q, *(s for _, s in units)] for (q, _), (units, _, _) in zip(items, prepared)]
         if not self.overlaps():
-            return self._rank(items, prepared, self._classify(items, prepared), self._embed(texts))
-        with ThreadPoolExecutor(max_workers=1) as background:
+            return self._rank(items, prepared, self._classify(items, prepared), self._embed(items, prepared),
+                              self._said(items, prepared))
+        with ThreadPoolExecutor(max_workers=2) as background:
             # the caller's context goes along: a server's cancellation (serve/cancel.py) reaches the embedder too
-            embedded = background.submit(contextvars.copy_context().run, self._embed, texts)
+            vectors = background.submit(contextvars.copy_context().run, self._embed, items, prepared)
+            said = background.submit(contextvars.copy_context().run, self._said, items, prepared)
             classified = self._classify(items, prepared)
-            return self._rank(items, prepared, classified, embedded.result())
+            return self._rank(items, prepared, classified, vectors.result(), said.result())
+
+    def _embed(self, items: list[tuple[str, list[Passage]]], prepared: list[Any]) -> list[np.ndarray] | None:
+        """Each question's [question, *sentences] unit vectors (one embedding call for all); None without an
+        embedder."""
+        if self.embedder is None:
+            return None
+        texts = [[q, *(s for _, s in units)] for (q, _), (units, _, _) in zip(items, prepared)]
+        vectors = self.embedder.encode([t for group in texts for t in group], normalize=True)
+        return list(np.split(vectors, np.cumsum([len(group) for group in texts])[:-1]))
+
+    def _said(self, items: list[tuple[str, list[Passage]]], prepared: list[Any]) -> list[Said | None]:
+        """Each question's language signals (:func:`~.features.language_signals`); None without the language
+        pass."""
+        return [language_signals(q, units, self.words) if self.language and units else None
+                for (q, _), (units, _, _) in zip(items, prepared)]
 
     def overlaps(self) -> bool:
         """Whether the embedder runs beside the classifier: ``config.overlap``, else (None) when torch may use
@@ -223,19 +238,18 @@ class ExitCompressor(BaseCompressor):
                 for (scores, details), r0, hop, r_ev in zip(merged, r_first, hops, evidence)]
 
     def _rank(self, items: list[tuple[str, list[Passage]]], prepared: list[Any], classified: list[Classified],
-              vectors: list[np.ndarray] | None) -> list[ScoredUnits]:
-        """Each question's signals and ranking from its classification and (with an embedder) the embeddings of
-        its question and sentences."""
+              vectors: list[np.ndarray] | None, said: list[Said | None]) -> list[ScoredUnits]:
+        """Each question's signals and ranking from its classification, (with an embedder) the embeddings of its
+        question and sentences and (with the language pass) its language signals."""
         cosines = self._cosines(items, prepared, classified, vectors) if vectors is not None else [{}] * len(items)
         out = []
-        for (q, passages), (units, _, _), c, cos in zip(items, prepared, classified, cosines):
+        for (q, passages), (units, _, _), c, cos, spoken in zip(items, prepared, classified, cosines, said):
             if c.hop is not None:
                 c.details["hop"] = c.hop
             linked = {int(k) for k in c.hop["linked"]} if c.hop else set()
             signals = ranking_signals(question=q, units=units, r=c.scores, r_first=c.r_first, passages=passages,
                                       linked=linked, title_linked=set(c.hop["title"]) if c.hop else set(),
-                                      r_evidence=c.r_evidence, language=self.language, words=self.words,
-                                      **cos) if self.signals_wanted else None
+                                      r_evidence=c.r_evidence, said=spoken, **cos) if self.signals_wanted else None
             if self.ranker is None or signals is None:
                 ranking = list(c.scores)
                 c.details["ranking"] = "r"
@@ -249,12 +263,6 @@ class ExitCompressor(BaseCompressor):
             out.append(ScoredUnits(units=units, scores=c.scores, signals=signals, ranking=ranking, details=c.details,
                                    anchors=anchors))
         return out
-
-    def _embed(self, texts: list[list[str]]) -> list[np.ndarray]:
-        """Each question's [question, *sentences] unit vectors: one embedding call for all."""
-        vectors = self.embedder.encode([t for group in texts for t in group], normalize=True)
-        ends = np.cumsum([len(group) for group in texts])
-        return list(np.split(vectors, ends[:-1]))
 
     def _cosines(self, items: list[tuple[str, list[Passage]]], prepared: list[Any], classified: list[Classified],
                  vectors: list[np.ndarray]) -> list[dict[str, list[float]]]:

@@ -182,9 +182,9 @@ class ExitConfig:
     :func:`~readerfit.compressors.exit.ranker.within_mass`), so a question one confident sentence answers keeps
     little, but not under :data:`DEFAULT_FILL` reader tokens or :data:`DEFAULT_FILL_SHARE` of the input's (on small
     inputs, under the cap of at least :data:`DEFAULT_FLOOR`); a budget the user gives is spent exactly.
-    ``overlap``: the embedder's pass runs on a second thread while the classifier reads (None: when
-    ``torch.get_num_threads()`` is over 1, so that a one-thread setting stays on one core; the same scores either
-    way).
+    ``overlap``: the embedder's pass and the language pass run on two more threads while the classifier reads
+    (None: when ``torch.get_num_threads()`` is over 1, so that a one-thread setting stays on one core; the same
+    scores either way).
     """
 
     def tau(self, budget: Budget | None = None) -> float | None:
@@ -229,8 +229,8 @@ class ExitConfig:
     context: str = param("passage", choices=CONTEXTS)
     min_keep: int = param(1, help="the best sentences kept when τ keeps fewer", request=True, ge=0)
     embedder: str = "minilm"
-    overlap: bool | None = param(None, help="run the embedder beside the classifier on a second thread (default: "
-                                            "when torch may use more than one thread)")
+    overlap: bool | None = param(None, help="run the embedder and the language pass beside the classifier on two "
+                                            "more threads (default: when torch may use more than one thread)")
     hop: int = param(DEFAULT_HOP, ge=0, le=20)
     hop_by: str = param(DEFAULT_HOP_BY, choices=LINK_BY)
     hop_from: str = param(DEFAULT_HOP_FROM, choices=LINK_FROM)

@@ -33,7 +33,7 @@ Every signal is a number per sentence, computed from the question, the passages 
   name, or a "what/which X" question's head noun X (:func:`~.focus.answer_type`: spaCy's NER);
 * ``relation``, ``relation_gap``: the share of the question's relation words (what it asks of what it names:
   "wrote", "born") the sentence's lemmas hold (:func:`~.language.relation`), and how far it is under its passage's
-  best (``answer_type`` and these run spaCy's pass only when ``language``);
+  best (``answer_type`` and these come from spaCy's pass, :func:`language_signals`, 0.0 without it);
 * ``relation_soft``: ``relation`` where a relation word said in other words counts by how near the sentence's
   nearest word is ("shut" for "close": :func:`~.language.soft_relation`, the embedder's vectors of lone words).
 
@@ -141,11 +141,11 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
                     r_first: Sequence[float], passages: Sequence[Passage], linked: set[int],
                     title_linked: set[int], r_evidence: Sequence[float] | None = None,
                     cos_q: Sequence[float] | None = None, cos_ev: Sequence[float] | None = None,
-                    language: bool = True, words: WordVectors | None = None) -> RankSignals:
+                    said: Said | None = None) -> RankSignals:
     """Every sentence's signals (:data:`SIGNALS`) from the classifier's scores after (``r``) and before
     (``r_first``) the bridge hop, and the passages the hop scored again (``linked``) or whose title a top sentence
-    names (``title_linked``); the :data:`LANGUAGE` signals are 0.0 throughout unless ``language`` (spaCy's pass),
-    ``relation_soft`` unless ``words`` too (the word vectors)."""
+    names (``title_linked``); the :data:`LANGUAGE` signals are ``said``'s (:func:`language_signals` of the same
+    question and units, which needs no classifier and so may run beside it), 0.0 throughout without it."""
     if not units:
         return RankSignals(rows=())
     sentences = [s for _, s in units]
@@ -178,15 +178,26 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
     columns = [[row[SIGNALS.index(name)] for row in rows] for name in RANKED]
     shape = (math.log(len(best_of)), math.log(1 + len(WORD.findall(question))))
     places = [percentiles(column) for column in columns]
-    said, anchors = language_signals(question, units, words) if language else ([(0.0, 0.0, 0.0, 0.0)] * len(units), [])
-    return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *said[k]) for k, row in enumerate(rows)),
-                       words=sum(len(s.split()) for s in sentences), anchors=tuple(anchors))
+    if said is not None and len(said.rows) != len(units):
+        raise ValueError(f"said holds {len(said.rows)} sentences' language signals, for {len(units)} sentences")
+    spoken = said.rows if said is not None else ((0.0, 0.0, 0.0, 0.0),) * len(units)
+    return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *spoken[k]) for k, row in enumerate(rows)),
+                       words=sum(len(s.split()) for s in sentences), anchors=said.anchors if said is not None else ())
 
 
-def language_signals(question: str, units: Sequence[tuple[int, str]], words: WordVectors | None = None,
-                     ) -> tuple[list[tuple[float, float, float, float]], list[str]]:
-    """Each sentence's (``answer_type``, ``relation``, ``relation_gap``, ``relation_soft``: 0.0 without ``words``)
-    and its entity of the type the question asks for ("" none), from one spaCy pass (:func:`.parse`)."""
+@dataclass(frozen=True)
+class Said:
+    """What :func:`language_signals` finds of each sentence: ``rows[k]`` sentence k's (``answer_type``,
+    ``relation``, ``relation_gap``, ``relation_soft``), ``anchors[k]`` its entity of the type the question asks for
+    ("" none)."""
+
+    rows: tuple[tuple[float, float, float, float], ...]
+    anchors: tuple[str, ...]
+
+
+def language_signals(question: str, units: Sequence[tuple[int, str]], words: WordVectors | None = None) -> Said:
+    """Each sentence's :data:`LANGUAGE` signals (``relation_soft`` 0.0 without ``words``) and its entity of the
+    type the question asks for, from one spaCy pass (:func:`.parse`)."""
     parsed = parse([question, *(s for _, s in units)])
     found = [list(p.entities) for p in parsed[1:]]
     typed = answer_type(question, [s for _, s in units], find=lambda _: found)
@@ -195,8 +206,9 @@ def language_signals(question: str, units: Sequence[tuple[int, str]], words: Wor
     for (pi, _), share in zip(units, shares):
         best[pi] = max(best.get(pi, 0.0), share)
     soft = soft_relation(parsed[0], parsed[1:], words) if words is not None else [0.0] * len(units)
-    said = [(typed[k], share, share - best[pi], soft[k]) for k, ((pi, _), share) in enumerate(zip(units, shares))]
-    return said, typed_entities(question, found)
+    return Said(rows=tuple((typed[k], share, share - best[pi], soft[k]) for k, ((pi, _), share)
+                           in enumerate(zip(units, shares))),
+                anchors=tuple(typed_entities(question, found)))
 
 
 def percentiles(values: Sequence[float]) -> list[float]:
