@@ -5,7 +5,7 @@ compressor (``exit`` with its default classifier, plus any ``--peers``). The met
 question by question, in an order that rotates every question, so a slow spell of the machine falls on
 all of them alike. Seconds are per question (means); ``ratio`` is EXIT's compress + read over the raw read.
 
-    python benchmarks/e2e_latency.py --data ../shared/data/hotpotqa/rpt_dev.jsonl --limit 50 \\
+    python benchmarks/e2e_latency.py --data ../shared/data/hotpotqa/rpt_dev.jsonl --offset 150 --limit 50 \\
         [--peers sentence-sim longllmlingua] [--dtype bfloat16] [--option exit.classifier=encoder] [--json]
         [--exit-variants overlap=false]
 
@@ -29,6 +29,7 @@ DEFAULT_DATA = ROOT.parent / "shared" / "data" / "hotpotqa" / "rpt_dev.jsonl"
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=str(DEFAULT_DATA), help="a dataset whose examples carry their paragraphs")
+    p.add_argument("--offset", type=int, default=0, help="skip the first N questions (a held-out part)")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--reader", default="smollm2-135m")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the reader's dtype")
@@ -102,11 +103,15 @@ def main(argv: list[str] | None = None) -> int:
 
     set_threads(args.threads)
     load_start = loadavg()
-    examples = [e for e in load_dataset(args.data, limit=args.limit) if e.passages]
-    depth = max(len(e.passages) for e in examples)
     try:
+        chosen = load_dataset(args.data, limit=args.offset + args.limit)[args.offset:]
+        examples = [e for e in chosen if e.passages]
+        if not examples:
+            raise ReaderfitError(f"{args.data}: no question with paragraphs from {args.offset} "
+                                 f"(--offset) to {args.offset + args.limit} (--offset + --limit)")
+        depth = max(len(e.passages) for e in examples)
         pipelines, methods = build(args, depth)
-    except ReaderfitError as err:  # a wrong option or name: one line, no traceback
+    except ReaderfitError as err:  # a wrong file, option or name: one line, no traceback
         print(f"error: {err}", file=sys.stderr)
         return 2
     # warm-up: the first call of each pipeline pays for lazy loading, which is not per-question latency
@@ -124,22 +129,25 @@ def main(argv: list[str] | None = None) -> int:
             records[name].append(record)
 
     raw = summarise(records["none"], compressed=False)
-    result = {"data": args.data, "n": len(records["none"]), "reader": args.reader, "dtype": args.dtype,
+    result = {"data": args.data, "offset": args.offset, "n": len(records["none"]), "reader": args.reader, "dtype": args.dtype,
               "raw": raw, "exit": summarise(records["exit"], compressed=True),
               "peers": {m: summarise(records[m], compressed=True) for m in methods[2:]}, "errors": errors,
               "options": args.option, "threads": args.threads, "loadavg": {"start": load_start, "end": loadavg()}}
     result["ratio"] = result["exit"]["total_s"] / raw["read_s"]
+    result["exit"]["compress_share"] = result["exit"]["compress_s"] / raw["read_s"]
     for row in result["peers"].values():
         row["ratio"] = row["total_s"] / raw["read_s"]
+        row["compress_share"] = row["compress_s"] / raw["read_s"]
 
-    print(f"{result['n']} questions of {args.data}, all their paragraphs (up to {depth}); reader {args.reader} "
+    print(f"{result['n']} questions of {args.data} from {args.offset}, all their paragraphs (up to {depth}); reader {args.reader} "
           f"{args.dtype}; seconds per question")
     rows = [{"method": "raw paragraphs", "compress_s": None, **raw, "total_s": raw["read_s"], "ratio": 1.0},
             *({"method": name, **row, "ratio": row["total_s"] / raw["read_s"]}
               for name, row in [("exit", result["exit"]), *result["peers"].items()])]
     print(markdown_table(rows, [("method", "method", ""), ("compress_s", "compress s", ".3f"),
                                 ("read_s", "read s", ".3f"), ("total_s", "total s", ".3f"), ("ratio", "× raw", ".2f"),
-                                ("contains", "contains", ".3f"), ("context_tokens", "tokens", ".0f")]))
+                                ("compress_share", "compress / raw read", ".1%"), ("contains", "contains", ".3f"),
+                                ("context_tokens", "tokens", ".0f")]))
     print(f"load average (1/5/15 min) at start {load_start}, at end {result['loadavg']['end']}")
     if errors:
         print(f"{len(errors)} questions left out (a method failed on them): " + "; ".join(errors[:3]))
