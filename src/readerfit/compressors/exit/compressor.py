@@ -192,7 +192,7 @@ class ExitCompressor(BaseCompressor):
         if self.language:
             items = [(q, lead_titled(passages)) for q, passages in items]
         prepared = [self._groups(passages) for _, passages in items]
-        if not self.overlaps():
+        if not self.overlaps() or (self.embedder is None and not self.language):  # nothing to run beside it
             return self._rank(items, prepared, self._classify(items, prepared), self._embed(items, prepared),
                               self._said(items, prepared))
         with ThreadPoolExecutor(max_workers=2) as background:
@@ -218,8 +218,8 @@ class ExitCompressor(BaseCompressor):
                 for (q, _), (units, _, _) in zip(items, prepared)]
 
     def overlaps(self) -> bool:
-        """Whether the embedder runs beside the classifier: ``config.overlap``, else (None) when torch may use
-        more than one thread, so that a one-thread setting stays on one core."""
+        """Whether the embedder's and the language pass run beside the classifier: ``config.overlap``, else (None)
+        when torch may use more than one thread, so that a one-thread setting stays on one core."""
         if self.config.overlap is not None:
             return self.config.overlap
         import torch
