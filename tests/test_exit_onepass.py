@@ -229,7 +229,8 @@ def test_onepass_trains_saves_lora_and_head_only_and_loads(bert, tmp_path):
     c = comp.compress(QUESTION, [Passage("Anna wrote book 1. Paris is big.", title="Gold A1",
                                          sentences=("Anna wrote book 1.", "Paris is big."))])
     assert c.details["classifier"].startswith("onepass:") and len(c.scores) == 2
-    with pytest.raises(InputError):  # a LoRA of another rank does not continue this one
+    # a LoRA of another rank does not continue this one, and the error says the rank it was trained with
+    with pytest.raises(InputError, match=r"LoRA rank 4 on \d+ modules, this run LoRA rank 8 on \d+ modules"):
         OnePassTask(TrainConfig(arch="onepass", base=str(bert), init=str(out), lora_r=8), torch.device("cpu"))
     # --target-prior: the manifest records logit(target) - logit(share of positives trained on), and the loaded
     # classifier's r is the trained one's with that shift on its log-odds (same order, so the same AUROC)

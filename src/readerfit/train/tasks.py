@@ -215,6 +215,14 @@ class EncoderTask(TwoClassTask):
         save_file(state, str(out / ENCODER_WEIGHTS), metadata={"format": "pt"})
 
 
+def lora_shape(state: dict[str, torch.Tensor]) -> str:
+    """A one-pass state's LoRA in words: its rank and how many modules adapt (``lora.<module>.A`` is r x in)."""
+    ranks = sorted({int(v.shape[0]) for k, v in state.items() if k.startswith("lora.") and k.endswith(".A")})
+    modules = sum(1 for k in state if k.startswith("lora.") and k.endswith(".A"))
+    rank = "/".join(map(str, ranks)) or "none"
+    return f"LoRA rank {rank} on {modules} modules"
+
+
 class OnePassTask(TwoClassTask):
     """The one-pass classifier (:mod:`readerfit.compressors.exit.onepass`): the base MiniLM, the layers of the
     cross-encoder ``--init`` names laid over it (frozen), LoRA on its linear layers, and a fresh head.
@@ -258,7 +266,9 @@ class OnePassTask(TwoClassTask):
             saved = {k: v.float() for k, v in load_file(str(start / ONEPASS_WEIGHTS)).items()}
             mine = self.trained_state()
             if set(saved) != set(mine) or any(saved[k].shape != mine[k].shape for k in mine):
-                raise InputError(f"{config.init} does not match this LoRA configuration (r, targets, layers)")
+                raise InputError(f"{config.init} does not match this LoRA configuration: {lora_shape(saved)}, "
+                                 f"this run {lora_shape(mine)}; continue it with the rank, --target-modules and "
+                                 f"--lora-layers it was trained with (its exit_classifier.json, training.settings)")
             with torch.no_grad():
                 for name, layer in self.lora.items():
                     layer.lora_A["default"].weight.copy_(saved[f"lora.{name}.A"])
