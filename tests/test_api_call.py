@@ -13,6 +13,7 @@ import pytest
 import readerfit
 from readerfit.call_args import CompressCall
 from readerfit.errors import BudgetError, InputError, UnknownNameError
+from toy_compressors import KeywordSentences
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 Q, P = "Who wrote it?", ["Anna wrote it.", {"title": "Book", "text": "It sold well."}]
@@ -107,3 +108,50 @@ def test_an_http_body_is_parsed_into_the_call(tiny_lm_dir, monkeypatch: pytest.M
     call = seen[-1]
     assert answer.json()["id"] == 7 and isinstance(call, CompressCall)
     assert call.question == Q and call.passages[1].title == "Book" and call.id == 7
+
+
+def test_an_adapter_makes_each_of_its_calls_a_compress_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The framework adapters hold typed settings (checked at construction) and make each run one CompressCall,
+    by name or with a built compressor, with the run's budget over the one set at construction."""
+    from readerfit.compressors.budget import Budget
+    from readerfit.compressors.none import RawPassages
+    from readerfit.integrations import documents
+    from readerfit.integrations.documents import DocumentCompression, SourceDocument
+
+    seen: list[CompressCall] = []
+    real = documents.compressed
+
+    def spy(calls, **kwargs):
+        seen.extend(calls)
+        return real(calls, **kwargs)
+
+    monkeypatch.setattr(documents, "compressed", spy)
+    docs = [SourceDocument(text="Anna wrote it.", title="Book"), SourceDocument(text="  ")]
+    words = lambda text: len(text.split())
+    by_name = DocumentCompression("none", count_tokens=words)
+    built = RawPassages()
+    by_instance = DocumentCompression(built, count_tokens=words)
+    assert [p.text for p in by_name.run(Q, docs)] == [p.text for p in by_instance.run(Q, docs)] == ["Book\nAnna wrote it."]
+    assert [c.compressor for c in seen] == ["none", built] and all(isinstance(c, CompressCall) for c in seen)
+    assert [p.text for p in seen[0].passages] == ["Anna wrote it."]  # the blank document left out, as before
+    with pytest.raises(UnknownNameError):
+        DocumentCompression("zip")  # the settings' own error, before any model loads
+    with pytest.raises(BudgetError, match="takes no budget"):
+        DocumentCompression("none", rate=0.3)
+    with pytest.raises(BudgetError, match="takes no budget"):
+        DocumentCompression(built, rate=0.3)
+    with pytest.raises(BudgetError, match="needs a compressor given by name, or one that re-selects"):
+        DocumentCompression(KeywordSentences(), rate=0.3)  # one not registered: the call's own rule
+    budgeted = DocumentCompression("sentence-sim", rate=0.5, count_tokens=words)
+    call = budgeted.call(Q, [readerfit.Passage("Anna wrote it.")])
+    assert call.budget == Budget(rate=0.5) and budgeted.call(Q, [], target_tokens=9).budget == Budget(target_tokens=9)
+    with pytest.raises(BudgetError):
+        budgeted.call(Q, [], rate=2.0)
+
+
+def test_the_facade_takes_no_built_compressor() -> None:
+    from readerfit.compressors.none import RawPassages
+
+    call = CompressCall(question=Q, passages=P, compressor=RawPassages())
+    with pytest.raises(InputError, match=r"calls\[0\].compressor: expected a registered name"):
+        readerfit.compress_calls([call], reader=None)

@@ -40,3 +40,15 @@ def test_at_most_150_lines_are_typed_any() -> None:
 def test_the_counts_are_of_real_files() -> None:
     """The checks above read the tree they guard (a wrong root would pass them with nothing read)."""
     assert (SRC / "readerfit" / "__init__.py").is_file() and len(list(SRC.rglob("*.py"))) > 100
+
+
+def test_the_budget_of_readerfit_compress_is_made_once_and_never_climbs_back(tiny_lm_dir: Path) -> None:
+    """The walk of ``readerfit compress --rate`` (tests/walk.py): the flag becomes one typed Budget, carried down to
+    the selection with no callback or dispatch up a layer (the review counted 4 dict/Budget conversions)."""
+    from walk import compress_walk
+
+    walked = compress_walk(str(tiny_lm_dir))
+    steps = [step for _, step in walked.trail]
+    assert walked.budgets_made == 1 and walked.calls_up == 0, walked.trail
+    assert steps[0] == "readerfit.cli.compress:run" and "readerfit.compressors.select:select" in steps
+    assert walked.climbs <= 5 and walked.stays <= 30, walked.trail

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from readerfit.compressors import build_compressor
+from readerfit.compressors.budget import Budget
 from readerfit.data.loaders import demo_corpus_path, load_demo
 from readerfit.errors import InputError, MissingPackageError
 from readerfit.integrations.documents import DocumentCompression, SourceDocument
@@ -116,8 +117,9 @@ def test_an_unknown_compressor_or_option_fails_at_construction_before_any_model_
         DocumentCompression("nope", count_tokens=words)
     with pytest.raises(InputError, match="compressor 'exit': unknown option 'bogus'"):
         DocumentCompression("exit", options={"bogus": 1})
-    engine = DocumentCompression("exit", options={"target_token": 40})  # LLMLingua's name for target_tokens
-    assert engine.name == "exit" and engine._built == {}
+    pool = ModelPool()
+    engine = DocumentCompression("exit", options={"target_token": 40}, pool=pool)  # LLMLingua's name for target_tokens
+    assert engine.name == "exit" and engine.budget == Budget(target_tokens=40) and _built(pool) == []
 
 
 def test_an_empty_question_is_refused() -> None:
@@ -254,11 +256,32 @@ def test_an_adapter_budget_scores_once_and_equals_the_compressor_called_with_it(
                                 reader=tiny_lm, **budget)
     runs = [[dataclasses.replace(p, seconds=0.0) for p in e.run(QUESTION, sources)] for e in (engine, by_options, built)]
     assert runs[0] and runs[0] == runs[1] == runs[2]
-    assert list(engine._built) == [None]  # built once, without the budget: it re-selects
+    assert _built(pool) == [("sentence-sim", '{"splitter": "regex"}')]  # once, without the budget: it re-selects
     with pytest.raises(InputError, match="the budget is given twice"):
         DocumentCompression("sentence-sim", options={"rate": 0.3}, **budget)
     with pytest.raises(InputError, match="compressor 'none' takes no budget"):
         DocumentCompression("none", **budget)
+
+
+def test_an_adapter_keeps_the_readers_tokens_after_its_first_run(tiny_lm: Any) -> None:
+    # was: the first run kept the reader's counter as if the user had given count_tokens, so later builds (a
+    # compressor rebuilt per budget) got no reader and counted a budget in whitespace words
+    from readerfit.models.specs import DEFAULT_LM
+
+    pool = ModelPool()
+    pool.put("lm", DEFAULT_LM, tiny_lm)
+    pool.put("embedder", "minilm", _WordOverlap())
+    engine = DocumentCompression("sentence-sim", options={"splitter": "regex"}, pool=pool)
+    sources = [SourceDocument(text=d.text, title=d.title, id=d.id) for d in DOCS]
+    engine.run(QUESTION, sources)
+    engine.run(QUESTION, sources, rate=0.4)
+    assert engine.reader_lm() is tiny_lm
+    assert [key[4] for key in pool._cache if key[0] == "compressor"] == [id(tiny_lm)]
+
+
+def _built(pool: Any) -> list[tuple[str, str]]:
+    """(name, options) of each compressor kept in ``pool`` (the façade's and the adapters' one cache)."""
+    return [(key[1], key[2]) for key in pool._cache if key[0] == "compressor"]
 
 
 class _WordOverlap:
@@ -372,11 +395,12 @@ def test_haystack_run_takes_this_calls_budget_and_heads_kept_sentences_with_the_
             Document(content="Rain fell all week in the valley. The river rose over its banks.", meta={"title": "Rain"})]
     comp = ReaderfitCompressor("sentence-sim", titles=True)
     own = comp.run(query=QUESTION, documents=docs)["documents"]
+    built = _built(comp._engine.pool)
     tight = comp.run(query=QUESTION, documents=docs, rate=0.3)["documents"]
     counted = [sum(d.meta["readerfit"]["compressed_tokens"] for d in out) for out in (own, tight)]
     assert counted[1] < counted[0] and comp.rate is None  # the call's budget, the init value unchanged
     assert "Glassworks was founded" in " ".join(d.content for d in tight)
     assert all(d.content.startswith(d.meta["title"] + "\n") for d in own + tight)
-    assert len(comp._engine._built) == 1  # sentence-sim re-selects: built once, whatever the budget
+    assert _built(comp._engine.pool) == built  # sentence-sim re-selects: built once, whatever the budget
     with pytest.raises(InputError, match="rate"):
         comp.run(query=QUESTION, documents=docs, rate=1.5)

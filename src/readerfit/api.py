@@ -20,15 +20,12 @@ from typing import Any
 from readerfit.call_args import (
     CompressCall,
     as_passages,  # noqa: F401 (readerfit.api.as_passages, public)
-    built_compressor,
     checked,
+    compressed,
     default_pool,
     options_key,
     strings,
 )
-from readerfit.compressors import COMPRESSORS, BaseCompressor
-from readerfit.compressors.budget import Budget
-from readerfit.compressors.per_call import budget_options, compress_at_budgets
 from readerfit.errors import InputError
 from readerfit.models.lm import LanguageModel, PromptText
 from readerfit.models.pool import ModelPool
@@ -127,22 +124,13 @@ def compress_calls(calls: Sequence[CompressCall], *, pool: ModelPool | None = No
     >>> [c.text for c in readerfit.compress_calls(calls, reader=None)]
     ['Anna wrote it.', 'Anna wrote it.']
     """
-    if not calls:
-        return []
-    if len({c.settings for c in calls}) > 1:
-        raise InputError("calls compressed together must share compressor, options and preset (their budgets may "
-                         "differ); group them by CompressCall.settings")
-    first = calls[0]
-    cls = COMPRESSORS.get(first.compressor)
+    for i, call in enumerate(calls):
+        if not isinstance(call.compressor, str):  # the façade's surfaces name compressors; adapters hold built ones
+            raise InputError(f"calls[{i}].compressor: expected a registered name, got a built "
+                             f"{type(call.compressor).__name__} (give it to readerfit.integrations' adapters)")
     reader_lm = (pool or default_pool()).lm(reader) if isinstance(reader, str) else reader
-
-    def build(budget: Budget | None) -> BaseCompressor:
-        return built_compressor(first.compressor, options={**first.options, **budget_options(budget)},
-                                preset=first.preset, pool=pool, reader_lm=reader_lm)
-
-    compressions = compress_at_budgets(cls, [(c.question, c.passages) for c in calls], [c.budget for c in calls],
-                                       build=build)
-    return [_counted(c, call.passages, reader_lm) for c, call in zip(compressions, calls)]
+    return [_counted(c, call.passages, reader_lm)
+            for c, call in zip(compressed(calls, pool=pool, reader_lm=reader_lm), calls)]
 
 
 async def acompress(question: str, passages: Sequence[str | dict[str, Any] | Passage], compressor: str = "exit",

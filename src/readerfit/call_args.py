@@ -21,20 +21,21 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, InstanceOf, ValidationError, field_validator, model_validator
 
 from readerfit.compressors import COMPRESSORS, BaseCompressor
 from readerfit.compressors.base import no_budget
 from readerfit.compressors.budget import Budget
+from readerfit.compressors.per_call import budget_options, compress_at_budgets
 from readerfit.errors import BudgetError, InputError
 from readerfit.models.lm import LanguageModel
 from readerfit.models.pool import ModelPool
 from readerfit.models.source import ModelSource
 from readerfit.registry import PRESET_NAMES
 from readerfit.text.unicode import check_text
-from readerfit.types import Passage
+from readerfit.types import Compression, Passage
 
 # the budget's names in a call's options (LLMLingua's target_token is target_tokens)
 BUDGET_OPTIONS = ("rate", "target_tokens", "target_token")
@@ -112,14 +113,115 @@ def checked(*, question: str | None = None, pool: object = None, reader: object 
     return merged
 
 
-class CompressCall(BaseModel):
+class CallSettings(BaseModel):
+    """How a call compresses, checked before any model loads: the ``compressor`` (a registered name, or one already
+    built: the framework adapters take an instance), its ``options`` (without the budget), the ``preset`` and the
+    ``budget`` (a :class:`Budget`, or None: the compressor's own; given as ``rate`` / ``target_tokens`` or in the
+    options). A :class:`CompressCall` is these settings with a question and its passages; an adapter holds its
+    settings and makes a call of them per question.
+
+    >>> s = CallSettings.checked(compressor="sentence-sim", options={"top_n": 2, "rate": 0.5})
+    >>> s.options, s.budget == Budget(rate=0.5)
+    ({'top_n': 2}, True)
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **fields: object) -> None:
+        try:
+            super().__init__(**fields)
+        except ValidationError as err:
+            raise _readerfit_error(err) from None
+
+    compressor: str | InstanceOf[BaseCompressor] = "exit"
+    options: dict[str, Any] = Field(default_factory=dict)
+    preset: str | None = None
+    budget: InstanceOf[Budget] | None = None
+
+    @classmethod
+    def checked(cls, **fields: object) -> Self:
+        """The settings (or call) of ``fields`` (``rate`` / ``target_tokens`` too), or readerfit's error for the
+        first bad one (as ``cls(**fields)``)."""
+        try:
+            return cls.model_validate(fields)
+        except ValidationError as err:
+            raise _readerfit_error(err) from None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _budget(cls, data: object) -> object:
+        """The budget out of the options (and the ``rate`` / ``target_tokens`` fields): one :class:`Budget`."""
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        given = {k: data.pop(k, None) for k in ("rate", "target_tokens")}
+        options = {} if data.get("options") is None else data["options"]
+        if not isinstance(options, Mapping):
+            raise InputError(f"options must be a dict of the config's fields, got {type(options).__name__}")
+        if not any(v is not None for v in given.values()) and not any(k in BUDGET_OPTIONS for k in options or {}):
+            return {**data, "options": options}
+        compressor = data.get("compressor", "exit")
+        data["options"], budget = call_budget(compressor.name if isinstance(compressor, BaseCompressor) else compressor,
+                                              options, **given)
+        if budget is not None:
+            data["budget"] = budget
+        return data
+
+    @field_validator("compressor", mode="before")
+    @classmethod
+    def _compressor(cls, name: object) -> str | BaseCompressor:
+        if isinstance(name, BaseCompressor):
+            return name
+        name = compressor_name(name, None)
+        if name not in COMPRESSORS:
+            raise COMPRESSORS.unknown(name)
+        return name
+
+    @model_validator(mode="after")
+    def _built(self) -> Self:
+        """A built compressor takes no options or preset (it was built with them), and a budget only if it
+        re-selects (it cannot be rebuilt with one)."""
+        if isinstance(self.compressor, BaseCompressor):
+            if self.options or self.preset:
+                raise InputError("options and preset apply when the compressor is given by name, not to an instance")
+            if self.budget is not None and self.compressor.budget_support != "reselect":
+                raise BudgetError(f"a budget needs a compressor given by name, or one that re-selects (exit, "
+                                  f"sentence-sim, provence); {type(self.compressor).__name__} is neither",
+                                  field="rate" if self.budget.rate is not None else "target_tokens")
+        return self
+
+    @field_validator("options", mode="after")
+    @classmethod
+    def _options(cls, options: dict[str, Any]) -> dict[str, Any]:
+        check_text("options", options)
+        return options
+
+    @field_validator("preset", mode="before")
+    @classmethod
+    def _preset(cls, preset: object) -> object:
+        checked(preset=preset, keywords={})
+        return preset
+
+    @property
+    def settings(self) -> tuple[str | BaseCompressor, str, str | None]:
+        """(compressor, options as JSON, preset): the calls that share them are compressed by one compressor,
+        whatever their budgets."""
+        return self.compressor, options_key(self.options, what="compressor options"), self.preset
+
+    @property
+    def name(self) -> str:
+        """The compressor's registered name (a built one's too)."""
+        return self.compressor.name if isinstance(self.compressor, BaseCompressor) else self.compressor
+
+
+class CompressCall(CallSettings):
     """One compression call, checked before any model loads: the ``question``, its ``passages`` (strings,
-    ``{"title", "text"}`` objects or :class:`Passage`\\ s, kept as Passages), the registered ``compressor``, its
-    ``options`` (without the budget), the ``preset``, the ``budget`` (a :class:`Budget`, or None: the compressor's
-    own; given as ``rate`` / ``target_tokens`` or in the options) and an ``id`` to echo.
+    ``{"title", "text"}`` objects or :class:`Passage`\\ s, kept as Passages), the :class:`CallSettings` (the
+    registered ``compressor``, its ``options``, the ``preset``, the ``budget``) and an ``id`` to echo.
 
     It is what every surface makes of a call: ``readerfit.compress``'s arguments (:meth:`of`), each input line of
-    ``readerfit compress`` and each ``POST /v1/compress`` body; :func:`readerfit.compress_calls` compresses calls.
+    ``readerfit compress``, each ``POST /v1/compress`` body and each call of a framework adapter; what compresses
+    calls (:func:`compressed`, under :func:`readerfit.compress_calls` and the server's service) takes them.
     A bad field is readerfit's typed error, never pydantic's: a :class:`~readerfit.errors.BudgetError` (its
     ``field`` says where the budget came), an :class:`~readerfit.errors.UnknownNameError` for a compressor not
     registered, an :class:`~readerfit.errors.InputError` for the rest.
@@ -137,30 +239,9 @@ class CompressCall(BaseModel):
     'Anna wrote it.'
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    def __init__(self, **fields: object) -> None:
-        try:
-            super().__init__(**fields)
-        except ValidationError as err:
-            raise _readerfit_error(err) from None
-
     question: str
     passages: list[InstanceOf[Passage]]
-    compressor: str = "exit"
-    options: dict[str, Any] = Field(default_factory=dict)
-    preset: str | None = None
-    budget: InstanceOf[Budget] | None = None
     id: str | int | None = None
-
-    @classmethod
-    def checked(cls, **fields: object) -> CompressCall:
-        """The call of ``fields`` (``rate`` / ``target_tokens`` too), or readerfit's error for the first bad one
-        (as ``CompressCall(**fields)``)."""
-        try:
-            return cls.model_validate(fields)
-        except ValidationError as err:
-            raise _readerfit_error(err) from None
 
     @classmethod
     def of(cls, question: object, passages: object, *, compressor: object = "exit", method: object = None,
@@ -173,24 +254,6 @@ class CompressCall(BaseModel):
         budget = {k: v for k, v in (("rate", rate), ("target_tokens", target_tokens)) if v is not None}
         merged = checked(pool=pool, reader=reader, options=options, keywords={**(keywords or {}), **budget})
         return cls.checked(question=question, passages=passages, compressor=name, options=merged, preset=preset)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _budget(cls, data: object) -> object:
-        """The budget out of the options (and the ``rate`` / ``target_tokens`` fields): one :class:`Budget`."""
-        if not isinstance(data, Mapping):
-            return data
-        data = dict(data)
-        given = {k: data.pop(k, None) for k in ("rate", "target_tokens")}
-        options = {} if data.get("options") is None else data["options"]
-        if not isinstance(options, Mapping):
-            raise InputError(f"options must be a dict of the config's fields, got {type(options).__name__}")
-        if not any(v is not None for v in given.values()) and not any(k in BUDGET_OPTIONS for k in options or {}):
-            return {**data, "options": options}
-        data["options"], budget = call_budget(data.get("compressor", "exit"), options, **given)
-        if budget is not None:
-            data["budget"] = budget
-        return data
 
     @field_validator("question", mode="before")
     @classmethod
@@ -205,32 +268,6 @@ class CompressCall(BaseModel):
     @classmethod
     def _passages(cls, passages: Sequence[str | dict[str, Any] | Passage]) -> list[Passage]:
         return as_passages(passages)
-
-    @field_validator("compressor", mode="before")
-    @classmethod
-    def _compressor(cls, name: object) -> str:
-        name = compressor_name(name, None)
-        if name not in COMPRESSORS:
-            raise COMPRESSORS.unknown(name)
-        return name
-
-    @field_validator("options", mode="after")
-    @classmethod
-    def _options(cls, options: dict[str, Any]) -> dict[str, Any]:
-        check_text("options", options)
-        return options
-
-    @field_validator("preset", mode="before")
-    @classmethod
-    def _preset(cls, preset: object) -> object:
-        checked(preset=preset, keywords={})
-        return preset
-
-    @property
-    def settings(self) -> tuple[str, str, str | None]:
-        """(compressor, options as JSON, preset): the calls that share them are compressed by one compressor,
-        whatever their budgets."""
-        return self.compressor, options_key(self.options, what="compressor options"), self.preset
 
 
 def _readerfit_error(err: ValidationError) -> InputError:
@@ -315,3 +352,28 @@ def built_compressor(name: str, *, options: Mapping[str, Any], preset: str | Non
     build: Callable[[], BaseCompressor] = lambda: COMPRESSORS.build(name, dict(options), preset=preset, pool=pool,  # noqa: E731
                                                                      reader_lm=reader_lm)
     return pool.cached(("compressor", name, key, preset, id(reader_lm)), build)
+
+
+def compressed(calls: Sequence[CompressCall], *, pool: ModelSource | None,
+               reader_lm: LanguageModel | None) -> list[Compression]:
+    """Each call compressed under its budget (None: the compressor's own), in order, by one compressor whatever
+    the budgets (:func:`~readerfit.compressors.per_call.compress_at_budgets`): its built one, else the one
+    :func:`built_compressor` keeps for the calls' settings (which they must share; ``reader_lm`` counts a
+    budget's tokens). Token counts are left to the caller (the façade counts the reader's; an adapter, each
+    document's)."""
+    if not calls:
+        return []
+    if len({c.settings for c in calls}) > 1:
+        raise InputError("calls compressed together must share compressor, options and preset (their budgets may "
+                         "differ); group them by CompressCall.settings")
+    first = calls[0]
+    given = first.compressor
+
+    def build(budget: Budget | None) -> BaseCompressor:
+        if isinstance(given, BaseCompressor):  # a budget reached it only if it re-selects: built once, without
+            return given
+        return built_compressor(given, options={**first.options, **budget_options(budget)}, preset=first.preset,
+                                pool=pool, reader_lm=reader_lm)
+
+    cls = type(given) if isinstance(given, BaseCompressor) else COMPRESSORS.get(given)
+    return compress_at_budgets(cls, [(c.question, c.passages) for c in calls], [c.budget for c in calls], build=build)

@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from readerfit.compressors.base import BaseCompressor
 from readerfit.compressors.budget import Budget
 from readerfit.compressors.budget_fields import BudgetOptions
-from readerfit.compressors.longllmlingua import init_offline
 from readerfit.compressors.select import Scored
 from readerfit.errors import InputError, UnknownModelError, require
 from readerfit.models.device import auto_device, resolve_dtype
+from readerfit.models.llmlingua_offline import init_offline
 from readerfit.models.lm import LanguageModel
 from readerfit.models.source import ModelSource
 from readerfit.options import check_fields, param

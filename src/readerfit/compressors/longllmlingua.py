@@ -28,8 +28,8 @@ from readerfit.errors import InputError, UnknownModelError, cause, require
 from readerfit.models.device import auto_device, resolve_dtype
 from readerfit.models.hf import converted_gguf_dir
 from readerfit.models.kv_cache import LegacyCacheModel
+from readerfit.models.llmlingua_offline import init_offline
 from readerfit.models.lm import LanguageModel
-from readerfit.models.progress import quiet_loading
 from readerfit.models.source import ModelSource
 from readerfit.models.specs import DEFAULT_LM, resolve
 from readerfit.options import check_fields, param
@@ -100,24 +100,6 @@ class _TokenCounter:
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
-def init_offline(engine: Any, *, model_name: str, model_dir: str, device: str, dtype: torch.dtype | None,
-                 llmlingua2: bool) -> None:
-    """llmlingua 0.2's ``PromptCompressor.__init__`` minus ``tiktoken.encoding_for_model`` (a download): its
-    attributes, and the model loaded from ``model_dir`` (shared by ``longllmlingua`` and ``llmlingua2``)."""
-    engine.model_name = model_name
-    engine.use_llmlingua2 = llmlingua2
-    engine.retrieval_model = None
-    engine.retrieval_model_name = None
-    engine.open_api_config = {}
-    engine.cache_bos_num = 10
-    engine.prefix_bos_num = 100
-    config: dict[str, Any] = {"trust_remote_code": False}
-    if dtype is not None:
-        config["torch_dtype"] = dtype
-    with quiet_loading():  # llmlingua loads through transformers itself: its bars off, as the pool's loads
-        engine.load_model(model_dir, device, config)
 
 
 def load_prompt_compressor(model_dir: str, *, device: str = "cpu", dtype: torch.dtype | None = None) -> Any:

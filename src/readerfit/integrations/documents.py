@@ -24,11 +24,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from readerfit.call_args import built_compressor, call_budget, default_pool
+from readerfit.call_args import CallSettings, CompressCall, built_compressor, compressed, default_pool
 from readerfit.compressors import COMPRESSORS, BaseCompressor
-from readerfit.compressors.base import no_budget
 from readerfit.compressors.budget import Budget
-from readerfit.compressors.per_call import budget_options, compress_at_budgets
+from readerfit.compressors.per_call import budget_options
 from readerfit.compressors.select import mark_cut
 from readerfit.errors import InputError
 from readerfit.inputs import kind_of, render_passage
@@ -178,10 +177,7 @@ class DocumentCompression:
                  options: Mapping[str, Any] | None = None, preset: str | None = None,
                  reader: str | LanguageModel | None = None, count_tokens: Callable[[str], int] | None = None,
                  rate: float | None = None, target_tokens: int | None = None) -> None:
-        if isinstance(compressor, BaseCompressor):
-            if options or preset:
-                raise InputError("options and preset apply when the compressor is given by name, not to an instance")
-        elif not isinstance(compressor, str) or not compressor.strip():
+        if not isinstance(compressor, BaseCompressor) and (not isinstance(compressor, str) or not compressor.strip()):
             raise InputError(f"expected a compressor name or a readerfit compressor, got {type(compressor).__name__}")
         if options is not None and not isinstance(options, Mapping):
             raise InputError(f"options must be a mapping of the compressor's settings, got {type(options).__name__}")
@@ -189,58 +185,59 @@ class DocumentCompression:
             raise InputError(f"count_tokens must be a function from text to a token count, got {count_tokens!r}")
         if reader is not None and not isinstance(reader, str | LanguageModel):
             raise InputError(f"reader must be a model name (a string) or a loaded LM, got {type(reader).__name__}")
-        self.cls = type(compressor) if isinstance(compressor, BaseCompressor) \
-            else COMPRESSORS.get(compressor.strip().partition(":")[0])
-        # an unknown name, option or budget fails here, before any model loads
-        self.options, self.budget = self._budget(options or {}, rate=rate, target_tokens=target_tokens)
-        if isinstance(compressor, str):
-            make_config(self.cls.config_class, self.options, what=f"compressor {self.cls.name!r}", preset=preset)
-        elif self.budget is not None:
-            check_reselects(compressor)
-        self.spec = compressor
-        self.preset = preset
+        # the settings every call of this adapter makes (an unknown name, option or budget fails here, before any
+        # model loads): the same typed settings as readerfit.compress's calls
+        self.settings = CallSettings.checked(
+            compressor=compressor.strip() if isinstance(compressor, str) else compressor,
+            options=dict(options or {}), preset=preset, rate=rate, target_tokens=target_tokens)
+        if isinstance(self.settings.compressor, str):
+            make_config(self.cls.config_class, self.settings.options, what=f"compressor {self.name!r}", preset=preset)
         self.reader = reader
         self._pool = pool
+        self._given_count = count_tokens
         self._count = count_tokens
-        self._built: dict[Budget | None, BaseCompressor] = \
-            {None: compressor} if isinstance(compressor, BaseCompressor) else {}
+
+    @property
+    def cls(self) -> type[BaseCompressor]:
+        given = self.settings.compressor
+        return type(given) if isinstance(given, BaseCompressor) else COMPRESSORS.get(given)
 
     @property
     def name(self) -> str:
-        return self.spec.name if isinstance(self.spec, BaseCompressor) else self.spec
+        return self.settings.name
+
+    @property
+    def budget(self) -> Budget | None:
+        """The budget set at construction (None: the compressor's own)."""
+        return self.settings.budget
 
     @property
     def pool(self) -> ModelSource:
         """Where the compressor's models load and it is kept: the one given, else the façade's."""
         return self._pool if self._pool is not None else default_pool()
 
-    def _budget(self, options: Mapping[str, Any], *, rate: object = None,
-                target_tokens: object = None) -> tuple[dict[str, Any], Budget | None]:
-        """(the options without the budget, the budget) as every call takes them (:func:`call_budget`)."""
-        rest, budget = call_budget(self.cls.name, options, rate=rate, target_tokens=target_tokens)
-        if budget is not None and self.cls.budget_support == "none":
-            raise no_budget(self.cls)
-        return rest, budget
-
     def warm_up(self) -> None:
         """Build the compressor (and load the token counter) now rather than on the first documents."""
-        self.compressor(None if self.cls.budget_support == "reselect" else self.budget)
+        self.compressor()
         self.counter()
 
     def reader_lm(self) -> LanguageModel | None:
         """The reader whose tokens budgets and counts are in; None when only ``count_tokens`` was given."""
         if isinstance(self.reader, LanguageModel):
             return self.reader
-        if self.reader is None and self._count is not None:
+        if self.reader is None and self._given_count is not None:
             return None
         return self.pool.lm(self.reader or DEFAULT_LM)
 
-    def compressor(self, budget: Budget | None = None) -> BaseCompressor:
-        """The compressor with ``budget`` as config (built once; given the reader, a budget counts its tokens)."""
-        if budget not in self._built:  # through the façade's cache: one compressor per settings in the pool
-            self._built[budget] = built_compressor(self.name, options={**self.options, **budget_options(budget)},
-                                                   preset=self.preset, pool=self.pool, reader_lm=self.reader_lm())
-        return self._built[budget]
+    def compressor(self) -> BaseCompressor:
+        """The compressor the calls run: the one given, else the one built for the settings (once, kept in the
+        pool; one that is rebuilt per budget, with the budget set at construction)."""
+        given = self.settings.compressor
+        if isinstance(given, BaseCompressor):
+            return given
+        budget = None if self.cls.budget_support == "reselect" else self.budget
+        return built_compressor(given, options={**self.settings.options, **budget_options(budget)},
+                                preset=self.settings.preset, pool=self.pool, reader_lm=self.reader_lm())
 
     def counter(self) -> Callable[[str], int]:
         if self._count is None:
@@ -248,6 +245,16 @@ class DocumentCompression:
             assert lm is not None
             self._count = lm.count_tokens
         return self._count
+
+    def call(self, query: str, passages: Sequence[Passage], *, rate: float | None = None,
+             target_tokens: int | None = None) -> CompressCall:
+        """The :class:`~readerfit.call_args.CompressCall` of ``query`` over ``passages``: this adapter's settings,
+        with ``rate`` / ``target_tokens`` as the call's budget instead of the one set at construction."""
+        fields = self.settings.model_dump(exclude={"budget"})
+        if rate is None and target_tokens is None:
+            return CompressCall.checked(question=query, passages=passages, budget=self.budget, **fields)
+        return CompressCall.checked(question=query, passages=passages, rate=rate, target_tokens=target_tokens,
+                                    **fields)
 
     def run(self, query: str, documents: Sequence[SourceDocument], *, keep_empty: bool = False,
             titles: bool = False, rate: float | None = None, target_tokens: int | None = None) -> list[Piece]:
@@ -268,17 +275,14 @@ class DocumentCompression:
         """
         if not isinstance(query, str) or not query.strip():
             raise InputError(f"expected a non-empty question (the query string), got {query!r:.60}")
-        budget = self.budget
-        if rate is not None or target_tokens is not None:
-            budget = self._budget({}, rate=rate, target_tokens=target_tokens)[1]
-            if isinstance(self.spec, BaseCompressor):
-                check_reselects(self.spec)
         # empty documents are dropped here, as the compressor would, so its passage indices are ours too
         indexed = [(i, d) for i, d in enumerate(documents) if d.text.strip()]
+        passages = [Passage(text=d.text, title=d.title, id=d.id or str(i)) for i, d in indexed]
+        call = self.call(query, passages, rate=rate, target_tokens=target_tokens)  # checked before any model loads
         if not indexed:
             return []
-        passages = [Passage(text=d.text, title=d.title, id=d.id or str(i)) for i, d in indexed]
-        compression = compress_at_budgets(self.cls, [(query, passages)], [budget], build=self.compressor)[0]
+        (compression,) = compressed([call], pool=self.pool,
+                                    reader_lm=None if isinstance(call.compressor, BaseCompressor) else self.reader_lm())
         owners = compression.passage_of_unit
         if owners is not None and len(owners) == len(compression.units):
             return self._per_document(indexed, compression, owners, keep_empty=keep_empty, titles=titles)
@@ -317,13 +321,6 @@ class DocumentCompression:
                              kept=[units.index(k) for k in kept_units], relevance_score=_best(c, kept_units),
                              seconds=c.seconds))
         return out
-
-
-def check_reselects(compressor: BaseCompressor) -> None:
-    """A budget for a built compressor needs one that re-selects (it cannot be rebuilt with the budget)."""
-    if compressor.budget_support != "reselect":
-        raise InputError(f"a budget needs a compressor given by name, or one that re-selects (exit, sentence-sim, "
-                         f"provence); {type(compressor).__name__} is neither")
 
 
 def _best(c: Compression, units: Sequence[int]) -> float | None:

@@ -51,7 +51,7 @@ def rerank_batch(service: Service, items: Sequence[RerankItem]) -> list[tuple[st
         raise TooLarge(f"a batch may hold at most {MAX_BATCH} requests, got {len(items)}", field="body")
     calls = [_call(service, item) for item in items]
     compressions = service.compressions(calls)
-    return [(call.compressor, ranked(call.compressor, c, len(item.passages), raw=item.raw_scores, field=item.field))
+    return [(call.name, ranked(call.name, c, len(item.passages), raw=item.raw_scores, field=item.field))
             for item, call, c in zip(items, calls, compressions)]
 
 

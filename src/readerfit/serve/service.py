@@ -14,7 +14,7 @@ from typing import Any
 
 from readerfit import api
 from readerfit.call_args import CompressCall, call_budget
-from readerfit.compressors import COMPRESSORS
+from readerfit.compressors import COMPRESSORS, BaseCompressor
 from readerfit.compressors.budget import Budget
 from readerfit.errors import BudgetError, InputError
 from readerfit.models.lm import LanguageModel
@@ -141,9 +141,9 @@ class Service:
     def resolved(self, call: CompressCall) -> CompressCall:
         """``call`` as this server runs it: its options over the server's (``--option``), its preset or the
         server's, its budget or the one in the server's options."""
-        if call.compressor not in self._defaults:  # the server's options split once per compressor
-            self._defaults[call.compressor] = call_budget(call.compressor, self.config.options.get(call.compressor, {}))
-        defaults, budget = self._defaults[call.compressor]
+        if call.name not in self._defaults:  # the server's options split once per compressor
+            self._defaults[call.name] = call_budget(call.name, self.config.options.get(call.name, {}))
+        defaults, budget = self._defaults[call.name]
         return call.model_copy(update={"options": {**defaults, **call.options}, "preset": call.preset or self.config.preset,
                                        "budget": call.budget or budget})
 
@@ -152,7 +152,7 @@ class Service:
         and preset are compressed together, whatever their budgets (:meth:`compressions`)."""
         if len(calls) > MAX_BATCH:
             raise TooLarge(f"a request may hold at most {MAX_BATCH} questions, got {len(calls)}", field="body")
-        return [api.compression_json(c, question=call.question, compressor=call.compressor, id=call.id)
+        return [api.compression_json(c, question=call.question, compressor=call.name, id=call.id)
                 for call, c in zip(calls, self.compressions(calls))]
 
     def compressions(self, calls: Sequence[CompressCall]) -> list[Compression]:
@@ -160,7 +160,7 @@ class Service:
         compressor, options and preset are compressed together, each under its own budget
         (:func:`readerfit.api.compress_calls`: one compressor whatever the budgets)."""
         resolved = [self.resolved(c) for c in calls]
-        jobs: dict[tuple[str, str, str | None], list[int]] = {}
+        jobs: dict[tuple[str | BaseCompressor, str, str | None], list[int]] = {}
         for i, call in enumerate(resolved):
             jobs.setdefault(call.settings, []).append(i)
         out: list[Compression] = [Compression("") for _ in calls]
