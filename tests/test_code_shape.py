@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 MAX_LINES = 400
 MAX_ANY = 150
@@ -42,6 +44,7 @@ def test_the_counts_are_of_real_files() -> None:
     assert (SRC / "readerfit" / "__init__.py").is_file() and len(list(SRC.rglob("*.py"))) > 100
 
 
+@pytest.mark.model  # sentence-sim's packaged MiniLM
 def test_the_budget_of_readerfit_compress_is_made_once_and_never_climbs_back(tiny_lm_dir: Path) -> None:
     """The walk of ``readerfit compress --rate`` (tests/walk.py): the flag becomes one typed Budget, carried down to
     the selection with no callback or dispatch up a layer (the review counted 4 dict/Budget conversions)."""
