@@ -111,6 +111,16 @@ class RankSignals:
         return [row[i] for row in self.rows]
 
 
+@dataclass(frozen=True)
+class Said:
+    """What :func:`language_signals` finds of each sentence: ``rows[k]`` sentence k's (``answer_type``,
+    ``relation``, ``relation_gap``, ``relation_soft``), ``anchors[k]`` its entity of the type the question asks for
+    ("" none)."""
+
+    rows: tuple[tuple[float, float, float, float], ...]
+    anchors: tuple[str, ...]
+
+
 def text_chain(*, question: str, units: Sequence[tuple[int, str]], start: int, passages: Sequence[Passage],
                depth: int = CHAIN_DEPTH) -> dict[int, int]:
     """{passage index: text links from ``start``} for the passages reached within ``depth`` links: a passage
@@ -183,16 +193,6 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
     spoken = said.rows if said is not None else ((0.0, 0.0, 0.0, 0.0),) * len(units)
     return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *spoken[k]) for k, row in enumerate(rows)),
                        words=sum(len(s.split()) for s in sentences), anchors=said.anchors if said is not None else ())
-
-
-@dataclass(frozen=True)
-class Said:
-    """What :func:`language_signals` finds of each sentence: ``rows[k]`` sentence k's (``answer_type``,
-    ``relation``, ``relation_gap``, ``relation_soft``), ``anchors[k]`` its entity of the type the question asks for
-    ("" none)."""
-
-    rows: tuple[tuple[float, float, float, float], ...]
-    anchors: tuple[str, ...]
 
 
 def language_signals(question: str, units: Sequence[tuple[int, str]], words: WordVectors | None = None) -> Said:
