@@ -49,16 +49,16 @@ def test_built_directly_a_call_raises_readerfit_errors_not_pydantic() -> None:
         CompressCall(question=Q, passages=P, method="none")  # the façade's alias is CompressCall.of's, not a field
 
 
-def spy_on_calls(module: object, monkeypatch: pytest.MonkeyPatch) -> list[CompressCall]:
-    """The calls ``module.compress_calls`` is given from now on (it still compresses them)."""
+def spy_on_calls(module: object, monkeypatch: pytest.MonkeyPatch, name: str = "compress_calls") -> list[CompressCall]:
+    """The calls ``module.<name>`` is given from now on (it still compresses them)."""
     seen: list[CompressCall] = []
-    real = module.compress_calls  # type: ignore[attr-defined]
+    real = getattr(module, name)
 
     def spy(calls, **kwargs):
         seen.extend(calls)
         return real(calls, **kwargs)
 
-    monkeypatch.setattr(module, "compress_calls", spy)
+    monkeypatch.setattr(module, name, spy)
     return seen
 
 
@@ -118,14 +118,7 @@ def test_an_adapter_makes_each_of_its_calls_a_compress_call(monkeypatch: pytest.
     from readerfit.integrations import documents
     from readerfit.integrations.documents import DocumentCompression, SourceDocument
 
-    seen: list[CompressCall] = []
-    real = documents.compressed
-
-    def spy(calls, **kwargs):
-        seen.extend(calls)
-        return real(calls, **kwargs)
-
-    monkeypatch.setattr(documents, "compressed", spy)
+    seen = spy_on_calls(documents, monkeypatch, "compressed")
     docs = [SourceDocument(text="Anna wrote it.", title="Book"), SourceDocument(text="  ")]
     words = lambda text: len(text.split())
     by_name = DocumentCompression("none", count_tokens=words)

@@ -213,6 +213,15 @@ class CallSettings(BaseModel):
         """The compressor's registered name (a built one's too)."""
         return self.compressor.name if isinstance(self.compressor, BaseCompressor) else self.compressor
 
+    def built(self, *, budget: Budget | None, pool: ModelSource | None,
+              reader_lm: LanguageModel | None) -> BaseCompressor:
+        """The compressor these settings run: the one given, else the one :func:`built_compressor` keeps for them
+        with ``budget`` as config (None for one that re-selects; ``reader_lm`` counts a budget's tokens)."""
+        if isinstance(self.compressor, BaseCompressor):  # a budget reached it only if it re-selects: built, without
+            return self.compressor
+        return built_compressor(self.compressor, options={**self.options, **budget_options(budget)},
+                                preset=self.preset, pool=pool, reader_lm=reader_lm)
+
 
 class CompressCall(CallSettings):
     """One compression call, checked before any model loads: the ``question``, its ``passages`` (strings,
@@ -367,13 +376,6 @@ def compressed(calls: Sequence[CompressCall], *, pool: ModelSource | None,
         raise InputError("calls compressed together must share compressor, options and preset (their budgets may "
                          "differ); group them by CompressCall.settings")
     first = calls[0]
-    given = first.compressor
-
-    def build(budget: Budget | None) -> BaseCompressor:
-        if isinstance(given, BaseCompressor):  # a budget reached it only if it re-selects: built once, without
-            return given
-        return built_compressor(given, options={**first.options, **budget_options(budget)}, preset=first.preset,
-                                pool=pool, reader_lm=reader_lm)
-
-    cls = type(given) if isinstance(given, BaseCompressor) else COMPRESSORS.get(given)
-    return compress_at_budgets(cls, [(c.question, c.passages) for c in calls], [c.budget for c in calls], build=build)
+    cls = type(first.compressor) if isinstance(first.compressor, BaseCompressor) else COMPRESSORS.get(first.compressor)
+    return compress_at_budgets(cls, [(c.question, c.passages) for c in calls], [c.budget for c in calls],
+                               build=lambda budget: first.built(budget=budget, pool=pool, reader_lm=reader_lm))

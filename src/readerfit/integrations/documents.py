@@ -24,10 +24,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from readerfit.call_args import CallSettings, CompressCall, built_compressor, compressed, default_pool
+from readerfit.call_args import CallSettings, CompressCall, compressed, default_pool
 from readerfit.compressors import COMPRESSORS, BaseCompressor
 from readerfit.compressors.budget import Budget
-from readerfit.compressors.per_call import budget_options
 from readerfit.compressors.select import mark_cut
 from readerfit.errors import InputError
 from readerfit.inputs import kind_of, render_passage
@@ -232,12 +231,8 @@ class DocumentCompression:
     def compressor(self) -> BaseCompressor:
         """The compressor the calls run: the one given, else the one built for the settings (once, kept in the
         pool; one that is rebuilt per budget, with the budget set at construction)."""
-        given = self.settings.compressor
-        if isinstance(given, BaseCompressor):
-            return given
         budget = None if self.cls.budget_support == "reselect" else self.budget
-        return built_compressor(given, options={**self.settings.options, **budget_options(budget)},
-                                preset=self.settings.preset, pool=self.pool, reader_lm=self.reader_lm())
+        return self.settings.built(budget=budget, pool=self.pool, reader_lm=self.reader_lm())
 
     def counter(self) -> Callable[[str], int]:
         if self._count is None:
