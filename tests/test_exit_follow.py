@@ -1,6 +1,7 @@
 """EXIT's hop pass (compressors/exit/follow.py, issue 54): it asks only the passages the best ones name, with the
-question followed by the sentences that name them, moves the best answer up only past its threshold, keeps the
-ranking's values (what the default's stop reads), and matches a slow reference on random inputs."""
+question followed by the sentences that name them, finds the best answer only past its threshold, the default keeps
+what it found beside its own sentences, ``follow_rank`` moves it up the ranking keeping the ranking's values (what
+the default's stop reads), and it matches a slow reference on random inputs."""
 
 from __future__ import annotations
 
@@ -193,9 +194,12 @@ def test_the_pass_s_classifier_is_built_only_when_a_passage_is_linked():
 
 
 def test_the_presets_and_a_ranking_by_r_run_no_hop_pass():
-    assert not ExitConfig().follow and ExitConfig().follow_model == "hop"  # off by default (issue 54: ranker.md)
+    # on by default, its finds added at the default; moving them up the ranking is opt-in (issue 54: ranker.md)
+    assert ExitConfig().follow and not ExitConfig().follow_rank and ExitConfig().follow_model == "hop"
     for preset in ("paper", "official"):
         assert ExitConfig.PRESETS[preset]["follow"] is False
+    with pytest.raises(InputError, match="follow_rank .* needs follow=true"):
+        ExitConfig(follow=False, follow_rank=True)
     # the pass moves sentences of the learned ranking: without a ranker there is none to move
     hop = HopPass(Likes("answer"), threshold=0.5, place=1)
     c = ExitCompressor(Likes("answer"), splitter=lambda t: [t], config=ExitConfig(ranking="r"), hop_pass=hop)
@@ -204,18 +208,44 @@ def test_the_presets_and_a_ranking_by_r_run_no_hop_pass():
         ExitConfig(follow=True, follow_model="no/such/dir/here")
 
 
-def test_a_compressor_with_the_pass_moves_the_chain_s_sentence_into_a_budget_and_says_so():
-    ranker = Ranker(signals=("r", "r_first"), trees=({"feature": [0, -1, -1], "threshold": [0.0, 0.0, 0.0],
-                                                       "left": [1, -1, -1], "right": [2, -1, -1],
-                                                       "value": [0.0, -1.0, 1.0]},), baseline=0.0)
-    question = "In which county was the singer of Blue Tide born?"
-    plain = ExitCompressor(Likes("Blue Tide"), splitter=split_sentences, config=ExitConfig(hop=0), ranker=ranker)
+RANKER = Ranker(signals=("r", "r_first"), trees=({"feature": [0, -1, -1], "threshold": [0.0, 0.0, 0.0],
+                                                   "left": [1, -1, -1], "right": [2, -1, -1],
+                                                   "value": [0.0, -1.0, 1.0]},), baseline=0.0)
+CHAIN_QUESTION = "In which county was the singer of Blue Tide born?"
+
+
+def chain_compressors(**config):
+    """EXIT on the chain without the pass, and with it (``config``: the ExitConfig's fields)."""
+    plain = ExitCompressor(Likes("Blue Tide"), splitter=split_sentences, config=ExitConfig(hop=0, follow=False),
+                           ranker=RANKER)
     hop = HopPass(Likes("answer"), threshold=0.5, place=1, from_passages=1, passes=3)
-    followed = ExitCompressor(Likes("Blue Tide"), splitter=split_sentences, config=ExitConfig(hop=0), ranker=ranker,
-                              hop_pass=hop)
+    return plain, ExitCompressor(Likes("Blue Tide"), splitter=split_sentences, config=ExitConfig(hop=0, **config),
+                                 ranker=RANKER, hop_pass=hop)
+
+
+def test_the_default_keeps_the_pass_s_finds_beside_its_own_sentences_and_a_budget_spends_by_the_ranking():
+    plain, followed = chain_compressors()
+    soft = Budget(target_tokens=14, hard=False)  # the default's kind of budget, tight enough to leave the chain out
+    before, after = (plain.compress(CHAIN_QUESTION, CHAIN, budget=soft),
+                     followed.compress(CHAIN_QUESTION, CHAIN, budget=soft))
+    assert "Dunmore" not in before.text and "Dunmore" in after.text
+    found = after.details["follow"]["moved"]
+    assert after.followed == found and set(after.kept) == set(before.kept) | set(found)  # added, nothing traded
+    assert after.details["followed_added"] == len(set(found) - set(before.kept)) and before.followed == []
+    assert after.ranking == before.ranking  # the ranking a budget spends by is the first pass's
     budget = Budget(target_tokens=30)
-    before = plain.compress(question, CHAIN, budget=budget)
-    after = followed.compress(question, CHAIN, budget=budget)
+    assert followed.compress(CHAIN_QUESTION, CHAIN, budget=budget).text == plain.compress(
+        CHAIN_QUESTION, CHAIN, budget=budget).text
+    # a soft re-selection of a compression made at a budget keeps the finds too (they are typed fields)
+    again = followed.reselect(CHAIN, followed.compress(CHAIN_QUESTION, CHAIN, budget=budget), soft)
+    assert again.kept == after.kept and again.text == after.text
+
+
+def test_follow_rank_moves_the_chain_s_sentence_into_a_budget_and_says_so():
+    plain, followed = chain_compressors(follow_rank=True)
+    budget = Budget(target_tokens=30)
+    before = plain.compress(CHAIN_QUESTION, CHAIN, budget=budget)
+    after = followed.compress(CHAIN_QUESTION, CHAIN, budget=budget)
     assert "Dunmore" not in before.text and "Dunmore" in after.text
     assert after.details["follow"]["moved"] and "follow" not in before.details
 
@@ -240,11 +270,13 @@ def test_the_shipped_hop_classifier_runs_the_pass_on_a_chain_the_question_does_n
         {"title": "Dunmore County", "text": "Dunmore County has about 40,000 people. Its seat is the town of Caddick."},
     ]
     question = "What is the seat of the county where the singer of Blue Tide was born?"
-    plain = readerfit.compress(question, passages, reader=None)
-    followed = readerfit.compress(question, passages, options={"follow": True}, reader=None)
+    plain = readerfit.compress(question, passages, options={"follow": False}, reader=None)
+    followed = readerfit.compress(question, passages, reader=None)  # the default
     assert "follow" not in plain.details
     found = followed.details["follow"]
-    # the best passages name others of the chain: the pass asked those, and moved sentences up the ranking
-    assert found["linked"] and found["moved"]
+    # the best passages name others of the chain: the pass asked those, and the default kept what it found
+    assert found["linked"] and found["moved"] and followed.followed == found["moved"]
     assert len(found["scores"]) == len(found["moved"]) and all(0.1 <= s <= 1.0 for s in found["scores"])
-    assert sorted(followed.ranking) == pytest.approx(sorted(plain.ranking))  # the same values, maybe reordered
+    assert set(followed.kept) == set(plain.kept) | set(found["moved"]) and followed.ranking == plain.ranking
+    moved = readerfit.compress(question, passages, options={"follow_rank": True}, reader=None)
+    assert sorted(moved.ranking) == pytest.approx(sorted(plain.ranking))  # the same values, maybe reordered

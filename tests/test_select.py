@@ -84,6 +84,33 @@ def test_min_keep_goes_past_a_soft_budget_never_past_a_hard_one():
     assert chosen.kept == [1] and chosen.trimmed == {1: "c d"} and chosen.details["budget"]["compressed_tokens"] == 3
 
 
+def test_a_soft_budget_keeps_the_followed_units_past_its_cap_and_a_hard_one_ignores_them():
+    stop = scoring(stop=lambda ranking: [1])  # the rule keeps unit 1 (4 words); unit 2 was followed to
+    chosen = select(replace(stop, followed=(2,)), Budget(target_tokens=4, hard=False))
+    assert chosen.kept == [1, 2] and chosen.details["followed_added"] == 1
+    assert chosen.details["budget"]["compressed_tokens"] == 5  # past the limit of 4: the default's soft cap
+    # one the rule keeps already adds nothing; a unit of a passage not offered is not kept
+    assert select(replace(stop, followed=(1,)), Budget(target_tokens=4, hard=False)).details.get("followed_added") is None
+    assert select(replace(stop, followed=(3,), among={0}), Budget(target_tokens=9, hard=False)).kept == [1]
+    # a budget the user set spends by the ranking alone
+    assert select(replace(stop, followed=(2,)), Budget(target_tokens=4)) == select(stop, Budget(target_tokens=4))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_followed_units_are_added_to_what_the_same_selection_keeps_without_them(seed):
+    """A slow reference: under a soft budget, the selection with ``followed`` is the one without it, plus those."""
+    import random
+
+    rng = random.Random(seed)
+    ranking = [rng.uniform(0, 1) for _ in UNITS]
+    followed = tuple(rng.sample(range(len(UNITS)), rng.randint(0, 2)))
+    rule = scoring(ranking=ranking, threshold=rng.choice([None, 0.3]), min_keep=rng.randint(0, 2),
+                   stop=rng.choice([None, lambda r: [max(range(len(r)), key=r.__getitem__)]]))
+    budget = Budget(target_tokens=rng.randint(1, 12), hard=False, fill=rng.choice([0, 5]))
+    alone = select(rule, budget)
+    assert select(replace(rule, followed=followed), budget).kept == sorted(set(alone.kept) | set(followed))
+
+
 def test_the_budget_spends_by_the_ranking_in_rank_order_and_keeps_original_order():
     # 7 words: the best (4) fits, then the next (passage 1: 3 words + its title line) does not: cut to fit, with its
     # mark ("h …"), it would keep under half of its words, so it is left out and nothing ranked after it is kept
@@ -260,12 +287,13 @@ def test_no_selecting_compressor_keeps_filler_under_a_budget(name, tiny_pool, ti
         assert all(scoring.ranking[k] <= min(scoring.ranking[j] for j in own) for k in chosen.trimmed)
 
 
-def test_a_compressions_cut_and_anchors_survive_its_json_form():
+def test_a_compressions_cut_anchors_and_followed_units_survive_its_json_form():
     from readerfit.types import Compression
 
-    c = Compression("b", units=["a b", "c"], kept=[0], trimmed={0: "b"}, anchors={0: "b", 1: "c"})
+    c = Compression("b", units=["a b", "c"], kept=[0, 1], trimmed={0: "b"}, anchors={0: "b", 1: "c"}, followed=[1])
     again = Compression.from_dict(c.to_dict())
-    assert again.trimmed == {0: "b"} and again.anchors == {0: "b", 1: "c"}
+    assert again.trimmed == {0: "b"} and again.anchors == {0: "b", 1: "c"} and again.followed == [1]
+    assert "followed" not in Compression("b").to_dict()  # written only where a pass found something
 
 
 def test_the_typed_budget_outcome_survives_the_json_form_and_older_records_load():

@@ -8,7 +8,6 @@ speaks these types and nothing else. The inputs (:class:`Passage`, :class:`QAExa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,8 +16,10 @@ from readerfit.inputs import Passage, QAExample, SupportingFact, render_passage
 from readerfit.inputs import expect_type as _expect
 from readerfit.inputs import kind_of as _kind
 from readerfit.outcome import BudgetOutcome, BudgetPoint
+from readerfit.token_counts import context_tokens, reader_tokens, token_rate, token_ratio
 
-# the inputs (readerfit.inputs) are importable from here too, where every stage has always imported them from
+# the inputs (readerfit.inputs) and the token counts (readerfit.token_counts) are importable from here too, where
+# every stage has always imported them from
 __all__ = ["DEFAULT_POINT", "NO_BUDGET", "RAW_PASSAGES", "CandidateProbs", "Compression", "Generation", "Passage",
            "QAExample", "Recall", "Record", "SupportingFact", "context_tokens", "reader_tokens", "render_passage",
            "token_rate", "token_ratio"]
@@ -44,7 +45,9 @@ class Compression:
     (compressors that select units under a budget) maps a kept unit cut to fit a hard budget to the words of it kept
     (``text`` holds those, ``units`` the whole unit; empty when none was cut); ``anchors`` maps a unit to the words
     of it a cut keeps where it can (EXIT: the entity of the type the question asks for), so that a re-selection at
-    a tighter budget keeps the answer rather than the unit's first words; ``budget`` is what a budget made of it
+    a tighter budget keeps the answer rather than the unit's first words; ``followed`` are units a second pass found
+    that a soft default keeps beside the rule's, past its cap (EXIT's hop pass: the sentences of the passages the
+    best ones name), so that a re-selection at the default keeps them too; ``budget`` is what a budget made of it
     (:class:`~readerfit.outcome.BudgetOutcome`; ``details["budget"]`` is its copy for people); ``details`` is
     free-form provenance for people, never read back by code.
     """
@@ -63,6 +66,7 @@ class Compression:
     metrics: dict[str, float] = field(default_factory=dict)
     trimmed: dict[int, str] = field(default_factory=dict)
     anchors: dict[int, str] = field(default_factory=dict)
+    followed: list[int] = field(default_factory=list)
     budget: BudgetOutcome | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -89,6 +93,8 @@ class Compression:
             d["trimmed"] = {str(k): v for k, v in self.trimmed.items()}  # JSON keys are strings
         if self.anchors:
             d["anchors"] = {str(k): v for k, v in self.anchors.items()}
+        if self.followed:
+            d["followed"] = list(self.followed)
         if self.budget is not None:
             d["budget"] = self.budget.to_dict()
         return d
@@ -136,44 +142,6 @@ class Compression:
 
 # what to_dict writes beside the fields, computed from them (from_dict reads past them)
 _DERIVED = frozenset({"rate", "ratio"})
-
-
-def token_rate(origin_tokens: int, compressed_tokens: int) -> float:
-    """The kept fraction of the reader's tokens, LLMLingua's ``rate``: compressed / origin. With no origin tokens
-    (nothing to compress, or counting skipped) nothing was removed: 1.0. The one definition every surface uses.
-
-    >>> token_rate(200, 50), token_rate(0, 0)
-    (0.25, 1.0)
-    """
-    return compressed_tokens / origin_tokens if origin_tokens else 1.0
-
-
-def context_tokens(count: Callable[[str], int], text: str) -> int:
-    """The reader's tokens of a context, ``count`` its tokenizer's count: a context of nothing but whitespace holds
-    none. The one definition of ``compressed_tokens`` (the eval, the budget sweep).
-
-    >>> context_tokens(lambda t: len(t.split()), "Anna wrote it."), context_tokens(len, "  ")
-    (3, 0)
-    """
-    return count(text) if text.strip() else 0
-
-
-def reader_tokens(count: Callable[[str], int], passages: Sequence[Passage]) -> int:
-    """The reader's tokens of the passages as it would read them uncompressed (rendered, blank ones left out, a
-    blank line between): the one definition of ``origin_tokens`` (the eval, the sweep, the façade, the adapters)."""
-    return context_tokens(count, "\n\n".join(p.render() for p in passages if p.text.strip()))
-
-
-def token_ratio(origin_tokens: int, compressed_tokens: int) -> float | None:
-    """LLMLingua's ``ratio``, origin / compressed tokens: 1.0 with no origin tokens (as :func:`token_rate`), None
-    when something was there and nothing was kept (an infinite ratio, which JSON cannot hold).
-
-    >>> token_ratio(200, 50), token_ratio(0, 0), token_ratio(200, 0)
-    (4.0, 1.0, None)
-    """
-    if not origin_tokens:
-        return 1.0
-    return origin_tokens / compressed_tokens if compressed_tokens else None
 
 
 @dataclass

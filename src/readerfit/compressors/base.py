@@ -200,7 +200,8 @@ class BaseCompressor:
                            scores=None if scored.scores is None else list(scored.scores), kept=chosen.kept,
                            passage_of_unit=[pi for pi, _ in scored.units], ranking=list(scored.ranking),
                            passage_scores=None if scored.passage_scores is None else list(scored.passage_scores),
-                           trimmed=chosen.trimmed, anchors=dict(scored.anchors), budget=chosen.outcome,
+                           trimmed=chosen.trimmed, anchors=dict(scored.anchors), followed=list(scored.followed),
+                           budget=chosen.outcome,
                            details={**scored.details, **self.rule_details(scored, budget), **chosen.details})
 
     def timed_select(self, scored: Scored, budget: Budget | None) -> Compression:

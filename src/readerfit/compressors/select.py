@@ -13,10 +13,11 @@ as typed fields of a :class:`Scoring`; :func:`select` applies that rule and the 
    ``ranking``, each unit with its referent (``referents``: the sentence a leaning "It ..." needs, where both fit),
    until the first unit that does not fit what is left; under a hard budget that unit is cut at a word boundary
    to fit, and no lower-ranked unit is kept in its place (a budget never trades a better unit for filler); the
-   exact count of the assembled text checked; under a soft budget the ``min_keep`` best are kept past it;
+   exact count of the assembled text checked; under a soft budget the ``min_keep`` best are kept past it, and so
+   are the ``followed`` units (a second pass's finds: EXIT's hop pass), added to what the cut kept;
 4. the kept units in original order, the cut unit's words (``trimmed``), the budget's outcome (a typed
    :class:`~readerfit.outcome.BudgetOutcome`: the budget asked, its limit, the achieved rate, the unit trimmed,
-   empty) and the details for people (its copy; how many units ``min_keep`` and ``fill`` added).
+   empty) and the details for people (its copy; how many units ``min_keep``, ``fill`` and ``followed`` added).
 
 What a compressor scored is a :class:`Scored` (its ``score``); the compressor contract
 (:meth:`~readerfit.compressors.base.BaseCompressor.select`) turns it into a :class:`Scoring` by the compressor's
@@ -48,7 +49,7 @@ from readerfit.outcome import BudgetOutcome, TrimmedUnit
 from readerfit.types import Compression, Passage
 
 # the details select() writes (beside a compressor's rule, written anew by every selection)
-SELECTION_DETAILS = frozenset({"budget", "min_keep_added", "fill_added"})
+SELECTION_DETAILS = frozenset({"budget", "min_keep_added", "fill_added", "followed_added"})
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,8 @@ class Scored:
     ``passages`` (checked), the ``units`` ((passage index, text) pairs), the ``ranking`` a budget spends by, the
     ``scores`` τ compares (None: the ranking), ``passage_scores`` (a ranking of the passages: Provence's),
     ``token_logits`` (llmlingua2's classifier, replayed by its own selection), ``anchors`` (unit -> the words a cut
-    keeps), ``pieces`` (the units as cut from the text with their own spacing, where the compressor renders them
-    so: selective-context), ``details`` (provenance for people) and the ``seconds`` the scoring took."""
+    keeps), ``followed`` (units a soft default keeps past its cap: EXIT's hop pass), ``pieces`` (the units as cut
+    from the text with their own spacing, where the compressor renders them so: selective-context), ``details`` (provenance for people) and the ``seconds`` the scoring took."""
 
     passages: Sequence[Passage]
     units: Sequence[tuple[int, str]]
@@ -67,6 +68,7 @@ class Scored:
     passage_scores: Sequence[float] | None = None
     token_logits: list[list[list[float]]] | None = None
     anchors: Mapping[int, str] = field(default_factory=dict)
+    followed: Sequence[int] = ()
     pieces: Sequence[str] | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
@@ -75,9 +77,9 @@ class Scored:
     def of(cls, passages: Sequence[Passage], compression: Compression) -> Scored:
         """The scoring ``compression`` (of the checked ``passages``) was selected from, from its typed fields:
         ``units`` and ``passage_of_unit``, ``ranking`` (else ``scores``), ``scores``, ``passage_scores``,
-        ``token_logits`` and ``anchors``; its details are carried for people, less those :func:`select` writes
-        (:data:`SELECTION_DETAILS`: the re-selection writes its own). A compression without ``passage_of_unit``
-        aligned with its units is refused."""
+        ``token_logits``, ``anchors`` and ``followed``; its details are carried for people, less those
+        :func:`select` writes (:data:`SELECTION_DETAILS`: the re-selection writes its own). A compression without
+        ``passage_of_unit`` aligned with its units is refused."""
         owners = compression.passage_of_unit
         if owners is None or len(owners) != len(compression.units) or any(
                 not 0 <= pi < len(passages) for pi in owners):
@@ -88,6 +90,7 @@ class Scored:
                    scores=None if compression.scores is None else list(compression.scores),
                    passage_scores=None if compression.passage_scores is None else list(compression.passage_scores),
                    token_logits=compression.token_logits, anchors=dict(compression.anchors),
+                   followed=list(compression.followed),
                    details={k: v for k, v in compression.details.items() if k not in SELECTION_DETAILS})
 
 
@@ -106,7 +109,9 @@ class Scoring:
     their passage titles). ``title_lines``: a passage's first kept unit also costs its title line (False: titles
     are units of their own, costed when kept). ``referents``: for each unit, the unit a budget brings with it
     (:func:`~readerfit.compressors.referents.referents`; None: none). ``anchors``: unit -> the words a cut keeps
-    where it can (:func:`~readerfit.compressors.budget.trim_unit`).
+    where it can (:func:`~readerfit.compressors.budget.trim_unit`). ``followed``: units a soft budget keeps past its
+    cap, beside what the cut kept (EXIT's hop pass: its finds are added at the default, never traded for the rule's
+    own sentences); a hard budget ignores them.
     """
 
     passages: Sequence[Passage]
@@ -124,6 +129,7 @@ class Scoring:
     title_lines: bool = True
     referents: Sequence[int | None] | None = None
     anchors: Mapping[int, str] | None = None
+    followed: Collection[int] = ()
 
     def text(self, kept: Sequence[int], trimmed: Mapping[int, str] | None = None) -> str:
         """The context of the ``kept`` units, a trimmed unit by its kept words."""
@@ -242,12 +248,15 @@ def select(scoring: Scoring, budget: Budget) -> Selection:
     fit = fit_units(ranking, passages=costed, units=scoring.units, limit=limit, count=count, candidates=kept,
                     assemble=scoring.text, must=() if budget.hard else ranked[: scoring.min_keep],
                     referents=scoring.referents, trim=budget.hard, anchors=scoring.anchors)
+    kept = fit.kept if budget.hard else sorted({*fit.kept, *(set(scoring.followed) & set(offered(scoring)))})
+    if len(kept) > len(fit.kept):
+        details["followed_added"] = len(kept) - len(fit.kept)
     trimmed = [TrimmedUnit(unit=k, words_kept=len(words.split()), words=len(scoring.units[k][1].split()))
                for k, words in fit.trimmed.items()]
     outcome = budget_outcome(budget, limit=limit, tokens_in=tokens_in, counted_in=counted_in,
-                             tokens_out=count(scoring.text(fit.kept, fit.trimmed)) if fit.kept else 0,
+                             tokens_out=count(scoring.text(kept, fit.trimmed)) if kept else 0,
                              trimmed=trimmed[-1] if trimmed else None)
-    if not fit.kept:
+    if not kept:
         outcome = replace(outcome, empty=True)
     details["budget"] = outcome.to_dict()  # the outcome's copy for people
-    return Selection(fit.kept, details, fit.trimmed, outcome)
+    return Selection(kept, details, fit.trimmed, outcome)

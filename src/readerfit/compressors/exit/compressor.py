@@ -57,7 +57,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -72,7 +72,6 @@ from readerfit.compressors.exit.config import (
     FOLLOW_PASSES,
     FOLLOW_PLACE,
     FOLLOW_THRESHOLD,
-    WINDOW_RULE,
     ExitConfig,
     encoder_dtype,
 )
@@ -82,6 +81,7 @@ from readerfit.compressors.exit.hop import find_links, hop_question, names_title
 from readerfit.compressors.exit.language import WordVectors, lead_titled, pipeline
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
+from readerfit.compressors.exit.windows import merged_scores
 from readerfit.compressors.referents import referents
 from readerfit.compressors.select import Scored, Scoring
 from readerfit.errors import InputError
@@ -157,7 +157,7 @@ class ExitCompressor(BaseCompressor):
             return super()._score_many(items)  # one question at a time, each timed
         start = time.perf_counter()
         out = [Scored(passages=passages, units=su.units, ranking=su.ranking, scores=su.scores, anchors=su.anchors,
-                      details=su.details) for (_, passages), su in zip(items, self.score_units(items))]
+                      followed=su.followed, details=su.details) for (_, passages), su in zip(items, self.score_units(items))]
         share = (time.perf_counter() - start) / len(out)
         return [dataclasses.replace(s, seconds=share) for s in out]
 
@@ -180,7 +180,7 @@ class ExitCompressor(BaseCompressor):
                        threshold=self.config.tau(budget), min_keep=self.config.min_keep, counter=self.counter,
                        stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
                        referents=referents(scored.passages, scored.units) if self.config.referents else None,
-                       anchors=scored.anchors)
+                       anchors=scored.anchors, followed=scored.followed)
 
     def score_units(self, items: list[tuple[str, list[Passage]]]) -> list[ScoredUnits]:
         """Each question's sentences with their r, ranking signals and ranking (what :meth:`scoring` cuts and
@@ -230,7 +230,8 @@ class ExitCompressor(BaseCompressor):
         """Each question's r (raised by the hop), first-pass r, hop details and evidence r: the classifier's
         passes, each one batched call over the questions."""
         first = self._score_all([(q, groups) for (q, _), (_, _, groups) in zip(items, prepared)])
-        merged = [self._merge(units, by_passage, results) for (units, by_passage, _), results in zip(prepared, first)]
+        merged = [merged_scores(units, by_passage, results, classifier=self.classifier.name,
+                                context=self.config.context) for (units, by_passage, _), results in zip(prepared, first)]
         r_first = [list(scores) for scores, _ in merged]
         hops = self._hop(items, prepared, [scores for scores, _ in merged]) if self.config.hop else [None] * len(items)
         evidence = self._evidence(items, prepared, r_first) if self.evidence else [None] * len(items)
@@ -250,18 +251,20 @@ class ExitCompressor(BaseCompressor):
             signals = ranking_signals(question=q, units=units, r=c.scores, r_first=c.r_first, passages=passages,
                                       linked=linked, title_linked=set(c.hop["title"]) if c.hop else set(),
                                       r_evidence=c.r_evidence, said=spoken, **cos) if self.signals_wanted else None
+            finds: list[int] = []
             if self.ranker is None or signals is None:
                 ranking = list(c.scores)
                 c.details["ranking"] = "r"
             else:
                 ranking = self.ranker.score(signals)
                 c.details["ranking"] = self.config.ranking
-                if self.hop_pass is not None:
-                    ranking, followed = self.hop_pass(question=q, passages=passages, units=units, ranking=ranking)
+                if self.hop_pass is not None:  # its finds: kept at the default, moved up the ranking on request
+                    moved, followed = self.hop_pass(question=q, passages=passages, units=units, ranking=ranking)
+                    ranking, finds = moved if self.config.follow_rank else ranking, list(followed.moved)
                     c.details["follow"] = followed.details()
             anchors = {k: a for k, a in enumerate(signals.anchors) if a} if signals is not None else {}
             out.append(ScoredUnits(units=units, scores=c.scores, signals=signals, ranking=ranking, details=c.details,
-                                   anchors=anchors))
+                                   anchors=anchors, followed=finds))
         return out
 
     def _cosines(self, items: list[tuple[str, list[Passage]]], prepared: list[Any], classified: list[Classified],
@@ -344,35 +347,6 @@ class ExitCompressor(BaseCompressor):
         groups = [(passages[pi].title, [units[k][1] for k in by_passage[pi]]) for pi in sorted(by_passage)]
         return units, by_passage, groups
 
-    def _merge(self, units: list[tuple[int, str]], by_passage: dict[int, list[int]],
-               results: Sequence[Any]) -> tuple[list[float], dict[str, Any]]:
-        """(every unit's r, the details of how it was scored) from the classifier's per-passage results."""
-        order = sorted(by_passage)
-        scores = [0.0] * len(units)
-        windowed: dict[int, list[int]] = {}
-        pieces: dict[int, int] = {}
-        own: list[int] = []
-        for pi, result in zip(order, results):
-            for j, k in enumerate(by_passage[pi]):
-                scores[k] = float(result.scores[j])
-                if j in result.windows:
-                    windowed[k] = list(result.windows[j])
-                if j in result.pieces:
-                    pieces[k] = result.pieces[j]
-            own += [by_passage[pi][j] for j in result.own]
-        details: dict[str, Any] = {"classifier": self.classifier.name, "windowed": sorted(windowed)}
-        if windowed:
-            # unit index -> [first, last+1] sentence of its passage in the window it was scored with
-            details["windows"] = {str(k): v for k, v in sorted(windowed.items())}
-            details["window_rule"] = WINDOW_RULE
-        if pieces:
-            # unit index -> number of word runs it was scored in (too long for the classifier even alone)
-            details["split_sentences"] = {str(k): v for k, v in sorted(pieces.items())}
-        if self.config.context == "all":
-            details["context"] = "all"
-            details["own_passage"] = sorted(own)  # all passages did not fit the classifier with these sentences
-        return scores, details
-
 
 @dataclass
 class ScoredUnits:
@@ -385,6 +359,7 @@ class ScoredUnits:
     ranking: list[float]
     details: dict[str, Any]
     anchors: dict[int, str] = field(default_factory=dict)  # unit -> the words a budget's cut keeps where it can
+    followed: list[int] = field(default_factory=list)  # the hop pass's finds, kept at the default
 
 
 @dataclass

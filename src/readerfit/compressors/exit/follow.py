@@ -1,5 +1,6 @@
 """EXIT's hop pass (issue 54; beyond the paper): after the ranking, follow the best passages into the passages they
-name, ask those again, and move the sentence found likeliest to answer up the ranking.
+name, ask those again, and find the sentence likeliest to answer: the default keeps it beside its own sentences
+(``Followed.moved``, carried as ``Compression.followed``); ``follow_rank`` moves it up the ranking.
 
 A multi-hop question's last hop sits in a passage nothing in the question names ("the county of the city where
 Harris Fawell was born": the county is in the passage about West Chicago). The ranking puts the first hop first; the
@@ -8,9 +9,9 @@ the other passages whose title or text holds a name one of their sentences has a
 (:func:`~readerfit.compressors.exit.hop.links_from`, ``by="mention"``), asks each linked passage's sentences again
 with the question followed by the sentences that link it (:func:`~readerfit.compressors.exit.hop.hop_question`), by a
 classifier trained for that question (the shipped ``hop`` classifier), and, when the best of them scores at least
-the pass's ``threshold``, moves that sentence to the ranking's place ``place`` (0 the first). The values a budget
-reads are the ranking's own, handed out in the new order (:func:`~readerfit.compressors.exit.ranker.in_order`), so
-the default's stop keeps as many sentences as before.
+the pass's ``threshold``, has found that sentence, and returns the ranking with it moved to the place ``place`` (0
+the first). The values a budget reads are the ranking's own, handed out in the new order
+(:func:`~readerfit.compressors.exit.ranker.in_order`), so the default's stop keeps as many sentences as before.
 
 >>> from readerfit.types import Passage
 >>> class Toy:                                    # a classifier that likes sentences with "county"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from readerfit.compressors.exit.sentence_classifier import GroupScores
 from readerfit.errors import ContextLengthError
@@ -164,3 +165,38 @@ def collect_question(plan: QuestionPlan, job_scores: Sequence[Sequence[float]]) 
         out.append(GroupScores(scores=[float(scores[g][j]) for j in range(n)], windows=plan.windows[g],
                                pieces=plan.pieces[g], own=plan.own[g]))
     return out
+
+
+WINDOW_RULE = ("sentence scored against a window of its passage: the title plus the largest run of neighbouring "
+               "sentences (grown alternately before/after) that fits the classifier's limit, around the first "
+               "sentence that needs one and shared by the next ones for a third of the way to its end")
+
+
+def merged_scores(units: Sequence[tuple[int, str]], by_passage: dict[int, list[int]], results: Sequence[GroupScores],
+                  *, classifier: str, context: str) -> tuple[list[float], dict[str, Any]]:
+    """(every unit's r, the details of how it was scored, for people) from a classifier's per-passage results
+    (``by_passage``: each passage's unit indices; ``results`` in passage order)."""
+    scores = [0.0] * len(units)
+    windowed: dict[int, list[int]] = {}
+    pieces: dict[int, int] = {}
+    own: list[int] = []
+    for pi, result in zip(sorted(by_passage), results):
+        for j, k in enumerate(by_passage[pi]):
+            scores[k] = float(result.scores[j])
+            if j in result.windows:
+                windowed[k] = list(result.windows[j])
+            if j in result.pieces:
+                pieces[k] = result.pieces[j]
+        own += [by_passage[pi][j] for j in result.own]
+    details: dict[str, Any] = {"classifier": classifier, "windowed": sorted(windowed)}
+    if windowed:
+        # unit index -> [first, last+1] sentence of its passage in the window it was scored with
+        details["windows"] = {str(k): v for k, v in sorted(windowed.items())}
+        details["window_rule"] = WINDOW_RULE
+    if pieces:
+        # unit index -> number of word runs it was scored in (too long for the classifier even alone)
+        details["split_sentences"] = {str(k): v for k, v in sorted(pieces.items())}
+    if context == "all":
+        details["context"] = "all"
+        details["own_passage"] = sorted(own)  # all passages did not fit the classifier with these sentences
+    return scores, details
