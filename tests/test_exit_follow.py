@@ -254,22 +254,43 @@ def split_sentences(text):
     return [s.strip() + ("" if s.strip().endswith(".") else ".") for s in text.split(". ") if s.strip()]
 
 
+LONG_CHAIN = [  # the chain Blue Tide -> Mara Quell -> Port Verran -> Dunmore County, among passages nearer the question
+    {"title": "Blue Tide", "text": "Blue Tide is a 1971 song. It was written and sung by Mara Quell."},
+    {"title": "Kerrow County", "text": "Kerrow County is a county in the north. Its county seat is Ashby."},
+    {"title": "Lund County", "text": "Lund County is a rural county. The county seat is Orrin, where many singers "
+                                     "were born."},
+    {"title": "Blue Tide (film)", "text": "Blue Tide is a 1990 film about a singer born by the sea."},
+    {"title": "Mara Quell", "text": "Mara Quell is a folk singer. She was born in Port Verran in 1948."},
+    {"title": "Port Verran", "text": "Port Verran is a fishing town. It lies in Dunmore County."},
+    {"title": "Dunmore County", "text": "Dunmore County has about 40,000 people. Its seat is the town of Caddick."},
+]
+LONG_QUESTION = "What is the seat of the county where the singer of Blue Tide was born?"
+
+
+@pytest.mark.model
+def test_a_server_s_pool_loads_the_pass_s_classifier_when_exit_is_built_and_runs_it_frozen():
+    """A server loads every model at start and then refuses to load one (serve/pool.py): the pass's classifier, which
+    a plain pool builds on first use, is built with the compressor there, so the pass runs after the freeze."""
+    pytest.importorskip("sentence_transformers")
+    from readerfit.compressors import build_compressor
+    from readerfit.models.pool import ModelPool
+    from readerfit.serve.pool import ServingPool
+
+    assert isinstance(build_compressor("exit", ModelPool(device="cpu")).hop_pass.classifier, Deferred)
+    pool = ServingPool(device="cpu")
+    exit_ = build_compressor("exit", pool)
+    pool.freeze()
+    assert not isinstance(exit_.hop_pass.classifier, Deferred)
+    c = exit_.compress(LONG_QUESTION, [Passage(p["text"], title=p["title"]) for p in LONG_CHAIN])
+    assert c.details["follow"]["linked"]  # the best passages named others: the classifier was asked, not refused
+
+
 @pytest.mark.model
 def test_the_shipped_hop_classifier_runs_the_pass_on_a_chain_the_question_does_not_name():
     pytest.importorskip("sentence_transformers")
     import readerfit
 
-    passages = [  # the chain Blue Tide -> Mara Quell -> Port Verran -> Dunmore County, among passages nearer the question
-        {"title": "Blue Tide", "text": "Blue Tide is a 1971 song. It was written and sung by Mara Quell."},
-        {"title": "Kerrow County", "text": "Kerrow County is a county in the north. Its county seat is Ashby."},
-        {"title": "Lund County", "text": "Lund County is a rural county. The county seat is Orrin, where many singers "
-                                         "were born."},
-        {"title": "Blue Tide (film)", "text": "Blue Tide is a 1990 film about a singer born by the sea."},
-        {"title": "Mara Quell", "text": "Mara Quell is a folk singer. She was born in Port Verran in 1948."},
-        {"title": "Port Verran", "text": "Port Verran is a fishing town. It lies in Dunmore County."},
-        {"title": "Dunmore County", "text": "Dunmore County has about 40,000 people. Its seat is the town of Caddick."},
-    ]
-    question = "What is the seat of the county where the singer of Blue Tide was born?"
+    question, passages = LONG_QUESTION, LONG_CHAIN
     plain = readerfit.compress(question, passages, options={"follow": False}, reader=None)
     followed = readerfit.compress(question, passages, reader=None)  # the default
     assert "follow" not in plain.details

@@ -54,6 +54,9 @@ class ModelPool:
         # whether components built from this pool may write caches to disk (the SPS subspace); a server's
         # pool says no once it serves requests
         self.cache_writes = True
+        # whether a component may load a model on its first use rather than when built (EXIT's hop pass classifier);
+        # a server's pool says no: it loads every model at start
+        self.defer_loads = True
 
     def cached(self, key: tuple[Any, ...], factory: Callable[[], T]) -> T:
         """The object stored under ``key``, made by ``factory()`` the first time (models, tokenizers...);

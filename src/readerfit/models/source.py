@@ -37,6 +37,7 @@ class ModelSource(Protocol):
     device: str | None
     dtype: str
     cache_writes: bool
+    defer_loads: bool
 
     def cached(self, key: tuple[Any, ...], factory: Callable[[], T]) -> T:
         """The object stored under ``key``, made by ``factory()`` the first time."""

@@ -43,6 +43,7 @@ class ServingPool(ModelPool):
         self._lock = threading.RLock()
         self._frozen = False
         self._pinned: frozenset[tuple[Any, ...]] = frozenset()
+        self.defer_loads = False  # every model a component needs loads when it is built, at start
 
     def freeze(self) -> None:
         """From now on only components are built; what is loaded now stays (never dropped)."""

@@ -140,7 +140,9 @@ class ExitCompressor(BaseCompressor):
         hop_pass = None
         if config.follow and ranker is not None:
             follow = dataclasses.replace(config, model=config.follow_model, adapter=None)
-            asks = Deferred(partial(build_classifier, follow, pool), name=config.follow_model)
+            # built on first use, so that a small input never loads it; a server's pool loads it now, at start
+            asks: SentenceClassifier = (Deferred(partial(build_classifier, follow, pool), name=config.follow_model)
+                                        if pool.defer_loads else build_classifier(follow, pool))
             hop_pass = HopPass(asks, threshold=FOLLOW_THRESHOLD, place=FOLLOW_PLACE, passes=FOLLOW_PASSES)
         return cls(classifier, get_splitter(config.splitter), config, reader_lm=reader_lm, embedder=embedder,
                    ranker=ranker, hop_pass=hop_pass)
