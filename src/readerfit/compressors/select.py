@@ -248,7 +248,9 @@ def select(scoring: Scoring, budget: Budget) -> Selection:
     fit = fit_units(ranking, passages=costed, units=scoring.units, limit=limit, count=count, candidates=kept,
                     assemble=scoring.text, must=() if budget.hard else ranked[: scoring.min_keep],
                     referents=scoring.referents, trim=budget.hard, anchors=scoring.anchors)
-    kept = fit.kept if budget.hard else sorted({*fit.kept, *(set(scoring.followed) & set(offered(scoring)))})
+    kept = fit.kept
+    if scoring.followed and not budget.hard:  # past the soft cap, beside what the cut kept
+        kept = sorted({*fit.kept, *(set(scoring.followed) & set(offered(scoring)))})
     if len(kept) > len(fit.kept):
         details["followed_added"] = len(kept) - len(fit.kept)
     trimmed = [TrimmedUnit(unit=k, words_kept=len(words.split()), words=len(scoring.units[k][1].split()))
