@@ -1,6 +1,7 @@
 """EXIT's hop pass (compressors/exit/follow.py, issue 54): it asks only the passages the best ones name, with the
 question followed by the sentences that name them, finds the best answer only past its threshold, the default keeps
-what it found beside its own sentences, ``follow_rank`` moves it up the ranking keeping the ranking's values (what
+what it found beside its own sentences, a hard budget lifts the finds scoring ``follow_lift`` up its ranking (and
+the default's selection does not move), ``follow_rank`` moves it up the ranking keeping the ranking's values (what
 the default's stop reads), and it matches a slow reference on random inputs."""
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ import pytest
 from readerfit.compressors.budget import Budget
 from readerfit.compressors.exit.compressor import ExitCompressor
 from readerfit.compressors.exit.config import ExitConfig
-from readerfit.compressors.exit.follow import Deferred, HopPass
+from readerfit.compressors.exit.follow import Deferred, Followed, HopPass, lifted_ranking
 from readerfit.compressors.exit.hop import hop_question, names
-from readerfit.compressors.exit.ranker import Ranker
+from readerfit.compressors.exit.ranker import ANSWER_LIFT, Ranker
 from readerfit.compressors.exit.sentence_classifier import GroupScores
 from readerfit.errors import InputError
-from readerfit.types import Passage
+from readerfit.types import Compression, Passage
 
 
 class Recording:
@@ -141,15 +142,15 @@ def test_it_matches_a_slow_reference(seed):
 
 
 class Likes:
-    """A classifier that scores 0.9 the sentences holding ``word`` and 0.05 the rest."""
+    """A classifier that scores ``high`` (0.9) the sentences holding ``word`` and 0.05 the rest."""
 
     name = "likes"
 
-    def __init__(self, word: str) -> None:
-        self.word = word
+    def __init__(self, word: str, high: float = 0.9) -> None:
+        self.word, self.high = word, high
 
     def score(self, question, groups):
-        return [GroupScores([0.9 if self.word in s else 0.05 for s in sentences]) for _, sentences in groups]
+        return [GroupScores([self.high if self.word in s else 0.05 for s in sentences]) for _, sentences in groups]
 
 
 CHAIN = [Passage("The song Blue Tide was sung by Mara Quell.", title="Blue Tide"),
@@ -214,17 +215,18 @@ RANKER = Ranker(signals=("r", "r_first"), trees=({"feature": [0, -1, -1], "thres
 CHAIN_QUESTION = "In which county was the singer of Blue Tide born?"
 
 
-def chain_compressors(**config):
-    """EXIT on the chain without the pass, and with it (``config``: the ExitConfig's fields)."""
+def chain_compressors(*, sure: float = 0.9, **config):
+    """EXIT on the chain without the pass, and with it (``config``: the ExitConfig's fields; ``sure``: what the
+    pass's classifier gives the chain's sentences)."""
     plain = ExitCompressor(Likes("Blue Tide"), splitter=split_sentences, config=ExitConfig(hop=0, follow=False),
                            ranker=RANKER)
-    hop = HopPass(Likes("answer"), threshold=0.5, place=1, from_passages=1, passes=3)
+    hop = HopPass(Likes("answer", sure), threshold=0.1, place=1, from_passages=1, passes=3)
     return plain, ExitCompressor(Likes("Blue Tide"), splitter=split_sentences, config=ExitConfig(hop=0, **config),
                                  ranker=RANKER, hop_pass=hop)
 
 
-def test_the_default_keeps_the_pass_s_finds_beside_its_own_sentences_and_a_budget_spends_by_the_ranking():
-    plain, followed = chain_compressors()
+def test_the_default_keeps_the_pass_s_finds_beside_its_own_sentences_and_without_lift_a_budget_spends_by_the_ranking():
+    plain, followed = chain_compressors(follow_lift=None)
     soft = Budget(target_tokens=14, hard=False)  # the default's kind of budget, tight enough to leave the chain out
     before, after = (plain.compress(CHAIN_QUESTION, CHAIN, budget=soft),
                      followed.compress(CHAIN_QUESTION, CHAIN, budget=soft))
@@ -239,6 +241,52 @@ def test_the_default_keeps_the_pass_s_finds_beside_its_own_sentences_and_a_budge
     # a soft re-selection of a compression made at a budget keeps the finds too (they are typed fields)
     again = followed.reselect(CHAIN, followed.compress(CHAIN_QUESTION, CHAIN, budget=budget), soft)
     assert again.kept == after.kept and again.text == after.text
+
+
+def test_a_budget_lifts_the_finds_its_classifier_is_sure_of_and_the_default_s_selection_does_not_move():
+    plain, followed = chain_compressors()  # the default's follow_lift (0.3); the finds score 0.9
+    budget, soft = Budget(target_tokens=30), Budget(target_tokens=14, hard=False)
+    before, after = plain.compress(CHAIN_QUESTION, CHAIN, budget=budget), followed.compress(CHAIN_QUESTION, CHAIN,
+                                                                                            budget=budget)
+    assert "Dunmore" not in before.text and "Dunmore" in after.text
+    assert after.lifted == after.followed == after.details["follow"]["moved"] and before.lifted == []
+    assert after.ranking == before.ranking  # the stored ranking is the first pass's: a budget lifts at selection
+    # the default's soft selection is the one without lifting; a re-selection from the budget's compression, or
+    # from its JSON, lifts again at another budget and gives what a fresh call gives
+    unlifted = chain_compressors(follow_lift=None)[1]
+    assert followed.compress(CHAIN_QUESTION, CHAIN, budget=soft).kept == unlifted.compress(
+        CHAIN_QUESTION, CHAIN, budget=soft).kept
+    for other in (Budget(target_tokens=24), Budget(target_tokens=40), budget):
+        again = followed.reselect(CHAIN, Compression.from_dict(after.to_dict()), other)
+        assert again.text == followed.compress(CHAIN_QUESTION, CHAIN, budget=other).text
+    assert "Dunmore" in again.text
+    # finds scored under the lift stay where the first pass ranked them: the budget's text is the plain one
+    unsure = chain_compressors(sure=0.2)[1].compress(CHAIN_QUESTION, CHAIN, budget=budget)
+    assert unsure.followed and unsure.lifted == [] and unsure.text == before.text
+    assert chain_compressors(sure=0.2, follow_lift=0.2)[1].compress(CHAIN_QUESTION, CHAIN, budget=budget).lifted
+
+
+def test_followed_scoring_at_least_keeps_the_chain_s_prefix():
+    followed = Followed(scores={4: 0.6, 7: 0.2, 9: 0.8}, moved=(4, 7, 9))
+    assert followed.scoring_at_least(0.3) == (4,)  # 9 was found from 7's passage: it goes with 7
+    assert followed.scoring_at_least(0.1) == (4, 7, 9) and followed.scoring_at_least(0.7) == ()
+
+
+def test_lifted_ranking_moves_the_finds_to_their_places_and_keeps_the_values():
+    rng = random.Random(3)
+    for _ in range(30):
+        n = rng.randint(1, 9)
+        ranking = [rng.choice([0.0, 0.5, 1.0, rng.random()]) for _ in range(n)]
+        finds = rng.sample(range(n), rng.randint(0, min(3, n)))
+        place = rng.randint(0, n)
+        out = lifted_ranking(ranking, finds, place=place)
+        order = sorted(range(n), key=lambda k: (-out[k], k))
+        # the slow reference: the first pass's order, the finds taken out and put back one by one
+        expected = [k for k in sorted(range(n), key=lambda k: (-ranking[k], k)) if k not in finds]
+        for step, k in enumerate(finds):  # one by one, each at its place (past the end: last)
+            expected.insert(min(place + step, len(expected)), k)
+        # the ranking's own values (an equal one lowered a hair, so that the order holds)
+        assert order == expected and sorted(out) == pytest.approx(sorted(ranking), abs=ANSWER_LIFT * n)
 
 
 def test_follow_rank_moves_the_chain_s_sentence_into_a_budget_and_says_so():
@@ -299,5 +347,9 @@ def test_the_shipped_hop_classifier_runs_the_pass_on_a_chain_the_question_does_n
     assert found["linked"] and found["moved"] and followed.followed == found["moved"]
     assert len(found["scores"]) == len(found["moved"]) and all(0.1 <= s <= 1.0 for s in found["scores"])
     assert set(followed.kept) == set(plain.kept) | set(found["moved"]) and followed.ranking == plain.ranking
+    # what a budget lifts: the finds in pass order up to the first the classifier gave under follow_lift
+    n = len(followed.lifted)
+    assert followed.lifted == found["moved"][:n] and all(s >= ExitConfig().follow_lift for s in found["scores"][:n])
+    assert n == len(found["moved"]) or found["scores"][n] < ExitConfig().follow_lift
     moved = readerfit.compress(question, passages, options={"follow_rank": True}, reader=None)
     assert sorted(moved.ranking) == pytest.approx(sorted(plain.ranking))  # the same values, maybe reordered

@@ -47,7 +47,8 @@ class Compression:
     of it a cut keeps where it can (EXIT: the entity of the type the question asks for), so that a re-selection at
     a tighter budget keeps the answer rather than the unit's first words; ``followed`` are units a second pass found
     that a soft default keeps beside the rule's, past its cap (EXIT's hop pass: the sentences of the passages the
-    best ones name), so that a re-selection at the default keeps them too; ``budget`` is what a budget made of it
+    best ones name), so that a re-selection at the default keeps them too; ``lifted`` are those a hard budget moves
+    up the ranking it spends by (EXIT: the finds its hop classifier is surest of); ``budget`` is what a budget made of it
     (:class:`~readerfit.outcome.BudgetOutcome`; ``details["budget"]`` is its copy for people); ``details`` is
     free-form provenance for people, never read back by code.
     """
@@ -67,6 +68,7 @@ class Compression:
     trimmed: dict[int, str] = field(default_factory=dict)
     anchors: dict[int, str] = field(default_factory=dict)
     followed: list[int] = field(default_factory=list)
+    lifted: list[int] = field(default_factory=list)
     budget: BudgetOutcome | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -95,6 +97,8 @@ class Compression:
             d["anchors"] = {str(k): v for k, v in self.anchors.items()}
         if self.followed:
             d["followed"] = list(self.followed)
+        if self.lifted:
+            d["lifted"] = list(self.lifted)
         if self.budget is not None:
             d["budget"] = self.budget.to_dict()
         return d

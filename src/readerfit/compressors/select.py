@@ -58,7 +58,8 @@ class Scored:
     ``passages`` (checked), the ``units`` ((passage index, text) pairs), the ``ranking`` a budget spends by, the
     ``scores`` τ compares (None: the ranking), ``passage_scores`` (a ranking of the passages: Provence's),
     ``token_logits`` (llmlingua2's classifier, replayed by its own selection), ``anchors`` (unit -> the words a cut
-    keeps), ``followed`` (units a soft default keeps past its cap: EXIT's hop pass), ``pieces`` (the units as cut
+    keeps), ``followed`` (units a soft default keeps past its cap: EXIT's hop pass), ``lifted`` (units a hard
+    budget moves up the ranking: the likeliest of EXIT's hop pass's finds; its ``scoring`` moves them), ``pieces`` (the units as cut
     from the text with their own spacing, where the compressor renders them so: selective-context), ``details`` (provenance for people) and the ``seconds`` the scoring took."""
 
     passages: Sequence[Passage]
@@ -69,6 +70,7 @@ class Scored:
     token_logits: list[list[list[float]]] | None = None
     anchors: Mapping[int, str] = field(default_factory=dict)
     followed: Sequence[int] = ()
+    lifted: Sequence[int] = ()
     pieces: Sequence[str] | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
@@ -77,7 +79,7 @@ class Scored:
     def of(cls, passages: Sequence[Passage], compression: Compression) -> Scored:
         """The scoring ``compression`` (of the checked ``passages``) was selected from, from its typed fields:
         ``units`` and ``passage_of_unit``, ``ranking`` (else ``scores``), ``scores``, ``passage_scores``,
-        ``token_logits``, ``anchors`` and ``followed``; its details are carried for people, less those
+        ``token_logits``, ``anchors``, ``followed`` and ``lifted``; its details are carried for people, less those
         :func:`select` writes (:data:`SELECTION_DETAILS`: the re-selection writes its own). A compression without
         ``passage_of_unit`` aligned with its units is refused."""
         owners = compression.passage_of_unit
@@ -90,7 +92,7 @@ class Scored:
                    scores=None if compression.scores is None else list(compression.scores),
                    passage_scores=None if compression.passage_scores is None else list(compression.passage_scores),
                    token_logits=compression.token_logits, anchors=dict(compression.anchors),
-                   followed=list(compression.followed),
+                   followed=list(compression.followed), lifted=list(compression.lifted),
                    details={k: v for k, v in compression.details.items() if k not in SELECTION_DETAILS})
 
 

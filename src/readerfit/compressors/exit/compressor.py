@@ -76,7 +76,7 @@ from readerfit.compressors.exit.config import (
     encoder_dtype,
 )
 from readerfit.compressors.exit.features import EMBEDDED, LANGUAGE, RankSignals, Said, language_signals, ranking_signals
-from readerfit.compressors.exit.follow import Deferred, HopPass
+from readerfit.compressors.exit.follow import Deferred, HopPass, lifted_ranking
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
 from readerfit.compressors.exit.language import WordVectors, lead_titled, pipeline
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
@@ -159,7 +159,8 @@ class ExitCompressor(BaseCompressor):
             return super()._score_many(items)  # one question at a time, each timed
         start = time.perf_counter()
         out = [Scored(passages=passages, units=su.units, ranking=su.ranking, scores=su.scores, anchors=su.anchors,
-                      followed=su.followed, details=su.details) for (_, passages), su in zip(items, self.score_units(items))]
+                      followed=su.followed, lifted=su.lifted, details=su.details)
+               for (_, passages), su in zip(items, self.score_units(items))]
         share = (time.perf_counter() - start) / len(out)
         return [dataclasses.replace(s, seconds=share) for s in out]
 
@@ -173,12 +174,16 @@ class ExitCompressor(BaseCompressor):
         return {"threshold": self.config.tau(budget)}  # None: the budget alone selects
 
     def scoring(self, scored: Scored, budget: Budget) -> Scoring:
-        """r ≥ τ (:meth:`ExitConfig.tau` under ``budget``), by the ranking, each sentence with its referent, and
-        under the default's soft budget only until the kept sentences hold the ranker's ``mass``."""
+        """r ≥ τ (:meth:`ExitConfig.tau` under ``budget``), by the ranking (a hard budget's with the hop pass's
+        ``lifted`` finds moved up it), each sentence with its referent, and under the default's soft budget only
+        until the kept sentences hold the ranker's ``mass``."""
         if scored.scores is None:
             raise InputError("exit can re-select only its own compressions (scores, ranking and passage_of_unit set)")
         mass = self.ranker.mass if self.ranker is not None else 1.0
-        return Scoring(passages=scored.passages, units=scored.units, ranking=scored.ranking, scores=scored.scores,
+        lift = budget.hard and scored.lifted and self.hop_pass is not None
+        ranking = (lifted_ranking(scored.ranking, scored.lifted, place=self.hop_pass.place) if lift and self.hop_pass
+                   else scored.ranking)
+        return Scoring(passages=scored.passages, units=scored.units, ranking=ranking, scores=scored.scores,
                        threshold=self.config.tau(budget), min_keep=self.config.min_keep, counter=self.counter,
                        stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
                        referents=referents(scored.passages, scored.units) if self.config.referents else None,
@@ -254,19 +259,24 @@ class ExitCompressor(BaseCompressor):
                                       linked=linked, title_linked=set(c.hop["title"]) if c.hop else set(),
                                       r_evidence=c.r_evidence, said=spoken, **cos) if self.signals_wanted else None
             finds: list[int] = []
+            lifted: list[int] = []
             if self.ranker is None or signals is None:
                 ranking = list(c.scores)
                 c.details["ranking"] = "r"
             else:
                 ranking = self.ranker.score(signals)
                 c.details["ranking"] = self.config.ranking
-                if self.hop_pass is not None:  # its finds: kept at the default, moved up the ranking on request
+                if self.hop_pass is not None:  # its finds: kept at the default, the likeliest lifted under a budget
                     moved, followed = self.hop_pass(question=q, passages=passages, units=units, ranking=ranking)
-                    ranking, finds = moved if self.config.follow_rank else ranking, list(followed.moved)
+                    finds = list(followed.moved)
+                    if self.config.follow_rank:  # all of them up the ranking, the default's too
+                        ranking = moved
+                    elif self.config.follow_lift is not None:
+                        lifted = list(followed.scoring_at_least(self.config.follow_lift))
                     c.details["follow"] = followed.details()
             anchors = {k: a for k, a in enumerate(signals.anchors) if a} if signals is not None else {}
             out.append(ScoredUnits(units=units, scores=c.scores, signals=signals, ranking=ranking, details=c.details,
-                                   anchors=anchors, followed=finds))
+                                   anchors=anchors, followed=finds, lifted=lifted))
         return out
 
     def _cosines(self, items: list[tuple[str, list[Passage]]], prepared: list[Any], classified: list[Classified],
@@ -362,6 +372,7 @@ class ScoredUnits:
     details: dict[str, Any]
     anchors: dict[int, str] = field(default_factory=dict)  # unit -> the words a budget's cut keeps where it can
     followed: list[int] = field(default_factory=list)  # the hop pass's finds, kept at the default
+    lifted: list[int] = field(default_factory=list)  # those a hard budget moves up the ranking
 
 
 @dataclass

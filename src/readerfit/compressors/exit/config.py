@@ -66,8 +66,10 @@ DEFAULT_HOP_BY = "name"
 DEFAULT_RANKING = "learned"
 # the hop pass (compressors/exit/follow.py): on by default, its finds added to the default's kept sentences (tune
 # sets, replayed: HotpotQA 221 -> 224 of 234 answers kept, MuSiQue 39 -> 41 of 48, 2Wiki 26 -> 27 of 28, at +1.4 to
-# +3.3 points of the tokens; NQ and SQuAD unmoved); moving them up the ranking a budget spends by stays opt-in
-# (``follow_rank``: it lifts MuSiQue's report part 0.681 -> 0.787 at rate 0.2, but costs HotpotQA's 0.920 -> 0.899):
+# +3.3 points of the tokens; NQ and SQuAD unmoved); a rate or target_tokens moves up the ranking it spends by the
+# finds that score at least FOLLOW_LIFT (the same tune sets replayed at rates 0.3 and 0.2 over the least scores
+# 0.1 ... 0.9: 0.3 is the lowest that costs no set an answer, MuSiQue +2 at both rates; 0.1, every find, gains
+# HotpotQA 2 at 0.3 but loses it 3 at 0.2), and moving all of them everywhere stays opt-in (``follow_rank``):
 # src/readerfit/assets/exit/ranker.md, issue 54. The classifier it asks the linked passages with (trained for that
 # question: assets/exit/hop/lineage.md), the least score (that classifier's uncalibrated P(answers)) a find has, the
 # ranking place the first moves to, and the most passes (hops followed), chosen on the tune parts of MuSiQue,
@@ -75,6 +77,7 @@ DEFAULT_RANKING = "learned"
 DEFAULT_FOLLOW = True
 FOLLOW_MODEL = "hop"
 FOLLOW_THRESHOLD = 0.1
+FOLLOW_LIFT = 0.3
 FOLLOW_PLACE = 3
 FOLLOW_PASSES = 3
 ARCHS = ("lm", "encoder", "onepass")
@@ -171,8 +174,9 @@ class ExitConfig:
     linking sentences, or a trained classifier directory) and the best of their sentences, where it scores
     :data:`FOLLOW_THRESHOLD` or more, is found; up to :data:`FOLLOW_PASSES` passes, each from the passage of the
     sentence the last one found. The default (its soft budget) keeps the finds beside its own sentences
-    (``Compression.followed``); a rate or ``target_tokens`` spends by the ranking alone, unless ``follow_rank``
-    moves the finds up it, to the place :data:`FOLLOW_PLACE` (0 the first) and after.
+    (``Compression.followed``); a rate or ``target_tokens`` moves those that score ``follow_lift`` or more
+    (``Compression.lifted``) up the ranking it spends by, to the place :data:`FOLLOW_PLACE` (0 the first) and
+    after; ``follow_rank`` moves all of them, for the default too.
 
     ``ranking`` (beyond the paper; ``r`` under the presets): what a budget spends by. ``learned`` (the default)
     is the shipped ranker (:mod:`~readerfit.compressors.exit.ranker`): boosted trees over each sentence's
@@ -239,8 +243,10 @@ class ExitConfig:
     ranking: str = param(DEFAULT_RANKING, nonblank=True)
     follow: bool = param(DEFAULT_FOLLOW, help="the hop pass: ask the passages the best ones name again; the default "
                                               "keeps the best of their sentences beside its own")
-    follow_rank: bool = param(False, help="also move the hop pass's sentences up the ranking a rate or "
-                                          "target_tokens spends by")
+    follow_lift: float | None = param(FOLLOW_LIFT, ge=0, le=1, help="a rate or target_tokens moves the hop pass's "
+                                      "sentences that score at least this up the ranking it spends by (none: none)")
+    follow_rank: bool = param(False, help="move all the hop pass's sentences up the ranking the default and every "
+                                          "budget spend by")
     follow_model: str = param(FOLLOW_MODEL, nonblank=True)
     window_share: float = param(WINDOW_SHARE, ge=0, le=1)
     referents: bool = param(True, help="under a budget, a kept sentence that opens with a pronoun or 'The <noun>' "

@@ -1,6 +1,7 @@
 """EXIT's hop pass (issue 54; beyond the paper): after the ranking, follow the best passages into the passages they
 name, ask those again, and find the sentence likeliest to answer: the default keeps it beside its own sentences
-(``Followed.moved``, carried as ``Compression.followed``); ``follow_rank`` moves it up the ranking.
+(``Followed.moved``, carried as ``Compression.followed``); a rate or ``target_tokens`` moves those the classifier is
+surest of up the ranking it spends by (:func:`lifted_ranking`, ``Compression.lifted``); ``follow_rank`` moves all.
 
 A multi-hop question's last hop sits in a passage nothing in the question names ("the county of the city where
 Harris Fawell was born": the county is in the passage about West Chicago). The ranking puts the first hop first; the
@@ -53,6 +54,20 @@ def best_passages(units: Sequence[tuple[int, str]], ranking: Sequence[float], n:
     return set(sorted(best, key=lambda pi: (-best[pi], pi))[:n])
 
 
+def lifted_ranking(ranking: Sequence[float], finds: Sequence[int], *, place: int) -> list[float]:
+    """``ranking`` with ``finds`` moved to the places ``place``, ``place + 1``, ... (0 the first) in their order, the
+    others in theirs; the values are the ranking's own, handed out in the new order
+    (:func:`~readerfit.compressors.exit.ranker.in_order`), so a stop that reads them keeps as many as before.
+
+    >>> lifted_ranking([3.0, 2.0, 1.0, 0.0], [3], place=1)
+    [3.0, 1.0, 0.0, 2.0]
+    """
+    order = [k for k in sorted(range(len(ranking)), key=lambda k: (-ranking[k], k)) if k not in finds]
+    order[place:place] = finds
+    at = {k: -float(i) for i, k in enumerate(order)}
+    return in_order(ranking, [at[k] for k in range(len(ranking))])
+
+
 class Deferred:
     """A sentence classifier built on its first call (``build``: a pool's cached build, so every call gets the same
     one): the hop pass asks one only where the best passages name another, so a small input never loads it."""
@@ -76,6 +91,16 @@ class Followed:
     linked: dict[int, list[int]] = field(default_factory=dict)
     scores: dict[int, float] = field(default_factory=dict)
     moved: tuple[int, ...] = ()
+
+    def scoring_at_least(self, least: float) -> tuple[int, ...]:
+        """The moved sentences in pass order up to the first that scored under ``least`` (a later pass follows an
+        earlier one's find, so it goes with it)."""
+        out: list[int] = []
+        for k in self.moved:
+            if self.scores[k] < least:
+                break
+            out.append(k)
+        return tuple(out)
 
     def details(self) -> dict[str, object]:
         """For people, in ``Compression.details["follow"]``."""
@@ -102,8 +127,7 @@ class HopPass:
         nothing."""
         source = best_passages(units, ranking, self.from_passages)
         done, linked, scores, moved = set(source), {}, {}, []
-        order = sorted(range(len(units)), key=lambda k: (-ranking[k], k))
-        for step in range(self.passes):
+        for _ in range(self.passes):
             via = [k for k, (pi, _) in enumerate(units) if pi in source]
             found = {pi: sorted(v, key=lambda k: (-ranking[k], k)) for pi, v in
                      links_from(units=units, via=via, passages=passages, by="mention", question=question,
@@ -117,14 +141,11 @@ class HopPass:
             if asked[pick] < self.threshold:
                 break
             moved.append(pick)
-            order.remove(pick)
-            order.insert(self.place + step, pick)
             source = {units[pick][0]}
             done |= source
         if not moved:
             return list(ranking), Followed(linked, scores)
-        place = {k: -float(i) for i, k in enumerate(order)}
-        return in_order(ranking, [place[k] for k in range(len(units))]), Followed(linked, scores, tuple(moved))
+        return lifted_ranking(ranking, moved, place=self.place), Followed(linked, scores, tuple(moved))
 
     def _ask(self, question: str, units: Sequence[tuple[int, str]], linked: dict[int, list[int]],
              passages: Sequence[Passage]) -> dict[int, float]:
