@@ -156,9 +156,11 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
     without) where that is not kept yet and both fit. The first unit that does not fit ends the selection: it is
     cut at a word boundary to what is left (``trim``; :data:`TRIM_SHARE`) and no unit after it is kept, so a budget
     never spends what is left on a worse unit that happens to be short. The pick is then checked on the assembled
-    text and shortened from its end (the cut unit's last words, else the last unit taken) until the exact count
-    fits (token counts are not quite additive). ``must``: units kept whatever they cost (taken first). ``anchors``:
-    the words a cut unit keeps where it can (:func:`trim_unit`).
+    text and shortened from its end until the exact count fits (token counts are not quite additive): the cut unit's
+    last words; else the last unit taken is cut the same way, where half its words stay (the first unit: any), and
+    only else dropped, so that a best unit over by its join alone never leaves the context empty (``trim``: cuts
+    are allowed). ``must``: units kept whatever they cost (taken first). ``anchors``: the words a cut unit keeps
+    where it can (:func:`trim_unit`).
     """
     costs = [count(" " + s) for _, s in units]
     # a passage's first kept unit also brings its title line and the blank line between passages
@@ -209,6 +211,14 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
             leading = units[last][1].split()[:len(held)] == held
             trimmed[last] = " ".join(held[:-1] if leading else held[1:])
             continue
+        if trim and last not in trimmed:
+            # a whole unit over by the join's tokens (counts are not quite additive) is cut, not dropped: the best
+            # unit alone would otherwise leave the context empty
+            text = units[last][1]
+            cut = trim_unit(text, room=costs[last] - 1, count=count, anchor=(anchors or {}).get(last, ""))
+            if cut and (len(taken) == 1 or len(cut.split()) >= TRIM_SHARE * len(text.split())):
+                trimmed[last] = cut
+                continue
         trimmed.pop(last, None)
         kept.difference_update(taken.pop())
     return Fit(kept=sorted(kept), trimmed=trimmed)
