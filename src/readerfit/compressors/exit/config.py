@@ -244,7 +244,7 @@ class ExitConfig:
     follow: bool = param(DEFAULT_FOLLOW, help="the hop pass: ask the passages the best ones name again; the default "
                                               "keeps the best of their sentences beside its own")
     follow_lift: float | None = param(FOLLOW_LIFT, ge=0, le=1, help="a rate or target_tokens moves the hop pass's "
-                                      "sentences that score at least this up the ranking it spends by (none: none)")
+                                      "sentences that score at least this up the ranking it spends by (null: none)")
     follow_rank: bool = param(False, help="move all the hop pass's sentences up the ranking the default and every "
                                           "budget spend by")
     follow_model: str = param(FOLLOW_MODEL, nonblank=True)
