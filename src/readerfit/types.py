@@ -48,8 +48,8 @@ class Compression:
     a tighter budget keeps the answer rather than the unit's first words; ``followed`` are units a second pass found
     that a soft default keeps beside the rule's, past its cap (EXIT's hop pass: the sentences of the passages the
     best ones name), so that a re-selection at the default keeps them too; ``lifted`` are those a hard budget moves
-    up the ranking it spends by (EXIT: the finds its hop classifier is surest of); ``budget`` is what a budget made of it
-    (:class:`~readerfit.outcome.BudgetOutcome`; ``details["budget"]`` is its copy for people); ``details`` is
+    up the ranking it spends by (EXIT: the finds its hop classifier is surest of); ``budget`` is what a budget made
+    of it (:class:`~readerfit.outcome.BudgetOutcome`; ``details["budget"]`` is its copy for people); ``details`` is
     free-form provenance for people, never read back by code.
     """
 

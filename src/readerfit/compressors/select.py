@@ -59,8 +59,9 @@ class Scored:
     ``scores`` τ compares (None: the ranking), ``passage_scores`` (a ranking of the passages: Provence's),
     ``token_logits`` (llmlingua2's classifier, replayed by its own selection), ``anchors`` (unit -> the words a cut
     keeps), ``followed`` (units a soft default keeps past its cap: EXIT's hop pass), ``lifted`` (units a hard
-    budget moves up the ranking: the likeliest of EXIT's hop pass's finds; its ``scoring`` moves them), ``pieces`` (the units as cut
-    from the text with their own spacing, where the compressor renders them so: selective-context), ``details`` (provenance for people) and the ``seconds`` the scoring took."""
+    budget moves up the ranking: the likeliest of EXIT's hop pass's finds; its ``scoring`` moves them), ``pieces``
+    (the units as cut from the text with their own spacing, where the compressor renders them so:
+    selective-context), ``details`` (provenance for people) and the ``seconds`` the scoring took."""
 
     passages: Sequence[Passage]
     units: Sequence[tuple[int, str]]

@@ -180,9 +180,9 @@ class ExitCompressor(BaseCompressor):
         if scored.scores is None:
             raise InputError("exit can re-select only its own compressions (scores, ranking and passage_of_unit set)")
         mass = self.ranker.mass if self.ranker is not None else 1.0
-        lift = budget.hard and scored.lifted and self.hop_pass is not None
-        ranking = (lifted_ranking(scored.ranking, scored.lifted, place=self.hop_pass.place) if lift and self.hop_pass
-                   else scored.ranking)
+        ranking = scored.ranking
+        if budget.hard and scored.lifted and self.hop_pass is not None:
+            ranking = lifted_ranking(scored.ranking, scored.lifted, place=self.hop_pass.place)
         return Scoring(passages=scored.passages, units=scored.units, ranking=ranking, scores=scored.scores,
                        threshold=self.config.tau(budget), min_keep=self.config.min_keep, counter=self.counter,
                        stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
