@@ -191,7 +191,7 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
                 title = cost(group) - costs[k]
                 cut = trim_unit(units[k][1], room=limit - used - title - count(" " + CUT_MARK), count=count,
                                 anchor=(anchors or {}).get(k, "")) if trim else ""
-                if cut and (not taken or len(cut.split()) >= TRIM_SHARE * len(units[k][1].split())):
+                if worth_cutting(cut, units[k][1], first=not taken):
                     trimmed[k] = cut
                     used += count(" " + cut) - costs[k]  # the whole unit's cost is added below
                 else:
@@ -216,12 +216,19 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
             # unit alone would otherwise leave the context empty
             text = units[last][1]
             cut = trim_unit(text, room=costs[last] - 1, count=count, anchor=(anchors or {}).get(last, ""))
-            if cut and (len(taken) == 1 or len(cut.split()) >= TRIM_SHARE * len(text.split())):
+            if worth_cutting(cut, text, first=len(taken) == 1):
                 trimmed[last] = cut
                 continue
         trimmed.pop(last, None)
         kept.difference_update(taken.pop())
     return Fit(kept=sorted(kept), trimmed=trimmed)
+
+
+def worth_cutting(cut: str, text: str, *, first: bool) -> bool:
+    """Whether a cut of ``text`` to the words ``cut`` is kept: it holds a word and, unless it is the first unit
+    taken, :data:`TRIM_SHARE` of the unit's words (a few leading words of a later sentence tell the reader
+    nothing)."""
+    return bool(cut) and (first or len(cut.split()) >= TRIM_SHARE * len(text.split()))
 
 
 def trim_unit(text: str, *, room: int, count: TokenCounter, anchor: str = "") -> str:
