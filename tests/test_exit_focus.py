@@ -13,7 +13,14 @@ from dataclasses import replace
 import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from readerfit.compressors.exit.focus import answer_form, answer_type, asked_types, connected_passages, lexical_overlap
+from readerfit.compressors.exit.focus import (
+    answer_form,
+    answer_type,
+    asked_types,
+    connected_passages,
+    lexical_overlap,
+    nested,
+)
 from readerfit.types import Passage
 from test_exit_hop import random_bridge, sentence_names
 
@@ -93,6 +100,23 @@ def test_answer_form_examples():
                                                                "It is old."]) == [1.0, 1.0, 0.0]
     assert answer_form("Who built the hall?", ["It was built in 1901."]) == [0.0]
     assert answer_form("When was it?", []) == []
+
+
+@pytest.mark.parametrize("question", [
+    "Which team did the coach who trained Mara Velt play for?", "What is the river beside the town where Ola Brun lived?",
+    "When did the school founded by Ivo Penn close?", "Who owns the boat bought by the Lark Rowing Club?",
+    "How old was the architect of the Sand Gate when it opened?", "Which song on the album that Tove Lind made is longest?",
+    "In which town was the wife of the painter Ansel Morrow born?"])
+def test_a_question_asking_through_a_description_is_nested(question):
+    assert nested(question)
+
+
+@pytest.mark.parametrize("question", [
+    "Who built the Sand Gate?", "In which year did Ivo Penn die?", "What does the Kesk festival celebrate?",
+    "Which river flows through Tarnby?", "How tall is the Brenner Tower?", "Who designed the Harrow Footbridge?",
+    "Where was Ola Brun born?", "Which team won the 1962 Border Shield?", "Whose portrait hangs in Velt Hall?"])
+def test_a_question_naming_its_topic_is_not_nested(question):
+    assert not nested(question)
 
 
 def slow_links(question: str, units: list[tuple[int, str]], passages: list[Passage], source: int, target: int) -> bool:

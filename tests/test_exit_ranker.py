@@ -13,7 +13,6 @@ import threading
 
 import numpy as np
 import pytest
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from readerfit.compressors.base import assemble
 from readerfit.compressors.budget import Budget, fit_units, word_count
@@ -29,13 +28,15 @@ from readerfit.compressors.exit.features import (
     ranking_signals,
     text_chain,
 )
-from readerfit.compressors.exit.focus import answer_form, answer_type, connected_passages, lexical_overlap
+from readerfit.compressors.exit.focus import answer_form, answer_type, connected_passages, lexical_overlap, nested
 from readerfit.compressors.exit.hop import names
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, shipped_ranker_path
 from readerfit.compressors.referents import referents
 from readerfit.compressors.select import cut_units
 from readerfit.errors import InputError
 from readerfit.text.split import SPACY_MODEL
+from readerfit.text.stop_words import FUNCTION_WORDS
+from readerfit.types import Passage
 from test_budget import BagEmbedder
 from test_exit_hop import BatchedOverlap, Overlap, random_bridge
 
@@ -81,13 +82,24 @@ def spacy_english():
     return pytest.importorskip("spacy").load(SPACY_MODEL, exclude=["parser", "senter"])
 
 
+def slow_terms(question):
+    """A parsed question's relation words, token by token: the lemmas of its content words outside its names,
+    function words left out, and a noun right after a proper noun (the name's head: "regatta" of "the Varn
+    regatta") left out."""
+    tokens, out = list(question), set()
+    for i, t in enumerate(tokens):
+        head_of_name = t.pos_ == "NOUN" and i > 0 and tokens[i - 1].pos_ == "PROPN"
+        if (t.pos_ in {"NOUN", "VERB", "ADJ", "ADV", "NUM"} and t.is_alpha and not t.ent_type_ and not head_of_name
+                and t.lemma_.lower() not in FUNCTION_WORDS):
+            out.add(t.lemma_.lower())
+    return out
+
+
 def slow_relation(question, sentences):
     """The question's relation words (content lemmas outside entities), text by text; each sentence's
     idf-weighted share of them."""
     nlp = spacy_english()
-    q = nlp(question)
-    terms = {t.lemma_.lower() for t in q if t.pos_ in {"NOUN", "VERB", "ADJ", "ADV", "NUM"} and t.is_alpha
-             and not t.ent_type_ and t.lemma_.lower() not in ENGLISH_STOP_WORDS}
+    terms = slow_terms(nlp(question))
     held = [{t.lemma_.lower() for t in nlp(s)} for s in sentences]
     weight = {t: math.log((len(held) + 1) / (sum(t in h for h in held) + 0.5)) for t in terms}
     total = sum(weight.values())
@@ -122,6 +134,7 @@ def test_the_signals_match_slow_references(seed):
     connected = connected_passages(question=question, units=units, scores=r, passages=passages)
     assert rows.column("detached") == [float(pi not in connected) for pi, _ in units]
     assert rows.column("hop_linked") == [float(pi in linked) for pi, _ in units]
+    assert rows.column("hop_asked") == [float(nested(question) and pi in linked) for pi, _ in units]
     best = max(range(len(units)), key=lambda k: (r[k], -k))
     top = units[best][0]
     assert rows.column("passage_top") == [float(pi == top) for pi, _ in units]
@@ -195,6 +208,17 @@ def test_bad_ranker_files_are_clear_errors(tmp_path):
     with pytest.raises(InputError, match="ranking"):
         ExitConfig(ranking="no/such/ranker.json")
     assert build_ranker("r") is None and ExitConfig.PRESETS["paper"]["ranking"] == "r"
+
+
+def test_hop_asked_is_hop_linked_where_the_question_asks_through_a_description_else_zero():
+    passages = [Passage("Red Club was founded by Anna Berg. It plays in River Town.", title="Red Club"),
+                Passage("Anna Berg was born in Paris.", title="Anna Berg")]
+    units = [(0, "Red Club was founded by Anna Berg."), (0, "It plays in River Town."), (1, "Anna Berg was born in Paris.")]
+    for question, asks in (("Where was the woman who founded Red Club born?", True), ("Where does Red Club play?", False)):
+        rows = ranking_signals(question=question, units=units, r=[0.9, 0.5, 0.2], r_first=[0.9, 0.5, 0.2],
+                               passages=passages, linked={1}, title_linked=set())
+        assert rows.column("hop_linked") == [0.0, 0.0, 1.0]
+        assert rows.column("hop_asked") == [0.0, 0.0, float(asks)]
 
 
 def test_the_shipped_ranker_loads_and_reads_known_signals():

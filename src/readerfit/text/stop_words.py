@@ -5,6 +5,8 @@ on 2 cores (issue 57). ``tests/test_text.py`` checks the copy equals scikit-lear
 
 >>> "the" in ENGLISH_STOP_WORDS and "club" not in ENGLISH_STOP_WORDS, len(ENGLISH_STOP_WORDS)
 (True, 318)
+>>> "found" in ENGLISH_STOP_WORDS, "found" in FUNCTION_WORDS, "the" in FUNCTION_WORDS
+(True, False, True)
 """
 
 from __future__ import annotations
@@ -37,3 +39,9 @@ ENGLISH_STOP_WORDS: frozenset[str] = frozenset({
     "whether", "which", "while", "whither", "who", "whoever", "whole", "whom", "whose", "why", "will", "with",
     "within", "without", "would", "yet", "you", "your", "yours", "yourself", "yourselves",
 })
+
+# the content words the list holds ("Who founded ...?", "What started the fire?", "Which system ...?"), which spaCy's
+# English stop list leaves out: what EXIT's relation words keep (compressors/exit/language.py)
+CONTENT_WORDS = frozenset({"bill", "cry", "describe", "detail", "fill", "find", "fire", "found", "interest", "mill",
+                           "sincere", "system", "thick", "thin"})
+FUNCTION_WORDS = ENGLISH_STOP_WORDS - CONTENT_WORDS

@@ -35,7 +35,11 @@ Every signal is a number per sentence, computed from the question, the passages 
   "wrote", "born") the sentence's lemmas hold (:func:`~.language.relation`), and how far it is under its passage's
   best (``answer_type`` and these come from spaCy's pass, :func:`language_signals`, 0.0 without it);
 * ``relation_soft``: ``relation`` where a relation word said in other words counts by how near the sentence's
-  nearest word is ("shut" for "close": :func:`~.language.soft_relation`, the embedder's vectors of lone words).
+  nearest word is ("shut" for "close": :func:`~.language.soft_relation`, the embedder's vectors of lone words);
+* ``hop_asked``: ``hop_linked`` where the question reaches its topic through something else ("the man who
+  designed ...": :func:`~.focus.nested`), else 0.0: a single-hop question's answer seldom lies in the passage its
+  topic's passage links to ("What does the Kesk festival celebrate?" over a festival's passage that names its town,
+  and the town's passage, where "It celebrates the town's founding").
 
 >>> from readerfit.types import Passage
 >>> ps = [Passage("Damerjog is a village in eastern Djibouti.", title="Damerjog"),
@@ -60,6 +64,7 @@ from readerfit.compressors.exit.focus import (
     answer_type,
     connected_passages,
     lexical_overlap,
+    nested,
     typed_entities,
 )
 from readerfit.compressors.exit.hop import names, names_title, top_units
@@ -70,7 +75,7 @@ from readerfit.types import Passage
 SIGNALS = ("r", "r_first", "r_evidence", "cos_q", "cos_ev", "lexical", "answer_form", "detached", "title_link",
            "hop_linked", "passage_top", "passage_rank", "passage_gap", "first_sentence", "question_names", "chain",
            "evidence_names", "r_pct", "r_evidence_pct", "cos_q_pct", "cos_ev_pct", "lexical_pct", "passages",
-           "question_words", "answer_type", "relation", "relation_gap", "relation_soft")
+           "question_words", "answer_type", "relation", "relation_gap", "relation_soft", "hop_asked")
 # the signals the shipped ranker reads (``readerfit train exit-ranker``'s default): r given the best sentence (a
 # second classifier pass) and the context's shape added nothing in cross-validation; ``answer_type`` (issue 53)
 # was chosen on the hand-made first-touch questions' tune fold (assets/exit/ranker.md)
@@ -191,7 +196,9 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
     if said is not None and len(said.rows) != len(units):
         raise ValueError(f"said holds {len(said.rows)} sentences' language signals, for {len(units)} sentences")
     spoken = said.rows if said is not None else ((0.0, 0.0, 0.0, 0.0),) * len(units)
-    return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *spoken[k]) for k, row in enumerate(rows)),
+    asked = nested(question)
+    return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *spoken[k], float(asked and pi in linked))
+                                  for k, (row, (pi, _)) in enumerate(zip(rows, units))),
                        words=sum(len(s.split()) for s in sentences), anchors=said.anchors if said is not None else ())
 
 

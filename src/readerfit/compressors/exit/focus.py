@@ -160,9 +160,21 @@ WH = re.compile(r"\b(?:how (?:many|much|long|old|far|tall|high|large|big|deep|wi
 # "what is the name of the band ...", "which type of ...": the head noun comes after these
 HEAD = re.compile(r"(?:what|which)\s+(?:(?:is|was|are|were)\s+(?:the|an?)\s+)?(?:(?:name|kind|type|sort)s?\s+of"
                   r"\s+(?:the\s+|an?\s+)?)?((?:[a-z]+\s+){0,2}[a-z]+)")
+# "what is the ...", "which was a ...": the words after are the copula's subject
+COPULA = re.compile(r"(?:what|which)\s+(?:is|was|are|were)\s+(?:the|an?)\s")
 # words that end a head noun's search beside the stop words ("what did ...", "which does ...")
 NOT_HEAD = ENGLISH_STOP_WORDS | {"did", "does", "do", "has", "have", "had", "can", "could", "will", "would", "shall"}
 Entities = list[list[tuple[str, str]]]  # each sentence's (entity text, label)
+# a question that reaches what it asks about through something else, which a second passage describes: a relative
+# clause after a noun ("the man who designed ...", "the town in which ..."), a participle with "by" ("the school
+# founded by ..."), or a role of a thing ("the founder of the ..."); never at the question's first word ("Who ...")
+NESTED = re.compile(
+    r"^\s*\S+.*?\b(?:(?:the|a|an)\s+(?:[\w'-]+\s+){0,4}?(?:who|that|whose|whom|where|when|(?:in|on|at|by|from|for)"
+    r"\s+which)|(?:\w+ed|won|bought|built|made|written|run|owned|held|taught|led|kept|sold|drawn|shown|given|begun"
+    r"|painting|book|novel|film|song|album|play|poem|work|statue)\s+by|(?:founder|designer|inventor|architect|author"
+    r"|owner|creator|composer|director|builder|coach|captain|father|mother|son|daughter|wife|husband|brother|sister"
+    r"|maker|engineer|editor|writer|painter|sculptor|manager|publisher|producer|manufacturer|leader|head|birthplace"
+    r"|hometown|winner)\s+of)\b", re.IGNORECASE)
 
 
 def singular(word: str) -> str:
@@ -172,6 +184,17 @@ def singular(word: str) -> str:
 def content(text: str) -> set[str]:
     """``text``'s words other than stop words (all of them when every one is: "two")."""
     return words(text) - ENGLISH_STOP_WORDS or words(text)
+
+
+def nested(question: str) -> bool:
+    """Whether the question reaches its topic through something a second passage describes (:data:`NESTED`).
+
+    >>> nested("Where was the man who designed the Holm Bridge born?"), nested("Who designed the Holm Bridge?")
+    (True, False)
+    >>> nested("In which year did the school founded by Grace Tolley open?"), nested("In which year was it built?")
+    (True, False)
+    """
+    return NESTED.search(question) is not None
 
 
 def wh_phrase(question: str) -> str:
@@ -191,7 +214,8 @@ def asked_types(question: str) -> tuple[frozenset[str], str]:
     """(the entity types the question asks for, a "what/which" question's head noun or ""): who → PERSON/ORG,
     where → GPE/LOC/FAC, when or what year → DATE/TIME, how many → CARDINAL/QUANTITY, how much →
     MONEY/QUANTITY/PERCENT, what/which X → the types :data:`HEAD_TYPES` gives X, X being the first of the (up
-    to three) words after it, before a stop word, that the table knows, else the first of them.
+    to three) words after it, before a stop word, that the table knows, else the first of them, unless it is the
+    capitalised subject of "what is the ...": a name ("What is the Tamsin Cup awarded for?" asks for no Tamsin).
 
     >>> sorted(asked_types("Where was Marie Curie born?")[0])
     ['FAC', 'GPE', 'LOC']
@@ -199,6 +223,8 @@ def asked_types(question: str) -> tuple[frozenset[str], str]:
     True
     >>> asked_types("Which magazine was started first?")[1], asked_types("Is it red?")
     ('magazine', (frozenset(), ''))
+    >>> asked_types("What is the Tamsin Cup awarded for?"), asked_types("Signet owns what Delaware retailer?")[1]
+    ((frozenset(), ''), 'delaware')
     """
     phrase = wh_phrase(question)
     for asks, types in TYPE_ASKS:
@@ -210,7 +236,11 @@ def asked_types(question: str) -> tuple[frozenset[str], str]:
         if w in NOT_HEAD:
             break
         ahead.append(singular(w))
-    noun = next((w for w in ahead if w in HEAD_TYPES), ahead[0] if ahead else "")
+    # "what is the Tamsin Cup awarded for?": the copula's capitalised subject is the topic, not a kind of answer
+    # ("what Delaware-based retailer ...?" describes the answer: there the word counts)
+    named = {w.lower() for w in WORD.findall(question)[1:] if w[:1].isupper()}
+    topic = head is not None and COPULA.match(phrase) is not None and head[1].split()[0] in named
+    noun = next((w for w in ahead if w in HEAD_TYPES), ahead[0] if ahead and not topic else "")
     return HEAD_TYPES.get(noun, frozenset()), noun
 
 

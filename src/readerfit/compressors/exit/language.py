@@ -4,7 +4,7 @@ Two signals read it (:mod:`.features`): ``answer_type`` the named entities (:fun
 ``relation`` the lemmas. A question names its topic ("Hamlet", "Marie Curie") and asks a relation of it ("wrote",
 "born"): the topic's sentence repeats the names ("Hamlet is a tragedy."), the sentence that answers the relation
 ("It was written by William Shakespeare."). :func:`relation` is the share of the question's relation words (the
-lemmas of its nouns, verbs, adjectives, adverbs and numbers outside its named entities, stop words left out) that
+lemmas of its nouns, verbs, adjectives, adverbs and numbers outside its names, function words left out) that
 a sentence's lemmas hold, each word weighted by its inverse document frequency over the question's sentences.
 :func:`soft_relation` is the same share where a relation word said in other words counts by how close the nearest of
 the sentence's content words is ("shut" for "close", "made" for "built", "originally" for "original"): the cosine
@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from readerfit.text.split import spacy_english
-from readerfit.text.stop_words import ENGLISH_STOP_WORDS
+from readerfit.text.stop_words import FUNCTION_WORDS
 from readerfit.types import Passage
 
 # the parts of speech a question's relation words have
@@ -55,8 +55,8 @@ class Parsed:
 
     @property
     def content(self) -> frozenset[str]:
-        """Its lemmas that are words and not stop words."""
-        return frozenset(lemma for lemma in self.lemmas if lemma.isalpha() and lemma not in ENGLISH_STOP_WORDS)
+        """Its lemmas that are words and not function words."""
+        return frozenset(lemma for lemma in self.lemmas if lemma.isalpha() and lemma not in FUNCTION_WORDS)
 
 
 class WordVectors:
@@ -131,12 +131,20 @@ def parse(texts: Sequence[str]) -> list[Parsed]:
     """Each text as :class:`Parsed`, by :func:`pipeline` (one batched pass)."""
     out = []
     for doc in pipeline().pipe(texts, batch_size=64, disable=["parser"]):
-        out.append(Parsed(
-            entities=tuple((e.text, e.label_) for e in doc.ents),
-            lemmas=frozenset(t.lemma_.lower() for t in doc),
-            relation=frozenset(t.lemma_.lower() for t in doc if t.pos_ in RELATION_POS and t.is_alpha
-                               and not t.ent_type_ and t.lemma_.lower() not in ENGLISH_STOP_WORDS)))
+        out.append(Parsed(entities=tuple((e.text, e.label_) for e in doc.ents),
+                          lemmas=frozenset(t.lemma_.lower() for t in doc),
+                          relation=frozenset(t.lemma_.lower() for t in doc if asks_of(t))))
     return out
+
+
+def asks_of(token: Any) -> bool:
+    """Whether a question's word is a relation word: a content word (:data:`RELATION_POS`, not a function word)
+    outside the question's names, a noun right after a proper noun counting as the name's ("regatta" of "the Varn
+    regatta": the topic's sentence repeats it; "mark" is what "It marks ..." answers; "actor" of "which American
+    actor" stays: "American" is an adjective)."""
+    names_head = token.pos_ == "NOUN" and token.i > 0 and token.doc[token.i - 1].pos_ == "PROPN"
+    return (token.pos_ in RELATION_POS and token.is_alpha and not token.ent_type_ and not names_head
+            and token.lemma_.lower() not in FUNCTION_WORDS)
 
 
 def relation(question: Parsed, sentences: Sequence[Parsed]) -> list[float]:
