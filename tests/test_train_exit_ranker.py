@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from readerfit.compressors.exit import ExitConfig
-from readerfit.compressors.exit.features import SIGNALS
-from readerfit.compressors.exit.ranker import Ranker
+from readerfit.compressors.exit.features import DEFAULT_SIGNALS, SIGNALS
+from readerfit.compressors.exit.ranker import Ranker, shipped_ranker_path
 from readerfit.data import load_demo, write_examples
 from readerfit.errors import InputError
 from readerfit.train.exit_ranker import MASSES, Config, Question, fit_trees, run
@@ -31,6 +31,12 @@ def test_bad_options_are_clear_errors():
         Config(source=["x", "y"], out="x", weights=[1.0])
     with pytest.raises(InputError, match="--weights"):
         Config(source=["x"], out="x", weights=[0.0])
+    with pytest.raises(InputError, match=r"give labelled questions \(--source\), or a ranker to keep"):
+        Config(out="x")
+    with pytest.raises(InputError, match="and the small inputs that fit its small-input head"):
+        Config(out="x", keep_trees="ranker.json")  # nothing to fit
+    with pytest.raises(InputError, match="keeps its trees: --source"):
+        Config(out="x", keep_trees="ranker.json", small_source=["s.jsonl"], source=["q.jsonl"])
 
 
 def test_a_source_of_weight_w_weighs_as_w_sources(monkeypatch):
@@ -80,3 +86,24 @@ def test_fits_a_ranker_exit_uses(tmp_path):
     assert ranker.fitted["sources"] == [f"{demo}@0::2", f"{demo}@1::2"]
     assert [g["mass"] for g in outcome.result["mass_grid"]] == list(MASSES)
     assert ExitConfig(ranking=str(out)).ranking == str(out)  # a fitted file is a ranking EXIT takes
+
+
+@pytest.mark.model
+def test_keep_trees_fits_the_small_head_alone_and_keeps_the_files_trees(tmp_path):
+    small = Path(str(resources.files("readerfit"))) / "data" / "demo" / "small.jsonl"
+    shipped = Ranker.load(shipped_ranker_path())
+    with pytest.raises(InputError, match="--signals must begin with --keep-trees'"):
+        run(Config(out=str(tmp_path / "x.json"), keep_trees=str(shipped_ranker_path()), signals=["r", "lexical"],
+                   small_source=[f"readerfit={small}@0:4"]), progress=False, device="cpu")
+    out = tmp_path / "ranker.json"
+    outcome = run(Config(out=str(out), keep_trees=str(shipped_ranker_path()), small_source=[f"readerfit={small}@0:12"],
+                         small_words=200), progress=False, device="cpu")
+    ranker = Ranker.load(out)
+    assert (ranker.trees, ranker.answer, ranker.mass, ranker.baseline) == \
+        (shipped.trees, shipped.answer, shipped.mass, shipped.baseline)
+    assert ranker.signals == DEFAULT_SIGNALS and ranker.small is not None and ranker.small.max_words == 200
+    assert ranker.small != shipped.small and len(ranker.small.weights) == len(DEFAULT_SIGNALS)
+    assert ranker.fitted["sources"] == shipped.fitted["sources"]  # the trees' provenance kept
+    assert ranker.fitted["small_source"] == [f"readerfit={small}@0:12"]
+    assert outcome.result["small_counts"][f"readerfit={small}@0:12"]["loaded"] == 12
+    assert set(outcome.result["small_weights"]) == set(DEFAULT_SIGNALS)

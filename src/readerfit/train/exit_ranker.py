@@ -7,16 +7,17 @@ compresses (:meth:`~readerfit.compressors.exit.ExitCompressor.score_units`: the 
 signals of :mod:`readerfit.compressors.exit.features`), and boosted trees (scikit-learn's
 ``HistGradientBoostingClassifier``) learn P(needed | signals), every source weighing the same (or as its
 ``--weights`` says) and every question the same within it (a needed sentence holding a gold answer string weighs
-``--answer-weight`` times the other needed ones). A second set of trees, the answer head (``--answer-head``, the default), learns on the same rows
-which sentence holds a gold answer string (questions answered "yes" or "no", or whose answer no sentence holds,
-left out); its likeliest sentence ranks first (:func:`~readerfit.compressors.exit.ranker.answer_first`). ``--exclude-hops`` leaves out the MuSiQue questions that share a single-hop question with held-out
-ones, and the folds below keep MuSiQue questions sharing one together (:func:`fold_groups`). ``mass``, where
-EXIT's default stops below its cap (:func:`~readerfit.compressors.exit.ranker.within_mass`), is then chosen on
-predictions of questions each fold did not see (two folds, by question): the smallest share whose answer recall at
-the default, averaged over the sources, stays within ``--mass-tolerance`` of filling the cap.
+``--answer-weight`` times the other needed ones). A second set of trees, the answer head (``--answer-head``),
+learns which sentence holds a gold answer string (questions answered "yes" or "no", or whose answer no sentence
+holds, left out); its likeliest sentence ranks first (:func:`~readerfit.compressors.exit.ranker.answer_first`).
+``--exclude-hops`` leaves out the MuSiQue questions that share a single-hop question with held-out ones, and the
+folds keep MuSiQue questions sharing one together (:func:`fold_groups`). ``mass``, where EXIT's default stops below
+its cap (:func:`~readerfit.compressors.exit.ranker.within_mass`), is chosen on predictions of questions each fold
+did not see (two folds): the smallest share whose answer recall at the default, averaged over the sources, stays
+within ``--mass-tolerance`` of filling the cap.
 ``--small-source`` names hand-written small inputs (``readerfit/data/demo/small.jsonl``) that fit the small-input
-head alone (:func:`fit_small`; :class:`~readerfit.compressors.exit.ranker.Listwise`), which orders a context of at
-most ``--small-words`` words.
+head (:func:`fit_small`; :class:`~readerfit.compressors.exit.ranker.Listwise`: it orders a context of at most
+``--small-words`` words) and nothing else; ``--keep-trees RANKER`` fits it alone and keeps that file's trees.
 
 From the shell (the shipped ranker: ``readerfit/assets/exit/ranker.md``)::
 
@@ -41,7 +42,6 @@ from readerfit.compressors.exit.features import DEFAULT_SIGNALS, SIGNALS
 from readerfit.compressors.exit.ranker import Head, Listwise, Ranker, answer_first, within_mass
 from readerfit.compressors.select import Scoring, select
 from readerfit.data import load_dataset
-from readerfit.data.distractors import with_distractors
 from readerfit.errors import InputError
 from readerfit.metrics.qa import holds_answer
 from readerfit.models.pool import ModelPool
@@ -50,9 +50,8 @@ from readerfit.registry import make_config, param, parse_options
 from readerfit.runs import Outcome
 from readerfit.text.split import get_splitter
 from readerfit.train.exit_listwise import fit_listwise
-from readerfit.train.exit_samples import sentences_of
 from readerfit.train.exit_small import SMALL, small_copies
-from readerfit.train.exit_sources import new_counts, split_passage, take
+from readerfit.train.exit_sources import hidden, new_counts, take
 from readerfit.train.exit_specs import KINDS, load_spec, parse_spec
 from readerfit.types import Passage, QAExample, token_rate
 
@@ -63,8 +62,9 @@ HOP_ID = re.compile(r"\d+hop\w*?__((?:\d+_)*\d+)")
 
 @dataclass
 class Config:
-    source: list[str] = param(help="labelled questions: [FORMAT=]PATH[@START:END[:STEP]], as train exit-data's --source")
     out: str = param(help="the ranker file to write (JSON)")
+    source: list[str] = param(default_factory=list, help="labelled questions: [FORMAT=]PATH[@START:END[:STEP]], as "
+                                                         "train exit-data's --source")
     distractor_passages: int = param(9, help="passages of other questions added to a one-passage question (NQ, SQuAD)")
     signals: list[str] = param(default_factory=lambda: list(DEFAULT_SIGNALS), help="the signals the trees read")
     depth: int = param(2, help="the trees' depth")
@@ -89,8 +89,17 @@ class Config:
     small_words: int = param(125, help="the small-input head orders a context of at most this many words (its "
                                        "sentences' whitespace words)")
     small_l2: float = param(0.01, help="the small-input head's L2 penalty on its weights")
+    keep_trees: str = param("", help="a ranker file whose trees, answer head and mass are kept: only the small-input "
+                                     "head is fitted (on --small-source; --signals begin with the file's)")
 
     def __post_init__(self) -> None:
+        if not self.source and not (self.keep_trees and self.small_source):
+            raise InputError("give labelled questions (--source), or a ranker to keep (--keep-trees) and the small "
+                             f"inputs that fit its small-input head (--small-source); got --source {self.source}, "
+                             f"--keep-trees {self.keep_trees!r}, --small-source {self.small_source}")
+        if self.keep_trees and self.source:
+            raise InputError(f"--keep-trees {self.keep_trees!r} keeps its trees: --source (which fits new ones) is not "
+                             f"read with it; got --source {self.source}")
         unknown = [s for s in self.signals if s not in SIGNALS]
         if unknown or not self.signals:
             raise InputError(f"--signals are some of {', '.join(SIGNALS)}; got {self.signals}")
@@ -156,26 +165,6 @@ def hops_of(qid: str) -> set[str]:
     """The single-hop question ids a MuSiQue question id names (none for another id)."""
     m = HOP_ID.fullmatch(qid)
     return set(m[1].split("_")) if m else set()
-
-
-def hidden(kept: list[tuple[QAExample, list[list[str]]]], *, n: int, seed: int, split: Any,
-           donors: Sequence[QAExample]) -> list[tuple[QAExample, list[list[str]]]]:
-    """Labelled one-passage questions, each among ``n`` passages of other questions (all their sentences
-    labelled distractor; :func:`~readerfit.data.distractors.with_distractors`)."""
-    out = []
-    for (ex, kinds), mixed in zip(kept, with_distractors([ex for ex, _ in kept], n=n, seed=seed, donors=donors)):
-        own = {id(p): k for p, k in zip(ex.passages, kinds)}
-        passages, all_kinds = [], []
-        for p in mixed.passages:
-            if id(p) in own:
-                passages.append(p)
-                all_kinds.append(own[id(p)])
-            else:
-                p = split_passage(p, split)
-                passages.append(p)
-                all_kinds.append(["distractor"] * len(sentences_of(p)))
-        out.append((replace(ex, passages=passages), all_kinds))
-    return out
 
 
 def score(config: Config, items: Sequence[tuple[str, QAExample, list[list[str]]]], *, pool: ModelPool,
@@ -273,6 +262,12 @@ def fit_small(questions: Sequence[Question], config: Config) -> Listwise:
                         [labels for _, labels in labelled_], l2=config.small_l2, max_words=config.small_words)
 
 
+def small_head(config: Config, *, pool: ModelPool, progress: bool) -> tuple[Listwise, dict[str, dict[str, int]]]:
+    """The small-input head fitted on ``--small-source`` (scored anew), and that source's counts."""
+    items, counts = labelled(replace(config, source=config.small_source, weights=[], keep_trees=""))
+    return fit_small(score(config, items, pool=pool, progress=progress), config), counts
+
+
 def default_recall(questions: Sequence[Question], *, mass: float, count: Any) -> tuple[float, float]:
     """(mean over sources of answer recall, mean kept fraction of the reader's tokens) at EXIT's default with
     ``mass``, from the questions' out-of-fold predictions."""
@@ -341,6 +336,8 @@ def cross_predict(questions: list[Question], config: Config) -> None:
 def run(config: Config, *, progress: bool = True, device: str | None = None) -> Outcome:
     start = time.perf_counter()
     pool = ModelPool(device=device)
+    if config.keep_trees:
+        return refit_small(config, pool=pool, progress=progress, start=start)
     items, counts = labelled(config)
     if not items:
         raise InputError("no question of any --source could be labelled (see train exit-data's per-source counts)")
@@ -351,11 +348,7 @@ def run(config: Config, *, progress: bool = True, device: str | None = None) -> 
     grid = [(mass, *default_recall(questions, mass=mass, count=count)) for mass in MASSES]
     full = grid[0][1]
     mass = min(m for m, recall, _ in grid if recall >= full - config.mass_tolerance)
-    small: Listwise | None = None
-    small_counts: dict[str, dict[str, int]] = {}
-    if config.small_source:
-        small_items, small_counts = labelled(replace(config, source=config.small_source, weights=[]))
-        small = fit_small(score(config, small_items, pool=pool, progress=progress), config)
+    small, small_counts = small_head(config, pool=pool, progress=progress) if config.small_source else (None, {})
     fitted = {"sources": config.source, "counts": counts, "questions": len(questions),
               "sentences": sum(len(q.rows) for q in questions), "depth": config.depth, "trees": config.trees,
               "learning_rate": config.learning_rate, "seed": config.seed, "exit_options": config.exit_options,
@@ -372,3 +365,19 @@ def run(config: Config, *, progress: bool = True, device: str | None = None) -> 
     result = {"out": config.out, "questions": len(questions), "mass": mass, "mass_grid": fitted["mass_grid"],
               "seconds": time.perf_counter() - start}
     return Outcome(result=result, table=table)
+
+
+def refit_small(config: Config, *, pool: ModelPool, progress: bool, start: float) -> Outcome:
+    """``--keep-trees``: the file's trees, answer head and mass kept, its small-input head fitted anew over
+    ``--signals``, which begin with the file's (the trees' columns stay where they were)."""
+    kept = Ranker.load(config.keep_trees)
+    if tuple(config.signals[:len(kept.signals)]) != kept.signals:
+        raise InputError(f"--signals must begin with --keep-trees' ({', '.join(kept.signals)}); got {config.signals}")
+    small, counts = small_head(config, pool=pool, progress=progress)
+    fitted = {**kept.fitted, "small_source": config.small_source, "small_counts": counts, "small_signals": config.signals,
+              "small_words": config.small_words, "small_l2": config.small_l2}
+    replace(kept, signals=tuple(config.signals), small=small, fitted=fitted).save(Path(config.out))
+    weights = sorted(zip(config.signals, small.weights), key=lambda x: -abs(x[1]))
+    return Outcome(result={"out": config.out, "small_counts": counts, "small_weights": dict(weights),
+                           "seconds": time.perf_counter() - start},
+                   table="\n".join(["| signal | weight |", "|---|---|", *(f"| {n} | {w:+.3f} |" for n, w in weights)]))

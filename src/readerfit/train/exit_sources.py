@@ -364,3 +364,23 @@ def per_source_table(per_source: dict[str, dict[str, int]]) -> str:
             "skipped_questions", "over_cap")
     rows = [{"source": name} | {k: n.get(k, 0) for k in cols} for name, n in per_source.items()]
     return markdown_table(rows, [("source", "source", "")] + [(k, k.replace("_", " "), "d") for k in cols])
+
+
+def hidden(kept: list[tuple[QAExample, list[list[str]]]], *, n: int, seed: int, split: Any,
+           donors: Sequence[QAExample]) -> list[tuple[QAExample, list[list[str]]]]:
+    """Labelled one-passage questions, each among ``n`` passages of other questions (all their sentences
+    labelled distractor; :func:`~readerfit.data.distractors.with_distractors`)."""
+    out = []
+    for (ex, kinds), mixed in zip(kept, with_distractors([ex for ex, _ in kept], n=n, seed=seed, donors=donors)):
+        own = {id(p): k for p, k in zip(ex.passages, kinds)}
+        passages, all_kinds = [], []
+        for p in mixed.passages:
+            if id(p) in own:
+                passages.append(p)
+                all_kinds.append(own[id(p)])
+            else:
+                p = split_passage(p, split)
+                passages.append(p)
+                all_kinds.append(["distractor"] * len(sentences_of(p)))
+        out.append((replace(ex, passages=passages), all_kinds))
+    return out
