@@ -457,4 +457,4 @@ def test_musique_questions_sharing_a_single_hop_question_share_a_fold():
     ids = ["2hop__1_2", "a1", "2hop__3_4", "3hop1__2_5_6", "4hop2__6_7_8_9", "b2"]
     questions = [Question(source="s", example=QAExample(id=i, question="q?", answers=["a"]), passages=[], units=[],
                           rows=[], labels=[], has_answer=True) for i in ids]
-    assert sorted(sorted(g) for g in fold_groups([q.example.id for q in questions])) == [[0, 3, 4], [1], [2], [5]]
+    assert sorted(sorted(g) for g in fold_groups(questions)) == [[0, 3, 4], [1], [2], [5]]

@@ -51,7 +51,7 @@ def test_a_small_copy_shares_its_questions_fold():
     copies = small_copies(items, copies=1, seed=0)
     questions = [Question(source=s, example=ex, passages=ex.passages, units=[], rows=[], labels=[], has_answer=True)
                  for s, ex, _ in items + copies]
-    groups = fold_groups([q.example.id for q in questions])
+    groups = fold_groups(questions)
     for group in groups:
         assert len({questions[i].example.id for i in group}) == 1
     assert len(groups) == len(items)

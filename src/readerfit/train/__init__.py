@@ -3,7 +3,7 @@
 Each module holds its ``Config`` (flags) and ``run(config, *, progress, device) -> Outcome``.
 
 >>> TRAINERS.names()
-['exit', 'exit-data', 'exit-follow-data', 'exit-link-pick', 'exit-ranker']
+['exit', 'exit-data', 'exit-follow-data', 'exit-ranker']
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ TRAINERS.register("exit-data", "readerfit.train.exit_data",
 TRAINERS.register("exit-follow-data", "readerfit.train.exit_follow_data",
                   help="samples for the classifier of EXIT's hop pass (exit.follow): labelled questions ranked by EXIT, "
                        "the passages their best passages name asked again")
-TRAINERS.register("exit-link-pick", "readerfit.train.exit_link_pick",
-                  help="fit which linked passage EXIT's hop pass follows (a logistic regression over the pass's "
-                       "measurements) on labelled questions")
 TRAINERS.register("exit-ranker", "readerfit.train.exit_ranker",
                   help="fit EXIT's budgeted ranking (boosted trees over the sentence signals) on labelled questions")
 TRAINERS.register("exit", "readerfit.train.exit_train",

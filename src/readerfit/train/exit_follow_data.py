@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -68,18 +68,17 @@ class Config:
         return config
 
 
-def questions(*, source: Sequence[str], exclude_hops: Sequence[str]) -> tuple[list[tuple[str, QAExample]],
-                                                                              list[dict[str, Any]], dict[str, int]]:
-    """(key, question) of every ``source`` question in order (an unanswerable twin keyed apart from its answerable
+def questions(config: Config) -> tuple[list[tuple[str, QAExample]], list[dict[str, Any]], dict[str, int]]:
+    """(key, question) of every --source question in order (an unanswerable twin keyed apart from its answerable
     question; a supporting-facts question without facts left out), what the manifest records of each source, and
     the counts of what was left out."""
-    held = {h for text in exclude_hops for ex in load_spec(parse_spec(text, "--exclude-hops"),
+    held = {h for text in config.exclude_hops for ex in load_spec(parse_spec(text, "--exclude-hops"),
                                                                    "--exclude-hops")[1] for h in hops_of(ex.id)}
     out: list[tuple[str, QAExample]] = []
     seen: set[str] = set()
     info: list[dict[str, Any]] = []
     counts = {"excluded_hops": 0, "duplicate_ids": 0, "unlabelled": 0}
-    for text in source:
+    for text in config.source:
         spec = parse_spec(text, "--source")
         fmt, examples, about = load_spec(spec, "--source")
         if KINDS_OF.get(fmt) not in ("musique", "facts"):
@@ -101,28 +100,22 @@ def questions(*, source: Sequence[str], exclude_hops: Sequence[str]) -> tuple[li
     return out, info, counts
 
 
-def same_settings(settings: dict[str, Any]) -> Callable[[dict[str, Any]], str | None]:
-    """A per-question run file's check: a record made with other ``settings`` is refused (give another --out)."""
-
-    def same(record: dict[str, Any]) -> str | None:
-        return None if record.get("settings") == settings else (
-            f"made with other settings ({record.get('settings')}, now {settings}): give another --out")
-
-    return same
-
-
 def run(config: Config, *, progress: bool = True, device: str | None = None) -> Outcome:
     """Rank the questions not yet in ``OUT.questions.jsonl``, then write ``OUT`` and its manifest."""
     start = time.perf_counter()
     exit_config = config.exit_config()
     writable_file(config.out, what="JSONL file")  # before the ranking, not after it
-    items, sources, counts = questions(source=config.source, exclude_hops=config.exclude_hops)
+    items, sources, counts = questions(config)
     if not items:
         raise InputError("no --source question is left to make samples from")
     settings = {"exit_options": sorted(config.exit_options), "from_passages": config.from_passages}
 
+    def same(record: dict[str, Any]) -> str | None:
+        return None if record.get("settings") == settings else (
+            f"made with other settings ({record.get('settings')}, now {settings}): give another --out")
+
     with RunFolder.open_file(f"{config.out}.questions.jsonl", kind="exit-follow-data", key=("key",),
-                             check=same_settings(settings)) as folder:
+                             check=same) as folder:
         pending = folder.each(items, desc="ranking", unit="question", key=lambda item: (item[0],))
         if pending:  # the models load only when a question is left
             exit_ = ExitCompressor.from_config(exit_config, pool=ModelPool(device=device))

@@ -290,10 +290,10 @@ def default_recall(questions: Sequence[Question], *, mass: float, count: Any) ->
     return sum(recalls) / max(len(recalls), 1), sum(fractions) / max(len(fractions), 1)
 
 
-def fold_groups(ids: Sequence[str]) -> list[list[int]]:
-    """The questions (indices into their ``ids``) that must share a fold: MuSiQue questions linked through a shared
-    single-hop question (:func:`hops_of`), a question and its small copies (one id), every other question alone."""
-    group = list(range(len(ids)))
+def fold_groups(questions: Sequence[Question]) -> list[list[int]]:
+    """The questions (indices) that must share a fold: MuSiQue questions linked through a shared single-hop
+    question (:func:`hops_of`), a question and its small copies (one id), every other question alone."""
+    group = list(range(len(questions)))
 
     def root(i: int) -> int:
         while group[i] != i:
@@ -302,11 +302,11 @@ def fold_groups(ids: Sequence[str]) -> list[list[int]]:
         return i
 
     holder: dict[str, int] = {}
-    for i, qid in enumerate(ids):
-        for key in (f"id {qid}", *hops_of(qid)):
+    for i, q in enumerate(questions):
+        for key in (f"id {q.example.id}", *hops_of(q.example.id)):
             group[root(i)] = root(holder.setdefault(key, i))
     out: dict[int, list[int]] = {}
-    for i in range(len(ids)):
+    for i in range(len(questions)):
         out.setdefault(root(i), []).append(i)
     return list(out.values())
 
@@ -318,7 +318,7 @@ def cross_predict(questions: list[Question], config: Config) -> None:
 
     import numpy as np
 
-    groups = fold_groups([q.example.id for q in questions])
+    groups = fold_groups(questions)
     random.Random(config.seed).shuffle(groups)
     folds = [{i for g in groups[::2] for i in g}, {i for g in groups[1::2] for i in g}]
     columns = [SIGNALS.index(s) for s in config.signals]

@@ -61,7 +61,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -80,7 +79,6 @@ from readerfit.compressors.exit.features import EMBEDDED, LANGUAGE, RankSignals,
 from readerfit.compressors.exit.follow import Deferred, HopPass, lifted_ranking
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
 from readerfit.compressors.exit.language import WordVectors, lead_titled, pipeline
-from readerfit.compressors.exit.link_pick import LinkPick
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
 from readerfit.compressors.exit.windows import merged_scores
@@ -145,8 +143,7 @@ class ExitCompressor(BaseCompressor):
             # built on first use, so that a small input never loads it; a server's pool loads it now, at start
             asks: SentenceClassifier = (Deferred(partial(build_classifier, follow, pool), name=config.follow_model)
                                         if pool.defer_loads else build_classifier(follow, pool))
-            pick = LinkPick.load(Path(config.follow_pick).expanduser()) if config.follow_pick else None
-            hop_pass = HopPass(asks, threshold=FOLLOW_THRESHOLD, place=FOLLOW_PLACE, passes=FOLLOW_PASSES, pick=pick)
+            hop_pass = HopPass(asks, threshold=FOLLOW_THRESHOLD, place=FOLLOW_PLACE, passes=FOLLOW_PASSES)
         return cls(classifier, get_splitter(config.splitter), config, reader_lm=reader_lm, embedder=embedder,
                    ranker=ranker, hop_pass=hop_pass)
 

@@ -173,8 +173,7 @@ class ExitConfig:
     are asked again by ``follow_model`` (the shipped ``hop`` classifier, trained for the question followed by the
     linking sentences, or a trained classifier directory) and the best of their sentences, where it scores
     :data:`FOLLOW_THRESHOLD` or more, is found; up to :data:`FOLLOW_PASSES` passes, each from the passage of the
-    sentence the last one found (``follow_pick``, opt-in: the passage a learned pick scores highest, among those
-    with such a sentence; :mod:`~readerfit.compressors.exit.link_pick`). The default (its soft budget) keeps the finds beside its own sentences
+    sentence the last one found. The default (its soft budget) keeps the finds beside its own sentences
     (``Compression.followed``); a rate or ``target_tokens`` moves those that score ``follow_lift`` or more
     (``Compression.lifted``) up the ranking it spends by, to the place :data:`FOLLOW_PLACE` (0 the first) and
     after; ``follow_rank`` moves all of them, for the default too.
@@ -249,9 +248,6 @@ class ExitConfig:
     follow_rank: bool = param(False, help="move all the hop pass's sentences up the ranking the default and every "
                                           "budget spend by")
     follow_model: str = param(FOLLOW_MODEL, nonblank=True)
-    follow_pick: str | None = param(None, nonblank=True, help="a link pick (`readerfit train exit-link-pick`): the "
-                                    "hop pass follows the linked passage it scores highest (null: the passage of the "
-                                    "best-scored sentence)")
     window_share: float = param(WINDOW_SHARE, ge=0, le=1)
     referents: bool = param(True, help="under a budget, a kept sentence that opens with a pronoun or 'The <noun>' "
                                        "brings the sentence of its passage it leans on, where both fit")
@@ -268,9 +264,6 @@ class ExitConfig:
         if self.follow and self.follow_model not in SHIPPED and not Path(self.follow_model).expanduser().is_dir():
             raise InputError(f"follow_model must be a shipped classifier ({', '.join(SHIPPED)}) or a directory a "
                              f"classifier was trained into (`readerfit train exit`), got {self.follow_model!r}")
-        if self.follow_pick is not None and not Path(self.follow_pick).expanduser().is_file():
-            raise InputError(f"follow_pick must be a link pick file (as `readerfit train exit-link-pick` writes it), "
-                             f"got {self.follow_pick!r}, which is not a file")
 
 
 def encoder_dtype(config: ExitConfig, device: Any) -> str:

@@ -37,7 +37,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from readerfit.compressors.exit.hop import hop_question, links_from
-from readerfit.compressors.exit.link_pick import LinkPick, link_features
 from readerfit.compressors.exit.ranker import in_order
 from readerfit.compressors.exit.sentence_classifier import GroupScores, SentenceClassifier
 from readerfit.types import Passage
@@ -113,16 +112,13 @@ class Followed:
 class HopPass:
     """The hop pass with its ``classifier`` (asked with the question followed by the linking sentences), the least
     score a sentence needs to move (``threshold``), the ranking place the first moves to (``place``), the best
-    passages it starts from (``from_passages``), the most passes (``passes``, hops followed) and which linked
-    passage a pass follows (``pick``: a :class:`~readerfit.compressors.exit.link_pick.LinkPick`; None: the one
-    with the best-scored sentence)."""
+    passages it starts from (``from_passages``) and the most passes (``passes``, hops followed)."""
 
     classifier: SentenceClassifier
     threshold: float
     place: int
     from_passages: int = FROM_PASSAGES
     passes: int = 1
-    pick: LinkPick | None = None
 
     def __call__(self, *, question: str, passages: Sequence[Passage], units: Sequence[tuple[int, str]],
                  ranking: Sequence[float]) -> tuple[list[float], Followed]:
@@ -132,15 +128,17 @@ class HopPass:
         source = best_passages(units, ranking, self.from_passages)
         done, linked, scores, moved = set(source), {}, {}, []
         for _ in range(self.passes):
-            found, asked = self.step(question=question, passages=passages, units=units, ranking=ranking,
-                                     source=source, done=done)
+            via = [k for k, (pi, _) in enumerate(units) if pi in source]
+            found = {pi: sorted(v, key=lambda k: (-ranking[k], k)) for pi, v in
+                     links_from(units=units, via=via, passages=passages, by="mention", question=question,
+                                skip=done).items()}
             if not found:
                 break
+            asked = self._ask(question, units, found, passages)
             linked.update(found)
             scores.update(asked)
-            pick = self.choose(question=question, passages=passages, units=units, ranking=ranking, found=found,
-                               asked=asked)
-            if pick is None:
+            pick = max(asked, key=lambda k: (asked[k], -k))
+            if asked[pick] < self.threshold:
                 break
             moved.append(pick)
             source = {units[pick][0]}
@@ -148,32 +146,6 @@ class HopPass:
         if not moved:
             return list(ranking), Followed(linked, scores)
         return lifted_ranking(ranking, moved, place=self.place), Followed(linked, scores, tuple(moved))
-
-    def step(self, *, question: str, passages: Sequence[Passage], units: Sequence[tuple[int, str]],
-             ranking: Sequence[float], source: set[int], done: set[int]) -> tuple[dict[int, list[int]],
-                                                                                 dict[int, float]]:
-        """One pass's asks: ({linked passage: the units of ``source``'s passages that link it, best-ranked first},
-        {each asked sentence: its hop score}), the passages in ``done`` left out."""
-        via = [k for k, (pi, _) in enumerate(units) if pi in source]
-        found = {pi: sorted(v, key=lambda k: (-ranking[k], k)) for pi, v in
-                 links_from(units=units, via=via, passages=passages, by="mention", question=question,
-                            skip=done).items()}
-        return found, (self._ask(question, units, found, passages) if found else {})
-
-    def choose(self, *, question: str, passages: Sequence[Passage], units: Sequence[tuple[int, str]],
-               ranking: Sequence[float], found: dict[int, list[int]], asked: dict[int, float]) -> int | None:
-        """The sentence a pass takes (None: no asked sentence scored ``threshold``): the best-scored sentence of the
-        passage :attr:`pick` scores highest among those with such a sentence, or without a pick the best-scored
-        sentence of all."""
-        taken = {units[k][0] for k, s in asked.items() if s >= self.threshold}
-        if not taken:
-            return None
-        if self.pick is not None:
-            features = link_features(question=question, passages=passages, units=units, ranking=ranking,
-                                     linked={pi: found[pi] for pi in taken}, asked=asked)
-            best = self.pick.best(features)
-            return max((k for k in asked if units[k][0] == best), key=lambda k: (asked[k], -k))
-        return max(asked, key=lambda k: (asked[k], -k))
 
     def _ask(self, question: str, units: Sequence[tuple[int, str]], linked: dict[int, list[int]],
              passages: Sequence[Passage]) -> dict[int, float]:
