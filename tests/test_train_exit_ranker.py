@@ -107,3 +107,5 @@ def test_keep_trees_fits_the_small_head_alone_and_keeps_the_files_trees(tmp_path
     assert ranker.fitted["small_source"] == [f"readerfit={small}@0:12"]
     assert outcome.result["small_counts"][f"readerfit={small}@0:12"]["loaded"] == 12
     assert set(outcome.result["small_weights"]) == set(DEFAULT_SIGNALS)
+    rows = outcome.table.splitlines()[2:]  # one row a signal, its signed weight, the largest first
+    assert len(rows) == len(DEFAULT_SIGNALS) and all(r.split("|")[2].strip()[0] in "+-" for r in rows)

@@ -43,6 +43,7 @@ from readerfit.compressors.exit.ranker import Head, Listwise, Ranker, answer_fir
 from readerfit.compressors.select import Scoring, select
 from readerfit.data import load_dataset
 from readerfit.errors import InputError
+from readerfit.io import markdown_table
 from readerfit.metrics.qa import holds_answer
 from readerfit.models.pool import ModelPool
 from readerfit.models.specs import DEFAULT_LM
@@ -380,4 +381,5 @@ def refit_small(config: Config, *, pool: ModelPool, progress: bool, start: float
     weights = sorted(zip(config.signals, small.weights), key=lambda x: -abs(x[1]))
     return Outcome(result={"out": config.out, "small_counts": counts, "small_weights": dict(weights),
                            "seconds": time.perf_counter() - start},
-                   table="\n".join(["| signal | weight |", "|---|---|", *(f"| {n} | {w:+.3f} |" for n, w in weights)]))
+                   table=markdown_table([{"signal": n, "weight": w} for n, w in weights],
+                                        [("signal", "signal", ""), ("weight", "weight", "+.3f")]))
