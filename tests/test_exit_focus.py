@@ -312,6 +312,27 @@ def test_a_what_or_which_question_marks_its_head_noun_and_an_untyped_question_no
     assert answer_type("Who?", [], find=fake_entities) == []
 
 
+def test_a_body_of_water_is_asked_as_a_location_never_a_town():
+    # the river's name unrecognised ("the Wend"): the sentence with another town is not lifted over it
+    assert asked_types("What river does the Corlan bridge cross?") == (frozenset({"LOC", "FAC"}), "river")
+    assert asked_types("Which sea is the port on?")[0] == frozenset({"LOC", "FAC"})
+    found = lambda ss: [[("Corlan", "GPE")], [("Brisham", "GPE")], [("the Tamsin", "LOC")]]
+    sentences = ["It crosses the Wend near Corlan.", "It lies on the road to Brisham.", "It crosses the Tamsin."]
+    assert answer_type("What river does the Corlan bridge cross?", sentences, find=found) == [0.0, 0.0, 1.0]
+    assert answer_type("What town does the Corlan road reach?", sentences, find=found) == [0.0, 1.0, 1.0]
+    assert asked_types("Which mountain did Hanne Vosk climb first?")[0] == frozenset({"LOC", "FAC"})
+
+
+def test_where_someone_studied_or_worked_asks_for_an_institution_too():
+    found = lambda ss: [[("the University of Salamanca", "ORG")], [("Madrid", "GPE")]]
+    sentences = ["She studied at the University of Salamanca.", "She now lives in Madrid."]
+    assert answer_type("Where did Lena Ortiz study?", sentences, find=found) == [1.0, 1.0]
+    assert answer_type("Where was Lena Ortiz born?", sentences, find=found) == [0.0, 1.0]
+    assert asked_types("Which orchestra did Paolo Venn lead?")[0] == frozenset({"ORG"})
+    # "about 5,500" of "about 5,500 litres" is a CARDINAL to spaCy's small model
+    assert "CARDINAL" in asked_types("How much milk does a Fjell cow give?")[0]
+
+
 def test_the_wh_word_that_asks_is_the_opening_one_else_the_last():
     assert asked_types("The man who founded the club was born where?")[0] == frozenset({"GPE", "LOC", "FAC"})
     assert asked_types("Who founded the club where she played?")[0] == frozenset({"PERSON", "ORG"})

@@ -153,3 +153,11 @@ def test_relation_words_keep_a_content_word_of_the_stop_list_and_leave_out_a_nam
     assert founded.relation == {"found"} and marks.relation == {"mark"}
     assert tall.relation == {"tall", "old", "tower"}  # no name: its nouns and adjectives all count
     assert actor.relation == {"actor", "star"}  # after an adjective of nationality, not a name: the noun counts
+
+
+def test_a_verb_tagged_a_noun_after_a_name_is_still_the_relation_asked():
+    # spaCy's small model tags the bare verb after "did NAME" a noun; the last such noun is the verb asked
+    studied, climbed, marks = parse(["Where did the chemist Lena Ortiz study?",
+                                     "Which mountain did Hanne Vosk climb first?", "What did the Varn regatta mark?"])
+    assert "study" in studied.relation and "climb" in climbed.relation
+    assert marks.relation == {"mark"}  # the name's noun before it still left out

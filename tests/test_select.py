@@ -145,15 +145,18 @@ def test_a_budget_never_trades_a_better_unit_for_a_worse_one():
 
 
 def slow_trim(text, room, anchor):
-    """Every run of consecutive words, in words: the leading run if it holds the anchor or none holding it fits,
-    else the longest run ending with the anchor."""
+    """Every run of consecutive words, in words: the leading run if it holds the anchor's last word or no run
+    ending with that word fits, else the longest run ending with it (the whole anchor where it fits)."""
     words = text.split()
     runs = [(i, j) for i in range(len(words) + 1) for j in range(i, len(words) + 1) if j - i <= room]
     lead = max(j for i, j in runs if i == 0)
-    holding = [(i, j) for i, j in runs if anchor and " ".join(words[i:j]).find(anchor) >= 0]
-    if not anchor or anchor not in text or any(i == 0 and j == lead for i, j in holding) or not holding:
+    if not anchor or anchor not in text:
         return " ".join(words[:lead])
-    i, j = max(holding, key=lambda run: (run[1] - run[0], -run[1]))
+    end = len(text[:text.find(anchor) + len(anchor)].split())
+    ending = [(i, j) for i, j in runs if j == end and j > i]
+    if lead >= end or not ending:
+        return " ".join(words[:lead])
+    i, j = max(ending, key=lambda run: run[1] - run[0])
     return " ".join(words[i:j])
 
 
@@ -179,6 +182,10 @@ def test_a_budget_cut_keeps_the_answer_a_compressor_anchored():
     assert chosen.kept == [1] and chosen.trimmed == {1: "by William Shakespeare"}
     assert scoring_.text(chosen.kept, chosen.trimmed) == "… by William Shakespeare …"  # cut at both ends: two marks
     assert select(replace(scoring_, anchors=None), Budget(target_tokens=5)).trimmed == {1: "It was written by"}
+    # no room for the whole anchor: its last words, which name it most, not the leading ones
+    words = lambda t: len(t.split())
+    assert trim_unit(units[1][1], room=1, count=words, anchor="William Shakespeare") == "Shakespeare"
+    assert trim_unit(units[1][1], room=1, count=words, anchor="") == "It"
 
 
 def test_a_kept_unit_brings_its_referent_where_both_fit():

@@ -233,8 +233,9 @@ def worth_cutting(cut: str, text: str, *, first: bool) -> bool:
 
 def trim_unit(text: str, *, room: int, count: TokenCounter, anchor: str = "") -> str:
     """The longest run of ``text``'s leading words whose tokens (with the space before them) fit ``room`` ('' when
-    not even the first word does). Where that run would lose ``anchor`` (words of ``text``: the answer a compressor
-    found in it), the longest run that ends with the anchor and fits, if one does.
+    not even the first word does). Where that run would lose the last word of ``anchor`` (words of ``text``: the
+    answer a compressor found in it), the longest run that ends with that word and fits, if one does: the whole
+    anchor where it fits, else its last words.
 
     >>> trim_unit("one two three four", room=2, count=word_count)
     'one two'
@@ -261,8 +262,9 @@ def trim_unit(text: str, *, room: int, count: TokenCounter, anchor: str = "") ->
     if end <= n:
         return " ".join(words[:n])
     m = longest(lambda m: m <= end and count(" " + " ".join(words[end - m:end])) <= room)
-    start = len(text[:at].split())  # the anchor's first word
-    return " ".join(words[end - m:end]) if end - m <= start else " ".join(words[:n])
+    # the anchor's last words where it does not fit whole ("... of Salamanca.", "... Shakespeare"): the leading run
+    # holds none of its end, which names it most ("the University ...")
+    return " ".join(words[end - m:end]) if m else " ".join(words[:n])
 
 
 def budget_outcome(budget: Budget, *, limit: int, tokens_in: int, tokens_out: int, counted_in: str,

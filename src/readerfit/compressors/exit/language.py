@@ -142,9 +142,20 @@ def asks_of(token: Any) -> bool:
     outside the question's names, a noun right after a proper noun counting as the name's ("regatta" of "the Varn
     regatta": the topic's sentence repeats it; "mark" is what "It marks ..." answers; "actor" of "which American
     actor" stays: "American" is an adjective)."""
-    names_head = token.pos_ == "NOUN" and token.i > 0 and token.doc[token.i - 1].pos_ == "PROPN"
+    names_head = (token.pos_ == "NOUN" and token.i > 0 and token.doc[token.i - 1].pos_ == "PROPN"
+                  and token.i != verb_as_noun(token.doc))
     return (token.pos_ in RELATION_POS and token.is_alpha and not token.ent_type_ and not names_head
             and token.lemma_.lower() not in FUNCTION_WORDS)
+
+
+def verb_as_noun(doc: Any) -> int | None:
+    """Where a question's "did/does/do" has no verb after it, its last noun (its index): spaCy's small model has
+    tagged the verb a noun ("Where did Lena Ortiz study?", "Which mountain did Hanne Vosk climb first?",
+    "What did the Varn regatta mark?"); else None."""
+    do = next((t.i for t in doc if t.lemma_.lower() == "do"), None)
+    if do is None or any(t.pos_ == "VERB" for t in doc[do + 1:]):
+        return None
+    return next((t.i for t in reversed(doc[do + 1:]) if t.pos_ == "NOUN"), None)
 
 
 def relation(question: Parsed, sentences: Sequence[Parsed]) -> list[float]:
