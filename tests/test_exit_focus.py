@@ -15,6 +15,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from readerfit.compressors.exit.focus import (
     answer_form,
+    answer_names,
     answer_type,
     asked_types,
     connected_passages,
@@ -331,6 +332,14 @@ def test_where_someone_studied_or_worked_asks_for_an_institution_too():
     assert asked_types("Which orchestra did Paolo Venn lead?")[0] == frozenset({"ORG"})
     # "about 5,500" of "about 5,500 litres" is a CARDINAL to spaCy's small model
     assert "CARDINAL" in asked_types("How much milk does a Fjell cow give?")[0]
+
+
+def test_answer_names_are_the_first_name_a_sentence_holds_that_the_question_lacks_where_it_asks_a_name():
+    names = [["Orvel"], ["Orvel", "Matteo Gris"], ["Paolo Renzi"], []]
+    assert answer_names("Who painted the Orvel chapel?", names) == ["", "Matteo Gris", "Paolo Renzi", ""]
+    assert answer_names("Which orchestra did she lead?", names)[1] == "Orvel"  # an ORG asked: any name counts
+    for question in ("When was the Orvel chapel built?", "How many arches has it?", "Is Orvel old?"):
+        assert answer_names(question, names) == ["", "", "", ""]
 
 
 def test_the_wh_word_that_asks_is_the_opening_one_else_the_last():

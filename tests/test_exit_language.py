@@ -161,3 +161,15 @@ def test_a_verb_tagged_a_noun_after_a_name_is_still_the_relation_asked():
                                      "Which mountain did Hanne Vosk climb first?", "What did the Varn regatta mark?"])
     assert "study" in studied.relation and "climb" in climbed.relation
     assert marks.relation == {"mark"}  # the name's noun before it still left out
+
+
+def test_a_name_spacy_leaves_untyped_is_a_name_the_answer_may_be_and_what_a_cut_keeps():
+    # "the Wend" is no entity to spaCy's small model: its proper noun is an untyped name, the cut's anchor, and
+    # answer_name marks it as it marks the town (a GPE) the question does not name
+    (crosses,) = parse(["It crosses the Wend near the village of Corlan."])
+    assert crosses.untyped == ("Wend",) and ("Corlan", "GPE") in crosses.entities
+    units = [(0, "It crosses the Wend near the village of Corlan."), (1, "It lies on the road to Brisham."),
+             (1, "A market is held there every week.")]
+    said = language_signals("What river does the Corlan bridge cross?", units)
+    assert said.names == (1.0, 1.0, 0.0) and said.anchors[:2] == ("Wend", "Brisham")
+    assert language_signals("When was the Corlan bridge built?", units).names == (0.0, 0.0, 0.0)  # no name asked

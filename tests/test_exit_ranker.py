@@ -9,6 +9,7 @@ import functools
 import json
 import math
 import random
+import re
 import threading
 
 import numpy as np
@@ -28,14 +29,22 @@ from readerfit.compressors.exit.features import (
     ranking_signals,
     text_chain,
 )
-from readerfit.compressors.exit.focus import answer_form, answer_type, connected_passages, lexical_overlap, nested
+from readerfit.compressors.exit.focus import (
+    answer_form,
+    answer_type,
+    asked_types,
+    connected_passages,
+    lexical_overlap,
+    nested,
+)
 from readerfit.compressors.exit.hop import names
+from readerfit.compressors.exit.language import NAME_LABELS
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, shipped_ranker_path
 from readerfit.compressors.referents import referents
 from readerfit.compressors.select import cut_units
 from readerfit.errors import InputError
 from readerfit.text.split import SPACY_MODEL
-from readerfit.text.stop_words import FUNCTION_WORDS
+from readerfit.text.stop_words import ENGLISH_STOP_WORDS, FUNCTION_WORDS
 from readerfit.types import Passage
 from test_budget import BagEmbedder
 from test_exit_hop import BatchedOverlap, Overlap, random_bridge
@@ -102,6 +111,28 @@ def slow_terms(question):
     return out
 
 
+def slow_answer_name(question, sentences):
+    """Sentence by sentence: 1.0 where the question asks a name's type and the sentence holds a named entity of a
+    naming kind, or a run of proper nouns outside entities, with a word (not a stop word) the question lacks."""
+    nlp = spacy_english()
+    if not asked_types(question)[0] & NAME_LABELS:
+        return [0.0] * len(sentences)
+    asked = {w.lower() for w in re.findall(r"\w+", question)}
+    out = []
+    for doc in map(nlp, sentences):
+        held = [e.text for e in doc.ents if e.label_ in NAME_LABELS]
+        run = []
+        for t in [*doc, None]:
+            if t is not None and t.pos_ == "PROPN" and not t.ent_type_:
+                run.append(t.text)
+            elif run:
+                held.append(" ".join(run))
+                run = []
+        out.append(float(any(((ws := {w.lower() for w in re.findall(r"\w+", n)}) - ENGLISH_STOP_WORDS or ws) - asked
+                             for n in held)))
+    return out
+
+
 def slow_relation(question, sentences):
     """The question's relation words (content lemmas outside entities), text by text; each sentence's
     idf-weighted share of them."""
@@ -128,6 +159,7 @@ def test_the_signals_match_slow_references(seed):
     assert rows.column("lexical") == lexical_overlap(question, [s for _, s in units])
     assert rows.column("answer_form") == answer_form(question, [s for _, s in units])
     assert rows.column("answer_type") == answer_type(question, [s for _, s in units])
+    assert rows.column("answer_name") == slow_answer_name(question, [s for _, s in units])
     plain = ranking_signals(question=question, units=units, r=r, r_first=first, passages=passages, linked=linked,
                             title_linked=set(list(linked)[:1]))
     words = [SIGNALS.index(name) for name in sorted(LANGUAGE)]

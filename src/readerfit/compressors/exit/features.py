@@ -39,7 +39,10 @@ Every signal is a number per sentence, computed from the question, the passages 
 * ``hop_asked``: ``hop_linked`` where the question reaches its topic through something else ("the man who
   designed ...": :func:`~.focus.nested`), else 0.0: a single-hop question's answer seldom lies in the passage its
   topic's passage links to ("What does the Kesk festival celebrate?" over a festival's passage that names its town,
-  and the town's passage, where "It celebrates the town's founding").
+  and the town's passage, where "It celebrates the town's founding");
+* ``answer_name``: the sentence holds a name of any kind, or proper nouns spaCy left untyped, that the question
+  does not name, where the question asks for a name (:func:`~.focus.answer_names`): ``answer_type`` misses an
+  invented name the small model types wrongly ("Matteo Gris" a FAC) or not at all ("the Wend").
 
 >>> from readerfit.types import Passage
 >>> ps = [Passage("Damerjog is a village in eastern Djibouti.", title="Damerjog"),
@@ -61,6 +64,7 @@ from dataclasses import dataclass
 from readerfit.compressors.exit.focus import (
     WORD,
     answer_form,
+    answer_names,
     answer_type,
     connected_passages,
     lexical_overlap,
@@ -68,14 +72,14 @@ from readerfit.compressors.exit.focus import (
     typed_entities,
 )
 from readerfit.compressors.exit.hop import names, names_title, top_units
-from readerfit.compressors.exit.language import WordVectors, parse, relation, soft_relation
+from readerfit.compressors.exit.language import NAME_LABELS, WordVectors, parse, relation, soft_relation
 from readerfit.types import Passage
 
 # the signals, in the order of a row (a fitted ranker names the ones it weighs)
 SIGNALS = ("r", "r_first", "r_evidence", "cos_q", "cos_ev", "lexical", "answer_form", "detached", "title_link",
            "hop_linked", "passage_top", "passage_rank", "passage_gap", "first_sentence", "question_names", "chain",
            "evidence_names", "r_pct", "r_evidence_pct", "cos_q_pct", "cos_ev_pct", "lexical_pct", "passages",
-           "question_words", "answer_type", "relation", "relation_gap", "relation_soft", "hop_asked")
+           "question_words", "answer_type", "relation", "relation_gap", "relation_soft", "hop_asked", "answer_name")
 # the signals the shipped ranker reads (``readerfit train exit-ranker``'s default): r given the best sentence (a
 # second classifier pass) and the context's shape added nothing in cross-validation; ``answer_type`` (issue 53)
 # was chosen on the hand-made first-touch questions' tune fold (assets/exit/ranker.md)
@@ -85,7 +89,7 @@ RANKED = ("r", "r_evidence", "cos_q", "cos_ev", "lexical")
 # the signals that need an embedder (the sentences' cosines)
 EMBEDDED = frozenset({"cos_q", "cos_ev", "relation_soft"})
 # the signals that need spaCy's pass over the question and its sentences (:mod:`.language`)
-LANGUAGE = frozenset({"answer_type", "relation", "relation_gap", "relation_soft"})
+LANGUAGE = frozenset({"answer_type", "relation", "relation_gap", "relation_soft", "answer_name"})
 # how many text links away from the best passage ``chain`` still counts (MuSiQue chains two to four passages)
 CHAIN_DEPTH = 3
 # a name that more than this many other passages hold links nothing ("American", "April")
@@ -120,10 +124,11 @@ class RankSignals:
 class Said:
     """What :func:`language_signals` finds of each sentence: ``rows[k]`` sentence k's (``answer_type``,
     ``relation``, ``relation_gap``, ``relation_soft``), ``anchors[k]`` its entity of the type the question asks for
-    ("" none)."""
+    ("" none), ``names[k]`` its ``answer_name``."""
 
     rows: tuple[tuple[float, float, float, float], ...]
     anchors: tuple[str, ...]
+    names: tuple[float, ...] = ()
 
 
 def text_chain(*, question: str, units: Sequence[tuple[int, str]], start: int, passages: Sequence[Passage],
@@ -196,9 +201,10 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
     if said is not None and len(said.rows) != len(units):
         raise ValueError(f"said holds {len(said.rows)} sentences' language signals, for {len(units)} sentences")
     spoken = said.rows if said is not None else ((0.0, 0.0, 0.0, 0.0),) * len(units)
+    named = said.names if said is not None and said.names else (0.0,) * len(units)
     asked = nested(question)
-    return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *spoken[k], float(asked and pi in linked))
-                                  for k, (row, (pi, _)) in enumerate(zip(rows, units))),
+    return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *spoken[k], float(asked and pi in linked),
+                                   named[k]) for k, (row, (pi, _)) in enumerate(zip(rows, units))),
                        words=sum(len(s.split()) for s in sentences), anchors=said.anchors if said is not None else ())
 
 
@@ -213,9 +219,13 @@ def language_signals(question: str, units: Sequence[tuple[int, str]], words: Wor
     for (pi, _), share in zip(units, shares):
         best[pi] = max(best.get(pi, 0.0), share)
     soft = soft_relation(parsed[0], parsed[1:], words) if words is not None else [0.0] * len(units)
+    named = answer_names(question, [[t for t, label in p.entities if label in NAME_LABELS] + list(p.untyped)
+                                    for p in parsed[1:]])
+    # a budget's cut keeps the entity of the asked type, else the name spaCy did not type as asked ("Matteo Gris")
+    anchors = tuple(t or n for t, n in zip(typed_entities(question, found), named))
     return Said(rows=tuple((typed[k], share, share - best[pi], soft[k]) for k, ((pi, _), share)
                            in enumerate(zip(units, shares))),
-                anchors=tuple(typed_entities(question, found)))
+                anchors=anchors, names=tuple(float(bool(n)) for n in named))
 
 
 def percentiles(values: Sequence[float]) -> list[float]:

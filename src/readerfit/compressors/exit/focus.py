@@ -45,7 +45,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from readerfit.compressors.exit.hop import links_from, names, names_title, top_units
-from readerfit.compressors.exit.language import idf_share, parse
+from readerfit.compressors.exit.language import NAME_LABELS, idf_share, parse
 from readerfit.text.stop_words import ENGLISH_STOP_WORDS
 from readerfit.types import Passage
 
@@ -282,6 +282,23 @@ def answer_type(question: str, sentences: Sequence[str], *,
     if not types:
         return out
     return [max(x, float(bool(typed))) for x, typed in zip(out, typed_entities(question, find(sentences)))]
+
+
+def answer_names(question: str, names: Sequence[Sequence[str]]) -> list[str]:
+    """Each sentence's first name (of ``names``, one list per sentence: its named entities of a naming kind and the
+    proper nouns spaCy left untyped) whose words are not all the question's, where the question asks for a name
+    (:func:`asked_types` meets :data:`~.language.NAME_LABELS`); else "". spaCy's small model often types an
+    invented name wrongly or not at all ("Matteo Gris" a FAC, "the Wend" nothing), where :func:`answer_type` then
+    marks a sentence holding another name of the asked type (the signal ``answer_name``: one such name held).
+
+    >>> answer_names("Who painted the Orvel chapel?", [["Orvel"], ["Orvel", "Matteo Gris"], []])
+    ['', 'Matteo Gris', '']
+    """
+    types, _ = asked_types(question)
+    if not types & NAME_LABELS:
+        return [""] * len(names)
+    asked = words(question)
+    return [next((n for n in held if not content(n) <= asked), "") for held in names]
 
 
 def typed_entities(question: str, found: Entities) -> list[str]:

@@ -46,12 +46,14 @@ class Encoder(Protocol):
 
 @dataclass(frozen=True)
 class Parsed:
-    """A text as the pass reads it: its named entities (text, label), its words' lower-cased lemmas, and its
-    relation words (the lemmas of its content words outside named entities)."""
+    """A text as the pass reads it: its named entities (text, label), its words' lower-cased lemmas, its
+    relation words (the lemmas of its content words outside named entities) and its untyped names (the runs of
+    proper nouns outside named entities: "the Wend" of "It crosses the Wend", which the small model does not type)."""
 
     entities: tuple[tuple[str, str], ...]
     lemmas: frozenset[str]
     relation: frozenset[str]
+    untyped: tuple[str, ...] = ()
 
     @property
     def content(self) -> frozenset[str]:
@@ -133,8 +135,20 @@ def parse(texts: Sequence[str]) -> list[Parsed]:
     for doc in pipeline().pipe(texts, batch_size=64, disable=["parser"]):
         out.append(Parsed(entities=tuple((e.text, e.label_) for e in doc.ents),
                           lemmas=frozenset(t.lemma_.lower() for t in doc),
-                          relation=frozenset(t.lemma_.lower() for t in doc if asks_of(t))))
+                          relation=frozenset(t.lemma_.lower() for t in doc if asks_of(t)),
+                          untyped=untyped_names(doc)))
     return out
+
+
+def untyped_names(doc: Any) -> tuple[str, ...]:
+    """The runs of proper nouns outside ``doc``'s named entities."""
+    runs: list[list[str]] = [[]]
+    for t in doc:
+        if t.pos_ == "PROPN" and not t.ent_type_:
+            runs[-1].append(t.text)
+        elif runs[-1]:
+            runs.append([])
+    return tuple(" ".join(run) for run in runs if run)
 
 
 def asks_of(token: Any) -> bool:
