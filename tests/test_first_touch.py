@@ -18,10 +18,10 @@ from readerfit.metrics.qa import holds_answer
 
 CASES = [json.loads(line) for line in
          (Path(__file__).parent / "fixtures" / "first_touch" / "cases.jsonl").read_text().splitlines() if line.strip()]
-# the least share of the 96 cases whose answer the shipped EXIT keeps: measured 1.000, 0.969 and 0.885 (the ranker's
-# small-input head, fitted on data/demo/small.jsonl, reading hop_asked), less about two cases: at least the issue's
-# target, 0.95 and 0.90
-FLOORS = {"default": 0.97, 0.3: 0.94, 0.2: 0.84}
+# the least share of the 96 cases whose answer the shipped EXIT keeps: measured 1.000, 0.969 and 0.906 (the ranker's
+# small-input head, fitted on data/demo/small.jsonl, reading hop_asked and answer_name), less about two cases: at
+# least the target, 0.95 and 0.90
+FLOORS = {"default": 0.97, 0.3: 0.94, 0.2: 0.88}
 # the passages as plain strings (the README's first example), where EXIT reads each under its lead name: measured
 # 0.938 at rate=0.3 (0.917 before hop_asked, 0.802 before the small-input head)
 PLAIN_FLOOR = 0.91
