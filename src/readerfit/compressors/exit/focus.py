@@ -225,9 +225,10 @@ def wh_phrase(question: str) -> str:
 def asked_types(question: str) -> tuple[frozenset[str], str]:
     """(the entity types the question asks for, a "what/which" question's head noun or ""): who → PERSON/ORG,
     where → GPE/LOC/FAC (and ORG where someone studied or worked), when or what year → DATE/TIME, how many →
-    CARDINAL/QUANTITY, how much → MONEY/QUANTITY/PERCENT/CARDINAL, what/which X → the types :data:`HEAD_TYPES` gives X, X being the first of the (up
-    to three) words after it, before a stop word, that the table knows, else the first of them, unless it is the
-    capitalised subject of "what is the ...": a name ("What is the Tamsin Cup awarded for?" asks for no Tamsin).
+    CARDINAL/QUANTITY, how much → MONEY/QUANTITY/PERCENT/CARDINAL, what/which X → the types :data:`HEAD_TYPES`
+    gives X, X being the first of the (up to three) words after it, before a stop word, that the table knows, else
+    the first of them, unless it is the capitalised subject of "what is the ...": a name ("What is the Tamsin Cup
+    awarded for?" asks for no Tamsin).
 
     >>> sorted(asked_types("Where was Marie Curie born?")[0])
     ['FAC', 'GPE', 'LOC']
