@@ -128,7 +128,7 @@ class Said:
 
     rows: tuple[tuple[float, float, float, float], ...]
     anchors: tuple[str, ...]
-    names: tuple[float, ...] = ()
+    names: tuple[float, ...]
 
 
 def text_chain(*, question: str, units: Sequence[tuple[int, str]], start: int, passages: Sequence[Passage],
@@ -201,7 +201,7 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
     if said is not None and len(said.rows) != len(units):
         raise ValueError(f"said holds {len(said.rows)} sentences' language signals, for {len(units)} sentences")
     spoken = said.rows if said is not None else ((0.0, 0.0, 0.0, 0.0),) * len(units)
-    named = said.names if said is not None and said.names else (0.0,) * len(units)
+    named = said.names if said is not None else (0.0,) * len(units)
     asked = nested(question)
     return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *spoken[k], float(asked and pi in linked),
                                    named[k]) for k, (row, (pi, _)) in enumerate(zip(rows, units))),
