@@ -173,3 +173,22 @@ def test_a_name_spacy_leaves_untyped_is_a_name_the_answer_may_be_and_what_a_cut_
     said = language_signals("What river does the Corlan bridge cross?", units)
     assert said.names == (1.0, 1.0, 0.0) and said.anchors[:2] == ("Wend", "Brisham")
     assert language_signals("When was the Corlan bridge built?", units).names == (0.0, 0.0, 0.0)  # no name asked
+
+
+def test_what_a_name_is_said_to_be_is_the_names_not_a_relation_word():
+    # "journalist" of "the journalist Ivo Brandt" is what the topic's sentence repeats ("Ivo Brandt was a
+    # journalist"), not what the answer's says ("He edited the Morning Courier")
+    edited, studied = parse(["Which newspaper did the journalist Ivo Brandt edit?",
+                             "Where did the chemist Lena Ortiz study?"])
+    assert edited.relation == {"newspaper", "edit"} and studied.relation == {"study"}
+
+
+def test_the_object_of_the_verb_asked_is_what_a_cut_keeps_where_no_type_is_asked():
+    # "What did she patent?" asks no entity type: the anchor is the asked verb's object phrase, up to the
+    # preposition after it; a sentence without the verb has none
+    units = [(0, "Clara Moss was an inventor from Leeds."),
+             (0, "In 1911 she patented a folding ladder for orchard work."), (1, "Leeds grew on the wool trade.")]
+    said = language_signals("What did the inventor Clara Moss patent in 1911?", units)
+    assert said.anchors == ("", "patented a folding ladder", "")
+    (covers,) = parse(["According to legend, it covers the grave of a giant, who was killed."])
+    assert ("cover", "covers the grave of a giant") in covers.objects  # "of" continues a phrase

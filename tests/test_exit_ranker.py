@@ -93,9 +93,9 @@ def spacy_english():
 
 def slow_terms(question):
     """A parsed question's relation words, token by token: the lemmas of its content words outside its names,
-    function words left out, and a noun right after a proper noun (the name's head: "regatta" of "the Varn
-    regatta") left out, unless it is the last noun after a "do" with no verb after it (a verb tagged a noun:
-    "Where did Lena Ortiz study?")."""
+    function words left out, and a noun right after or before a proper noun (the name's head: "regatta" of "the Varn
+    regatta"; what the name is: "journalist" of "the journalist Ivo Brandt") left out, unless it is the last noun
+    after a "do" with no verb after it (a verb tagged a noun: "Where did Lena Ortiz study?")."""
     tokens, out = list(question), set()
     dos = [i for i, t in enumerate(tokens) if t.lemma_.lower() == "do"]
     after = tokens[dos[0] + 1:] if dos else []
@@ -104,7 +104,8 @@ def slow_terms(question):
         nouns = [dos[0] + 1 + j for j, t in enumerate(after) if t.pos_ == "NOUN"]
         verb = nouns[-1] if nouns else None
     for i, t in enumerate(tokens):
-        head_of_name = t.pos_ == "NOUN" and i > 0 and tokens[i - 1].pos_ == "PROPN" and i != verb
+        beside = [tokens[j].pos_ for j in (i - 1, i + 1) if 0 <= j < len(tokens)]
+        head_of_name = t.pos_ == "NOUN" and "PROPN" in beside and i != verb
         if (t.pos_ in {"NOUN", "VERB", "ADJ", "ADV", "NUM"} and t.is_alpha and not t.ent_type_ and not head_of_name
                 and t.lemma_.lower() not in FUNCTION_WORDS):
             out.add(t.lemma_.lower())

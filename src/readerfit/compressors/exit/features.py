@@ -72,7 +72,7 @@ from readerfit.compressors.exit.focus import (
     typed_entities,
 )
 from readerfit.compressors.exit.hop import names, names_title, top_units
-from readerfit.compressors.exit.language import NAME_LABELS, WordVectors, parse, relation, soft_relation
+from readerfit.compressors.exit.language import NAME_LABELS, WordVectors, asked_object, parse, relation, soft_relation
 from readerfit.types import Passage
 
 # the signals, in the order of a row (a fitted ranker names the ones it weighs)
@@ -111,8 +111,8 @@ class RankSignals:
     # the context's size: its sentences' whitespace words (None: not known), which decides whether a ranker's
     # small-input head orders it (:class:`~readerfit.compressors.exit.ranker.Listwise`)
     words: int | None = None
-    # sentence k's entity of the type the question asks for ("" none; all "" without spaCy's pass): the words a
-    # budget's cut keeps where it can (:func:`~readerfit.compressors.budget.trim_unit`)
+    # sentence k's answer as far as the words tell (:attr:`Said.anchors`; "" none; all "" without spaCy's pass): the
+    # words a budget's cut keeps where it can (:func:`~readerfit.compressors.budget.trim_unit`)
     anchors: tuple[str, ...] = ()
 
     def column(self, name: str) -> list[float]:
@@ -123,8 +123,9 @@ class RankSignals:
 @dataclass(frozen=True)
 class Said:
     """What :func:`language_signals` finds of each sentence: ``rows[k]`` sentence k's (``answer_type``,
-    ``relation``, ``relation_gap``, ``relation_soft``), ``anchors[k]`` its entity of the type the question asks for
-    ("" none), ``names[k]`` its ``answer_name``."""
+    ``relation``, ``relation_gap``, ``relation_soft``), ``anchors[k]`` its entity of the type the question asks for,
+    else its name the question lacks where a name is asked, else the object phrase of the verb asked ("" none),
+    ``names[k]`` its ``answer_name``."""
 
     rows: tuple[tuple[float, float, float, float], ...]
     anchors: tuple[str, ...]
@@ -221,8 +222,10 @@ def language_signals(question: str, units: Sequence[tuple[int, str]], words: Wor
     soft = soft_relation(parsed[0], parsed[1:], words) if words is not None else [0.0] * len(units)
     named = answer_names(question, [[t for t, label in p.entities if label in NAME_LABELS] + list(p.untyped)
                                     for p in parsed[1:]])
-    # a budget's cut keeps the entity of the asked type, else the name spaCy did not type as asked ("Matteo Gris")
-    anchors = tuple(t or n for t, n in zip(typed_entities(question, found), named))
+    # a budget's cut keeps the entity of the asked type, else the name spaCy did not type as asked ("Matteo Gris"),
+    # else the object of the verb asked ("patented a folding ladder")
+    anchors = tuple(t or n or asked_object(parsed[0], p)
+                    for t, n, p in zip(typed_entities(question, found), named, parsed[1:]))
     return Said(rows=tuple((typed[k], share, share - best[pi], soft[k]) for k, ((pi, _), share)
                            in enumerate(zip(units, shares))),
                 anchors=anchors, names=tuple(float(bool(n)) for n in named))

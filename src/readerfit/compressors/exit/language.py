@@ -47,13 +47,15 @@ class Encoder(Protocol):
 @dataclass(frozen=True)
 class Parsed:
     """A text as the pass reads it: its named entities (text, label), its words' lower-cased lemmas, its
-    relation words (the lemmas of its content words outside named entities) and its untyped names (the runs of
-    proper nouns outside named entities: "the Wend" of "It crosses the Wend", which the small model does not type)."""
+    relation words (the lemmas of its content words outside named entities), its untyped names (the runs of
+    proper nouns outside named entities: "the Wend" of "It crosses the Wend", which the small model does not type)
+    and its verbs' objects (:func:`verb_objects`)."""
 
     entities: tuple[tuple[str, str], ...]
     lemmas: frozenset[str]
     relation: frozenset[str]
     untyped: tuple[str, ...] = ()
+    objects: tuple[tuple[str, str], ...] = ()
 
     @property
     def content(self) -> frozenset[str]:
@@ -136,8 +138,42 @@ def parse(texts: Sequence[str]) -> list[Parsed]:
         out.append(Parsed(entities=tuple((e.text, e.label_) for e in doc.ents),
                           lemmas=frozenset(t.lemma_.lower() for t in doc),
                           relation=frozenset(t.lemma_.lower() for t in doc if asks_of(t)),
-                          untyped=untyped_names(doc)))
+                          untyped=untyped_names(doc), objects=verb_objects(doc)))
     return out
+
+
+def asked_object(question: Parsed, sentence: Parsed) -> str:
+    """The object phrase (:func:`verb_objects`) of the sentence's first verb that is one of the question's relation
+    words, else "": "patented a folding ladder" for "What did Clara Moss patent?"."""
+    return next((phrase for lemma, phrase in sentence.objects if lemma in question.relation), "")
+
+
+# the parts of speech a verb's object phrase runs over ("patented a folding ladder", "covers the grave of a giant")
+OBJECT_POS = frozenset({"DET", "ADJ", "NOUN", "PROPN", "NUM", "ADV", "PART"})
+
+
+def verb_objects(doc: Any) -> tuple[tuple[str, str], ...]:
+    """Each verb of ``doc`` with a phrase after it: (its lemma, the verb and the words after it up to the first
+    word that is none of :data:`OBJECT_POS` but "of"). What a "what did she patent?" question asks is the object
+    of the verb it names, which no entity type marks: the words a budget's cut keeps there.
+
+    >>> verb_objects(pipeline()("In 1911 she patented a folding ladder for orchard work."))
+    (('patent', 'patented a folding ladder'),)
+    """
+    out = []
+    for t in doc:
+        if t.pos_ != "VERB":
+            continue
+        end = t.i + 1
+        while end < len(doc) and (doc[end].pos_ in OBJECT_POS or doc[end].lower_ == "of"
+                                  # "a folding bicycle": the small model tags "folding" a verb
+                                  or (doc[end].tag_ == "VBG" and doc[end - 1].pos_ in ("DET", "ADJ"))):
+            end += 1
+        while end > t.i + 1 and doc[end - 1].lower_ == "of":  # "… of" then a comma: the phrase ends before it
+            end -= 1
+        if end > t.i + 1:
+            out.append((t.lemma_.lower(), doc[t.i:end].text))
+    return tuple(out)
 
 
 def untyped_names(doc: Any) -> tuple[str, ...]:
@@ -153,12 +189,14 @@ def untyped_names(doc: Any) -> tuple[str, ...]:
 
 def asks_of(token: Any) -> bool:
     """Whether a question's word is a relation word: a content word (:data:`RELATION_POS`, not a function word)
-    outside the question's names, a noun right after a proper noun counting as the name's ("regatta" of "the Varn
-    regatta": the topic's sentence repeats it; "mark" is what "It marks ..." answers; "actor" of "which American
-    actor" stays: "American" is an adjective)."""
-    names_head = (token.pos_ == "NOUN" and token.i > 0 and token.doc[token.i - 1].pos_ == "PROPN"
-                  and token.i != verb_as_noun(token.doc))
-    return (token.pos_ in RELATION_POS and token.is_alpha and not token.ent_type_ and not names_head
+    outside the question's names. A noun right before or after a proper noun counts as the name's: its head
+    ("regatta" of "the Varn regatta") or what it is ("journalist" of "the journalist Ivo Brandt"), which the topic's
+    sentence repeats ("Ivo Brandt was a journalist ...") and the answer's does not ("He edited ..."). "mark" is what
+    "It marks ..." answers; "actor" of "which American actor" stays: "American" is an adjective."""
+    doc, i = token.doc, token.i
+    of_name = (token.pos_ == "NOUN" and i != verb_as_noun(doc)
+               and ((i > 0 and doc[i - 1].pos_ == "PROPN") or (i + 1 < len(doc) and doc[i + 1].pos_ == "PROPN")))
+    return (token.pos_ in RELATION_POS and token.is_alpha and not token.ent_type_ and not of_name
             and token.lemma_.lower() not in FUNCTION_WORDS)
 
 
