@@ -261,6 +261,26 @@ def test_hop_asked_is_hop_linked_where_the_question_asks_through_a_description_e
         assert rows.column("hop_asked") == [0.0, 0.0, float(asks)]
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_kind_asked_matches_a_slow_reference(seed):
+    # a passage whose title or first sentence holds the kind of thing the question reaches its topic through
+    rng = random.Random(seed)
+    _, passages = random_bridge(rng)
+    kind = rng.choice(["club", "town", "book", "river"])
+    question = rng.choice([f"When was the {kind} founded by Anna Berg born?", f"Who owns the {kind} where Anna Berg was born?",
+                           f"Where is the {kind}s that Anna Berg founded?", "When was Red Club founded?"])
+    units = [(pi, s) for pi, p in enumerate(passages) for s in p.sentences]
+    r = [rng.random() for _ in units]
+    rows = ranking_signals(question=question, units=units, r=r, r_first=r, passages=passages, linked=set(),
+                           title_linked=set())
+    asks = " the " in question  # the three nested forms
+    slow = []
+    for pi, _ in units:
+        said = re.sub(r"[().]", " ", f"{passages[pi].title} {passages[pi].sentences[0]}".lower())
+        slow.append(float(asks and any(w == kind or w == kind + "s" for w in said.split())))
+    assert rows.column("kind_asked") == slow
+
+
 def test_the_shipped_ranker_loads_and_reads_known_signals():
     ranker = Ranker.load(shipped_ranker_path())
     assert set(ranker.signals) <= set(SIGNALS) and ranker.trees and 0 < ranker.mass <= 1

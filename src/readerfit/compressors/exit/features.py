@@ -42,7 +42,10 @@ Every signal is a number per sentence, computed from the question, the passages 
   and the town's passage, where "It celebrates the town's founding");
 * ``answer_name``: the sentence holds a name of any kind, or proper nouns spaCy left untyped, that the question
   does not name, where the question asks for a name (:func:`~.focus.answer_names`): ``answer_type`` misses an
-  invented name the small model types wrongly ("Matteo Gris" a FAC) or not at all ("the Wend").
+  invented name the small model types wrongly ("Matteo Gris" a FAC) or not at all ("the Wend");
+* ``kind_asked``: the sentence's passage is of the kind the question reaches its topic through: its title or first
+  sentence holds that word (:func:`~.focus.asked_kind`: "school" of "the school attended by Ivar Lund", beside the
+  town's passage that the same sentence names).
 
 >>> from readerfit.types import Passage
 >>> ps = [Passage("Damerjog is a village in eastern Djibouti.", title="Damerjog"),
@@ -66,9 +69,11 @@ from readerfit.compressors.exit.focus import (
     answer_form,
     answer_names,
     answer_type,
+    asked_kind,
     connected_passages,
     lexical_overlap,
     nested,
+    singular,
     typed_entities,
 )
 from readerfit.compressors.exit.hop import names, names_title, top_units
@@ -79,7 +84,8 @@ from readerfit.types import Passage
 SIGNALS = ("r", "r_first", "r_evidence", "cos_q", "cos_ev", "lexical", "answer_form", "detached", "title_link",
            "hop_linked", "passage_top", "passage_rank", "passage_gap", "first_sentence", "question_names", "chain",
            "evidence_names", "r_pct", "r_evidence_pct", "cos_q_pct", "cos_ev_pct", "lexical_pct", "passages",
-           "question_words", "answer_type", "relation", "relation_gap", "relation_soft", "hop_asked", "answer_name")
+           "question_words", "answer_type", "relation", "relation_gap", "relation_soft", "hop_asked", "answer_name",
+           "kind_asked")
 # the signals the shipped ranker reads (``readerfit train exit-ranker``'s default): r given the best sentence (a
 # second classifier pass) and the context's shape added nothing in cross-validation; ``answer_type`` (issue 53)
 # was chosen on the hand-made first-touch questions' tune fold (assets/exit/ranker.md)
@@ -203,9 +209,12 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
         raise ValueError(f"said holds {len(said.rows)} sentences' language signals, for {len(units)} sentences")
     spoken = said.rows if said is not None else ((0.0, 0.0, 0.0, 0.0),) * len(units)
     named = said.names if said is not None else (0.0,) * len(units)
-    asked = nested(question)
+    asked, kind = nested(question), asked_kind(question)
+    of_kind = {pi: float(bool(kind) and kind in {singular(w.lower()) for w in
+                                                 WORD.findall(f"{passages[pi].title or ''} {units[k][1]}")})
+               for pi, k in first_of.items()}
     return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *spoken[k], float(asked and pi in linked),
-                                   named[k]) for k, (row, (pi, _)) in enumerate(zip(rows, units))),
+                                   named[k], of_kind[pi]) for k, (row, (pi, _)) in enumerate(zip(rows, units))),
                        words=sum(len(s.split()) for s in sentences), anchors=said.anchors if said is not None else ())
 
 

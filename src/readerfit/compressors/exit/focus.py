@@ -209,6 +209,34 @@ def nested(question: str) -> bool:
     return NESTED.search(question) is not None
 
 
+# the words that join a description to what it says of its topic ("the school attended by", "the man who")
+JOINS = frozenset({"who", "that", "whose", "whom", "where", "when", "which", "in", "on", "at", "by", "from", "for",
+                   "of"})
+# the past participles :data:`NESTED` reads before "by" that do not end in "ed"
+PARTICIPLES = frozenset({"won", "bought", "built", "made", "written", "run", "owned", "held", "taught", "led", "kept",
+                         "sold", "drawn", "shown", "given", "begun"})
+
+
+def asked_kind(question: str) -> str:
+    """What the thing is that the question reaches its topic through (:func:`nested`), singular and lower-cased:
+    the word before the description's joining words and participle; "" where the question has no such description.
+
+    >>> asked_kind("In which year was the school attended by Ivar Lund founded?"), asked_kind("Who built it?")
+    ('school', '')
+    >>> asked_kind("How many seats does the theatre that staged Lark Rising have?")
+    'theatre'
+    """
+    found = NESTED.search(question)
+    if found is None:
+        return ""
+    said = WORD.findall(question[:found.end()])
+    while said and said[-1].lower() in JOINS:
+        said.pop()
+    if said and (said[-1].lower().endswith("ed") or said[-1].lower() in PARTICIPLES):
+        said.pop()
+    return singular(said[-1].lower()) if said else ""
+
+
 def wh_phrase(question: str) -> str:
     """The question's wh-phrase, lower-cased: the one it opens with (after a preposition), else its last one
     ("The man who founded X was born where?" asks where)."""
