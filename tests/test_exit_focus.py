@@ -334,6 +334,14 @@ def test_where_someone_studied_or_worked_asks_for_an_institution_too():
     assert "CARDINAL" in asked_types("How much milk does a Fjell cow give?")[0]
 
 
+def test_how_long_or_how_old_asks_a_span_never_a_point_in_time():
+    found = lambda ss: [[("between 1790 and 1796", "DATE")], [("twelve miles", "QUANTITY")], [("seven months", "DATE")]]
+    sentences = ["It was dug between 1790 and 1796.", "It runs for twelve miles.", "The work took seven months."]
+    assert answer_type("How long is the Skellan canal?", sentences, find=found) == [0.0, 1.0, 1.0]
+    assert answer_type("How old was the canal when it closed?", sentences, find=found) == [0.0, 1.0, 1.0]
+    assert answer_type("When was the Skellan canal dug?", sentences, find=found) == [1.0, 0.0, 1.0]  # a point asked
+
+
 def test_answer_names_are_the_first_name_a_sentence_holds_that_the_question_lacks_where_it_asks_a_name():
     names = [["Orvel"], ["Orvel", "Matteo Gris"], ["Paolo Renzi"], []]
     assert answer_names("Who painted the Orvel chapel?", names) == ["", "Matteo Gris", "Paolo Renzi", ""]

@@ -161,6 +161,9 @@ def test_a_verb_tagged_a_noun_after_a_name_is_still_the_relation_asked():
                                      "Which mountain did Hanne Vosk climb first?", "What did the Varn regatta mark?"])
     assert "study" in studied.relation and "climb" in climbed.relation
     assert marks.relation == {"mark"}  # the name's noun before it still left out
+    # the verb is the last noun before a preposition, not the noun of a name after it ("the Tessel cathedral")
+    (carved,) = parse(["What did the sculptor Mira Jovan carve for the Tessel cathedral?"])
+    assert carved.relation == {"carve"}
 
 
 def test_a_name_spacy_leaves_untyped_is_a_name_the_answer_may_be_and_what_a_cut_keeps():

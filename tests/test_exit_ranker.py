@@ -95,13 +95,15 @@ def slow_terms(question):
     """A parsed question's relation words, token by token: the lemmas of its content words outside its names,
     function words left out, and a noun right after or before a proper noun (the name's head: "regatta" of "the Varn
     regatta"; what the name is: "journalist" of "the journalist Ivo Brandt") left out, unless it is the last noun
-    after a "do" with no verb after it (a verb tagged a noun: "Where did Lena Ortiz study?")."""
+    after a "do" with no verb after it, before the first preposition after the "do" (a verb tagged a noun: "Where did
+    Lena Ortiz study?")."""
     tokens, out = list(question), set()
     dos = [i for i, t in enumerate(tokens) if t.lemma_.lower() == "do"]
     after = tokens[dos[0] + 1:] if dos else []
     verb = None
     if dos and all(t.pos_ != "VERB" for t in after):
-        nouns = [dos[0] + 1 + j for j, t in enumerate(after) if t.pos_ == "NOUN"]
+        before = after[:[t.pos_ for t in after].index("ADP")] if any(t.pos_ == "ADP" for t in after) else after
+        nouns = [dos[0] + 1 + j for j, t in enumerate(before) if t.pos_ == "NOUN"]
         verb = nouns[-1] if nouns else None
     for i, t in enumerate(tokens):
         beside = [tokens[j].pos_ for j in (i - 1, i + 1) if 0 <= j < len(tokens)]

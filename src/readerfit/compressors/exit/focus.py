@@ -330,14 +330,26 @@ def answer_names(question: str, names: Sequence[Sequence[str]]) -> list[str]:
     return [next((n for n in held if not content(n) <= asked), "") for held in names]
 
 
+# "how long / how old" asks a span of time or a length: a DATE or TIME entity answers it only where it names a span
+# ("twelve years", not "1796" or "between 1790 and 1796")
+SPAN_ASKED = re.compile(r"\bhow (?:long|old)\b", re.IGNORECASE)
+SPAN = re.compile(r"\b(?:years?|months?|weeks?|days?|nights?|hours?|minutes?|seconds?|decades?|centur(?:y|ies))\b",
+                  re.IGNORECASE)
+
+
 def typed_entities(question: str, found: Entities) -> list[str]:
     """Each sentence's first entity (of ``found``, one list per sentence) of a type the question asks for whose
-    words are not all the question's: what the sentence answers with, or "" (:func:`answer_type`'s entities).
+    words are not all the question's (and, for "how long / how old", a date only where it names a span,
+    :data:`SPAN`): what the sentence answers with, or "" (:func:`answer_type`'s entities).
 
     >>> typed_entities("Who wrote Hamlet?", [[("Hamlet", "WORK_OF_ART")], [("1600", "DATE"), ("Shakespeare", "PERSON")]])
     ['', 'Shakespeare']
+    >>> typed_entities("How long is the canal?", [[("between 1790 and 1796", "DATE")], [("twelve miles", "QUANTITY")]])
+    ['', 'twelve miles']
     """
     types, _ = asked_types(question)
     asked = words(question)
-    return [next((text for text, label in ents if label in types and not content(text) <= asked), "")
+    span = SPAN_ASKED.search(question) is not None
+    return [next((text for text, label in ents if label in types and not content(text) <= asked
+                  and not (span and label in ("DATE", "TIME") and SPAN.search(text) is None)), "")
             for ents in found]

@@ -201,13 +201,15 @@ def asks_of(token: Any) -> bool:
 
 
 def verb_as_noun(doc: Any) -> int | None:
-    """Where a question's "did/does/do" has no verb after it, its last noun (its index): spaCy's small model has
-    tagged the verb a noun ("Where did Lena Ortiz study?", "Which mountain did Hanne Vosk climb first?",
-    "What did the Varn regatta mark?"); else None."""
+    """Where a question's "did/does/do" has no verb after it, its last noun (its index) before the first
+    preposition after it: spaCy's small model has tagged the verb a noun ("Where did Lena Ortiz study?", "Which
+    mountain did Hanne Vosk climb first?", "What did the Varn regatta mark?", "What did Mira Jovan carve for the
+    Tessel cathedral?"); else None."""
     do = next((t.i for t in doc if t.lemma_.lower() == "do"), None)
     if do is None or any(t.pos_ == "VERB" for t in doc[do + 1:]):
         return None
-    return next((t.i for t in reversed(doc[do + 1:]) if t.pos_ == "NOUN"), None)
+    end = next((t.i for t in doc[do + 1:] if t.pos_ == "ADP"), len(doc))
+    return next((t.i for t in reversed(doc[do + 1:end]) if t.pos_ == "NOUN"), None)
 
 
 def relation(question: Parsed, sentences: Sequence[Parsed]) -> list[float]:
