@@ -340,6 +340,9 @@ def test_how_long_or_how_old_asks_a_span_never_a_point_in_time():
     assert answer_type("How long is the Skellan canal?", sentences, find=found) == [0.0, 1.0, 1.0]
     assert answer_type("How old was the canal when it closed?", sentences, find=found) == [0.0, 1.0, 1.0]
     assert answer_type("When was the Skellan canal dug?", sentences, find=found) == [1.0, 0.0, 1.0]  # a point asked
+    aged = lambda ss: [[("1912", "DATE")], [("1912", "DATE"), ("the age of forty-one", "DATE")]]
+    assert answer_type("How old was Jonas Hale at the pole?", ["In 1912.", "In 1912, at the age of forty-one."],
+                       find=aged) == [0.0, 1.0]
 
 
 def test_answer_names_are_the_first_name_a_sentence_holds_that_the_question_lacks_where_it_asks_a_name():

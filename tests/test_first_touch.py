@@ -64,9 +64,10 @@ def fixture(name: str) -> list[dict]:
 
 
 NEWCOMER, TWO_HOP = fixture("newcomer.jsonl"), fixture("two_hop.jsonl")
-# lost at 0.3 when the ninth round ended (docs/measurements/first-touch.md): the village's "Its church was designed
-# by Ralph Orme." says the verb asked, the answer's "Its gardens were laid out by Elsie Pell" does not
-LOST_AT_03 = {"nc-025"}
+# lost at 0.3 when the ninth round ended (docs/measurements/first-touch.md): a near miss in the other passage says
+# the verb asked ("Its church was designed by Ralph Orme.", "Its harbour was built by Amos Crewe."), the answer
+# does not ("Its gardens were laid out by Elsie Pell", "Its tower was raised by Hugh Marten")
+LOST_AT_03 = {"nc-025", "nc-030"}
 
 
 @pytest.mark.model

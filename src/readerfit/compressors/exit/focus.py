@@ -331,10 +331,10 @@ def answer_names(question: str, names: Sequence[Sequence[str]]) -> list[str]:
 
 
 # "how long / how old" asks a span of time or a length: a DATE or TIME entity answers it only where it names a span
-# ("twelve years", not "1796" or "between 1790 and 1796")
+# ("twelve years", "the age of forty-one", not "1796" or "between 1790 and 1796")
 SPAN_ASKED = re.compile(r"\bhow (?:long|old)\b", re.IGNORECASE)
-SPAN = re.compile(r"\b(?:years?|months?|weeks?|days?|nights?|hours?|minutes?|seconds?|decades?|centur(?:y|ies))\b",
-                  re.IGNORECASE)
+SPAN = re.compile(r"\b(?:years?|months?|weeks?|days?|nights?|hours?|minutes?|seconds?|decades?|centur(?:y|ies)|age"
+                  r"|aged)\b", re.IGNORECASE)
 
 
 def typed_entities(question: str, found: Entities) -> list[str]:
