@@ -137,7 +137,7 @@ def parse(texts: Sequence[str]) -> list[Parsed]:
     for doc in pipeline().pipe(texts, batch_size=64, disable=["parser"]):
         out.append(Parsed(entities=tuple((e.text, e.label_) for e in doc.ents),
                           lemmas=frozenset(t.lemma_.lower() for t in doc),
-                          relation=frozenset(t.lemma_.lower() for t in doc if asks_of(t)),
+                          relation=relation_words(doc),
                           untyped=untyped_names(doc), objects=verb_objects(doc)))
     return out
 
@@ -187,14 +187,21 @@ def untyped_names(doc: Any) -> tuple[str, ...]:
     return tuple(" ".join(run) for run in runs if run)
 
 
-def asks_of(token: Any) -> bool:
+def relation_words(doc: Any) -> frozenset[str]:
+    """The lemmas of ``doc``'s relation words (:func:`asks_of`), the verb tagged a noun found once."""
+    verb = verb_as_noun(doc)
+    return frozenset(t.lemma_.lower() for t in doc if asks_of(t, verb=verb))
+
+
+def asks_of(token: Any, *, verb: int | None) -> bool:
     """Whether a question's word is a relation word: a content word (:data:`RELATION_POS`, not a function word)
     outside the question's names. A noun right before or after a proper noun counts as the name's: its head
     ("regatta" of "the Varn regatta") or what it is ("journalist" of "the journalist Ivo Brandt"), which the topic's
     sentence repeats ("Ivo Brandt was a journalist ...") and the answer's does not ("He edited ..."). "mark" is what
-    "It marks ..." answers; "actor" of "which American actor" stays: "American" is an adjective."""
+    "It marks ..." answers; "actor" of "which American actor" stays: "American" is an adjective. ``verb``: the
+    index of the verb tagged a noun (:func:`verb_as_noun`), which stays."""
     doc, i = token.doc, token.i
-    of_name = (token.pos_ == "NOUN" and i != verb_as_noun(doc)
+    of_name = (token.pos_ == "NOUN" and i != verb
                and ((i > 0 and doc[i - 1].pos_ == "PROPN") or (i + 1 < len(doc) and doc[i + 1].pos_ == "PROPN")))
     return (token.pos_ in RELATION_POS and token.is_alpha and not token.ent_type_ and not of_name
             and token.lemma_.lower() not in FUNCTION_WORDS)
