@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from readerfit.compressors.exit.features import SIGNALS, language_signals, ranking_signals
-from readerfit.compressors.exit.language import WordVectors, parse, soft_relation
+from readerfit.compressors.exit.language import WordVectors, asked_object, parse, soft_relation
 from readerfit.text.stop_words import FUNCTION_WORDS
 from test_exit_hop import random_bridge
 from test_exit_ranker import slow_terms, spacy_english
@@ -164,6 +164,15 @@ def test_a_verb_tagged_a_noun_after_a_name_is_still_the_relation_asked():
     # the verb is the last noun before a preposition, not the noun of a name after it ("the Tessel cathedral")
     (carved,) = parse(["What did the sculptor Mira Jovan carve for the Tessel cathedral?"])
     assert carved.relation == {"carve"}
+
+
+def test_the_verb_tagged_a_noun_is_the_relation_asked_though_the_stop_list_holds_it():
+    # "show" is on the stop list; tagged a noun after "does", it is what the question asks all the same
+    shows, place = parse(["What does the Fenwick museum show?", "When does the Kell fair take place?"])
+    assert shows.relation == {"show"} and "take" not in place.relation  # "take" of "take place": a verb, left out
+    # the verb asked is where a cut's anchor comes from: the object of "shows"
+    (said,) = parse(["It shows old farm tools and a steam engine."])
+    assert asked_object(shows, said) == "shows old farm tools"
 
 
 def test_a_name_spacy_leaves_untyped_is_a_name_the_answer_may_be_and_what_a_cut_keeps():

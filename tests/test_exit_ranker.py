@@ -96,7 +96,7 @@ def slow_terms(question):
     function words left out, and a noun right after or before a proper noun (the name's head: "regatta" of "the Varn
     regatta"; what the name is: "journalist" of "the journalist Ivo Brandt") left out, unless it is the last noun
     after a "do" with no verb after it, before the first preposition after the "do" (a verb tagged a noun: "Where did
-    Lena Ortiz study?")."""
+    Lena Ortiz study?"), which is kept even where it is a function word ("What does the Fenwick museum show?")."""
     tokens, out = list(question), set()
     dos = [i for i, t in enumerate(tokens) if t.lemma_.lower() == "do"]
     after = tokens[dos[0] + 1:] if dos else []
@@ -109,7 +109,7 @@ def slow_terms(question):
         beside = [tokens[j].pos_ for j in (i - 1, i + 1) if 0 <= j < len(tokens)]
         head_of_name = t.pos_ == "NOUN" and "PROPN" in beside and i != verb
         if (t.pos_ in {"NOUN", "VERB", "ADJ", "ADV", "NUM"} and t.is_alpha and not t.ent_type_ and not head_of_name
-                and t.lemma_.lower() not in FUNCTION_WORDS):
+                and (i == verb or t.lemma_.lower() not in FUNCTION_WORDS)):
             out.add(t.lemma_.lower())
     return out
 

@@ -199,12 +199,14 @@ def asks_of(token: Any, *, verb: int | None) -> bool:
     ("regatta" of "the Varn regatta") or what it is ("journalist" of "the journalist Ivo Brandt"), which the topic's
     sentence repeats ("Ivo Brandt was a journalist ...") and the answer's does not ("He edited ..."). "mark" is what
     "It marks ..." answers; "actor" of "which American actor" stays: "American" is an adjective. ``verb``: the
-    index of the verb tagged a noun (:func:`verb_as_noun`), which stays."""
+    index of the verb tagged a noun (:func:`verb_as_noun`), which stays, though the stop list holds it ("What does
+    the Fenwick museum show?": it is what "does" asks; a verb tagged a verb on the list, "take" of "take place",
+    stays out)."""
     doc, i = token.doc, token.i
     of_name = (token.pos_ == "NOUN" and i != verb
                and ((i > 0 and doc[i - 1].pos_ == "PROPN") or (i + 1 < len(doc) and doc[i + 1].pos_ == "PROPN")))
     return (token.pos_ in RELATION_POS and token.is_alpha and not token.ent_type_ and not of_name
-            and token.lemma_.lower() not in FUNCTION_WORDS)
+            and (i == verb or token.lemma_.lower() not in FUNCTION_WORDS))
 
 
 def verb_as_noun(doc: Any) -> int | None:
