@@ -210,11 +210,12 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
     spoken = said.rows if said is not None else ((0.0, 0.0, 0.0, 0.0),) * len(units)
     named = said.names if said is not None else (0.0,) * len(units)
     asked, kind = nested(question), asked_kind(question)
-    of_kind = {pi: float(bool(kind) and kind in {singular(w.lower()) for w in
-                                                 WORD.findall(f"{passages[pi].title or ''} {units[k][1]}")})
-               for pi, k in first_of.items()}
+    # a question without a description reads no passage's words for it
+    lead = {pi: f"{passages[pi].title or ''} {units[k][1]}" for pi, k in first_of.items()} if kind else {}
+    of_kind = {pi: float(kind in {singular(w.lower()) for w in WORD.findall(text)}) for pi, text in lead.items()}
     return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *spoken[k], float(asked and pi in linked),
-                                   named[k], of_kind[pi]) for k, (row, (pi, _)) in enumerate(zip(rows, units))),
+                                   named[k], of_kind.get(pi, 0.0))
+                                  for k, (row, (pi, _)) in enumerate(zip(rows, units))),
                        words=sum(len(s.split()) for s in sentences), anchors=said.anchors if said is not None else ())
 
 
