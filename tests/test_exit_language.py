@@ -175,6 +175,26 @@ def test_the_verb_tagged_a_noun_is_the_relation_asked_though_the_stop_list_holds
     assert asked_object(shows, said) == "shows old farm tools"
 
 
+def test_a_two_hop_questions_verb_after_its_description_is_the_relation_asked():
+    # the topic is named through a description before the verb: a noun's "of" ("the brother of Anna Kessler")
+    # or a relative clause ("the ship that rescued ...") does not end the search for the verb spaCy tags a noun
+    invented, sank = parse(["What did the brother of Anna Kessler invent?",
+                            "In what year did the ship that rescued the crew of the Marlin sink?"])
+    assert invented.relation == {"brother", "invent"} and sank.relation == {"ship", "rescue", "crew", "sink"}
+    # "instead of" is no noun's "of"; past a description only the last word may be the verb ("open" is no noun)
+    used, opened = parse(["What does the Kinlow Pie Company use instead of lard in its pastry?",
+                          "When did the institute where the Ivensa vaccine was developed open?"])
+    assert "use" in used.relation and "vaccine" not in opened.relation
+    # "own" is on the stop list for "their own"; as the verb asked it is a relation word, as a description's verb
+    # (what the first passage says) it is not
+    owns, own_line, owning, owned = parse(["Who owns the hotel where the Berrow Conference is held?",
+                                           "Which town has its own tram line?",
+                                           "What does the company that owns the Maddox Hotel make?",
+                                           "How much did the piano owned by the singer Lena Ostrow sell for?"])
+    assert owns.relation == {"own", "hotel", "hold"} and "own" not in own_line.relation
+    assert "own" not in owning.relation | owned.relation and "sell" in owned.relation
+
+
 def test_a_name_spacy_leaves_untyped_is_a_name_the_answer_may_be_and_what_a_cut_keeps():
     # "the Wend" is no entity to spaCy's small model: its proper noun is an untyped name, the cut's anchor, and
     # answer_name marks it as it marks the town (a GPE) the question does not name

@@ -68,15 +68,19 @@ NEWCOMER, TWO_HOP = fixture("newcomer.jsonl"), fixture("two_hop.jsonl")
 # the verb asked ("Its harbour was built by Amos Crewe.", "The south bridge was rebuilt in 1921"), the answer does
 # not ("Its tower was raised by Hugh Marten", "A stone span replaced it in 1874"), or names the thing asked ("Its
 # mine and its quarry employed most of the men."); nc-025, of the first kind, is kept since the tenth round
-LOST_AT_03 = {"nc-030", "nc-036", "nc-037", "nc-043"}
+LOST_AT_03 = {"nc-030", "nc-036", "nc-037", "nc-043",
+              # two-hop: the bridge sentence, then the orchestra conductor's "played the violin", before the teacher's
+              # "He played the cello"; the other hospital's "closed in 1998" says the verb asked, the answer ("shut
+              # its doors in 2009") does not
+              "hp-03", "hp-43"}
 
 
 @pytest.mark.model
 @pytest.mark.parametrize(("budget", "cases"), [
-    ("default", NEWCOMER + TWO_HOP), (0.3, [c for c in NEWCOMER if c["id"] not in LOST_AT_03])])
+    ("default", NEWCOMER + TWO_HOP), (0.3, [c for c in NEWCOMER + TWO_HOP if c["id"] not in LOST_AT_03])])
 def test_exit_keeps_the_answer_of_the_questions_a_newcomer_typed(budget, cases):
-    # every one is kept at the default, and the one-hop ones but LOST_AT_03 at 0.3, since the tenth round (tune
-    # cases: a regression guard)
+    # every one is kept at the default, and all but LOST_AT_03 at 0.3, since the eleventh round (tune cases: a
+    # regression guard)
     lost = [c["id"] for c in cases
             if not holds_answer(readerfit.compress(c["question"], c["passages"],
                                                    **({} if budget == "default" else {"rate": budget})).text,

@@ -36,6 +36,10 @@ from readerfit.types import Passage
 
 # the parts of speech a question's relation words have
 RELATION_POS = frozenset({"NOUN", "VERB", "ADJ", "ADV", "NUM"})
+# the words that open a description of a noun ("the ship that rescued ...", "the man who designed ...")
+RELATIVE = frozenset({"that", "who", "whom", "whose", "which", "where"})
+# stop-list words that are content words as verbs: "own" is on the list for "their own", not for "Who owns ...?"
+CONTENT_VERBS = frozenset({"own"})
 # how many words' vectors :class:`WordVectors` keeps (about 15 MB at MiniLM's 384 dimensions)
 WORD_CACHE = 10_000
 
@@ -201,24 +205,54 @@ def asks_of(token: Any, *, verb: int | None) -> bool:
     "It marks ..." answers; "actor" of "which American actor" stays: "American" is an adjective. ``verb``: the
     index of the verb tagged a noun (:func:`verb_as_noun`), which stays, though the stop list holds it ("What does
     the Fenwick museum show?": it is what "does" asks; a verb tagged a verb on the list, "take" of "take place",
-    stays out)."""
+    stays out), and so does a verb of :data:`CONTENT_VERBS` the question asks ("Who owns the hotel where ...?",
+    not "... the company that owns the hotel?": a description's verb is what the first passage says)."""
     doc, i = token.doc, token.i
     of_name = (token.pos_ == "NOUN" and i != verb
                and ((i > 0 and doc[i - 1].pos_ == "PROPN") or (i + 1 < len(doc) and doc[i + 1].pos_ == "PROPN")))
     return (token.pos_ in RELATION_POS and token.is_alpha and not token.ent_type_ and not of_name
-            and (i == verb or token.lemma_.lower() not in FUNCTION_WORDS))
+            and (i == verb or token.lemma_.lower() not in FUNCTION_WORDS
+                 or (token.pos_ == "VERB" and token.lemma_.lower() in CONTENT_VERBS
+                     and not in_description(token))))
 
 
 def verb_as_noun(doc: Any) -> int | None:
-    """Where a question's "did/does/do" has no verb after it, its last noun (its index) before the first
-    preposition after it: spaCy's small model has tagged the verb a noun ("Where did Lena Ortiz study?", "Which
-    mountain did Hanne Vosk climb first?", "What did the Varn regatta mark?", "What did Mira Jovan carve for the
-    Tessel cathedral?"); else None."""
+    """Where a question's "did/does/do" has no verb after it (but a description's, "the ship that rescued ..."),
+    its last noun (its index) before the first preposition after it but a noun's "of": spaCy's small model has
+    tagged the verb a noun ("Where did Lena Ortiz study?", "Which mountain did Hanne Vosk climb first?", "What did
+    the Varn regatta mark?", "What did Mira Jovan carve for the Tessel cathedral?"). A two-hop question names its
+    topic through a description before the verb ("What did the brother of Anna Kessler invent?", "In what year did
+    the ship that rescued the crew of the Marlin sink?"). Else None."""
     do = next((t.i for t in doc if t.lemma_.lower() == "do"), None)
-    if do is None or any(t.pos_ == "VERB" for t in doc[do + 1:]):
+    if do is None:
         return None
-    end = next((t.i for t in doc[do + 1:] if t.pos_ == "ADP"), len(doc))
+    verbs = [t for t in doc[do + 1:] if t.pos_ in ("VERB", "AUX")]  # "do for a living", "does the town ... have"
+    if any(not in_description(t) for t in verbs):
+        return None
+    if verbs:  # past a description only the last word is the verb ("... the Marlin sink?", not "... developed open?")
+        last = next((t for t in reversed(doc[do + 1:]) if t.pos_ not in ("ADV", "PUNCT")), None)
+        return last.i if last is not None and last.pos_ == "NOUN" else None
+    end = next((t.i for t in doc[do + 1:] if t.pos_ == "ADP" and not of_a_noun(t)), len(doc))
     return next((t.i for t in reversed(doc[do + 1:end]) if t.pos_ == "NOUN"), None)
+
+
+def in_description(token: Any) -> bool:
+    """Whether ``token`` says what a description of a noun says: after a relative word ("the company that owns
+    ...") or a past participle right after the noun ("the piano owned by ..."). The tagger alone: the questions
+    are parsed without the dependency parser."""
+    doc, i = token.doc, token.i
+    return (any(opens_description(t) for t in doc[:i])
+            or (token.tag_ == "VBN" and i > 0 and doc[i - 1].pos_ in ("NOUN", "PROPN")))
+
+
+def opens_description(token: Any) -> bool:
+    """Whether ``token`` is a relative word after a noun ("the ship that", not the question's "Who")."""
+    return token.lower_ in RELATIVE and token.i > 0 and token.doc[token.i - 1].pos_ in ("NOUN", "PROPN")
+
+
+def of_a_noun(token: Any) -> bool:
+    """Whether ``token`` is the "of" of a noun ("the brother of ...", not "instead of")."""
+    return token.lower_ == "of" and token.i > 0 and token.doc[token.i - 1].pos_ in ("NOUN", "PROPN")
 
 
 def relation(question: Parsed, sentences: Sequence[Parsed]) -> list[float]:
