@@ -64,11 +64,11 @@ def fixture(name: str) -> list[dict]:
 
 
 NEWCOMER, TWO_HOP = fixture("newcomer.jsonl"), fixture("two_hop.jsonl")
-# lost at 0.3 when the tenth round ended (docs/measurements/first-touch.md): a near miss in the other passage says
+# lost at 0.3 when the eleventh round ended (docs/measurements/first-touch.md): a near miss in the other passage says
 # the verb asked ("Its harbour was built by Amos Crewe.", "The south bridge was rebuilt in 1921"), the answer does
 # not ("Its tower was raised by Hugh Marten", "A stone span replaced it in 1874"), or names the thing asked ("Its
 # mine and its quarry employed most of the men."); nc-025, of the first kind, is kept since the tenth round
-LOST_AT_03 = {"nc-030", "nc-036", "nc-037", "nc-043",
+LOST_AT_03 = {"nc-030", "nc-036", "nc-037", "nc-043", "nc-050",
               # two-hop: the bridge sentence, then the orchestra conductor's "played the violin", before the teacher's
               # "He played the cello"; the other hospital's "closed in 1998" says the verb asked, the answer ("shut
               # its doors in 2009") does not
