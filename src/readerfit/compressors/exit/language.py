@@ -240,19 +240,22 @@ def in_description(token: Any) -> bool:
     """Whether ``token`` says what a description of a noun says: after a relative word ("the company that owns
     ...") or a past participle right after the noun ("the piano owned by ..."). The tagger alone: the questions
     are parsed without the dependency parser."""
-    doc, i = token.doc, token.i
-    return (any(opens_description(t) for t in doc[:i])
-            or (token.tag_ == "VBN" and i > 0 and doc[i - 1].pos_ in ("NOUN", "PROPN")))
+    return any(opens_description(t) for t in token.doc[:token.i]) or (token.tag_ == "VBN" and after_noun(token))
 
 
 def opens_description(token: Any) -> bool:
     """Whether ``token`` is a relative word after a noun ("the ship that", not the question's "Who")."""
-    return token.lower_ in RELATIVE and token.i > 0 and token.doc[token.i - 1].pos_ in ("NOUN", "PROPN")
+    return token.lower_ in RELATIVE and after_noun(token)
 
 
 def of_a_noun(token: Any) -> bool:
     """Whether ``token`` is the "of" of a noun ("the brother of ...", not "instead of")."""
-    return token.lower_ == "of" and token.i > 0 and token.doc[token.i - 1].pos_ in ("NOUN", "PROPN")
+    return token.lower_ == "of" and after_noun(token)
+
+
+def after_noun(token: Any) -> bool:
+    """Whether ``token`` comes right after a noun or proper noun."""
+    return token.i > 0 and token.doc[token.i - 1].pos_ in ("NOUN", "PROPN")
 
 
 def relation(question: Parsed, sentences: Sequence[Parsed]) -> list[float]:
