@@ -78,7 +78,7 @@ from readerfit.compressors.exit.config import (
 from readerfit.compressors.exit.features import EMBEDDED, LANGUAGE, RankSignals, Said, language_signals, ranking_signals
 from readerfit.compressors.exit.follow import Deferred, HopPass, lifted_ranking
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
-from readerfit.compressors.exit.language import WordVectors, lead_titled, pipeline
+from readerfit.compressors.exit.language import WordVectors, lead_titled, pipeline, recased
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
 from readerfit.compressors.exit.windows import merged_scores
@@ -194,10 +194,11 @@ class ExitCompressor(BaseCompressor):
         ``readerfit train exit-ranker`` fits on), from checked passages. What needs no classifier (the embedder's
         pass over the sentences for the ranker's cosines, and the language pass) runs on two more threads while
         the classifier reads, when :meth:`overlaps`. With the language pass (the shipped ranker), an untitled passage
-        is scored under its lead name as title (:func:`~readerfit.compressors.exit.language.lead_titled`); the
-        selection renders the passages as given."""
+        is scored under its lead name as title (:func:`~readerfit.compressors.exit.language.lead_titled`) and the
+        question as :func:`~readerfit.compressors.exit.language.recased` writes it; the selection renders the passages
+        as given."""
         if self.language:
-            items = [(q, lead_titled(passages)) for q, passages in items]
+            items = [(recased(q, titled), titled) for q, passages in items for titled in [lead_titled(passages)]]
         prepared = [self._groups(passages) for _, passages in items]
         if not self.overlaps() or (self.embedder is None and not self.language):  # nothing to run beside it
             return self._rank(items, prepared, self._classify(items, prepared), self._embed(items, prepared),
