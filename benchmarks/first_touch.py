@@ -5,10 +5,11 @@ later sentence, often one that opens with "It" or "She", beside a near-miss dist
 each case at its default and at each ``--rates`` budget, as a user's call does (``readerfit.compress``); the table
 gives the share of cases whose compressed text still holds a gold answer string, by kind (single-hop, one long
 passage, two-hop) and in all, and the mean kept fraction of the reader's tokens. ``--plain`` passes the passages as
-strings without their titles (as the README's first example does). Only the ``report`` fold is read unless
+strings without their titles (as the README's first example does); ``--lower`` asks each question as typed in lower
+case without its question mark (as NQ's questions are, and many a user's). Only the ``report`` fold is read unless
 ``--fold all`` (the ``tune`` fold chose the rules: figures on it are training figures).
 
-    python benchmarks/first_touch.py [--compressors exit sentence-sim selective-context] [--rates 0.3 0.2] [--plain]
+    python benchmarks/first_touch.py [--compressors exit sentence-sim selective-context] [--rates 0.3 0.2] [--plain] [--lower]
 
 ``--json`` prints ``{"rows": [{"compressor", "budget", "kept", "single", "long", "two-hop", "tokens"}], "failures":
 {...}, "n", ...}`` as the last line.
@@ -34,6 +35,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rates", type=float, nargs="*", default=[0.3, 0.2], help="budgets read besides the default")
     p.add_argument("--fold", choices=["report", "tune", "all"], default="report")
     p.add_argument("--plain", action="store_true", help="passages as strings, without their titles")
+    p.add_argument("--lower", action="store_true", help="questions in lower case, without their question mark")
     p.add_argument("--limit", type=int, default=None, help="the first N cases of the fold")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (set once, here)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "first_touch.json"))
@@ -69,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             tokens, missed = [], []
             for case in cases:
                 passages = [p["text"] if args.plain else p for p in case["passages"]]
-                c = readerfit.compress(case["question"], passages, name, **budget)
+                question = case["question"].lower().rstrip("?") if args.lower else case["question"]
+                c = readerfit.compress(question, passages, name, **budget)
                 ok = holds_answer(c.text, case["answers"])
                 held[case["kind"]].append(ok)
                 tokens.append(c.rate)
@@ -81,13 +84,15 @@ def main(argv: list[str] | None = None) -> int:
                          "tokens": statistics.mean(tokens)})
             failures[f"{name} {label}"] = missed
         print(f"{name}: {time.perf_counter() - start:.0f} s", file=sys.stderr)
-    print(f"first-touch cases ({args.fold} fold, {len(cases)}{', plain strings' if args.plain else ''}): "
+    print(f"first-touch cases ({args.fold} fold, {len(cases)}{', plain strings' if args.plain else ''}"
+          f"{', lower-case questions' if args.lower else ''}): "
           "answer kept (kept fraction of the reader's tokens)")
     print("| compressor | budget | all | single | long | two-hop | tokens |\n|---|---|---|---|---|---|---|")
     for r in rows:
         cells = " | ".join("-" if r[k] is None else f"{r[k]:.3f}" for k in KINDS)
         print(f"| {r['compressor']} | {r['budget']} | {r['kept']:.3f} | {cells} | {100 * r['tokens']:.1f}% |")
-    result = {"rows": rows, "failures": failures, "n": len(cases), "fold": args.fold, "plain": args.plain}
+    result = {"rows": rows, "failures": failures, "n": len(cases), "fold": args.fold, "plain": args.plain,
+              "lower": args.lower}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     if args.json:

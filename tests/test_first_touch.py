@@ -76,16 +76,19 @@ LOST_AT_03 = {"nc-030", "nc-036", "nc-037", "nc-043", "nc-050",
 
 
 @pytest.mark.model
-@pytest.mark.parametrize(("budget", "cases"), [
-    ("default", NEWCOMER + TWO_HOP), (0.3, [c for c in NEWCOMER + TWO_HOP if c["id"] not in LOST_AT_03])])
-def test_exit_keeps_the_answer_of_the_questions_a_newcomer_typed(budget, cases):
+@pytest.mark.parametrize(("budget", "lowered"), [("default", False), (0.3, False), (0.3, True)])
+def test_exit_keeps_the_answer_of_the_questions_a_newcomer_typed(budget, lowered):
     # every one is kept at the default, and all but LOST_AT_03 at 0.3, since the eleventh round (tune cases: a
-    # regression guard)
-    lost = [c["id"] for c in cases
-            if not holds_answer(readerfit.compress(c["question"], c["passages"],
-                                                   **({} if budget == "default" else {"rate": budget})).text,
-                                c["answers"])]
-    assert not lost, f"answer lost at {budget}: {lost}"
+    # regression guard); the same typed in lower case without a question mark since the twelfth (before it, 9 more
+    # were lost at 0.3)
+    cases = NEWCOMER + TWO_HOP if budget == "default" else [c for c in NEWCOMER + TWO_HOP if c["id"] not in LOST_AT_03]
+    lost = []
+    for c in cases:
+        question = c["question"].lower().rstrip("?") if lowered else c["question"]
+        out = readerfit.compress(question, c["passages"], **({} if budget == "default" else {"rate": budget}))
+        if not holds_answer(out.text, c["answers"]):
+            lost.append(c["id"])
+    assert not lost, f"answer lost at {budget}{' (lower case)' if lowered else ''}: {lost}"
 
 
 def no_filler_violations(case: dict, out: readerfit.Compression) -> list[str]:
