@@ -353,6 +353,17 @@ def test_answer_names_are_the_first_name_a_sentence_holds_that_the_question_lack
         assert answer_names(question, names) == ["", "", "", ""]
 
 
+def test_where_a_place_is_asked_a_name_after_by_is_an_agent_not_an_answer_name():
+    sentences = ["It was built in 1840 by the Northern Board.", "It stands on Skerry Point at the mouth of the firth.",
+                 "Its keepers were paid by the Northern Board in Leith."]
+    names = [["the Northern Board"], ["Skerry Point"], ["the Northern Board", "Leith"]]
+    assert answer_names("Where is the Orrin lighthouse?", names, sentences) == ["", "Skerry Point", "Leith"]
+    assert answer_names("Where is the Orrin lighthouse?", names) == ["the Northern Board", "Skerry Point",
+                                                                     "the Northern Board"]  # no sentences: as before
+    # a person asked: the agent is the answer
+    assert answer_names("Who built the Orrin lighthouse?", names, sentences)[0] == "the Northern Board"
+
+
 def test_the_wh_word_that_asks_is_the_opening_one_else_the_last():
     assert asked_types("The man who founded the club was born where?")[0] == frozenset({"GPE", "LOC", "FAC"})
     assert asked_types("Who founded the club where she played?")[0] == frozenset({"PERSON", "ORG"})

@@ -231,7 +231,7 @@ def language_signals(question: str, units: Sequence[tuple[int, str]], words: Wor
         best[pi] = max(best.get(pi, 0.0), share)
     soft = soft_relation(parsed[0], parsed[1:], words) if words is not None else [0.0] * len(units)
     named = answer_names(question, [[t for t, label in p.entities if label in NAME_LABELS] + list(p.untyped)
-                                    for p in parsed[1:]])
+                                    for p in parsed[1:]], [s for _, s in units])
     # a budget's cut keeps the entity of the asked type, else the name spaCy did not type as asked ("Matteo Gris"),
     # else the object of the verb asked ("patented a folding ladder")
     anchors = tuple(t or n or asked_object(parsed[0], p)

@@ -313,7 +313,11 @@ def answer_type(question: str, sentences: Sequence[str], *,
     return [max(x, float(bool(typed))) for x, typed in zip(out, typed_entities(question, find(sentences)))]
 
 
-def answer_names(question: str, names: Sequence[Sequence[str]]) -> list[str]:
+# the words after "by", where a name would be an agent
+AGENT = re.compile(r"\bby\s+(?:the\s+)?([^,.;:]+)")
+
+
+def answer_names(question: str, names: Sequence[Sequence[str]], sentences: Sequence[str] | None = None) -> list[str]:
     """Each sentence's first name (of ``names``, one list per sentence: its named entities of a naming kind and the
     proper nouns spaCy left untyped) whose words are not all the question's, where the question asks for a name
     (:func:`asked_types` meets :data:`~.language.NAME_LABELS`); else "". spaCy's small model often types an
@@ -327,7 +331,11 @@ def answer_names(question: str, names: Sequence[Sequence[str]]) -> list[str]:
     if not types & NAME_LABELS:
         return [""] * len(names)
     asked = words(question)
-    return [next((n for n in held if not content(n) <= asked), "") for held in names]
+    # a place asked: a name after "by" in its sentence (``sentences``) is who did something, not where ("It was built
+    # in 1840 by the Northern Board.", not "It stands on Skerry Point.")
+    agents = [AGENT.findall(s) for s in sentences] if sentences is not None and types & PLACE else [[]] * len(names)
+    return [next((n for n in held if not content(n) <= asked
+                  and not any(a.startswith(n.removeprefix("the ")) for a in by)), "") for held, by in zip(names, agents)]
 
 
 # "how long / how old" asks a span of time or a length: a DATE or TIME entity answers it only where it names a span
