@@ -69,6 +69,10 @@ NEWCOMER, TWO_HOP = fixture("newcomer.jsonl"), fixture("two_hop.jsonl")
 # not ("Its tower was raised by Hugh Marten", "A stone span replaced it in 1874"), or names the thing asked ("Its
 # mine and its quarry employed most of the men."); nc-025, of the first kind, is kept since the tenth round
 LOST_AT_03 = {"nc-030", "nc-036", "nc-037", "nc-043", "nc-050",
+              # twelfth round: the answer says the verb in other words ("puts out" for "publish", "goes to" for
+              # "awarded") beside a sentence that says it ("It publishes a newsletter", "given each spring"); a
+              # query of nouns alone ("harlow press founder?") asks no verb and no type
+              "nc-060", "nc-062", "nc-066",
               # two-hop: the bridge sentence, then the orchestra conductor's "played the violin", before the teacher's
               # "He played the cello"; the other hospital's "closed in 1998" says the verb asked, the answer ("shut
               # its doors in 2009") does not
