@@ -313,6 +313,20 @@ def test_a_what_or_which_question_marks_its_head_noun_and_an_untyped_question_no
     assert answer_type("Who?", [], find=fake_entities) == []
 
 
+def test_a_query_of_nouns_asks_what_its_last_noun_names():
+    assert asked_types("Harlow Press founder") == (frozenset({"PERSON"}), "founder")
+    assert asked_types("Dorrin population?") == (frozenset({"CARDINAL", "QUANTITY"}), "population")
+    assert asked_types("Marsh Theatre opening years")[0] == frozenset({"DATE", "TIME"})  # its singular
+    assert asked_types("Orrin lighthouse location")[0] == frozenset({"GPE", "LOC", "FAC"})
+    # the sentence that holds the noun, or an entity of its type, answers it
+    found = lambda ss: [[("Harlow", "GPE")], [("14,200", "CARDINAL")], []]
+    sentences = ["Dorrin is near Harlow.", "It has 14,200 people.", "Its population grew."]
+    assert answer_type("Dorrin population", sentences, find=found) == [0.0, 1.0, 1.0]
+    # a yes-or-no question, a statement and a query whose last word names no kind ask no type
+    for question in ("Were both of the same nationality?", "Is the founder alive?", "Harlow Press history", ""):
+        assert asked_types(question) == (frozenset(), "")
+
+
 def test_a_body_of_water_is_asked_as_a_location_never_a_town():
     # the river's name unrecognised ("the Wend"): the sentence with another town is not lifted over it
     assert asked_types("What river does the Corlan bridge cross?") == (frozenset({"LOC", "FAC"}), "river")
