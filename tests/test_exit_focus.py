@@ -323,7 +323,8 @@ def test_a_query_of_nouns_asks_what_its_last_noun_names():
     sentences = ["Dorrin is near Harlow.", "It has 14,200 people.", "Its population grew."]
     assert answer_type("Dorrin population", sentences, find=found) == [0.0, 1.0, 1.0]
     # a yes-or-no question, a statement and a query whose last word names no kind ask no type
-    for question in ("Were both of the same nationality?", "Is the founder alive?", "Harlow Press history", ""):
+    for question in ("Were both of the same nationality?", "Is the founder alive?", "Harlow Press history", "",
+                     "Mikael Akerfeldt and Lee Ranaldo were this kind of instrumentalist in their respective bands."):
         assert asked_types(question) == (frozenset(), "")
 
 

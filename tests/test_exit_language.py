@@ -135,9 +135,10 @@ def test_exit_scores_an_untitled_passage_under_its_lead_name_and_renders_it_as_g
 
 
 def slow_recased(question, passages):
-    """recased's rule, word by word: in a question with no capital past its first letter, each lower-case
+    """recased's rule, word by word: a question with a capital past its first letter as given; else each lower-case
     non-function word takes the capitalised form the passages write most, where they write it capitalised more often
-    than in lower case: in their texts (but a sentence's first word), else in their titles."""
+    than in lower case (in their texts but a sentence's first word, else in their titles), its first letter a
+    capital and its stop a question mark where it has none."""
     def spans(text):
         i, out = 0, []
         while i < len(text):
@@ -162,17 +163,18 @@ def slow_recased(question, passages):
         return in_texts or in_titles
 
     q = question.strip()
-    if not any(ch.isupper() for ch in q[1:]):
-        pieces, last = [], 0
-        for i, j in spans(q):
-            word = q[i:j]
-            seen = forms(word)
-            capital = [f for f in seen if f[0].isupper()]
-            if word.islower() and word not in FUNCTION_WORDS and len(capital) > len(seen) - len(capital):
-                word = max(sorted(set(capital)), key=lambda f: (capital.count(f), -capital.index(f)))
-            pieces.append(q[last:i] + word)
-            last = j
-        q = "".join(pieces) + q[last:]
+    if any(ch.isupper() for ch in q[1:]):
+        return question
+    pieces, last = [], 0
+    for i, j in spans(q):
+        word = q[i:j]
+        seen = forms(word)
+        capital = [f for f in seen if f[0].isupper()]
+        if word.islower() and word not in FUNCTION_WORDS and len(capital) > len(seen) - len(capital):
+            word = max(sorted(set(capital)), key=lambda f: (capital.count(f), -capital.index(f)))
+        pieces.append(q[last:i] + word)
+        last = j
+    q = "".join(pieces) + q[last:]
     q = q[:1].upper() + q[1:]
     return q + ("?" if q and q[-1] not in ".!?" else "")
 
@@ -189,8 +191,8 @@ def test_a_lower_case_question_is_read_with_its_names_as_the_passages_write_them
     # title tells; "river": the text's lower case, not the title's capital; "the": a function word
     assert recased("who founded harlow press", passages) == "Who founded Harlow press?"
     assert recased("which river is the aske", passages) == "Which river is the Aske?"
-    # a question typed with its capitals is read as written: only its first letter and its stop are added
-    assert recased("Who founded harlow Press", passages) == "Who founded harlow Press?"
+    # a question typed with its capitals is read as written
+    assert recased("Who founded harlow Press", passages) == "Who founded harlow Press"
     assert recased("  where is the mill. ", passages) == "Where is the mill."
     assert recased("", passages) == "" and recased("harlow", []) == "Harlow?"
 

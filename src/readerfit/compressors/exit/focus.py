@@ -180,6 +180,9 @@ QUERY_TYPES = {
     **dict.fromkeys("cost price value".split(), frozenset({"MONEY", "QUANTITY", "CARDINAL"})),
     "age": frozenset({"DATE", "TIME", "QUANTITY", "CARDINAL"}),
 }
+# a query of nouns is short: a longer question without a wh-word is a statement to complete ("Mikael Akerfeldt and
+# Lee Ranaldo were this kind of instrumentalist in their respective bands.")
+QUERY_WORDS = 8
 # the words a yes-or-no question opens with ("Were Ed Wood and Scott Derrickson of the same nationality?")
 YES_NO = frozenset("is are was were am be do does did can could will would shall should has have had may might "
                    "must".split())
@@ -272,10 +275,10 @@ def asked_types(question: str) -> tuple[frozenset[str], str]:
     CARDINAL/QUANTITY, how much → MONEY/QUANTITY/PERCENT/CARDINAL, what/which X → the types :data:`HEAD_TYPES`
     gives X, X being the first of the (up to three) words after it, before a stop word, that the table knows, else
     the first of them, unless it is the capitalised subject of "what is the ...": a name ("What is the Tamsin Cup
-    awarded for?" asks for no Tamsin). Without a wh-word, and not opening as a yes-or-no question does, a query
-    of nouns asks what :data:`QUERY_TYPES` gives its last word: "Harlow Press founder" a person. The first-touch
-    cases asked so (30 of the report fold's questions, rewritten as queries) kept 27 / 21 / 15 answers at the
-    default / 0.3 / 0.2 before, 30 / 24 / 22 since.
+    awarded for?" asks for no Tamsin). Without a wh-word, in at most :data:`QUERY_WORDS` words and not opening as a
+    yes-or-no question does, a query of nouns asks what :data:`QUERY_TYPES` gives its last word: "Harlow Press
+    founder" a person. Thirty of the first-touch report fold's questions asked so kept 27 / 21 / 15 answers at the
+    default / 0.3 / 0.2 before, 29 / 24 / 21 since.
 
     >>> sorted(asked_types("Where was Marie Curie born?")[0])
     ['FAC', 'GPE', 'LOC']
@@ -290,7 +293,7 @@ def asked_types(question: str) -> tuple[frozenset[str], str]:
     """
     phrase = wh_phrase(question)
     said = WORD.findall(question.lower())
-    if not phrase and said and said[0] not in YES_NO:  # a query of nouns asks what its last word names, if anything
+    if not phrase and 0 < len(said) <= QUERY_WORDS and said[0] not in YES_NO:  # a query of nouns: its last word
         last = singular(said[-1])
         return (QUERY_TYPES[last], last) if last in QUERY_TYPES else (frozenset(), "")
     for asks, types in TYPE_ASKS:

@@ -125,38 +125,40 @@ def lead_titled(passages: Sequence[Passage]) -> list[Passage]:
 
 
 def recased(question: str, passages: Sequence[Passage]) -> str:
-    """``question`` as EXIT's ranked scoring reads it (never what it renders): its first letter a capital, a question
-    mark where it ends without a stop, and, where it was typed in lower case (no capital past its first letter),
-    each word the passages write capitalised more often than not, as they write it most. The texts tell (a word
-    opening a sentence tells nothing); a word no text holds but at a sentence's start, the titles. Function words
-    stay as they are. A question typed in lower case ("who founded harlow press") hides its names from the tagger,
-    so their words become relation words and no name is asked of: typed in lower case, the first-touch report fold's
-    64 questions kept 64 / 60 / 55 answers at the default / 0.3 / 0.2; read so, 64 / 63 / 58, as they do as written.
+    """``question`` as EXIT's ranked scoring reads it (never what it renders): where it was typed in lower case (no
+    capital past its first letter), with its first letter a capital, a question mark where it ends without a stop,
+    and each word the passages write capitalised more often than not written as they write it most; else as given.
+    The texts tell (a word opening a sentence tells nothing); a word no text holds but at a sentence's start, the
+    titles. Function words stay as they are. A question typed in lower case ("who founded harlow press") hides its
+    names from the tagger, so their words become relation words and no name is asked of: typed in lower case, the
+    first-touch report fold's 64 questions kept 64 / 60 / 55 answers at the default / 0.3 / 0.2; read so, 64 / 63 /
+    58, as they do as written.
 
     >>> recased("who founded harlow press", [Passage("It was set up in 1994 by Jane Fenn.", title="Harlow Press")])
     'Who founded Harlow Press?'
     """
     out = question.strip()
-    if not any(ch.isupper() for ch in out[1:]):
-        in_texts: dict[str, Counter[str]] = {}
-        in_titles: dict[str, Counter[str]] = {}
-        for p in passages:
-            for m in CASED_WORD.finditer(p.title):
-                in_titles.setdefault(m[0].lower(), Counter())[m[0]] += 1
-            for m in CASED_WORD.finditer(p.text):
-                before = p.text[:m.start()].rstrip()
-                if before and before[-1] not in SENTENCE_END:
-                    in_texts.setdefault(m[0].lower(), Counter())[m[0]] += 1
+    if any(ch.isupper() for ch in out[1:]):
+        return question
+    in_texts: dict[str, Counter[str]] = {}
+    in_titles: dict[str, Counter[str]] = {}
+    for p in passages:
+        for m in CASED_WORD.finditer(p.title):
+            in_titles.setdefault(m[0].lower(), Counter())[m[0]] += 1
+        for m in CASED_WORD.finditer(p.text):
+            before = p.text[:m.start()].rstrip()
+            if before and before[-1] not in SENTENCE_END:
+                in_texts.setdefault(m[0].lower(), Counter())[m[0]] += 1
 
-        def written(m: re.Match[str]) -> str:
-            word = m[0]
-            forms = in_texts.get(word) or in_titles.get(word)
-            if not forms or not word.islower() or word in FUNCTION_WORDS:
-                return word
-            capitals = Counter({form: n for form, n in forms.items() if form[0].isupper()})
-            return capitals.most_common(1)[0][0] if capitals.total() > forms.total() - capitals.total() else word
+    def written(m: re.Match[str]) -> str:
+        word = m[0]
+        forms = in_texts.get(word) or in_titles.get(word)
+        if not forms or not word.islower() or word in FUNCTION_WORDS:
+            return word
+        capitals = Counter({form: n for form, n in forms.items() if form[0].isupper()})
+        return capitals.most_common(1)[0][0] if capitals.total() > forms.total() - capitals.total() else word
 
-        out = CASED_WORD.sub(written, out)
+    out = CASED_WORD.sub(written, out)
     return out[:1].upper() + out[1:] + ("?" if out and out[-1] not in SENTENCE_END else "")
 
 
