@@ -87,6 +87,18 @@ LOST_AT_03 = {"nc-030", "nc-036", "nc-037", "nc-043", "nc-050",
 LOST_AT_DEFAULT = {"nc-082"}
 
 
+def lost_answers(cases: list[dict], budget: str | float, *, lowered: bool = False) -> list[str]:
+    """The ids of the cases whose answer ``readerfit.compress`` at ``budget`` ("default" or a rate) does not keep;
+    ``lowered``: each question asked in lower case without its question mark."""
+    lost = []
+    for c in cases:
+        question = c["question"].lower().rstrip("?") if lowered else c["question"]
+        out = readerfit.compress(question, c["passages"], **({} if budget == "default" else {"rate": budget}))
+        if not holds_answer(out.text, c["answers"]):
+            lost.append(c["id"])
+    return lost
+
+
 @pytest.mark.model
 @pytest.mark.parametrize(("budget", "lowered"), [("default", False), (0.3, False), (0.3, True)])
 def test_exit_keeps_the_answer_of_the_questions_a_newcomer_typed(budget, lowered):
@@ -94,13 +106,7 @@ def test_exit_keeps_the_answer_of_the_questions_a_newcomer_typed(budget, lowered
     # guard); the same typed in lower case without a question mark since the twelfth round (before it, 7 more of the
     # eleventh round's cases were lost at 0.3)
     lost_by = LOST_AT_DEFAULT if budget == "default" else LOST_AT_DEFAULT | LOST_AT_03
-    cases = [c for c in NEWCOMER + TWO_HOP if c["id"] not in lost_by]
-    lost = []
-    for c in cases:
-        question = c["question"].lower().rstrip("?") if lowered else c["question"]
-        out = readerfit.compress(question, c["passages"], **({} if budget == "default" else {"rate": budget}))
-        if not holds_answer(out.text, c["answers"]):
-            lost.append(c["id"])
+    lost = lost_answers([c for c in NEWCOMER + TWO_HOP if c["id"] not in lost_by], budget, lowered=lowered)
     assert not lost, f"answer lost at {budget}{' (lower case)' if lowered else ''}: {lost}"
 
 
@@ -113,11 +119,7 @@ def test_exit_keeps_the_answer_of_a_query_of_nouns(budget):
     # newcomer questions typed as a search box's query ("Harlow Press founder"): all kept at the default and all but
     # q-008 at 0.3 since the twelfth round (before it 11 and 8 of 12; q-008 "Norland flag designer" loses to the
     # province's "Its coat of arms was designed by Per Holm.")
-    cases = QUERIES if budget == "default" else [c for c in QUERIES if c["id"] != "q-008"]
-    lost = [c["id"] for c in cases
-            if not holds_answer(readerfit.compress(c["question"], c["passages"],
-                                                   **({} if budget == "default" else {"rate": budget})).text,
-                                c["answers"])]
+    lost = lost_answers(QUERIES if budget == "default" else [c for c in QUERIES if c["id"] != "q-008"], budget)
     assert not lost, f"answer lost at {budget}: {lost}"
 
 
