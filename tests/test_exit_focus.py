@@ -13,15 +13,8 @@ from dataclasses import replace
 import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from readerfit.compressors.exit.focus import (
-    answer_form,
-    answer_names,
-    answer_type,
-    asked_types,
-    connected_passages,
-    lexical_overlap,
-    nested,
-)
+from readerfit.compressors.exit.asked import answer_names, answer_type, asked_types
+from readerfit.compressors.exit.focus import answer_form, connected_passages, lexical_overlap, nested
 from readerfit.types import Passage
 from test_exit_hop import random_bridge, sentence_names
 

@@ -19,6 +19,7 @@ from readerfit.compressors.base import assemble
 from readerfit.compressors.budget import Budget, fit_units, word_count
 from readerfit.compressors.exit import ExitCompressor, ExitConfig
 from readerfit.compressors.exit import config as exit_config
+from readerfit.compressors.exit.asked import answer_type, asked_types
 from readerfit.compressors.exit.features import (
     EMBEDDED,
     LANGUAGE,
@@ -29,14 +30,7 @@ from readerfit.compressors.exit.features import (
     ranking_signals,
     text_chain,
 )
-from readerfit.compressors.exit.focus import (
-    answer_form,
-    answer_type,
-    asked_types,
-    connected_passages,
-    lexical_overlap,
-    nested,
-)
+from readerfit.compressors.exit.focus import answer_form, connected_passages, lexical_overlap, nested
 from readerfit.compressors.exit.hop import names
 from readerfit.compressors.exit.language import NAME_LABELS
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, shipped_ranker_path

@@ -30,7 +30,7 @@ Every signal is a number per sentence, computed from the question, the passages 
   and ``lexical`` (1 the best, 0 the worst: a ranking is within one question);
 * ``passages``, ``question_words``: the context's shape (log of the passages, of the question's words);
 * ``answer_type``: the sentence holds an entity of the type the question asks for that the question does not
-  name, or a "what/which X" question's head noun X (:func:`~.focus.answer_type`: spaCy's NER);
+  name, or a "what/which X" question's head noun X (:func:`~.asked.answer_type`: spaCy's NER);
 * ``relation``, ``relation_gap``: the share of the question's relation words (what it asks of what it names:
   "wrote", "born") the sentence's lemmas hold (:func:`~.language.relation`), and how far it is under its passage's
   best (``answer_type`` and these come from spaCy's pass, :func:`language_signals`, 0.0 without it);
@@ -41,7 +41,7 @@ Every signal is a number per sentence, computed from the question, the passages 
   topic's passage links to ("What does the Kesk festival celebrate?" over a festival's passage that names its town,
   and the town's passage, where "It celebrates the town's founding");
 * ``answer_name``: the sentence holds a name of any kind, or proper nouns spaCy left untyped, that the question
-  does not name, where the question asks for a name (:func:`~.focus.answer_names`): ``answer_type`` misses an
+  does not name, where the question asks for a name (:func:`~.asked.answer_names`): ``answer_type`` misses an
   invented name the small model types wrongly ("Matteo Gris" a FAC) or not at all ("the Wend");
 * ``kind_asked``: the sentence's passage is of the kind the question reaches its topic through: its title or first
   sentence holds that word (:func:`~.focus.asked_kind`: "school" of "the school attended by Ivar Lund", beside the
@@ -64,17 +64,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from readerfit.compressors.exit.asked import answer_names, answer_type, typed_entities
 from readerfit.compressors.exit.focus import (
     WORD,
     answer_form,
-    answer_names,
-    answer_type,
     asked_kind,
     connected_passages,
     lexical_overlap,
     nested,
     singular,
-    typed_entities,
 )
 from readerfit.compressors.exit.hop import names, names_title, top_units
 from readerfit.compressors.exit.language import NAME_LABELS, WordVectors, asked_object, parse, relation, soft_relation

@@ -1,6 +1,6 @@
 """One spaCy pass over a question and its sentences, for EXIT's ranking (beyond the paper).
 
-Two signals read it (:mod:`.features`): ``answer_type`` the named entities (:func:`~.focus.answer_type`), and
+Two signals read it (:mod:`.features`): ``answer_type`` the named entities (:func:`~.asked.answer_type`), and
 ``relation`` the lemmas. A question names its topic ("Hamlet", "Marie Curie") and asks a relation of it ("wrote",
 "born"): the topic's sentence repeats the names ("Hamlet is a tragedy."), the sentence that answers the relation
 ("It was written by William Shakespeare."). :func:`relation` is the share of the question's relation words (the
