@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from readerfit.compressors.exit.asked import answer_names, answer_type, asked_types
+from readerfit.compressors.exit.asked import answer_names, answer_type, asked_types, typed_entities
 from readerfit.compressors.exit.focus import answer_form, connected_passages, lexical_overlap, nested
 from readerfit.types import Passage
 from test_exit_hop import random_bridge, sentence_names
@@ -54,7 +54,7 @@ def slow_form(question: str, sentences: list[str]) -> list[float]:
             return any(t in MONTHS or (t.isdecimal() and len(t) == 4 and 1000 <= int(t) <= 2099)
                        for t in re.findall(r"\w+", s))
     elif any(("how", b) in pairs for b in ("many", "much", "long", "far", "old", "tall", "high", "large", "big",
-                                           "deep", "wide")) \
+                                           "deep", "wide", "fast", "heavy", "hot", "cold", "thick", "steep")) \
             or any(("what", b) in pairs for b in ("percentage", "percent", "number")):
         def has(s):
             return any(ch.isdecimal() for ch in s) or any(t.lower() in NUMBER_WORDS for t in re.findall(r"\w+", s))
@@ -66,7 +66,8 @@ def slow_form(question: str, sentences: list[str]) -> list[float]:
 FORM_WORDS = ["1934", "2021", "999", "12345", "1934s", "May", "may", "Twenty", "two", "2", "a7", "dozens", "Octobers"]
 FORM_QUESTIONS = ["When did {} start?", "What year was {} born?", "In which decade did {} play?",
                   "How many films did {} make?", "How long is {}?", "What percentage of {} voted?",
-                  "Where is {}?", "Whence came {}?", "What is the yearly {}?"]
+                  "Where is {}?", "Whence came {}?", "What is the yearly {}?", "How fast was {}?",
+                  "How heavy is {}?", "How slow was {}?"]
 
 
 def with_forms(rng: random.Random, passages: list[Passage]) -> list[Passage]:
@@ -370,6 +371,26 @@ def test_where_a_place_is_asked_a_name_after_by_is_an_agent_not_an_answer_name()
                                                                      "the Northern Board"]  # no sentences: as before
     # a person asked: the agent is the answer
     assert answer_names("Who built the Orrin lighthouse?", names, sentences)[0] == "the Northern Board"
+
+
+def test_where_a_person_is_asked_a_name_after_in_or_near_is_a_place():
+    # spaCy's small model tags "Whitby" of "The film was shot in Whitby." an ORG: for "who" it is where, not who
+    sentences = ["Harbour Lights is a film directed by Colin Barr.", "Its score was composed by Edith Rane.",
+                 "The film was shot in Whitby.", "It was shown near the Grand Hall of Leith."]
+    found = [[("Colin Barr", "PERSON")], [("Edith Rane", "PERSON")], [("Whitby", "ORG")], [("the Grand Hall", "ORG")]]
+    question = "Who wrote the music for the film Harbour Lights?"
+    assert typed_entities(question, found, sentences) == ["Colin Barr", "Edith Rane", "", ""]
+    assert typed_entities(question, found) == ["Colin Barr", "Edith Rane", "Whitby", "the Grand Hall"]  # as before
+    assert answer_type(question, sentences, find=lambda ss: found) == [1.0, 1.0, 0.0, 0.0]
+    names = [[n for n, _ in f] for f in found]
+    assert answer_names(question, names, sentences) == ["Colin Barr", "Edith Rane", "", ""]
+    # a place asked: the name after "in" answers it
+    assert typed_entities("Where was the film shot?", [[("Whitby", "GPE")]], sentences[2:3]) == ["Whitby"]
+    # "how fast / heavy / hot ..." ask a number, as "how deep" does
+    for question in ("How fast could the Swallow go?", "How heavy is the Tarrant Bell?", "Swallow speed"):
+        assert asked_types(question)[0] == frozenset({"QUANTITY", "CARDINAL"}), question
+        assert typed_entities(question, [[("1936", "DATE"), ("112 miles per hour", "QUANTITY")]]) == [
+            "112 miles per hour"]
 
 
 def test_the_wh_word_that_asks_is_the_opening_one_else_the_last():

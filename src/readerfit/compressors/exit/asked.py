@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from readerfit.compressors.exit.focus import WORD, content, singular, words
+from readerfit.compressors.exit.focus import MEASURES, WORD, content, singular, words
 from readerfit.compressors.exit.language import NAME_LABELS, parse
 from readerfit.text.stop_words import ENGLISH_STOP_WORDS
 
@@ -33,7 +33,7 @@ TYPE_ASKS = (
     # "how much milk ...?": spaCy's small model tags "about 5,500" of "about 5,500 litres" a CARDINAL
     (re.compile(r"how much"), frozenset({"MONEY", "QUANTITY", "PERCENT", "CARDINAL"})),
     (re.compile(r"how (?:long|old)"), frozenset({"DATE", "TIME", "QUANTITY", "CARDINAL"})),
-    (re.compile(r"how (?:far|tall|high|large|big|deep|wide)"), frozenset({"QUANTITY", "CARDINAL"})),
+    (re.compile(rf"how (?:{MEASURES})"), frozenset({"QUANTITY", "CARDINAL"})),
     (re.compile(r"when|(?:what|which) (?:year|date|day|month|century|decade)s?\b"), DATE_TYPES | {"TIME"}),
     (re.compile(r"who|whom|whose"), PERSON_OR_ORG),
     (re.compile(r"where\b.*\b(?:stud(?:y|ied)|educated|attend|graduate|enrolled|trained|taught|teach|work)"),
@@ -67,7 +67,7 @@ QUERY_TYPES = {
     **dict.fromkeys("designer architect inventor creator builder owner maker manufacturer".split(), PERSON_OR_ORG),
     **dict.fromkeys("birthplace location hometown headquarters address".split(), PLACE),
     **dict.fromkeys("year date birthday day month century decade".split(), DATE_TYPES | {"TIME"}),
-    **dict.fromkeys("height length width depth size area distance weight capacity".split(),
+    **dict.fromkeys("height length width depth size area distance weight capacity speed temperature".split(),
                     frozenset({"QUANTITY", "CARDINAL"})),
     **dict.fromkeys("population number".split(), frozenset({"CARDINAL", "QUANTITY"})),
     **dict.fromkeys("cost price value".split(), frozenset({"MONEY", "QUANTITY", "CARDINAL"})),
@@ -79,7 +79,7 @@ QUERY_WORDS = 8
 # the words a yes-or-no question opens with ("Were Ed Wood and Scott Derrickson of the same nationality?")
 YES_NO = frozenset("is are was were am be do does did can could will would shall should has have had may might "
                    "must".split())
-WH = re.compile(r"\b(?:how (?:many|much|long|old|far|tall|high|large|big|deep|wide)|when|who|whom|whose|where"
+WH = re.compile(rf"\b(?:how (?:many|much|long|old|{MEASURES})|when|who|whom|whose|where"
                 r"|what|which)\b")
 # "what is the name of the band ...", "which type of ...": the head noun comes after these
 HEAD = re.compile(r"(?:what|which)\s+(?:(?:is|was|are|were)\s+(?:the|an?)\s+)?(?:(?:name|kind|type|sort)s?\s+of"
@@ -173,11 +173,26 @@ def answer_type(question: str, sentences: Sequence[str], *,
     out = [float(bool(head) and head in h) for h in held]
     if not types:
         return out
-    return [max(x, float(bool(typed))) for x, typed in zip(out, typed_entities(question, find(sentences)))]
+    return [max(x, float(bool(typed))) for x, typed in zip(out, typed_entities(question, find(sentences), sentences))]
 
 
-# the words after "by", where a name would be an agent
+# a name's preposition can give it another role than the one asked: after "by" who did something, not where ("It
+# was built in 1840 by the Northern Board."); after "in" or "near" where, not who ("The film was shot in Whitby.",
+# which spaCy's small model tags an ORG)
 AGENT = re.compile(r"\bby\s+(?:the\s+)?([^,.;:]+)")
+PLACED = re.compile(r"\b(?:in|near)\s+(?:the\s+)?([^,.;:]+)")
+
+
+def other_role(types: frozenset[str], sentence: str | None) -> Callable[[str], bool]:
+    """Whether a name of ``sentence`` comes right after a preposition that gives it another role than ``types``
+    asks for (a place asked: "by"; a person or organisation asked: "in" or "near"); never without a sentence.
+
+    >>> other_role(PERSON_OR_ORG, "The film was shot in Whitby.")("Whitby"), other_role(PLACE, "It was shot in Whitby.")("Whitby")
+    (True, False)
+    """
+    role = AGENT if types & PLACE else PLACED if types == PERSON_OR_ORG else None
+    after = role.findall(sentence) if role is not None and sentence is not None else []
+    return lambda name: any(a.startswith(name.removeprefix("the ")) for a in after)
 
 
 def answer_names(question: str, names: Sequence[Sequence[str]], sentences: Sequence[str] | None = None) -> list[str]:
@@ -194,11 +209,8 @@ def answer_names(question: str, names: Sequence[Sequence[str]], sentences: Seque
     if not types & NAME_LABELS:
         return [""] * len(names)
     asked = words(question)
-    # a place asked: a name after "by" in its sentence (``sentences``) is who did something, not where ("It was built
-    # in 1840 by the Northern Board.", not "It stands on Skerry Point.")
-    agents = [AGENT.findall(s) for s in sentences] if sentences is not None and types & PLACE else [[]] * len(names)
-    return [next((n for n in held if not content(n) <= asked
-                  and not any(a.startswith(n.removeprefix("the ")) for a in by)), "") for held, by in zip(names, agents)]
+    roles = [other_role(types, s) for s in (sentences if sentences is not None else [None] * len(names))]
+    return [next((n for n in held if not content(n) <= asked and not other(n)), "") for held, other in zip(names, roles)]
 
 
 # "how long / how old" asks a span of time or a length: a DATE or TIME entity answers it only where it names a span
@@ -208,10 +220,11 @@ SPAN = re.compile(r"\b(?:years?|months?|weeks?|days?|nights?|hours?|minutes?|sec
                   r"|aged)\b", re.IGNORECASE)
 
 
-def typed_entities(question: str, found: Entities) -> list[str]:
+def typed_entities(question: str, found: Entities, sentences: Sequence[str] | None = None) -> list[str]:
     """Each sentence's first entity (of ``found``, one list per sentence) of a type the question asks for whose
     words are not all the question's (and, for "how long / how old", a date only where it names a span,
-    :data:`SPAN`): what the sentence answers with, or "" (:func:`answer_type`'s entities).
+    :data:`SPAN`; not in another role in its sentence of ``sentences``, :func:`other_role`): what the sentence
+    answers with, or "" (:func:`answer_type`'s entities).
 
     >>> typed_entities("Who wrote Hamlet?", [[("Hamlet", "WORK_OF_ART")], [("1600", "DATE"), ("Shakespeare", "PERSON")]])
     ['', 'Shakespeare']
@@ -221,6 +234,7 @@ def typed_entities(question: str, found: Entities) -> list[str]:
     types, _ = asked_types(question)
     asked = words(question)
     span = SPAN_ASKED.search(question) is not None
-    return [next((text for text, label in ents if label in types and not content(text) <= asked
+    roles = [other_role(types, s) for s in (sentences if sentences is not None else [None] * len(found))]
+    return [next((text for text, label in ents if label in types and not content(text) <= asked and not other(text)
                   and not (span and label in ("DATE", "TIME") and SPAN.search(text) is None)), "")
-            for ents in found]
+            for ents, other in zip(found, roles)]

@@ -220,20 +220,21 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
 def language_signals(question: str, units: Sequence[tuple[int, str]], words: WordVectors | None = None) -> Said:
     """Each sentence's :data:`LANGUAGE` signals (``relation_soft`` 0.0 without ``words``) and its entity of the
     type the question asks for, from one spaCy pass (:func:`.parse`)."""
-    parsed = parse([question, *(s for _, s in units)])
+    texts = [s for _, s in units]
+    parsed = parse([question, *texts])
     found = [list(p.entities) for p in parsed[1:]]
-    typed = answer_type(question, [s for _, s in units], find=lambda _: found)
+    typed = answer_type(question, texts, find=lambda _: found)
     shares = relation(parsed[0], parsed[1:])
     best: dict[int, float] = {}
     for (pi, _), share in zip(units, shares):
         best[pi] = max(best.get(pi, 0.0), share)
     soft = soft_relation(parsed[0], parsed[1:], words) if words is not None else [0.0] * len(units)
     named = answer_names(question, [[t for t, label in p.entities if label in NAME_LABELS] + list(p.untyped)
-                                    for p in parsed[1:]], [s for _, s in units])
+                                    for p in parsed[1:]], texts)
     # a budget's cut keeps the entity of the asked type, else the name spaCy did not type as asked ("Matteo Gris"),
     # else the object of the verb asked ("patented a folding ladder")
     anchors = tuple(t or n or asked_object(parsed[0], p)
-                    for t, n, p in zip(typed_entities(question, found), named, parsed[1:]))
+                    for t, n, p in zip(typed_entities(question, found, texts), named, parsed[1:]))
     return Said(rows=tuple((typed[k], share, share - best[pi], soft[k]) for k, ((pi, _), share)
                            in enumerate(zip(units, shares))),
                 anchors=anchors, names=tuple(float(bool(n)) for n in named))

@@ -59,9 +59,11 @@ DATE = re.compile(r"\b(?:1\d{3}|20\d{2}|January|February|March|April|May|June|Ju
                   r"|November|December)\b")
 NUMBER = re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty"
                     r"|fifty|hundred|thousand|million|billion|dozen)\b", re.IGNORECASE)
+# the measures a "how ...?" question asks a number of ("how deep", "how fast")
+MEASURES = "far|tall|high|large|big|deep|wide|fast|heavy|hot|cold|thick|steep"
 ASKS_FOR = (
     (re.compile(r"\bwhen\b|\b(?:what|which) (?:year|date|day|month|century|decade)\b", re.IGNORECASE), DATE),
-    (re.compile(r"\bhow (?:many|much|long|far|old|tall|high|large|big|deep|wide)\b"
+    (re.compile(rf"\bhow (?:many|much|long|old|{MEASURES})\b"
                 r"|\bwhat (?:percentage|percent|number)\b", re.IGNORECASE), NUMBER),
 )
 
