@@ -384,6 +384,9 @@ def test_where_a_person_is_asked_a_name_after_in_or_near_is_a_place():
     assert answer_type(question, sentences, find=lambda ss: found) == [1.0, 1.0, 0.0, 0.0]
     names = [[n for n, _ in f] for f in found]
     assert answer_names(question, names, sentences) == ["Colin Barr", "Edith Rane", "", ""]
+    # every "in" or "near" of a sentence counts, not only its first
+    later = ["It opened in 1968 in a former barn near Ashwell."]
+    assert typed_entities("Who runs the Penfold Museum?", [[("1968", "DATE"), ("Ashwell", "ORG")]], later) == [""]
     # a place asked: the name after "in" answers it
     assert typed_entities("Where was the film shot?", [[("Whitby", "GPE")]], sentences[2:3]) == ["Whitby"]
     # "how fast / heavy / hot ..." ask a number, as "how deep" does

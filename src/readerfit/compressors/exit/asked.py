@@ -179,8 +179,9 @@ def answer_type(question: str, sentences: Sequence[str], *,
 # a name's preposition can give it another role than the one asked: after "by" who did something, not where ("It
 # was built in 1840 by the Northern Board."); after "in" or "near" where, not who ("The film was shot in Whitby.",
 # which spaCy's small model tags an ORG)
-AGENT = re.compile(r"\bby\s+(?:the\s+)?([^,.;:]+)")
-PLACED = re.compile(r"\b(?:in|near)\s+(?:the\s+)?([^,.;:]+)")
+# (each read ahead without taking it, so that "in 1968 in a barn near Ashwell" finds "near Ashwell" too)
+AGENT = re.compile(r"\bby\s+(?:the\s+)?(?=([^,.;:]+))")
+PLACED = re.compile(r"\b(?:in|near)\s+(?:the\s+)?(?=([^,.;:]+))")
 
 
 def other_role(types: frozenset[str], sentence: str | None) -> Callable[[str], bool]:
