@@ -101,3 +101,27 @@ def test_the_api_pages_head_each_top_level_name_by_its_public_name() -> None:
                 continue
             # was: "readerfit.api.compress" where users write readerfit.compress
             assert f'heading: "readerfit.{name}"' in options, (page.name, path)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+def test_the_quick_start_prints_what_the_page_says(page: str, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # a newcomer's first command and first Python call: the page shows what they print (the README's said "[0] 33 15"
+    # for a round after the default had come to fill a context this small to its answer's whole passage)
+    import sys
+
+    import readerfit
+    from readerfit.cli import main
+
+    text = (Path(__file__).resolve().parents[1] / page).read_text(encoding="utf-8")
+    body, said = re.search(r"echo '(.*?)' \| readerfit compress\n# ([^\n]*)\n", text, flags=re.S).groups()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(body))
+    assert main(["compress", "--no-progress"]) == 0
+    assert capsys.readouterr().out.strip() == said
+    call, kept, origin, compressed = re.search(
+        r"c = (readerfit\.compress\(.*?\))\nprint\(c\.text, c\.kept, c\.origin_tokens, c\.compressed_tokens, c\.rate\)"
+        r"\s+# \.\.\. (\[[\d, ]*\]) (\d+) (\d+) ", text, flags=re.S).groups()
+    c = eval(call, {"readerfit": readerfit})
+    assert (c.text, c.kept, c.origin_tokens, c.compressed_tokens) == (said, json.loads(kept), int(origin),
+                                                                      int(compressed))
