@@ -322,6 +322,15 @@ def test_a_query_of_nouns_asks_what_its_last_noun_names():
         assert asked_types(question) == (frozenset(), "")
 
 
+def test_an_imperative_that_asks_asks_what_its_object_names():
+    assert asked_types("Name the architect of the Selby Corn Exchange.") == (frozenset({"PERSON", "ORG"}), "architect")
+    assert asked_types("Give the year the bridge opened.") == (frozenset({"DATE", "TIME"}), "year")
+    assert asked_types("List the rivers that flow into Lake Orrin.") == (frozenset({"LOC", "FAC"}), "river")
+    # not an imperative: a query of nouns, a name
+    assert asked_types("name of the founder") == asked_types("Ada Name founder") == (frozenset({"PERSON"}), "founder")
+    assert asked_types("Find Anna Lund") == (frozenset(), "")
+
+
 def test_a_body_of_water_is_asked_as_a_location_never_a_town():
     # the river's name unrecognised ("the Wend"): the sentence with another town is not lifted over it
     assert asked_types("What river does the Corlan bridge cross?") == (frozenset({"LOC", "FAC"}), "river")

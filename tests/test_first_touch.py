@@ -84,6 +84,10 @@ LOST_AT_03 = {"nc-030", "nc-036", "nc-037", "nc-043", "nc-050",
               # its held-out twelve: "The winner receives ten thousand euros." for "What is the Vanner Prize given
               # for?", the fishing boats' 8 knots for "How fast does the Tarn ferry travel?"
               "nc-116", "nc-122",
+              # its fourth twelve: "Harwick Town won it in 1988 and 1989." says "won", "In 1990 the cup went to Dorrin
+              # Rovers" does not ("Who won the Tamsin Cup in 1990?"); the abbey's "restored by the architect John
+              # Oldrid" for "Name the architect of the Selby Corn Exchange." ("Henry Doyle drew up its plans.")
+              "nc-124", "nc-126",
               # two-hop: the bridge sentence, then the orchestra conductor's "played the violin", before the teacher's
               # "He played the cello"; the other hospital's "closed in 1998" says the verb asked, the answer ("shut
               # its doors in 2009") does not
