@@ -115,8 +115,9 @@ def asked_types(question: str) -> tuple[frozenset[str], str]:
     the first of them, unless it is the capitalised subject of "what is the ...": a name ("What is the Tamsin Cup
     awarded for?" asks for no Tamsin). Without a wh-word, in at most :data:`QUERY_WORDS` words and not opening as a
     yes-or-no question does, a query of nouns asks what :data:`QUERY_TYPES` gives its last word: "Harlow Press
-    founder" a person; an imperative that asks (:data:`ASKING`) what "What is ...?" asks. Thirty of the first-touch report fold's questions asked so kept 27 / 21 / 15 answers at the
-    default / 0.3 / 0.2 before, 29 / 24 / 21 since.
+    founder" a person (thirty of the first-touch report fold's questions asked so kept 27 / 21 / 15 answers at the
+    default / 0.3 / 0.2 before, 29 / 24 / 21 since); an imperative that asks (:data:`ASKING`), what "What is ...?"
+    asks.
 
     >>> sorted(asked_types("Where was Marie Curie born?")[0])
     ['FAC', 'GPE', 'LOC']

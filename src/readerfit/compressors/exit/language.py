@@ -203,10 +203,11 @@ def opening_name(sentence: Any) -> str:
             run.append(t)
             k += 1
             continue
-        # a join between two names ("of the" takes its article)
+        # a join between two names ("of the" takes its article; "Marwood's Bank", "Anna's shop": any noun after)
         after = k + 1 + (t.lower_ == "of" and k + 1 < len(tokens) and tokens[k + 1].lower_ == "the")
+        joins = {"PROPN", "NOUN"} if t.lower_ == "'s" else {"PROPN"}
         if t.lower_ in JOINED and run and run[-1].pos_ == "PROPN" and after < len(tokens) \
-                and tokens[after].pos_ in ("PROPN", "NOUN" if t.lower_ == "'s" else "PROPN"):
+                and tokens[after].pos_ in joins:
             run.extend(tokens[k:after])
             k = after
             continue
