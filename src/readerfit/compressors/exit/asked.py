@@ -133,8 +133,8 @@ def asked_types(question: str) -> tuple[frozenset[str], str]:
     phrase = wh_phrase(question)
     said = WORD.findall(question.lower())
     if not phrase and len(said) > 2 and said[0] in ASKING and said[1] in ("the", "a", "an", "one"):  # "Name the ..."
-        types, head = asked_types("What is " + question.split(None, 1)[1])
-        return types or QUERY_TYPES.get(head, frozenset()), head
+        kinds, noun = asked_types("What is " + question.split(None, 1)[1])
+        return kinds or QUERY_TYPES.get(noun, frozenset()), noun
     if not phrase and 0 < len(said) <= QUERY_WORDS and said[0] not in YES_NO:  # a query of nouns: its last word
         last = singular(said[-1])
         return (QUERY_TYPES[last], last) if last in QUERY_TYPES else (frozenset(), "")
