@@ -9,6 +9,7 @@ import math
 import random
 import re
 from importlib.resources import files
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -352,3 +353,86 @@ def test_the_object_of_the_verb_asked_is_what_a_cut_keeps_where_no_type_is_asked
     assert said.anchors == ("", "patented a folding ladder", "")
     (covers,) = parse(["According to legend, it covers the grave of a giant, who was killed."])
     assert ("cover", "covers the grave of a giant") in covers.objects  # "of" continues a phrase
+
+
+def slow_clauses(doc):
+    """Each entity's clause, split first: the tokens cut into runs at every clause mark, the run that holds the
+    entity's first token, the lemmas of its tokens but the entity's."""
+    runs, run = [], []
+    for t in doc:
+        if t.text in ",;:()\u2013\u2014":
+            runs.append(run)
+            run = []
+        else:
+            run.append(t)
+    runs.append(run)
+    out = []
+    for e in doc.ents:
+        (held,) = [r for r in runs if any(t.i == e.start for t in r)]
+        out.append(frozenset(t.lemma_.lower() for t in held if not e.start <= t.i < e.end))
+    return tuple(out)
+
+
+def test_an_entitys_clause_is_the_words_between_the_marks_around_it():
+    from readerfit.compressors.exit.language import clauses, pipeline
+
+    pytest.importorskip("spacy")
+    nlp = pipeline()
+    doc = nlp("Passenger trains stopped in 1951, and the whole line closed in 1964.")
+    (stopped, closed) = clauses(doc)
+    assert "stop" in stopped and "close" not in stopped and "close" in closed and "stop" not in closed
+    # every sentence the first-touch fixtures hold, against the reference by characters
+    texts = []
+    for path in (Path(__file__).parent / "fixtures" / "first_touch").glob("*.jsonl"):
+        texts += [p["text"] for line in path.read_text().splitlines() if line.strip()
+                  for p in json.loads(line)["passages"]]
+    docs = list(nlp.pipe(texts, disable=["parser"]))
+    assert sum(len(d.ents) for d in docs) > 500
+    for d in docs:
+        assert clauses(d) == slow_clauses(d), d.text
+
+
+def test_of_two_dates_or_names_a_cut_keeps_the_one_said_with_the_verb_asked():
+    # "When did the Harrow Line close?": the first date of the sentence is when something else stopped; "Who plays
+    # the detective?": the first name is the detective's, the one after "played by" the answer
+    pytest.importorskip("spacy")
+    units = [(0, "The Harrow Line was a railway between Brill and Tamford."),
+             (0, "Passenger trains stopped in 1951, and the whole line closed in 1964.")]
+    assert language_signals("When did the Harrow Line close?", units).anchors[1] == "1964"
+    units = [(0, "Low Tide is a crime drama set in a fishing town."),
+             (0, "The detective, Sam Hale, is played by Dev Khanna.")]
+    assert language_signals("Who plays the detective in the series Low Tide?", units).anchors[1] == "Dev Khanna"
+
+
+def test_a_sentence_on_another_thing_of_the_place_the_topic_is_named_after_holds_no_language_signal():
+    # "Who built the Tolvern lighthouse?": the village's "Its harbour was built by Amos Crewe." says the verb asked
+    # of the village's harbour; the lighthouse's "Its tower was raised by Hugh Marten" keeps its signals
+    pytest.importorskip("spacy")
+    units = [(0, "The Tolvern lighthouse stands on a rock off the coast."), (0, "Its tower was raised by Hugh Marten."),
+             (1, "Tolvern is a fishing village."), (1, "Its harbour was built by Amos Crewe.")]
+    question = "Who built the Tolvern lighthouse?"
+    titled = language_signals(question, units, titles=["Tolvern Lighthouse", "Tolvern"])
+    assert titled.rows[3] == (0.0, 0.0, 0.0, 0.0) and titled.anchors[3] == "" and titled.names[3] == 0.0
+    assert titled.rows[1][0] == 1.0 and titled.anchors[1] == "Hugh Marten"
+    # without titles, or where the village's passage speaks of the lighthouse, or the question asks of Tolvern's
+    # own harbour, the sentence keeps them
+    assert language_signals(question, units).rows[3][:2] == (1.0, 0.5)
+    spoken = [(1, "Tolvern is a fishing village with a lighthouse.") if k == 2 else u for k, u in enumerate(units)]
+    assert language_signals(question, spoken, titles=["Tolvern Lighthouse", "Tolvern"]).rows[3][0] == 1.0
+    own = language_signals("Who built Tolvern's harbour?", units, titles=["Tolvern Lighthouse", "Tolvern"])
+    assert own.rows[3][0] == 1.0
+
+
+def test_a_name_before_a_noun_is_another_things_only_where_it_is_a_bare_name():
+    from readerfit.compressors.exit.language import named_before
+
+    pytest.importorskip("spacy")
+    cases = {("Who built the Tolvern lighthouse?", "Tolvern"): "lighthouse",
+             ("Name the architect of the Selby Corn Exchange.", "Selby"): "Corn",
+             ("Norland flag designer", "Norland"): "flag",
+             ("Who built Tolvern's harbour?", "Tolvern"): "",
+             ("When did Tolvern build its harbour?", "Tolvern"): "",
+             ("Orvel mill closing year", "Orvel mill"): "",
+             ("Who built the Tolvern lighthouse?", ""): ""}
+    asked = parse([q for q, _ in cases])
+    assert {key: named_before(key[0], p, key[1]) for key, p in zip(cases, asked)} == cases

@@ -65,10 +65,11 @@ def fixture(name: str) -> list[dict]:
 
 NEWCOMER, TWO_HOP = fixture("newcomer.jsonl"), fixture("two_hop.jsonl")
 # lost at 0.3 when the eleventh round ended (docs/measurements/first-touch.md): a near miss in the other passage says
-# the verb asked ("Its harbour was built by Amos Crewe.", "The south bridge was rebuilt in 1921"), the answer does
-# not ("Its tower was raised by Hugh Marten", "A stone span replaced it in 1874"), or names the thing asked ("Its
-# mine and its quarry employed most of the men."); nc-025, of the first kind, is kept since the tenth round
-LOST_AT_03 = {"nc-030", "nc-036", "nc-037", "nc-043", "nc-050",
+# the verb asked ("The south bridge was rebuilt in 1921"), the answer does not ("A stone span replaced it in 1874"),
+# or names the thing asked ("Its mine and its quarry employed most of the men."); nc-025, of the first kind, is kept
+# since the tenth round, and since the fourteenth the near misses that open "Its ..." in a passage on the place the
+# question names its topic after (nc-030 "Its harbour was built by ...", nc-037, nc-122, nc-126)
+LOST_AT_03 = {"nc-036", "nc-043", "nc-050",
               # twelfth round: the answer says the verb in other words ("puts out" for "publish", "goes to" for
               # "awarded") beside a sentence that says it ("It publishes a newsletter", "given each spring"); a
               # query of nouns alone ("harlow press founder?") asks no verb and no type
@@ -82,12 +83,15 @@ LOST_AT_03 = {"nc-030", "nc-036", "nc-037", "nc-043", "nc-050",
               # passage's "The Ashby Branch is a canal spur 3 kilometres long."
               "nc-092", "nc-093", "nc-111",
               # its held-out twelve: "The winner receives ten thousand euros." for "What is the Vanner Prize given
-              # for?", the fishing boats' 8 knots for "How fast does the Tarn ferry travel?"
-              "nc-116", "nc-122",
+              # for?"
+              "nc-116",
               # its fourth twelve: "Harwick Town won it in 1988 and 1989." says "won", "In 1990 the cup went to Dorrin
-              # Rovers" does not ("Who won the Tamsin Cup in 1990?"); the abbey's "restored by the architect John
-              # Oldrid" for "Name the architect of the Selby Corn Exchange." ("Henry Doyle drew up its plans.")
-              "nc-124", "nc-126",
+              # Rovers" does not ("Who won the Tamsin Cup in 1990?")
+              "nc-124",
+              # fourteenth round: "Its flame is kept behind a fine wire gauze." for "What does the Selby lamp use for
+              # fuel?" ("It burns whale oil."); "She grew up in Helsinki but was born in Tampere." cut to its first
+              # place; "The Tully press was a printing house" for "What did the Tully press print?"
+              "nc-153", "nc-163", "nc-166",
               # two-hop: the bridge sentence, then the orchestra conductor's "played the violin", before the teacher's
               # "He played the cello"; the other hospital's "closed in 1998" says the verb asked, the answer ("shut
               # its doors in 2009") does not
@@ -139,10 +143,10 @@ QUERIES = fixture("queries.jsonl")
 @pytest.mark.model
 @pytest.mark.parametrize("budget", ["default", 0.3])
 def test_exit_keeps_the_answer_of_a_query_of_nouns(budget):
-    # newcomer questions typed as a search box's query ("Harlow Press founder"): all kept at the default and all but
-    # q-008 at 0.3 since the twelfth round (before it 11 and 8 of 12; q-008 "Norland flag designer" loses to the
-    # province's "Its coat of arms was designed by Per Holm.")
-    lost = lost_answers(QUERIES if budget == "default" else [c for c in QUERIES if c["id"] != "q-008"], budget)
+    # newcomer questions typed as a search box's query ("Harlow Press founder"): all kept at the default and at 0.3
+    # (before the twelfth round 11 and 8 of 12; q-008 "Norland flag designer" lost to the province's "Its coat of
+    # arms was designed by Per Holm." until the fourteenth)
+    lost = lost_answers(QUERIES, budget)
     assert not lost, f"answer lost at {budget}: {lost}"
 
 

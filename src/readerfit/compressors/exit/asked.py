@@ -228,21 +228,33 @@ SPAN = re.compile(r"\b(?:years?|months?|weeks?|days?|nights?|hours?|minutes?|sec
                   r"|aged)\b", re.IGNORECASE)
 
 
-def typed_entities(question: str, found: Entities, sentences: Sequence[str] | None = None) -> list[str]:
-    """Each sentence's first entity (of ``found``, one list per sentence) of a type the question asks for whose
-    words are not all the question's (and, for "how long / how old", a date only where it names a span,
-    :data:`SPAN`; not in another role in its sentence of ``sentences``, :func:`other_role`): what the sentence
-    answers with, or "" (:func:`answer_type`'s entities).
+def typed_entities(question: str, found: Entities, sentences: Sequence[str] | None = None, *,
+                   clauses: Sequence[Sequence[frozenset[str]]] | None = None,
+                   relation: frozenset[str] = frozenset()) -> list[str]:
+    """Each sentence's entity (of ``found``, one list per sentence) of a type the question asks for whose words are
+    not all the question's (and, for "how long / how old", a date only where it names a span, :data:`SPAN`; not in
+    another role in its sentence of ``sentences``, :func:`other_role`): what the sentence answers with, or ""
+    (:func:`answer_type`'s entities). Of several, the one whose clause (``clauses``: each entity's, by
+    :func:`~.language.clauses`) holds the most of the question's ``relation`` words ("closed in 1964", not
+    "stopped in 1951", for "When did the line close?"), else the first.
 
     >>> typed_entities("Who wrote Hamlet?", [[("Hamlet", "WORK_OF_ART")], [("1600", "DATE"), ("Shakespeare", "PERSON")]])
     ['', 'Shakespeare']
     >>> typed_entities("How long is the canal?", [[("between 1790 and 1796", "DATE")], [("twelve miles", "QUANTITY")]])
     ['', 'twelve miles']
+    >>> typed_entities("When did the line close?", [[("1951", "DATE"), ("1964", "DATE")]],
+    ...                clauses=[[frozenset({"stop", "in"}), frozenset({"line", "close", "in"})]], relation=frozenset({"close"}))
+    ['1964']
     """
     types, _ = asked_types(question)
     asked = words(question)
     span = SPAN_ASKED.search(question) is not None
     roles = [other_role(types, s) for s in (sentences if sentences is not None else [None] * len(found))]
-    return [next((text for text, label in ents if label in types and not content(text) <= asked and not other(text)
-                  and not (span and label in ("DATE", "TIME") and SPAN.search(text) is None)), "")
-            for ents, other in zip(found, roles)]
+    out = []
+    for k, (ents, other) in enumerate(zip(found, roles)):
+        held = clauses[k] if clauses is not None else [frozenset()] * len(ents)
+        typed = [(-len(clause & relation), j, text) for j, ((text, label), clause) in enumerate(zip(ents, held))
+                 if label in types and not content(text) <= asked and not other(text)
+                 and not (span and label in ("DATE", "TIME") and SPAN.search(text) is None)]
+        out.append(min(typed)[2] if typed else "")
+    return out

@@ -222,8 +222,8 @@ class ExitCompressor(BaseCompressor):
     def _said(self, items: list[tuple[str, list[Passage]]], prepared: list[Any]) -> list[Said | None]:
         """Each question's language signals (:func:`~.features.language_signals`); None without the language
         pass."""
-        return [language_signals(q, units, self.words) if self.language and units else None
-                for (q, _), (units, _, _) in zip(items, prepared)]
+        return [language_signals(q, units, self.words, titles=[p.title for p in passages])
+                if self.language and units else None for (q, passages), (units, _, _) in zip(items, prepared)]
 
     def overlaps(self) -> bool:
         """Whether the embedder's and the language pass run beside the classifier: ``config.overlap``, else (None)

@@ -75,7 +75,16 @@ from readerfit.compressors.exit.focus import (
     singular,
 )
 from readerfit.compressors.exit.hop import names, names_title, top_units
-from readerfit.compressors.exit.language import NAME_LABELS, WordVectors, asked_object, parse, relation, soft_relation
+from readerfit.compressors.exit.language import (
+    NAME_LABELS,
+    Parsed,
+    WordVectors,
+    asked_object,
+    parse,
+    relation,
+    said_of_another,
+    soft_relation,
+)
 from readerfit.types import Passage
 
 # the signals, in the order of a row (a fitted ranker names the ones it weighs)
@@ -217,24 +226,34 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
                        words=sum(len(s.split()) for s in sentences), anchors=said.anchors if said is not None else ())
 
 
-def language_signals(question: str, units: Sequence[tuple[int, str]], words: WordVectors | None = None) -> Said:
+def language_signals(question: str, units: Sequence[tuple[int, str]], words: WordVectors | None = None, *,
+                     titles: Sequence[str] = ()) -> Said:
     """Each sentence's :data:`LANGUAGE` signals (``relation_soft`` 0.0 without ``words``) and its entity of the
-    type the question asks for, from one spaCy pass (:func:`.parse`)."""
+    type the question asks for, from one spaCy pass (:func:`.parse`). ``titles``: the passages' titles (or lead
+    names), by passage index; a sentence said of another thing than the one asked
+    (:func:`~.language.said_of_another`) holds none of the signals."""
     texts = [s for _, s in units]
     parsed = parse([question, *texts])
-    found = [list(p.entities) for p in parsed[1:]]
+    of_passage: dict[int, list[Parsed]] = {}
+    for (pi, _), p in zip(units, parsed[1:]):
+        of_passage.setdefault(pi, []).append(p)
+    other = [pi < len(titles) and said_of_another(question, parsed[0], titles[pi], of_passage[pi], p)
+             for (pi, _), p in zip(units, parsed[1:])]
+    found = [[] if o else list(p.entities) for p, o in zip(parsed[1:], other)]
     typed = answer_type(question, texts, find=lambda _: found)
-    shares = relation(parsed[0], parsed[1:])
+    shares = [0.0 if o else x for x, o in zip(relation(parsed[0], parsed[1:]), other)]
     best: dict[int, float] = {}
     for (pi, _), share in zip(units, shares):
         best[pi] = max(best.get(pi, 0.0), share)
     soft = soft_relation(parsed[0], parsed[1:], words) if words is not None else [0.0] * len(units)
-    named = answer_names(question, [[t for t, label in p.entities if label in NAME_LABELS] + list(p.untyped)
-                                    for p in parsed[1:]], texts)
+    soft = [0.0 if o else x for x, o in zip(soft, other)]
+    named = answer_names(question, [[] if o else [t for t, label in p.entities if label in NAME_LABELS] + list(p.untyped)
+                                    for p, o in zip(parsed[1:], other)], texts)
     # a budget's cut keeps the entity of the asked type, else the name spaCy did not type as asked ("Matteo Gris"),
     # else the object of the verb asked ("patented a folding ladder")
     anchors = tuple(t or n or asked_object(parsed[0], p)
-                    for t, n, p in zip(typed_entities(question, found, texts), named, parsed[1:]))
+                    for t, n, p in zip(typed_entities(question, found, texts, clauses=[p.clauses for p in parsed[1:]],
+                                                      relation=parsed[0].relation), named, parsed[1:]))
     return Said(rows=tuple((typed[k], share, share - best[pi], soft[k]) for k, ((pi, _), share)
                            in enumerate(zip(units, shares))),
                 anchors=anchors, names=tuple(float(bool(n)) for n in named))

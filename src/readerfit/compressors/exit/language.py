@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from readerfit.compressors.exit.phrases import clauses, possessed, untyped_names, verb_objects
 from readerfit.text.split import spacy_english
 from readerfit.text.stop_words import FUNCTION_WORDS
 from readerfit.types import Passage
@@ -57,14 +58,18 @@ class Encoder(Protocol):
 class Parsed:
     """A text as the pass reads it: its named entities (text, label), its words' lower-cased lemmas, its
     relation words (the lemmas of its content words outside named entities), its untyped names (the runs of
-    proper nouns outside named entities: "the Wend" of "It crosses the Wend", which the small model does not type)
-    and its verbs' objects (:func:`verb_objects`)."""
+    proper nouns outside named entities: "the Wend" of "It crosses the Wend", which the small model does not type),
+    its verbs' objects, for each entity the lemmas of its clause, what an opening "Its ..." speaks of
+    (:mod:`.phrases`) and its nouns (lower-cased, proper nouns too)."""
 
     entities: tuple[tuple[str, str], ...]
     lemmas: frozenset[str]
     relation: frozenset[str]
     untyped: tuple[str, ...] = ()
     objects: tuple[tuple[str, str], ...] = ()
+    clauses: tuple[frozenset[str], ...] = ()
+    possessed: frozenset[str] = frozenset()
+    nouns: frozenset[str] = frozenset()
 
     @property
     def content(self) -> frozenset[str]:
@@ -223,53 +228,46 @@ def parse(texts: Sequence[str]) -> list[Parsed]:
         out.append(Parsed(entities=tuple((e.text, e.label_) for e in doc.ents),
                           lemmas=frozenset(t.lemma_.lower() for t in doc),
                           relation=relation_words(doc),
-                          untyped=untyped_names(doc), objects=verb_objects(doc)))
+                          untyped=untyped_names(doc), objects=verb_objects(doc), clauses=clauses(doc),
+                          possessed=possessed(doc),
+                          nouns=frozenset(t.lower_ for t in doc if t.pos_ in ("NOUN", "PROPN"))))
     return out
+
+
+def named_before(question: str, asked: Parsed, name: str) -> str:
+    """The word after ``name`` (a passage's title or lead name) where the question gives the name as the first
+    words of another thing's: right before a noun or a capitalised word ("lighthouse" of "the Tolvern lighthouse",
+    "Corn" of "the Selby Corn Exchange", "flag" of "Norland flag designer"; not of "Tolvern's harbour" or "did
+    Tolvern build", nor after a name with a lower-case word, "Orvel mill"); else "".
+
+    >>> named_before("Who built the Tolvern lighthouse?", Parsed((), frozenset(), frozenset(), nouns=frozenset({"lighthouse"})), "Tolvern")
+    'lighthouse'
+    """
+    after = re.search(rf"(?<!\w){re.escape(name.strip())}\s+([^\W\d_][\w-]*)", question) if name.strip() else None
+    word = after.group(1) if after is not None else ""
+    # a name with a common noun in it already names its kind of thing ("Orvel mill" of "Orvel mill closing year")
+    bare = all(w[:1].isupper() for w in name.split())
+    return word if bare and word and (word[0].isupper() or word.lower() in asked.nouns) else ""
+
+
+def said_of_another(question: str, asked: Parsed, title: str, passage: Sequence[Parsed], sentence: Parsed) -> bool:
+    """Whether ``sentence`` (of ``passage``, its sentences parsed, titled ``title``) speaks of another thing than the
+    one asked: it opens with "Its ..." on a thing the question's words do not name ("Its football team" for "the
+    Redmarsh cricket team"), in a passage on a name the
+    question gives only as the first words of its topic's (:func:`named_before`) that never says the word after it.
+    "Its harbour was built by Amos Crewe." in the passage on the village Tolvern does not say who built the
+    Tolvern lighthouse; "Its tower was raised by ..." in the lighthouse's passage may."""
+    if not sentence.possessed - asked.lemmas:  # "Its population ..." for "the population of ..."
+        return False
+    word = named_before(question, asked, title).lower()
+    forms = {word, word[:-1]} if word.endswith("s") else {word}
+    return bool(word) and not any(forms & p.lemmas for p in passage)
 
 
 def asked_object(question: Parsed, sentence: Parsed) -> str:
     """The object phrase (:func:`verb_objects`) of the sentence's first verb that is one of the question's relation
     words, else "": "patented a folding ladder" for "What did Clara Moss patent?"."""
     return next((phrase for lemma, phrase in sentence.objects if lemma in question.relation), "")
-
-
-# the parts of speech a verb's object phrase runs over ("patented a folding ladder", "covers the grave of a giant")
-OBJECT_POS = frozenset({"DET", "ADJ", "NOUN", "PROPN", "NUM", "ADV", "PART"})
-
-
-def verb_objects(doc: Any) -> tuple[tuple[str, str], ...]:
-    """Each verb of ``doc`` with a phrase after it: (its lemma, the verb and the words after it up to the first
-    word that is none of :data:`OBJECT_POS` but "of"). What a "what did she patent?" question asks is the object
-    of the verb it names, which no entity type marks: the words a budget's cut keeps there.
-
-    >>> verb_objects(pipeline()("In 1911 she patented a folding ladder for orchard work."))
-    (('patent', 'patented a folding ladder'),)
-    """
-    out = []
-    for t in doc:
-        if t.pos_ != "VERB":
-            continue
-        end = t.i + 1
-        while end < len(doc) and (doc[end].pos_ in OBJECT_POS or doc[end].lower_ == "of"
-                                  # "a folding bicycle": the small model tags "folding" a verb
-                                  or (doc[end].tag_ == "VBG" and doc[end - 1].pos_ in ("DET", "ADJ"))):
-            end += 1
-        while end > t.i + 1 and doc[end - 1].lower_ == "of":  # "… of" then a comma: the phrase ends before it
-            end -= 1
-        if end > t.i + 1:
-            out.append((t.lemma_.lower(), doc[t.i:end].text))
-    return tuple(out)
-
-
-def untyped_names(doc: Any) -> tuple[str, ...]:
-    """The runs of proper nouns outside ``doc``'s named entities."""
-    runs: list[list[str]] = [[]]
-    for t in doc:
-        if t.pos_ == "PROPN" and not t.ent_type_:
-            runs[-1].append(t.text)
-        elif runs[-1]:
-            runs.append([])
-    return tuple(" ".join(run) for run in runs if run)
 
 
 def relation_words(doc: Any) -> frozenset[str]:
