@@ -1,6 +1,6 @@
 """EXIT's small-input head (compressors/exit/ranker.py ``Listwise``, train/exit_listwise.py): it orders a small
 context's sentences, leaves a larger one to the trees, survives its file, and its fit is the softmax loss a slow
-reference computes (issue 53)."""
+reference computes (issue 53); a nested question's small context is ordered by the nested questions' head."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from readerfit.compressors.exit.features import SIGNALS, RankSignals
+from readerfit.compressors.exit.features import SIGNALS, RankSignals, ranking_signals
 from readerfit.compressors.exit.ranker import Listwise, Ranker, in_order
 from readerfit.errors import InputError
 from readerfit.train.exit_listwise import fit_listwise, listwise_loss
 from readerfit.train.exit_ranker import Config
+from readerfit.types import Passage
 
 WIDTH = 4
 
@@ -31,8 +32,9 @@ def ranker_with_head(rng: random.Random, max_words: int) -> Ranker:
     return Ranker(signals=SIGNALS[:WIDTH], trees=trees, baseline=rng.uniform(-1, 1), small=head)
 
 
-def rows_of(rng: random.Random, n: int, words: int | None = None) -> RankSignals:
-    return RankSignals(rows=tuple(tuple(rng.gauss(0, 1) for _ in SIGNALS) for _ in range(n)), words=words)
+def rows_of(rng: random.Random, n: int, words: int | None = None, *, nested: bool = False) -> RankSignals:
+    return RankSignals(rows=tuple(tuple(rng.gauss(0, 1) for _ in SIGNALS) for _ in range(n)), words=words,
+                       nested=nested)
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -56,6 +58,36 @@ def test_a_small_context_is_ordered_by_the_small_head_a_larger_one_by_the_trees(
         assert [got[k] for k in by_head] == pytest.approx(values, abs=n * 1e-3)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_a_nested_question_is_ordered_by_the_nested_head_where_the_ranker_has_one(seed):
+    rng = random.Random(seed)
+    ranker = ranker_with_head(rng, max_words=60)
+    other = replace(ranker_with_head(rng, max_words=60), trees=ranker.trees, baseline=ranker.baseline).small
+    both = replace(ranker, nested=other)
+    for words in (20, 59):
+        plain, nested = rows_of(rng, 6, words), rows_of(rng, 6, words, nested=True)
+        assert both.score(plain) == ranker.score(plain)  # a question that is not nested: the small-input head
+        assert ranker.score(nested) == ranker.score(replace(nested, nested=False))  # no nested head: the same
+        # a nested question: the nested head's order, the needed values handed out in it
+        by_nested = sorted(range(6), key=lambda k: (-other.score(nested.rows[k][:WIDTH]), k))
+        got = both.score(nested)
+        assert sorted(range(6), key=lambda k: (-got[k], k)) == by_nested
+        assert got == replace(ranker, small=other).score(nested)
+    larger = rows_of(rng, 6, 61, nested=True)  # a larger context: the trees, whatever the question
+    assert both.score(larger) == replace(ranker, small=None).score(larger)
+
+
+def test_ranking_signals_mark_a_nested_question():
+    ps = [Passage("The Holm Bridge was designed by Ada Moss.", title="Holm Bridge"),
+          Passage("Ada Moss was born in Leeds.", title="Ada Moss")]
+    units = [(0, ps[0].text), (1, ps[1].text)]
+    for question, nested in (("Where was the woman who designed the Holm Bridge born?", True),
+                             ("Who designed the Holm Bridge?", False)):
+        signals = ranking_signals(question=question, units=units, r=[0.9, 0.1], r_first=[0.9, 0.1], passages=ps,
+                                  linked=set(), title_linked=set())
+        assert signals.nested is nested
+
+
 def test_the_head_score_is_the_standardised_dot_product():
     head = Listwise(weights=(2.0, -1.0), mean=(1.0, 0.0), scale=(2.0, 4.0), max_words=3)
     assert head.score([3.0, 8.0]) == pytest.approx(2.0 * (3.0 - 1.0) / 2.0 - 1.0 * 8.0 / 4.0)
@@ -64,11 +96,13 @@ def test_the_head_score_is_the_standardised_dot_product():
 
 def test_the_head_survives_its_file_and_a_broken_one_is_a_clear_error(tmp_path):
     ranker = ranker_with_head(random.Random(0), max_words=90)
+    ranker = replace(ranker, nested=replace(ranker.small, weights=tuple(-w for w in ranker.small.weights)))
     ranker.save(tmp_path / "r.json")
     again = Ranker.load(tmp_path / "r.json")
-    assert again.small == ranker.small
-    signals = rows_of(random.Random(1), 5, words=40)
-    assert again.score(signals) == ranker.score(signals)
+    assert again.small == ranker.small and again.nested == ranker.nested
+    for nested in (False, True):
+        signals = rows_of(random.Random(1), 5, words=40, nested=nested)
+        assert again.score(signals) == ranker.score(signals)
     for field, value, message in (("weights", [1.0], "one weight, mean and scale"),
                                   ("scale", [1.0, 1.0, 0.0, 1.0], "scale > 0"),
                                   ("max_words", 0, "max_words is an integer >= 1")):
@@ -79,6 +113,8 @@ def test_the_head_survives_its_file_and_a_broken_one_is_a_clear_error(tmp_path):
             Ranker.load(tmp_path / "bad.json")
     with pytest.raises(InputError, match="small-input head weighs its 2 signals, got 4 weights"):
         Ranker(signals=SIGNALS[:2], trees=(), baseline=0.0, small=ranker.small)
+    with pytest.raises(InputError, match="nested questions' small-input head weighs its 2 signals, got 4 weights"):
+        Ranker(signals=SIGNALS[:2], trees=(), baseline=0.0, nested=ranker.nested)
 
 
 def slow_loss(w, xs, ys, l2):
@@ -137,3 +173,5 @@ def test_bad_small_head_options_are_clear_errors():
         Config(source=["x"], out="x", small_words=0)
     with pytest.raises(InputError, match="--small-l2 >= 0"):
         Config(source=["x"], out="x", small_l2=-1.0)
+    with pytest.raises(InputError, match="--small-nested fits a head on --small-source's nested questions"):
+        Config(source=["x"], out="x", small_nested=True)

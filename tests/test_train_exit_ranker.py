@@ -12,8 +12,9 @@ import pytest
 
 from readerfit.compressors.exit import ExitConfig
 from readerfit.compressors.exit.features import DEFAULT_SIGNALS, SIGNALS
+from readerfit.compressors.exit.focus import nested
 from readerfit.compressors.exit.ranker import Ranker, shipped_ranker_path
-from readerfit.data import load_demo, write_examples
+from readerfit.data import load_dataset, load_demo, write_examples
 from readerfit.errors import InputError
 from readerfit.train.exit_ranker import MASSES, Config, Question, fit_trees, run
 from readerfit.train.exit_small import SMALL
@@ -109,3 +110,31 @@ def test_keep_trees_fits_the_small_head_alone_and_keeps_the_files_trees(tmp_path
     assert set(outcome.result["small_weights"]) == set(DEFAULT_SIGNALS)
     rows = outcome.table.splitlines()[2:]  # one row a signal, its signed weight, the largest first
     assert len(rows) == len(DEFAULT_SIGNALS) and all(r.split("|")[2].strip()[0] in "+-" for r in rows)
+
+
+@pytest.mark.model
+def test_small_nested_fits_the_nested_questions_head_on_them_alone_and_keeps_the_files_other_heads(tmp_path):
+    small = Path(str(resources.files("readerfit"))) / "data" / "demo" / "small.jsonl"
+    shipped = Ranker.load(shipped_ranker_path())
+    out = tmp_path / "ranker.json"
+    run(Config(out=str(out), keep_trees=str(shipped_ranker_path()), small_source=[f"readerfit={small}@0:40"],
+               small_nested=True), progress=False, device="cpu")
+    ranker = Ranker.load(out)
+    assert (ranker.trees, ranker.answer, ranker.small) == (shipped.trees, shipped.answer, shipped.small)
+    assert ranker.nested is not None and ranker.nested != shipped.nested
+    assert ranker.fitted["small_nested_counts"][f"readerfit={small}@0:40"]["loaded"] == 40
+    # fitted on the nested questions alone: the same head from a file of those questions only
+    within = [ex for ex in load_dataset(small, format="readerfit")[:40] if nested(ex.question)]
+    assert 5 <= len(within) < 40
+    write_examples(tmp_path / "nested.jsonl", within)
+    again = tmp_path / "again.json"
+    run(Config(out=str(again), keep_trees=str(shipped_ranker_path()), small_source=[f"readerfit={tmp_path}/nested.jsonl"],
+               small_nested=True), progress=False, device="cpu")
+    # (the same up to the embedder's batches: a question's cosines move in the sixth decimal with its neighbours)
+    alone = Ranker.load(again).nested
+    assert alone.weights == pytest.approx(ranker.nested.weights, abs=1e-3)
+    assert alone.mean == pytest.approx(ranker.nested.mean, abs=1e-4)
+    # refitting the small-input head alone keeps the file's nested questions' head
+    run(Config(out=str(again), keep_trees=str(out), small_source=[f"readerfit={small}@0:12"]), progress=False,
+        device="cpu")
+    assert Ranker.load(again).nested == ranker.nested

@@ -17,10 +17,22 @@ True
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
+from readerfit.compressors.exit.features import SIGNALS
 from readerfit.compressors.exit.ranker import Listwise
 from readerfit.errors import InputError
+from readerfit.metrics.qa import holds_answer
+from readerfit.types import QAExample
+
+
+class Scored(Protocol):
+    """A labelled question as EXIT scored it (:class:`~readerfit.train.exit_ranker.Question`): its sentences
+    (``units``) and their rows of :data:`~readerfit.compressors.exit.features.SIGNALS`."""
+
+    example: QAExample
+    units: list[tuple[int, str]]
+    rows: list[tuple[float, ...]]
 
 
 def listwise_loss(w: Any, xs: Sequence[Any], ys: Sequence[Any], l2: float) -> tuple[float, Any]:
@@ -60,3 +72,20 @@ def fit_listwise(rows: Sequence[Any], labels: Sequence[Any], *, l2: float, max_w
     found = minimize(listwise_loss, np.zeros(stacked.shape[1]), args=(xs, ys, l2), jac=True, method="L-BFGS-B")
     return Listwise(weights=tuple(float(v) for v in found.x), mean=tuple(float(v) for v in mean),
                     scale=tuple(float(v) for v in scale), max_words=max_words)
+
+
+def answer_labels(q: Scored) -> list[int] | None:
+    """1 for each sentence holding a gold answer string; None where none does or the answer is yes or no."""
+    if {a.strip().lower() for a in q.example.answers} <= {"yes", "no"}:
+        return None
+    labels = [int(holds_answer(sentence, q.example.answers)) for _, sentence in q.units]
+    return labels if any(labels) else None
+
+
+def fit_small(questions: Sequence[Scored], *, signals: Sequence[str], l2: float, max_words: int) -> Listwise:
+    """The small-input head (:func:`fit_listwise`) over ``signals`` on the questions whose answer sentences
+    :func:`answer_labels` finds."""
+    columns = [SIGNALS.index(s) for s in signals]
+    labelled = [(q, labels) for q in questions if (labels := answer_labels(q)) is not None]
+    return fit_listwise([[[row[c] for c in columns] for row in q.rows] for q, _ in labelled],
+                        [labels for _, labels in labelled], l2=l2, max_words=max_words)

@@ -16,8 +16,10 @@ its cap (:func:`~readerfit.compressors.exit.ranker.within_mass`), is chosen on p
 did not see (two folds): the smallest share whose answer recall at the default, averaged over the sources, stays
 within ``--mass-tolerance`` of filling the cap.
 ``--small-source`` names hand-written small inputs (``readerfit/data/demo/small.jsonl``) that fit the small-input
-head (:func:`fit_small`; :class:`~readerfit.compressors.exit.ranker.Listwise`: it orders a context of at most
-``--small-words`` words) and nothing else; ``--keep-trees RANKER`` fits it alone and keeps that file's trees.
+head (:func:`~readerfit.train.exit_listwise.fit_small`; :class:`~readerfit.compressors.exit.ranker.Listwise`: it
+orders a context of at most ``--small-words`` words) and nothing else; ``--small-nested`` fits a second one on their
+nested questions alone ("the man who designed ..."), which orders theirs; ``--keep-trees RANKER`` fits one alone and
+keeps that file's trees.
 
 From the shell (the shipped ranker: ``readerfit/assets/exit/ranker.md``)::
 
@@ -39,6 +41,7 @@ from readerfit.compressors.base import assemble, join_passages
 from readerfit.compressors.exit import ExitCompressor, build_classifier
 from readerfit.compressors.exit.config import ExitConfig, encoder_dtype
 from readerfit.compressors.exit.features import DEFAULT_SIGNALS, SIGNALS
+from readerfit.compressors.exit.focus import nested
 from readerfit.compressors.exit.ranker import Head, Listwise, Ranker, answer_first, within_mass
 from readerfit.compressors.select import Scoring, select
 from readerfit.data import load_dataset
@@ -50,7 +53,7 @@ from readerfit.models.specs import DEFAULT_LM
 from readerfit.registry import make_config, param, parse_options
 from readerfit.runs import Outcome
 from readerfit.text.split import get_splitter
-from readerfit.train.exit_listwise import fit_listwise
+from readerfit.train.exit_listwise import answer_labels, fit_small
 from readerfit.train.exit_small import SMALL, small_copies
 from readerfit.train.exit_sources import hidden, new_counts, take
 from readerfit.train.exit_specs import KINDS, load_spec, parse_spec
@@ -92,6 +95,9 @@ class Config:
     small_l2: float = param(0.01, help="the small-input head's L2 penalty on its weights")
     keep_trees: str = param("", help="a ranker file whose trees, answer head and mass are kept: only the small-input "
                                      "head is fitted (on --small-source; --signals begin with the file's)")
+    small_nested: bool = param(False, help="also fit a small-input head for nested questions ('the man who designed "
+                                           "...') on --small-source's nested questions alone (with --keep-trees: "
+                                           "that head alone, the file's small-input head kept)")
 
     def __post_init__(self) -> None:
         if not self.source and not (self.keep_trees and self.small_source):
@@ -114,6 +120,8 @@ class Config:
         if self.small_words < 1 or self.small_l2 < 0:
             raise InputError(f"--small-words must be >= 1 and --small-l2 >= 0, got {self.small_words}, "
                              f"{self.small_l2}")
+        if self.small_nested and not self.small_source:
+            raise InputError("--small-nested fits a head on --small-source's nested questions: give --small-source")
         if self.distractor_passages < 0 or self.small_inputs < 0:
             raise InputError(f"--distractor-passages and --small-inputs must be >= 0, got {self.distractor_passages}, "
                              f"{self.small_inputs}")
@@ -192,14 +200,6 @@ def score(config: Config, items: Sequence[tuple[str, QAExample, list[list[str]]]
     return out
 
 
-def answer_labels(q: Question) -> list[int] | None:
-    """1 for each sentence holding a gold answer string; None where none does or the answer is yes or no."""
-    if {a.strip().lower() for a in q.example.answers} <= {"yes", "no"}:
-        return None
-    labels = [int(holds_answer(sentence, q.example.answers)) for _, sentence in q.units]
-    return labels if any(labels) else None
-
-
 def fit_trees(questions: Sequence[Question], config: Config, *, answer: bool = False) -> Any:
     """Boosted trees on the questions' rows: every source weighs the same, every question the same within it.
     The needed head learns the labels; the ``answer`` head, which sentence holds a gold answer string (on the
@@ -247,26 +247,23 @@ def head(model: Any) -> Head:
 
 
 def export(model: Any, config: Config, *, mass: float, fitted: dict[str, Any], answer: Any = None,
-           small: Listwise | None = None) -> Ranker:
-    """The fitted needed (and ``answer``) trees, and the ``small``-input head, as a :class:`Ranker`."""
+           small: Listwise | None = None, nested_head: Listwise | None = None) -> Ranker:
+    """The fitted needed (and ``answer``) trees, and the ``small``-input heads, as a :class:`Ranker`."""
     needed = head(model)
     return Ranker(signals=tuple(config.signals), trees=needed.trees, baseline=needed.baseline, mass=mass,
-                  fitted=fitted, answer=head(answer) if answer is not None else None, small=small)
+                  fitted=fitted, answer=head(answer) if answer is not None else None, small=small,
+                  nested=nested_head)
 
 
-def fit_small(questions: Sequence[Question], config: Config) -> Listwise:
-    """The small-input head (:func:`~readerfit.train.exit_listwise.fit_listwise`) on the questions whose answer
-    sentences :func:`answer_labels` finds."""
-    columns = [SIGNALS.index(s) for s in config.signals]
-    labelled_ = [(q, labels) for q in questions if (labels := answer_labels(q)) is not None]
-    return fit_listwise([[[row[c] for c in columns] for row in q.rows] for q, _ in labelled_],
-                        [labels for _, labels in labelled_], l2=config.small_l2, max_words=config.small_words)
-
-
-def small_head(config: Config, *, pool: ModelPool, progress: bool) -> tuple[Listwise, dict[str, dict[str, int]]]:
-    """The small-input head fitted on ``--small-source`` (scored anew), and that source's counts."""
+def small_head(config: Config, *, pool: ModelPool,
+               progress: bool) -> tuple[Listwise, Listwise | None, dict[str, dict[str, int]]]:
+    """The small-input head fitted on ``--small-source`` (scored anew), the nested questions' head fitted on its
+    nested questions alone (``--small-nested``; else None), and that source's counts."""
     items, counts = labelled(replace(config, source=config.small_source, weights=[], keep_trees=""))
-    return fit_small(score(config, items, pool=pool, progress=progress), config), counts
+    questions = score(config, items, pool=pool, progress=progress)
+    within = [q for q in questions if nested(q.example.question)] if config.small_nested else []
+    fit = partial(fit_small, signals=config.signals, l2=config.small_l2, max_words=config.small_words)
+    return fit(questions), fit(within) if within else None, counts
 
 
 def default_recall(questions: Sequence[Question], *, mass: float, count: Any) -> tuple[float, float]:
@@ -349,17 +346,19 @@ def run(config: Config, *, progress: bool = True, device: str | None = None) -> 
     grid = [(mass, *default_recall(questions, mass=mass, count=count)) for mass in MASSES]
     full = grid[0][1]
     mass = min(m for m, recall, _ in grid if recall >= full - config.mass_tolerance)
-    small, small_counts = small_head(config, pool=pool, progress=progress) if config.small_source else (None, {})
+    small, nested_head, small_counts = small_head(config, pool=pool, progress=progress) if config.small_source else (
+        None, None, {})
     fitted = {"sources": config.source, "counts": counts, "questions": len(questions),
               "sentences": sum(len(q.rows) for q in questions), "depth": config.depth, "trees": config.trees,
               "learning_rate": config.learning_rate, "seed": config.seed, "exit_options": config.exit_options,
               "answer_weight": config.answer_weight, "exclude_hops": config.exclude_hops,
               "answer_head": config.answer_head, "small_inputs": config.small_inputs, "weights": config.weights,
               "signals": config.signals, "small_source": config.small_source, "small_counts": small_counts,
-              "small_words": config.small_words, "small_l2": config.small_l2,
+              "small_words": config.small_words, "small_l2": config.small_l2, "small_nested": config.small_nested,
               "mass_grid": [{"mass": m, "answer_recall": r, "tokens": f} for m, r, f in grid]}
     ranker = export(fit_trees(questions, config), config, mass=mass, fitted=fitted,
-                    answer=fit_trees(questions, config, answer=True) if config.answer_head else None, small=small)
+                    answer=fit_trees(questions, config, answer=True) if config.answer_head else None, small=small,
+                    nested_head=nested_head)
     ranker.save(Path(config.out))
     table = "\n".join(["| mass | answer recall at the default (out of fold, mean of sources) | tokens |", "|---|---|---|",
                        *(f"| {m:.2f}{' (chosen)' if m == mass else ''} | {r:.3f} | {f:.1%} |" for m, r, f in grid)])
@@ -369,16 +368,23 @@ def run(config: Config, *, progress: bool = True, device: str | None = None) -> 
 
 
 def refit_small(config: Config, *, pool: ModelPool, progress: bool, start: float) -> Outcome:
-    """``--keep-trees``: the file's trees, answer head and mass kept, its small-input head fitted anew over
-    ``--signals``, which begin with the file's (the trees' columns stay where they were)."""
+    """``--keep-trees``: the file's trees, answer head and mass kept, a small-input head fitted anew over ``--signals``,
+    which begin with the file's (the trees' columns stay where they were): the nested questions' with ``--small-nested``
+    (the file's small-input head kept), else the small-input head."""
     kept = Ranker.load(config.keep_trees)
     if tuple(config.signals[:len(kept.signals)]) != kept.signals:
         raise InputError(f"--signals must begin with --keep-trees' ({', '.join(kept.signals)}); got {config.signals}")
-    small, counts = small_head(config, pool=pool, progress=progress)
-    fitted = {**kept.fitted, "small_source": config.small_source, "small_counts": counts, "small_signals": config.signals,
-              "small_words": config.small_words, "small_l2": config.small_l2}
-    replace(kept, signals=tuple(config.signals), small=small, fitted=fitted).save(Path(config.out))
-    weights = sorted(zip(config.signals, small.weights), key=lambda x: -abs(x[1]))
+    fitted_small, nested_head, counts = small_head(config, pool=pool, progress=progress)
+    small: Listwise | None = fitted_small
+    if config.small_nested:  # the file's small-input head kept (without: its nested questions' head)
+        small, shown = kept.small, nested_head
+        fitted = {**kept.fitted, "small_nested_source": config.small_source, "small_nested_counts": counts}
+    else:
+        nested_head, shown, fitted = kept.nested, small, {**kept.fitted, "small_source": config.small_source, "small_counts": counts,
+                                "small_signals": config.signals, "small_words": config.small_words,
+                                "small_l2": config.small_l2}
+    replace(kept, signals=tuple(config.signals), small=small, nested=nested_head, fitted=fitted).save(Path(config.out))
+    weights = sorted(zip(config.signals, shown.weights if shown is not None else ()), key=lambda x: -abs(x[1]))
     return Outcome(result={"out": config.out, "small_counts": counts, "small_weights": dict(weights),
                            "seconds": time.perf_counter() - start},
                    table=markdown_table([{"signal": n, "weight": w} for n, w in weights],

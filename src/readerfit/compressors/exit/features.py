@@ -127,6 +127,9 @@ class RankSignals:
     # sentence k's answer as far as the words tell (:attr:`Said.anchors`; "" none; all "" without spaCy's pass): the
     # words a budget's cut keeps where it can (:func:`~readerfit.compressors.budget.trim_unit`)
     anchors: tuple[str, ...] = ()
+    # the question reaches its topic through something a second passage describes ("the man who designed ...":
+    # :func:`~.focus.nested`), which picks a ranker's small-input head (:attr:`~.ranker.Ranker.nested`)
+    nested: bool = False
 
     def column(self, name: str) -> list[float]:
         i = SIGNALS.index(name)
@@ -223,7 +226,8 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
     return RankSignals(rows=tuple((*row, *(p[k] for p in places), *shape, *spoken[k], float(asked and pi in linked),
                                    named[k], of_kind.get(pi, 0.0))
                                   for k, (row, (pi, _)) in enumerate(zip(rows, units))),
-                       words=sum(len(s.split()) for s in sentences), anchors=said.anchors if said is not None else ())
+                       words=sum(len(s.split()) for s in sentences), anchors=said.anchors if said is not None else (),
+                       nested=asked)
 
 
 def language_signals(question: str, units: Sequence[tuple[int, str]], words: WordVectors | None = None, *,

@@ -17,7 +17,11 @@ A ranker may also hold a *small-input head* (:class:`Listwise`): for a context o
 (what a newcomer types first, not a benchmark's ten paragraphs), a linear score over the standardised
 signals, fitted to put the answer's sentence first among its question's sentences (a softmax over them, on
 hand-written small inputs), orders the sentences instead; the needed head's values, sorted, are handed out in that
-order, so the default keeps as many sentences as it would have.
+order, so the default keeps as many sentences as it would have. A second such head, ``nested``, fitted on the
+hand-written inputs whose question reaches its topic through a description ("Where was the man who designed the
+Holm Bridge born?": :func:`~readerfit.compressors.exit.focus.nested`), orders those questions' small contexts: a
+two-hop question's answer lies in the passage the bridge leads to, a single-hop question's near the topic's name,
+and one linear head fitted on both weighs the same signals for both.
 
 >>> from readerfit.compressors.exit.features import RankSignals, SIGNALS
 >>> stump = {"feature": [SIGNALS.index("lexical"), -1, -1], "threshold": [0.5, 0.0, 0.0], "left": [1, -1, -1],
@@ -120,7 +124,8 @@ class Listwise:
 class Ranker:
     """log-odds = ``baseline`` + the sum of the trees' leaf values; ``mass`` in (0, 1] (1: the default fills its
     cap). ``signals`` names the columns the trees' ``feature`` indices point to; ``answer``, the answer head
-    (or None), and ``small``, the small-input head (or None), read the same columns."""
+    (or None), ``small``, the small-input head (or None), and ``nested``, the small-input head of a nested
+    question (or None: ``small`` orders it), read the same columns."""
 
     signals: tuple[str, ...]
     trees: tuple[dict[str, list[Any]], ...]
@@ -129,6 +134,7 @@ class Ranker:
     fitted: dict[str, Any] = field(default_factory=dict)  # provenance: data, split, figures (for people)
     answer: Head | None = None
     small: Listwise | None = None
+    nested: Listwise | None = None
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.signals if s not in SIGNALS]
@@ -138,29 +144,33 @@ class Ranker:
             check_tree(tree, len(self.signals), f"tree {i}")
         for i, tree in enumerate(self.answer.trees if self.answer is not None else ()):
             check_tree(tree, len(self.signals), f"answer tree {i}")
-        if self.small is not None and len(self.small.weights) != len(self.signals):
-            raise InputError(f"a ranker's small-input head weighs its {len(self.signals)} signals, got "
-                             f"{len(self.small.weights)} weights")
+        for name, small in (("small-input head", self.small), ("nested questions' small-input head", self.nested)):
+            if small is not None and len(small.weights) != len(self.signals):
+                raise InputError(f"a ranker's {name} weighs its {len(self.signals)} signals, got "
+                                 f"{len(small.weights)} weights")
         if isinstance(self.mass, bool) or not isinstance(self.mass, int | float) or not 0.0 < self.mass <= 1.0:
             raise InputError(f"a ranker's mass is a share in (0, 1], got {self.mass!r}")
 
     def score(self, signals: RankSignals) -> list[float]:
         """Each sentence's log-odds of being needed to answer; with an answer head, the sentence it rates likeliest
         to hold the answer (the earliest of equals) is raised just above the best, so that it ranks first; a
-        small context (:class:`Listwise`; its size in ``signals.words``) is ordered by the small-input head."""
+        small context (:class:`Listwise`; its size in ``signals.words``) is ordered by the small-input head (a nested
+        question's by ``nested`` where the ranker has one)."""
         columns = [SIGNALS.index(s) for s in self.signals]
         rows = [[row[c] for c in columns] for row in signals.rows]
         needed = Head(self.trees, self.baseline)
         out = [needed.log_odds(x) for x in rows]
-        if self.small is not None and signals.words is not None and signals.words <= self.small.max_words:
-            return in_order(out, [self.small.score(x) for x in rows])
+        small = self.nested if signals.nested and self.nested is not None else self.small
+        if small is not None and signals.words is not None and signals.words <= small.max_words:
+            return in_order(out, [small.score(x) for x in rows])
         return out if self.answer is None else answer_first(out, [self.answer.log_odds(x) for x in rows])
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": RANKER_FORMAT, "version": RANKER_VERSION, "signals": list(self.signals),
                 "baseline": self.baseline, "mass": self.mass, "trees": list(self.trees), "fitted": self.fitted,
                 **({"answer": self.answer.to_dict()} if self.answer is not None else {}),
-                **({"small": self.small.to_dict()} if self.small is not None else {})}
+                **({"small": self.small.to_dict()} if self.small is not None else {}),
+                **({"nested": self.nested.to_dict()} if self.nested is not None else {})}
 
     def save(self, path: str | Path) -> None:
         write_atomic(path, json.dumps(self.to_dict()) + "\n")
@@ -176,11 +186,12 @@ class Ranker:
             raise InputError(f"ranking: {str(path)!r} is not a ranker file (format {RANKER_FORMAT!r}, as "
                              "`readerfit train exit-ranker` writes it)")
         try:
-            answer, small = d.get("answer"), d.get("small")
+            answer, small, nested = d.get("answer"), d.get("small"), d.get("nested")
             return cls(signals=tuple(d["signals"]), trees=tuple(d["trees"]), baseline=float(d["baseline"]),
                        mass=float(d.get("mass", 1.0)), fitted=dict(d.get("fitted") or {}),
                        answer=None if answer is None else Head(tuple(answer["trees"]), float(answer["baseline"])),
-                       small=None if small is None else Listwise.from_dict(small))
+                       small=None if small is None else Listwise.from_dict(small),
+                       nested=None if nested is None else Listwise.from_dict(nested))
         except (KeyError, TypeError, ValueError) as err:
             raise InputError(f"ranking: {str(path)!r} is not a valid ranker file ({type(err).__name__}: {err})") from None
 
