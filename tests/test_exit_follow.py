@@ -334,13 +334,21 @@ def test_a_server_s_pool_loads_the_pass_s_classifier_when_exit_is_built_and_runs
 
 
 @pytest.mark.model
-def test_the_shipped_hop_classifier_runs_the_pass_on_a_chain_the_question_does_not_name():
+def test_the_shipped_hop_classifier_runs_the_pass_on_a_chain_the_question_does_not_name(tmp_path):
     pytest.importorskip("sentence_transformers")
-    import readerfit
+    from dataclasses import replace
 
-    question, passages = LONG_QUESTION, LONG_CHAIN
-    plain = readerfit.compress(question, passages, options={"follow": False}, reader=None)
-    followed = readerfit.compress(question, passages, reader=None)  # the default
+    import readerfit
+    from readerfit.compressors.exit.ranker import shipped_ranker_path
+
+    # the shipped trees alone, as they rank a context over the small-input heads' 125 words: the nested questions'
+    # head ranks this chain's answer third itself ("Its seat is the town of Caddick."), leaving the pass nothing
+    assert "Caddick" in readerfit.compress(LONG_QUESTION, LONG_CHAIN, reader=None).text
+    trees = tmp_path / "trees.json"
+    replace(Ranker.load(shipped_ranker_path()), small=None, nested=None).save(trees)
+    question, passages, ranking = LONG_QUESTION, LONG_CHAIN, {"ranking": str(trees)}
+    plain = readerfit.compress(question, passages, options={**ranking, "follow": False}, reader=None)
+    followed = readerfit.compress(question, passages, options=ranking, reader=None)  # the default
     assert "follow" not in plain.details
     found = followed.details["follow"]
     # the best passages name others of the chain: the pass asked those, and the default kept what it found
@@ -351,5 +359,5 @@ def test_the_shipped_hop_classifier_runs_the_pass_on_a_chain_the_question_does_n
     n = len(followed.lifted)
     assert followed.lifted == found["moved"][:n] and all(s >= ExitConfig().follow_lift for s in found["scores"][:n])
     assert n == len(found["moved"]) or found["scores"][n] < ExitConfig().follow_lift
-    moved = readerfit.compress(question, passages, options={"follow_rank": True}, reader=None)
+    moved = readerfit.compress(question, passages, options={**ranking, "follow_rank": True}, reader=None)
     assert sorted(moved.ranking) == pytest.approx(sorted(plain.ranking))  # the same values, maybe reordered
