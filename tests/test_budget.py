@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from readerfit.compressors.base import assemble, join_passages
-from readerfit.compressors.budget import CUT_MARK, TRIM_SHARE, Budget, Fit, fit_units, word_count
+from readerfit.compressors.budget import CUT_MARK, TRIM_SHARE, Budget, Fit, anchor_end, fit_units, word_count
 from readerfit.compressors.exit import ExitCompressor, ExitConfig, GroupScores
 from readerfit.compressors.exit.config import DEFAULT_FLOOR
 from readerfit.compressors.select import cut_units
@@ -342,3 +342,44 @@ def test_summary_budget_options_are_validated():
         SummaryConfig(rate=1.5)
     with pytest.raises(InputError, match="target_tokens"):
         SummaryConfig(target_tokens=0)
+
+
+def test_the_blank_line_between_passages_is_paid_by_each_passage_kept_after_the_first():
+    """The first passage kept brings no blank line: it was once costed as if it did, and a budget of a single
+    passage's words lost its last one ("… there speak" for "… there speak Moran.")."""
+    passages = [Passage("a b c."), Passage("d e.")]
+    units = [(0, "a b c."), (1, "d e.")]
+
+    def blanks(text: str) -> int:  # a token a word and one a blank line
+        return len(text.split()) + text.count("\n\n")
+
+    def fit(limit: int) -> Fit:
+        return fit_units([0.9, 0.5], passages=passages, units=units, limit=limit, count=blanks,
+                         assemble=lambda ks, cut: assemble(passages, cut_units(units, cut), ks))
+
+    assert fit(3) == Fit(kept=[0], trimmed={})  # the first passage whole: 3 words, no blank line
+    assert fit(5) == Fit(kept=[0], trimmed={})  # "d e." costs 2 and its blank line: 6
+    assert fit(6) == Fit(kept=[0, 1], trimmed={})
+    assert blanks(assemble(passages, units, [0, 1])) == 6
+    # the second passage alone is the first kept: no blank line either
+    assert fit_units([0.1, 0.9], passages=passages, units=units, limit=2, count=blanks,
+                     assemble=lambda ks, cut: assemble(passages, cut_units(units, cut), ks)) == Fit(kept=[1])
+
+
+def test_a_cut_over_by_the_join_keeps_the_anchor_it_just_holds():
+    """A leading cut that ends with its anchor, over by the join's tokens, lost its last word and so the anchor
+    ("She was trained by Michael …" for "… Michael Daly"): it loses its first word instead."""
+    passages = [Passage("w x y z. v", title="T")]
+    units = [(0, "w x y z. v")]
+
+    def joined(text: str) -> int:  # a word each, and two more where a title line runs into its passage's words
+        return len(text.split()) + 2 * sum(1 for line in text.split("\n\n") if "\n" in line and line.split("\n")[1])
+
+    def fit(limit: int, anchor: str) -> Fit:
+        return fit_units([0.9], passages=passages, units=units, limit=limit, count=joined, anchors={0: anchor},
+                         assemble=lambda ks, cut: assemble(passages, cut_units(units, cut), ks))
+
+    # by its parts the whole unit fits 7 (the title, five words, a mark); joined, "T\nw x y z. v" counts 8
+    assert fit(7, "y z.") == Fit(kept=[0], trimmed={0: "y z."})  # "T\n… y z. …": 1 + 2 + 2 marks + 2
+    assert fit(7, "w x") == Fit(kept=[0], trimmed={0: "w x y"})  # an anchor at the start: the last words go
+    assert anchor_end("w x y z. v", "y z.") == 4 and anchor_end("w x y z. v", "q") == 0

@@ -304,6 +304,31 @@ def test_the_verb_tagged_a_noun_is_the_relation_asked_though_the_stop_list_holds
     assert asked_object(shows, said) == "shows old farm tools"
 
 
+def test_a_question_that_ends_with_a_preposition_asks_its_object():
+    # "awarded for?": the object of "for", past the words the verb's object stops at ("each year")
+    awarded, given, built, wrote = parse(["What is the Harlan Shield awarded for?",
+                                          "what is the linden prize given for",
+                                          "When was the Harlan Shield first struck?", "Who wrote it?"])
+    assert (awarded.stranded, given.stranded, built.stranded, wrote.stranded) == ("for", "for", "", "")
+    said, used, other = parse(["It is awarded each year for bravery at sea by a lifeboat crew.",
+                               "The hall is used for dances.", "It was built in 1868 by the town."])
+    assert asked_object(awarded, said) == "awarded each year for bravery"  # up to the next preposition
+    # another verb than the one asked, but the same preposition after it: still the object asked of
+    assert asked_object(given, said) == "awarded each year for bravery"
+    assert asked_object(awarded, used) == "used for dances"  # no object words between the verb and "for"
+    assert asked_object(awarded, other) == ""  # "in", "by": not the preposition asked, and "build" is not asked
+    # past other prepositional phrases, through a possessive, after an adjective that "is" says
+    built_for, famous_for = parse(["What was the Kellan tunnel built for?", "What is the Tollen bakery famous for?"])
+    (tramway,) = parse(["It was built in 1868 for a horse tramway to the docks."])
+    (bread,) = parse(["It is famous across the region for its dark rye bread."])
+    assert asked_object(built_for, tramway) == "built in 1868 for a horse tramway"
+    assert asked_object(famous_for, bread) == "famous across the region for its dark rye bread"
+    # a question ending otherwise keeps the object up to the first preposition
+    (patent,) = parse(["What did Clara Moss patent?"])
+    (patented,) = parse(["In 1911 she patented a folding ladder for orchard work."])
+    assert asked_object(patent, patented) == "patented a folding ladder"
+
+
 def test_a_two_hop_questions_verb_after_its_description_is_the_relation_asked():
     # the topic is named through a description before the verb: a noun's "of" ("the brother of Anna Kessler")
     # or a relative clause ("the ship that rescued ...") does not end the search for the verb spaCy tags a noun
@@ -352,7 +377,7 @@ def test_the_object_of_the_verb_asked_is_what_a_cut_keeps_where_no_type_is_asked
     said = language_signals("What did the inventor Clara Moss patent in 1911?", units)
     assert said.anchors == ("", "patented a folding ladder", "")
     (covers,) = parse(["According to legend, it covers the grave of a giant, who was killed."])
-    assert ("cover", "covers the grave of a giant") in covers.objects  # "of" continues a phrase
+    assert ("cover", "covers the grave of a giant") in [(o.lemma, o.phrase) for o in covers.objects]  # "of" continues
 
 
 def slow_clauses(doc):

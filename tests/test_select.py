@@ -327,3 +327,68 @@ def test_the_typed_budget_outcome_survives_the_json_form_and_older_records_load(
     empty = select(scoring(ranking=[0.0, 0.0, 0.0, 1.0]), Budget(target_tokens=1))  # not even "T h" fits
     assert empty.kept == [] and empty.outcome is not None and empty.outcome.empty
     assert BudgetOutcome.from_dict(empty.details["budget"]) == empty.outcome
+
+
+# one titled passage whose answer sentence leans on it: "It is run by Greta Holm." under a title of three words
+ORLA = Scoring(passages=[Passage("It is run by Greta Holm.", title="Orla ferry company")],
+               units=[(0, "It is run by Greta Holm.")], ranking=[1.0], anchors={0: "Greta Holm"})
+
+
+def test_a_tight_budget_leaves_the_title_line_out_where_that_keeps_the_anchor():
+    from readerfit.outcome import BudgetOutcome
+
+    def words(text: str) -> int:
+        return len(text.split())
+
+    # 5 words: under the title only "… Holm." fits (3 + 2); without it "… run by Greta Holm."
+    chosen = select(ORLA, Budget(target_tokens=5))
+    assert ORLA.text(chosen.kept, chosen.trimmed, chosen.untitled) == "… run by Greta Holm."
+    assert chosen.untitled == {0} and chosen.outcome is not None and chosen.outcome.untitled == (0,)
+    assert chosen.details["budget"]["untitled"] == [0] and chosen.outcome.compressed_tokens == 5
+    assert BudgetOutcome.from_dict(chosen.details["budget"]) == chosen.outcome
+    # 4: nothing fits under the title; without it the anchor does
+    tight = select(ORLA, Budget(target_tokens=4))
+    assert ORLA.text(tight.kept, tight.trimmed, tight.untitled) == "… by Greta Holm." and not tight.outcome.empty
+    # 6: the whole anchor fits under the title, which stays
+    roomy = select(ORLA, Budget(target_tokens=6))
+    assert roomy.untitled == frozenset()
+    assert ORLA.text(roomy.kept, roomy.trimmed) == "Orla ferry company\n… Greta Holm."
+    assert "untitled" not in roomy.details["budget"]
+    # no anchor: nothing to gain, the title stays; a rendering of its own keeps its layout
+    assert select(replace(ORLA, anchors=None), Budget(target_tokens=5)).untitled == frozenset()
+    rendered = replace(ORLA, render=lambda ks, cut: " ".join(cut.get(k, ORLA.units[k][1]) for k in ks))
+    assert select(rendered, Budget(target_tokens=5)).untitled == frozenset()
+    # a soft budget keeps its best unit whole: no cut, no title left out
+    assert select(ORLA, Budget(target_tokens=5, hard=False)).untitled == frozenset()
+    assert words(ORLA.text([0], {}, {0})) == 6
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_title_line_is_left_out_only_for_more_of_the_anchor_and_the_cut_still_fits(seed):
+    """Against the cut under the title line (fit_units alone): the selection fits the limit, holds at least as many
+    of the anchor's words, and leaves the title out only where that holds more of them."""
+    import random
+
+    from readerfit.compressors.budget import fit_units, word_count
+
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(rng.randint(2, 10))]
+    title = " ".join(f"t{i}" for i in range(rng.randint(1, 5)))
+    i = rng.randrange(len(words))
+    anchor = " ".join(words[i:i + rng.randint(1, 2)])
+    other = Passage("x y z.", title="O")
+    s = Scoring(passages=[Passage(" ".join(words), title=title), other], units=[(0, " ".join(words)), (1, "x y z.")],
+                ranking=[1.0, rng.random()], anchors={0: anchor})
+    limit = rng.randint(1, len(words) + len(title.split()) + 2)
+    chosen = select(s, Budget(target_tokens=limit))
+    text = s.text(chosen.kept, chosen.trimmed, chosen.untitled)
+    assert word_count(text) <= limit
+    titled = fit_units(s.ranking, passages=s.passages, units=s.units, limit=limit, count=word_count,
+                       assemble=s.text, anchors=s.anchors)
+    was = s.text(titled.kept, titled.trimmed)
+    assert shared.held(anchor, text) >= shared.held(anchor, was) if titled.kept == [0] or not titled.kept else True
+    if chosen.untitled:
+        assert chosen.untitled == {0} and chosen.kept == [0] and title not in text
+        assert shared.held(anchor, text) > shared.held(anchor, was)
+    else:
+        assert text == was

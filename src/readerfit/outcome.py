@@ -62,8 +62,9 @@ class TrimmedUnit:
 class BudgetOutcome:
     """A budget's outcome: the ``rate`` / ``target_tokens`` asked (``hard``: asked by the user, not a default), the
     ``limit`` in tokens (``counted_in``: reader tokens, words, ...), ``origin_tokens`` / ``compressed_tokens`` (the
-    passages', the context's, in that unit), the ``achieved_rate``, the unit ``trimmed`` to fit (None: none) and
-    ``empty``: nothing fit."""
+    passages', the context's, in that unit), the ``achieved_rate``, the unit ``trimmed`` to fit (None: none),
+    ``empty``: nothing fit, and ``untitled``: the passages whose title line the cut left out to keep the answer's
+    words (:func:`~readerfit.compressors.select.untitled_cut`)."""
 
     limit: int
     counted_in: str
@@ -75,6 +76,7 @@ class BudgetOutcome:
     hard: bool = True
     trimmed: TrimmedUnit | None = None
     empty: bool = False
+    untitled: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The people-facing layout (``details["budget"]``): ``trimmed`` and ``empty`` only when they happened."""
@@ -86,6 +88,8 @@ class BudgetOutcome:
                             "words": self.trimmed.words}
         if self.empty:
             d["empty"] = NOTHING_FITS
+        if self.untitled:
+            d["untitled"] = list(self.untitled)
         return d
 
     @classmethod
@@ -97,9 +101,9 @@ class BudgetOutcome:
         names = {f.name for f in fields(cls)}
         try:
             trimmed = d.get("trimmed")
-            return cls(**{k: v for k, v in d.items() if k in names and k not in ("trimmed", "empty")},
+            return cls(**{k: v for k, v in d.items() if k in names and k not in ("trimmed", "empty", "untitled")},
                        trimmed=TrimmedUnit(**trimmed) if isinstance(trimmed, dict) else None,
-                       empty=bool(d.get("empty")))
+                       empty=bool(d.get("empty")), untitled=tuple(d.get("untitled") or ()))
         except TypeError as err:
             raise InputError(f"a compression's budget {d!r:.80} is malformed: {err}") from None
 

@@ -196,7 +196,8 @@ class BaseCompressor:
     def compression(self, scored: Scored, scoring: Scoring, chosen: Selection, budget: Budget) -> Compression:
         """The :class:`Compression` of what ``chosen`` kept: the kept units rendered by the scoring, the scored
         fields carried (what a re-selection reads), the details: the scoring's, the rule's, the selection's."""
-        return Compression(text=scoring.text(chosen.kept, chosen.trimmed), units=[s for _, s in scored.units],
+        return Compression(text=scoring.text(chosen.kept, chosen.trimmed, chosen.untitled),
+                           units=[s for _, s in scored.units],
                            scores=None if scored.scores is None else list(scored.scores), kept=chosen.kept,
                            passage_of_unit=[pi for pi, _ in scored.units], ranking=list(scored.ranking),
                            passage_scores=None if scored.passage_scores is None else list(scored.passage_scores),

@@ -163,9 +163,10 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
     where it can (:func:`trim_unit`).
     """
     costs = [count(" " + s) for _, s in units]
-    # a passage's first kept unit also brings its title line and the blank line between passages
+    # a passage's first kept unit also brings its title line and, but for the first passage kept, the blank line
+    # between passages
     gap = count("\n\n")
-    titles = {pi: gap + (count(render_passage(passages[pi].title, "")) if passages[pi].title else 0)
+    titles = {pi: count(render_passage(passages[pi].title, "")) if passages[pi].title else 0
               for pi in {pi for pi, _ in units}}
     required = list(dict.fromkeys(must))
     forced = set(required)
@@ -178,7 +179,9 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
     used = 0
 
     def cost(group: Sequence[int]) -> int:
-        return sum(costs[k] for k in group) + sum(titles[pi] for pi in {units[k][0] for k in group} - opened)
+        new = {units[k][0] for k in group} - opened
+        return (sum(costs[k] for k in group) + sum(titles[pi] for pi in new)
+                + gap * max(len(new) - (0 if opened else 1), 0))
 
     for k in order:
         if k in kept:
@@ -206,10 +209,13 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
     while len(taken) > n_forced and count(assemble(sorted(kept), trimmed)) > limit:
         last = taken[-1][-1]
         if last in trimmed and len(trimmed[last].split()) > 1:
-            # a cut that ends with its anchor loses its first word, any other its last
+            # a cut that ends with its anchor (a run that ends with it, or a leading run just long enough to hold it)
+            # loses its first word, any other its last
             held = trimmed[last].split()
-            leading = units[last][1].split()[:len(held)] == held
-            trimmed[last] = " ".join(held[:-1] if leading else held[1:])
+            text = units[last][1]
+            leading = text.split()[:len(held)] == held
+            at_end = anchor_end(text, (anchors or {}).get(last, "")) == len(held) if leading else True
+            trimmed[last] = " ".join(held[1:] if at_end else held[:-1])
             continue
         if trim and last not in trimmed:
             # a whole unit over by the join's tokens (counts are not quite additive) is cut, not dropped: the best
@@ -255,11 +261,8 @@ def trim_unit(text: str, *, room: int, count: TokenCounter, anchor: str = "") ->
         return lo
 
     n = longest(lambda m: count(" " + " ".join(words[:m])) <= room)
-    at = text.find(anchor) if anchor else -1
-    if at < 0 or n == len(words):
-        return " ".join(words[:n])
-    end = len(text[:at + len(anchor)].split())  # the anchor's last word, counted from 1
-    if end <= n:
+    end = anchor_end(text, anchor)
+    if not end or n == len(words) or end <= n:
         return " ".join(words[:n])
     m = longest(lambda m: m <= end and count(" " + " ".join(words[end - m:end])) <= room)
     # the anchor's last words where it does not fit whole ("... of Salamanca.", "... Shakespeare"): the leading run
@@ -267,10 +270,22 @@ def trim_unit(text: str, *, room: int, count: TokenCounter, anchor: str = "") ->
     return " ".join(words[end - m:end]) if m else " ".join(words[:n])
 
 
+def anchor_end(text: str, anchor: str) -> int:
+    """The position of ``anchor``'s last word among ``text``'s words, counted from 1 (0 where ``text`` does not
+    hold it).
+
+    >>> anchor_end("It was written by William Shakespeare.", "William Shakespeare"), anchor_end("It is", "Holm")
+    (6, 0)
+    """
+    at = text.find(anchor) if anchor else -1
+    return len(text[:at + len(anchor)].split()) if at >= 0 else 0
+
+
 def budget_outcome(budget: Budget, *, limit: int, tokens_in: int, tokens_out: int, counted_in: str,
-                   trimmed: TrimmedUnit | None = None) -> BudgetOutcome:
+                   trimmed: TrimmedUnit | None = None, untitled: tuple[int, ...] = ()) -> BudgetOutcome:
     """What ``budget`` made: the budget asked, its limit, tokens in and out, the achieved rate
-    (:func:`~readerfit.types.token_rate`, the one definition), the unit trimmed; empty when nothing was kept."""
+    (:func:`~readerfit.types.token_rate`, the one definition), the unit trimmed, the passages whose title line was
+    left out; empty when nothing was kept."""
     return BudgetOutcome(rate=budget.rate, target_tokens=budget.target_tokens, limit=limit, hard=budget.hard,
                          counted_in=counted_in, origin_tokens=tokens_in, compressed_tokens=tokens_out,
-                         achieved_rate=token_rate(tokens_in, tokens_out), trimmed=trimmed)
+                         achieved_rate=token_rate(tokens_in, tokens_out), trimmed=trimmed, untitled=untitled)

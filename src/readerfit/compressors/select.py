@@ -13,7 +13,9 @@ as typed fields of a :class:`Scoring`; :func:`select` applies that rule and the 
    ``ranking``, each unit with its referent (``referents``: the sentence a leaning "It ..." needs, where both fit),
    until the first unit that does not fit what is left; under a hard budget that unit is cut at a word boundary
    to fit, and no lower-ranked unit is kept in its place (a budget never trades a better unit for filler); the
-   exact count of the assembled text checked; under a soft budget the ``min_keep`` best are kept past it, and so
+   exact count of the assembled text checked; where that leaves one unit cut short of its anchor under its
+   passage's title line (or nothing), the line is left out if that keeps more of the anchor (:func:`untitled_cut`);
+   under a soft budget the ``min_keep`` best are kept past it, and so
    are the ``followed`` units (a second pass's finds: EXIT's hop pass), added to what the cut kept;
 4. the kept units in original order, the cut unit's words (``trimmed``), the budget's outcome (a typed
    :class:`~readerfit.outcome.BudgetOutcome`: the budget asked, its limit, the achieved rate, the unit trimmed,
@@ -40,9 +42,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from string import punctuation as PUNCTUATION
 from typing import Any
 
-from readerfit.compressors.budget import CUT_MARK, Budget, TokenCounter, budget_outcome, fit_units, word_count
+from readerfit.compressors.budget import CUT_MARK, Budget, Fit, TokenCounter, budget_outcome, fit_units, word_count
 from readerfit.compressors.units import assemble, join_passages
 from readerfit.errors import InputError
 from readerfit.outcome import BudgetOutcome, TrimmedUnit
@@ -134,24 +137,28 @@ class Scoring:
     anchors: Mapping[int, str] | None = None
     followed: Collection[int] = ()
 
-    def text(self, kept: Sequence[int], trimmed: Mapping[int, str] | None = None) -> str:
-        """The context of the ``kept`` units, a trimmed unit by its kept words."""
+    def text(self, kept: Sequence[int], trimmed: Mapping[int, str] | None = None,
+             untitled: Collection[int] = ()) -> str:
+        """The context of the ``kept`` units, a trimmed unit by its kept words, the ``untitled`` passages without
+        their title line (the default rendering's; a ``render`` has its own layout)."""
         cut = trimmed or {}
         if self.render is not None:
             return self.render(kept, cut)
-        return assemble(self.passages, cut_units(self.units, cut), kept)
+        return assemble(self.passages, cut_units(self.units, cut), kept, untitled)
 
 
 @dataclass(frozen=True)
 class Selection:
     """What :func:`select` kept: unit indices in original order, ``trimmed`` (unit index -> the words kept of the
-    one unit cut to a hard budget; empty when none was), the budget's ``outcome`` (None without a budget) and the
-    details for people (``details["budget"]``: the outcome's copy)."""
+    one unit cut to a hard budget; empty when none was), the budget's ``outcome`` (None without a budget), the
+    details for people (``details["budget"]``: the outcome's copy) and ``untitled``: the passages whose title line
+    the context leaves out (:func:`untitled_cut`)."""
 
     kept: list[int]
     details: dict[str, Any] = field(default_factory=dict)
     trimmed: dict[int, str] = field(default_factory=dict)
     outcome: BudgetOutcome | None = None
+    untitled: frozenset[int] = frozenset()
 
 
 def cut_units(units: Sequence[tuple[int, str]], trimmed: Mapping[int, str]) -> list[tuple[int, str]]:
@@ -251,6 +258,9 @@ def select(scoring: Scoring, budget: Budget) -> Selection:
     fit = fit_units(ranking, passages=costed, units=scoring.units, limit=limit, count=count, candidates=kept,
                     assemble=scoring.text, must=() if budget.hard else ranked[: scoring.min_keep],
                     referents=scoring.referents, trim=budget.hard, anchors=scoring.anchors)
+    untitled: frozenset[int] = frozenset()
+    if budget.hard:
+        fit, untitled = untitled_cut(scoring, fit, candidates=kept, limit=limit, count=count)
     kept = fit.kept
     if scoring.followed and not budget.hard:  # past the soft cap, beside what the cut kept
         kept = sorted({*fit.kept, *(set(scoring.followed) & set(offered(scoring)))})
@@ -259,9 +269,59 @@ def select(scoring: Scoring, budget: Budget) -> Selection:
     trimmed = [TrimmedUnit(unit=k, words_kept=len(words.split()), words=len(scoring.units[k][1].split()))
                for k, words in fit.trimmed.items()]
     outcome = budget_outcome(budget, limit=limit, tokens_in=tokens_in, counted_in=counted_in,
-                             tokens_out=count(scoring.text(kept, fit.trimmed)) if kept else 0,
-                             trimmed=trimmed[-1] if trimmed else None)
+                             tokens_out=count(scoring.text(kept, fit.trimmed, untitled)) if kept else 0,
+                             trimmed=trimmed[-1] if trimmed else None, untitled=tuple(sorted(untitled)))
     if not kept:
         outcome = replace(outcome, empty=True)
     details["budget"] = outcome.to_dict()  # the outcome's copy for people
-    return Selection(kept, details, fit.trimmed, outcome)
+    return Selection(kept, details, fit.trimmed, outcome, untitled)
+
+
+def untitled_cut(scoring: Scoring, fit: Fit, *, candidates: Sequence[int], limit: int,
+                 count: TokenCounter) -> tuple[Fit, frozenset[int]]:
+    """``fit``, or where it is one unit cut short of its anchor (the answer its compressor found in it: "It is …"
+    of "It is run by Greta Holm.") under its passage's title line, or nothing at all, the best candidate fitted
+    without that line when that keeps more of the anchor's words, with that passage (the second item): a budget
+    this tight is better spent on the answer than on the name of the topic, which the question names already. Only
+    the default rendering (titles as lines, not units) leaves a title out.
+
+    >>> scoring = Scoring(passages=[Passage("It is run by Greta Holm.", title="Orla ferry company")],
+    ...                   units=[(0, "It is run by Greta Holm.")], ranking=[1.0], anchors={0: "Greta Holm"})
+    >>> titled = fit_units([1.0], passages=scoring.passages, units=scoring.units, limit=5, count=word_count,
+    ...                    assemble=scoring.text, anchors=scoring.anchors)
+    >>> scoring.text(titled.kept, titled.trimmed)
+    'Orla ferry company\\n… Holm.'
+    >>> fit, untitled = untitled_cut(scoring, titled, candidates=[0], limit=5, count=word_count)
+    >>> scoring.text(fit.kept, fit.trimmed, untitled), untitled
+    ('… run by Greta Holm.', frozenset({0}))
+    """
+    if scoring.render is not None or not scoring.title_lines:
+        return fit, frozenset()
+    if fit.kept:
+        if len(fit.kept) != 1 or fit.kept[0] not in fit.trimmed:
+            return fit, frozenset()
+        k, before = fit.kept[0], fit.trimmed[fit.kept[0]]
+    elif candidates:
+        k, before = min(candidates, key=lambda j: (-scoring.ranking[j], j)), ""
+    else:
+        return fit, frozenset()
+    pi, text = scoring.units[k]
+    anchor = (scoring.anchors or {}).get(k, "")
+    if not anchor or not scoring.passages[pi].title:
+        return fit, frozenset()
+    bare = [replace(p, title="") if i == pi else p for i, p in enumerate(scoring.passages)]
+    refit = fit_units(scoring.ranking, passages=bare, units=scoring.units, limit=limit, count=count, candidates=[k],
+                      assemble=lambda ks, cut: scoring.text(ks, cut, {pi}), anchors=scoring.anchors)
+    if refit.kept == [k] and held(anchor, refit.trimmed.get(k, text)) > held(anchor, before):
+        return refit, frozenset({pi})
+    return fit, frozenset()
+
+
+def held(anchor: str, words: str) -> int:
+    """How many of ``anchor``'s words ``words`` holds (punctuation aside).
+
+    >>> held("Greta Holm", "… by Greta Holm."), held("Greta Holm", "It is")
+    (2, 0)
+    """
+    have = {w.strip(PUNCTUATION) for w in words.split()}
+    return sum(w.strip(PUNCTUATION) in have for w in anchor.split())

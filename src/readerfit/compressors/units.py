@@ -9,7 +9,7 @@ share).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from readerfit.types import Passage, render_passage
 
@@ -28,10 +28,13 @@ def passage_sentences(passages: Sequence[Passage], splitter: Callable[[str], lis
     return out
 
 
-def assemble(passages: Sequence[Passage], units: Sequence[tuple[int, str]], kept: Sequence[int]) -> str:
-    """Kept sentences in original order, grouped under their passage title."""
+def assemble(passages: Sequence[Passage], units: Sequence[tuple[int, str]], kept: Sequence[int],
+             untitled: Collection[int] = ()) -> str:
+    """Kept sentences in original order, grouped under their passage title (``untitled``: passages whose title
+    line is left out, where a tight budget spends its tokens on the answer's words instead)."""
     by_passage: dict[int, list[str]] = {}
     for k in sorted(kept):
         pi, sentence = units[k]
         by_passage.setdefault(pi, []).append(sentence)
-    return "\n\n".join(render_passage(passages[pi].title, " ".join(by_passage[pi])) for pi in sorted(by_passage))
+    return "\n\n".join(render_passage("" if pi in untitled else passages[pi].title, " ".join(by_passage[pi]))
+                       for pi in sorted(by_passage))

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from readerfit.compressors.exit.phrases import clauses, possessed, untyped_names, verb_objects
+from readerfit.compressors.exit.phrases import VerbObject, clauses, possessed, stranded, untyped_names, verb_objects
 from readerfit.text.split import spacy_english
 from readerfit.text.stop_words import FUNCTION_WORDS
 from readerfit.types import Passage
@@ -60,16 +60,18 @@ class Parsed:
     relation words (the lemmas of its content words outside named entities), its untyped names (the runs of
     proper nouns outside named entities: "the Wend" of "It crosses the Wend", which the small model does not type),
     its verbs' objects, for each entity the lemmas of its clause, what an opening "Its ..." speaks of
-    (:mod:`.phrases`) and its nouns (lower-cased, proper nouns too)."""
+    (:mod:`.phrases`), its nouns (lower-cased, proper nouns too) and the preposition it ends with ("for" of "What is
+    it awarded for?")."""
 
     entities: tuple[tuple[str, str], ...]
     lemmas: frozenset[str]
     relation: frozenset[str]
     untyped: tuple[str, ...] = ()
-    objects: tuple[tuple[str, str], ...] = ()
+    objects: tuple[VerbObject, ...] = ()
     clauses: tuple[frozenset[str], ...] = ()
     possessed: frozenset[str] = frozenset()
     nouns: frozenset[str] = frozenset()
+    stranded: str = ""
 
     @property
     def content(self) -> frozenset[str]:
@@ -230,7 +232,8 @@ def parse(texts: Sequence[str]) -> list[Parsed]:
                           relation=relation_words(doc),
                           untyped=untyped_names(doc), objects=verb_objects(doc), clauses=clauses(doc),
                           possessed=possessed(doc),
-                          nouns=frozenset(t.lower_ for t in doc if t.pos_ in ("NOUN", "PROPN"))))
+                          nouns=frozenset(t.lower_ for t in doc if t.pos_ in ("NOUN", "PROPN")),
+                          stranded=stranded(doc)))
     return out
 
 
@@ -266,8 +269,18 @@ def said_of_another(question: str, asked: Parsed, title: str, passage: Sequence[
 
 def asked_object(question: Parsed, sentence: Parsed) -> str:
     """The object phrase (:func:`verb_objects`) of the sentence's first verb that is one of the question's relation
-    words, else "": "patented a folding ladder" for "What did Clara Moss patent?"."""
-    return next((phrase for lemma, phrase in sentence.objects if lemma in question.relation), "")
+    words, else "": "patented a folding ladder" for "What did Clara Moss patent?". Where the question ends with a
+    preposition, the phrase through that preposition ("awarded each year for bravery" for "What is the
+    Harlan Shield awarded for?"), of the verb asked, else of the first verb it follows ("given ... for" asked,
+    "awarded ... for" said)."""
+    if question.stranded:
+        onward = [(o.lemma, phrase) for o in sentence.objects for preposition, phrase in o.onward
+                  if preposition == question.stranded]
+        found = next((phrase for lemma, phrase in onward if lemma in question.relation), "") or next(
+            (phrase for _, phrase in onward), "")
+        if found:
+            return found
+    return next((o.phrase for o in sentence.objects if o.lemma in question.relation and o.phrase), "")
 
 
 def relation_words(doc: Any) -> frozenset[str]:

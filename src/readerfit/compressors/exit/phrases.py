@@ -6,35 +6,81 @@ Each takes a spaCy ``Doc`` tagged without the parser (POS tags, lemmas and entit
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 # the parts of speech a verb's object phrase runs over ("patented a folding ladder", "covers the grave of a giant")
 OBJECT_POS = frozenset({"DET", "ADJ", "NOUN", "PROPN", "NUM", "ADV", "PART"})
 
 
-def verb_objects(doc: Any) -> tuple[tuple[str, str], ...]:
-    """Each verb of ``doc`` with a phrase after it: (its lemma, the verb and the words after it up to the first
-    word that is none of :data:`OBJECT_POS` but "of"). What a "what did she patent?" question asks is the object
-    of the verb it names, which no entity type marks: the words a budget's cut keeps there.
+# how many prepositional phrases after a verb :attr:`VerbObject.onward` runs through ("built in 1868 for a tramway")
+ONWARD_PHRASES = 3
+
+
+@dataclass(frozen=True)
+class VerbObject:
+    """A verb of a sentence (or an adjective after "is": "famous") with the words after it: its lemma, ``phrase``
+    (the verb and the words after it up to the first word that is none of :data:`OBJECT_POS` but "of" or a
+    possessive, "its"; "" when that is the next word, and for an adjective) and ``onward``: for each of the next
+    :data:`ONWARD_PHRASES` prepositions, the preposition and the phrase through it and its object words, what a
+    question that ends with the preposition asks ("awarded each year for bravery" for "What is it awarded for?")."""
+
+    lemma: str
+    phrase: str
+    onward: tuple[tuple[str, str], ...] = ()
+
+
+def verb_objects(doc: Any) -> tuple[VerbObject, ...]:
+    """Each verb of ``doc`` with a phrase after it (:class:`VerbObject`). What a "what did she patent?" question
+    asks is the object of the verb it names, which no entity type marks: the words a budget's cut keeps there.
 
     >>> from readerfit.compressors.exit.language import pipeline
-    >>> verb_objects(pipeline()("In 1911 she patented a folding ladder for orchard work."))
-    (('patent', 'patented a folding ladder'),)
+    >>> patented = verb_objects(pipeline()("In 1911 she patented a folding ladder for orchard work."))[0]
+    >>> patented.lemma, patented.phrase, patented.onward
+    ('patent', 'patented a folding ladder', (('for', 'patented a folding ladder for orchard work'),))
     """
     out = []
     for t in doc:
-        if t.pos_ != "VERB":
+        # "is famous for ...": an adjective after "is" asks through its prepositions as a verb does
+        if t.pos_ != "VERB" and not (t.pos_ == "ADJ" and t.i > 0 and doc[t.i - 1].pos_ == "AUX"):
             continue
-        end = t.i + 1
-        while end < len(doc) and (doc[end].pos_ in OBJECT_POS or doc[end].lower_ == "of"
-                                  # "a folding bicycle": the small model tags "folding" a verb
-                                  or (doc[end].tag_ == "VBG" and doc[end - 1].pos_ in ("DET", "ADJ"))):
-            end += 1
-        while end > t.i + 1 and doc[end - 1].lower_ == "of":  # "… of" then a comma: the phrase ends before it
-            end -= 1
-        if end > t.i + 1:
-            out.append((t.lemma_.lower(), doc[t.i:end].text))
+        end = object_end(doc, t.i + 1)
+        phrase = doc[t.i:end].text if end > t.i + 1 and t.pos_ == "VERB" else ""
+        onward: list[tuple[str, str]] = []
+        while len(onward) < ONWARD_PHRASES and end + 1 < len(doc) and doc[end].pos_ == "ADP":
+            after = object_end(doc, end + 1)
+            if after == end + 1:  # a preposition without object words ("for its" ... a verb): the phrase ends
+                break
+            onward.append((doc[end].lower_, doc[t.i:after].text))
+            end = after
+        if phrase or onward:
+            out.append(VerbObject(t.lemma_.lower(), phrase, tuple(onward)))
     return tuple(out)
+
+
+def object_end(doc: Any, start: int) -> int:
+    """Where the object words from ``start`` end: the first word that is none of :data:`OBJECT_POS` but "of" or a
+    possessive ("its painted arches"; a trailing "of" left out)."""
+    end = start
+    while end < len(doc) and (doc[end].pos_ in OBJECT_POS or doc[end].lower_ == "of" or doc[end].tag_ == "PRP$"
+                              # "a folding bicycle": the small model tags "folding" a verb
+                              or (doc[end].tag_ == "VBG" and doc[end - 1].pos_ in ("DET", "ADJ"))):
+        end += 1
+    while end > start and doc[end - 1].lower_ == "of":  # "… of" then a comma: the phrase ends before it
+        end -= 1
+    return end
+
+
+def stranded(doc: Any) -> str:
+    """The preposition ``doc`` ends with (punctuation aside), lower-cased, else "": what a question such as "What
+    is the medal awarded for?" asks is the object of that preposition.
+
+    >>> from readerfit.compressors.exit.language import pipeline
+    >>> stranded(pipeline()("What is the Harlan Shield awarded for?")), stranded(pipeline()("Who wrote it?"))
+    ('for', '')
+    """
+    words = [t for t in doc if not t.is_punct]
+    return words[-1].lower_ if words and words[-1].pos_ == "ADP" else ""
 
 
 def untyped_names(doc: Any) -> tuple[str, ...]:
