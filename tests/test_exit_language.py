@@ -323,6 +323,12 @@ def test_a_question_that_ends_with_a_preposition_asks_its_object():
     (bread,) = parse(["It is famous across the region for its dark rye bread."])
     assert asked_object(built_for, tramway) == "built in 1868 for a horse tramway"
     assert asked_object(famous_for, bread) == "famous across the region for its dark rye bread"
+    # a phrase of time is not what "for" asks; a gerund and a participle run on as object words
+    known_for, used_for = parse(["What is the Brolin market known for?", "What was the Fenner mill used for?"])
+    (fish,) = parse(["It has been known for centuries for its smoked fish from the northern boats."])
+    (flint,) = parse(["From 1790 it was used by the potteries for grinding flint."])
+    assert asked_object(known_for, fish) == "known for centuries for its smoked fish"
+    assert asked_object(used_for, flint) == "used by the potteries for grinding flint"
     # a question ending otherwise keeps the object up to the first preposition
     (patent,) = parse(["What did Clara Moss patent?"])
     (patented,) = parse(["In 1911 she patented a folding ladder for orchard work."])

@@ -49,9 +49,11 @@ def verb_objects(doc: Any) -> tuple[VerbObject, ...]:
         onward: list[tuple[str, str]] = []
         while len(onward) < ONWARD_PHRASES and end + 1 < len(doc) and doc[end].pos_ == "ADP":
             after = object_end(doc, end + 1)
-            if after == end + 1:  # a preposition without object words ("for its" ... a verb): the phrase ends
+            if after == end + 1:  # a preposition without object words: the phrase ends
                 break
-            onward.append((doc[end].lower_, doc[t.i:after].text))
+            # "known for centuries for its lace": a phrase of time says how long, not what was asked
+            if not all(w.ent_type_ in ("DATE", "TIME") for w in doc[end + 1:after]):
+                onward.append((doc[end].lower_, doc[t.i:after].text))
             end = after
         if phrase or onward:
             out.append(VerbObject(t.lemma_.lower(), phrase, tuple(onward)))
@@ -59,12 +61,16 @@ def verb_objects(doc: Any) -> tuple[VerbObject, ...]:
 
 
 def object_end(doc: Any, start: int) -> int:
-    """Where the object words from ``start`` end: the first word that is none of :data:`OBJECT_POS` but "of" or a
-    possessive ("its painted arches"; a trailing "of" left out)."""
+    """Where the object words from ``start`` end: the first word that is none of :data:`OBJECT_POS` but "of", a
+    possessive ("its painted arches"), a participle after a determiner or a possessive, or a gerund right after a
+    preposition (a trailing "of" left out)."""
     end = start
     while end < len(doc) and (doc[end].pos_ in OBJECT_POS or doc[end].lower_ == "of" or doc[end].tag_ == "PRP$"
-                              # "a folding bicycle": the small model tags "folding" a verb
-                              or (doc[end].tag_ == "VBG" and doc[end - 1].pos_ in ("DET", "ADJ"))):
+                              # "a folding bicycle", "its smoked fish": the small model tags the participle a verb
+                              or (doc[end].tag_ in ("VBG", "VBN")
+                                  and (doc[end - 1].pos_ in ("DET", "ADJ") or doc[end - 1].tag_ == "PRP$"))
+                              # "for grinding flint": a gerund as a preposition's object
+                              or (end == start and doc[end].tag_ == "VBG" and doc[end - 1].pos_ == "ADP")):
         end += 1
     while end > start and doc[end - 1].lower_ == "of":  # "… of" then a comma: the phrase ends before it
         end -= 1
