@@ -97,13 +97,15 @@ LOST_AT_03 = {"nc-036", "nc-043", "nc-050",
               # kept since the fifteenth round's nested questions' head; hp-07 is lost since: the city's "Its
               # university was founded in 1891." before the school's "It was founded in 1846.")
               "hp-03", "hp-07",
-              # fifteenth round's two-hop batches (the nested questions' small-input head): "It was started by" for
-              # "founded" beside another paper's "was founded by"; the bridge ("won by a grey horse named Silver
-              # Fern") fills the budget before the trainer; "It rises to 4,120 metres" in a passage not titled by the
-              # peak; "Its engine was the Type 4 boiler set" before the maker; the founder's birth year behind her
-              # name; the bank's founder in a passage titled "Banks of Yorkshire"; "The river Yeo runs through the
-              # town" (one hop) cut to its first words; the boat's name behind the island's
-              "hp-45", "hp-53", "hp-57", "hp-73", "hp-79", "hp-81", "hp-82", "hp-87"}
+              # fifteenth round's two-hop batches (the nested questions' small-input head): "It rises to 4,120
+              # metres" in a passage not titled by the peak; "Its engine was the Type 4 boiler set" before the maker;
+              # "The river Yeo runs through the town" (one hop) cut to its first words. Kept since the seventeenth
+              # round (exit/reach.py): hp-45, hp-53, hp-79, hp-81, hp-87 (the near miss linked by the topic's first
+              # sentence, or the bridge sentence filling the budget)
+              "hp-57", "hp-73", "hp-82",
+              # seventeenth round's held-out batches: "the engine used in the Harl trainer plane" is no nested
+              # question, and the maker's "Its engines were first bought from Kessel Werke." says the verb
+              "hp-96"}
 
 
 # lost at the default: "It carries radio and television broadcast aerials" for "What is the Brenna Tower used for?",
@@ -187,6 +189,21 @@ def test_a_tight_budget_keeps_the_answer_no_entity_type_marks():
     # the sixteenth round's batches: all but LOST_TIGHT answered at 0.2 (tune cases now: a regression guard)
     lost = lost_answers([c for c in TIGHT if c["id"] not in LOST_TIGHT], 0.2)
     assert not lost, f"answer lost at 0.2: {lost}"
+
+
+# a nested question's near miss linked to its topic by a place the topic's first sentence names ("Leeds", "Hull",
+# "Cork", "Venlo"), and its bridge sentence filling the budget ("In 1952 it was bought by the Northern Counties Bank.")
+REACHED = ("hp-26", "hp-45", "hp-53", "hp-63", "hp-79", "hp-81", "hp-106")
+
+
+@pytest.mark.model
+def test_a_tight_budget_spends_a_nested_questions_tokens_where_its_bridge_leads():
+    # seventeenth round (compressors/exit/reach.py): kept at 0.2 with the rule, and fewer kept without it
+    cases = [c for c in TWO_HOP if c["id"] in REACHED]
+    assert not lost_answers(cases, 0.2), "a nested question's answer lost at 0.2"
+    without = [c["id"] for c in cases if not holds_answer(
+        readerfit.compress(c["question"], c["passages"], rate=0.2, options={"reach": False}).text, c["answers"])]
+    assert len(without) > len(REACHED) // 2, f"without exit.reach only {without} lost: the test no longer tests it"
 
 
 def no_filler_violations(case: dict, out: readerfit.Compression) -> list[str]:

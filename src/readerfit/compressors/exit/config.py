@@ -178,6 +178,10 @@ class ExitConfig:
     (``Compression.lifted``) up the ranking it spends by, to the place :data:`FOLLOW_PLACE` (0 the first) and
     after; ``follow_rank`` moves all of them, for the default too.
 
+    ``reach`` (beyond the paper; on with the learned ranking): on a context the small-input head orders, a nested
+    question's sentences in passages its bridge does not lead to are ranked last, and the best sentence beyond its
+    topic first (:mod:`~readerfit.compressors.exit.reach`).
+
     ``ranking`` (beyond the paper; ``r`` under the presets): what a budget spends by. ``learned`` (the default)
     is the shipped ranker (:mod:`~readerfit.compressors.exit.ranker`): boosted trees over each sentence's
     signals (:mod:`~readerfit.compressors.exit.features`: r, r given the best sentence, the cosines of
@@ -248,6 +252,8 @@ class ExitConfig:
     follow_rank: bool = param(False, help="move all the hop pass's sentences up the ranking the default and every "
                                           "budget spend by")
     follow_model: str = param(FOLLOW_MODEL, nonblank=True)
+    reach: bool = param(True, help="on a small input, a nested question's sentences in passages its bridge does not "
+                                   "name ranked after the others")
     window_share: float = param(WINDOW_SHARE, ge=0, le=1)
     referents: bool = param(True, help="under a budget, a kept sentence that opens with a pronoun or 'The <noun>' "
                                        "brings the sentence of its passage it leans on, where both fit")

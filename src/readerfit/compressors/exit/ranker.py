@@ -160,10 +160,16 @@ class Ranker:
         rows = [[row[c] for c in columns] for row in signals.rows]
         needed = Head(self.trees, self.baseline)
         out = [needed.log_odds(x) for x in rows]
-        small = self.nested if signals.nested and self.nested is not None else self.small
-        if small is not None and signals.words is not None and signals.words <= small.max_words:
+        small = self.small_head(signals)
+        if small is not None:
             return in_order(out, [small.score(x) for x in rows])
         return out if self.answer is None else answer_first(out, [self.answer.log_odds(x) for x in rows])
+
+    def small_head(self, signals: RankSignals) -> Listwise | None:
+        """The small-input head that orders this context (a nested question's where the ranker has one), or None
+        where the context is over its ``max_words`` or the ranker has none."""
+        small = self.nested if signals.nested and self.nested is not None else self.small
+        return small if small is not None and signals.words is not None and signals.words <= small.max_words else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": RANKER_FORMAT, "version": RANKER_VERSION, "signals": list(self.signals),
