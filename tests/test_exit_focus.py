@@ -14,7 +14,7 @@ import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from readerfit.compressors.exit.asked import answer_names, answer_type, asked_types, typed_entities
-from readerfit.compressors.exit.focus import answer_form, connected_passages, lexical_overlap, nested
+from readerfit.compressors.exit.focus import answer_form, asked_kind, connected_passages, lexical_overlap, nested
 from readerfit.types import Passage
 from test_exit_hop import random_bridge, sentence_names
 
@@ -101,15 +101,32 @@ def test_answer_form_examples():
     "Which team did the coach who trained Mara Velt play for?", "What is the river beside the town where Ola Brun lived?",
     "When did the school founded by Ivo Penn close?", "Who owns the boat bought by the Lark Rowing Club?",
     "How old was the architect of the Sand Gate when it opened?", "Which song on the album that Tove Lind made is longest?",
-    "In which town was the wife of the painter Ansel Morrow born?"])
+    "In which town was the wife of the painter Ansel Morrow born?",
+    # a tie of a person, with "of" or a possessive
+    "Where did the tutor of Elin Saar grow up?", "When did Bram Oster's younger brother die?",
+    "Who was the successor of the abbot Leo Marr?", "Which club did Nina Holt\u2019s father-in-law coach?",
+    # a participle with "by" that does not end in "ed", or with another word
+    "Which stable owned the mare ridden by Tom Kell?", "Who wrote the play set in the town of Orvik?",
+    "What year was the lighthouse built on Skerry Rock lit?", "Which firm made the rope used in the Dorn climb?"])
 def test_a_question_asking_through_a_description_is_nested(question):
     assert nested(question)
+
+
+@pytest.mark.parametrize(("question", "kind"), [
+    ("When did Bram Oster's younger brother die?", "brother"), ("Which firm made the rope used in the Dorn climb?", "rope"),
+    ("Which stable owned the mare ridden by Tom Kell?", "mare"), ("Who was the successor of the abbot Leo Marr?",
+                                                                   "successor")])
+def test_the_asked_kind_is_the_word_before_the_description(question, kind):
+    assert asked_kind(question) == kind
 
 
 @pytest.mark.parametrize("question", [
     "Who built the Sand Gate?", "In which year did Ivo Penn die?", "What does the Kesk festival celebrate?",
     "Which river flows through Tarnby?", "How tall is the Brenner Tower?", "Who designed the Harrow Footbridge?",
-    "Where was Ola Brun born?", "Which team won the 1962 Border Shield?", "Whose portrait hangs in Velt Hall?"])
+    "Where was Ola Brun born?", "Which team won the 1962 Border Shield?", "Whose portrait hangs in Velt Hall?",
+    # a participle that is the question's own verb, a possessive without a tie, a name's "known by"
+    "When was the bridge opened in Tarnby?", "Where was the treaty signed in 1648?", "What is Tarnby's population?",
+    "Which name is the Brenner Tower known by?"])
 def test_a_question_naming_its_topic_is_not_nested(question):
     assert not nested(question)
 

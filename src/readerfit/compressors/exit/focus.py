@@ -127,16 +127,58 @@ def bridged_by_text(*, question: str, units: Sequence[tuple[int, str]], best: in
     return found
 
 
+# the nouns that name a thing by its tie to another ("the teacher of ...", "Laura Marx's husband"): kin, people's
+# ties to each other, makers of a work, roles, and a person's places
+RELATIONS = (
+    "father|mother|son|daughter|wife|husband|brother|sister|parent|child|spouse|widow|widower|twin|uncle|aunt|nephew"
+    "|niece|cousin|grandfather|grandmother|grandson|granddaughter|grandparent|grandchild|stepfather|stepmother"
+    "|(?:father|mother|son|daughter|brother|sister)-in-law|heir|ancestor|descendant"
+    "|teacher|pupil|student|mentor|tutor|successor|predecessor|partner|rival|opponent|friend|colleague|teammate"
+    "|employer|sponsor|patron"
+    "|founder|designer|inventor|architect|author|owner|creator|composer|director|builder|maker|engineer|editor|writer"
+    "|painter|sculptor|publisher|producer|manufacturer|performer|singer|illustrator|developer|screenwriter|lyricist"
+    "|coach|captain|manager|leader|head|winner|birthplace|hometown")
+# the past participles that do not end in "ed" ("the horse ridden by ...", "the stadium built for ...")
+PARTICIPLES = frozenset({
+    "won", "bought", "built", "made", "written", "run", "owned", "held", "taught", "led", "kept", "sold", "drawn",
+    "shown", "given", "begun", "ridden", "driven", "flown", "sung", "worn", "chosen", "sunk", "grown", "thrown",
+    "spoken", "stolen", "hidden", "broken", "found", "told", "sent", "paid", "heard", "struck", "hung", "brought",
+    "fought", "caught", "read", "seen", "set", "shot", "beaten", "eaten", "taken", "born", "laid", "lent",
+    "lit", "fed", "bred", "met", "left", "dug", "spun", "bound", "wound", "done", "put", "cut", "sworn"})
+PARTICIPLE = r"(?:\w+ed|" + "|".join(sorted(PARTICIPLES)) + ")"
+# the words that put a question's verb before its subject ("When was the song released ...?")
+AUXILIARIES = r"(?:is|was|are|were|be|been|being|did|does|do|has|have|had)"
 # a question that reaches what it asks about through something else, which a second passage describes: a relative
 # clause after a noun ("the man who designed ...", "the town in which ..."), a participle with "by" ("the school
-# founded by ..."), or a role of a thing ("the founder of the ..."); never at the question's first word ("Who ...")
+# founded by ..."), a work by someone ("the novel by ..."), or a tie of a thing ("the founder of the ...", "Laura
+# Marx's husband"); never at the question's first word ("Who ...")
 NESTED = re.compile(
     r"^\s*\S+.*?\b(?:(?:the|a|an)\s+(?:[\w'-]+\s+){0,4}?(?:who|that|whose|whom|where|when|(?:in|on|at|by|from|for)"
-    r"\s+which)|(?:\w+ed|won|bought|built|made|written|run|owned|held|taught|led|kept|sold|drawn|shown|given|begun"
-    r"|painting|book|novel|film|song|album|play|poem|work|statue)\s+by|(?:founder|designer|inventor|architect|author"
-    r"|owner|creator|composer|director|builder|coach|captain|father|mother|son|daughter|wife|husband|brother|sister"
-    r"|maker|engineer|editor|writer|painter|sculptor|manager|publisher|producer|manufacturer|leader|head|birthplace"
-    r"|hometown|winner)\s+of)\b", re.IGNORECASE)
+    r"\s+which)|" + PARTICIPLE + r"\s+by|(?:painting|book|novel|film|song|album|play|poem|work|statue)\s+by"
+    r"|(?:" + RELATIONS + r")\s+of|\w+['\u2019]s\s+(?:(?:maternal|paternal|eldest|youngest|older|younger|elder|late"
+    r"|former|first|second)\s+)*(?:" + RELATIONS + r"))\b", re.IGNORECASE)
+# a participle with another word than "by" after a noun ("the engine used in ...", "the ship launched at ..."): where
+# an auxiliary comes first ("When was the song released in the UK?") the participle may be the question's own verb,
+# so a second one must follow ("In which year was the ship launched at the yard sunk?")
+PLACED = re.compile(
+    r"\b(?:the|a|an)\s+(?:(?!" + AUXILIARIES + r"\b)[\w'-]+\s+){1,4}?" + PARTICIPLE
+    + r"\s+(?:in|at|on|for|with|from|into|during|across|over|under|through|near|beside|inside)\b", re.IGNORECASE)
+ASKED_FIRST = re.compile(r"^\W*(?:\w+\s+){0,3}?" + AUXILIARIES + r"\b", re.IGNORECASE)
+
+
+def description_end(question: str) -> int | None:
+    """Where the description ends through which the question reaches its topic (:func:`nested`): the end of its
+    joining word, participle or tie noun; None where it has none."""
+    found = NESTED.search(question)
+    if found is not None:
+        return found.end()
+    placed = PLACED.search(question)
+    if placed is None:
+        return None
+    if ASKED_FIRST.match(question[:placed.start()]) and not re.search(r"\b" + PARTICIPLE + r"\b",
+                                                                       question[placed.end():], re.IGNORECASE):
+        return None
+    return placed.end()
 
 
 def singular(word: str) -> str:
@@ -156,15 +198,12 @@ def nested(question: str) -> bool:
     >>> nested("In which year did the school founded by Grace Tolley open?"), nested("In which year was it built?")
     (True, False)
     """
-    return NESTED.search(question) is not None
+    return description_end(question) is not None
 
 
 # the words that join a description to what it says of its topic ("the school attended by", "the man who")
 JOINS = frozenset({"who", "that", "whose", "whom", "where", "when", "which", "in", "on", "at", "by", "from", "for",
-                   "of"})
-# the past participles :data:`NESTED` reads before "by" that do not end in "ed"
-PARTICIPLES = frozenset({"won", "bought", "built", "made", "written", "run", "owned", "held", "taught", "led", "kept",
-                         "sold", "drawn", "shown", "given", "begun"})
+                   "of", "with", "into", "during", "across", "over", "under", "through", "near", "beside", "inside"})
 
 
 def asked_kind(question: str) -> str:
@@ -176,10 +215,10 @@ def asked_kind(question: str) -> str:
     >>> asked_kind("How many seats does the theatre that staged Lark Rising have?")
     'theatre'
     """
-    found = NESTED.search(question)
-    if found is None:
+    end = description_end(question)
+    if end is None:
         return ""
-    said = WORD.findall(question[:found.end()])
+    said = WORD.findall(question[:end])
     while said and said[-1].lower() in JOINS:
         said.pop()
     if said and (said[-1].lower().endswith("ed") or said[-1].lower() in PARTICIPLES):

@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from readerfit.compressors.exit.focus import NESTED, WORD, content
+from readerfit.compressors.exit.focus import WORD, content, nested
 from readerfit.compressors.exit.hop import links_from, names_title, title_pattern
 from readerfit.compressors.exit.ranker import in_order
 from readerfit.text.stop_words import ENGLISH_STOP_WORDS
@@ -60,7 +60,7 @@ def description(question: str, titles: Sequence[str]) -> set[str]:
     >>> sorted(description("Who wrote the book that the film Long Shadows was based on?", ["Long Shadows"]))
     ['based', 'book']
     """
-    if NESTED.search(question) is None:
+    if not nested(question):
         return set()
     article = ARTICLE.search(question)
     at = article.start() if article is not None else 0
