@@ -129,10 +129,11 @@ def bridged_by_text(*, question: str, units: Sequence[tuple[int, str]], best: in
 
 # the nouns that name a thing by its tie to another ("the teacher of ...", "Laura Marx's husband"): kin, people's
 # ties to each other, makers of a work, roles, and a person's places
-RELATIONS = (
-    "father|mother|son|daughter|wife|husband|brother|sister|parent|child|spouse|widow|widower|twin|uncle|aunt|nephew"
+RELATIONS = (  # "son-in-law" before "son", so a match ends after the whole word
+    "(?:father|mother|son|daughter|brother|sister)-in-law"
+    "|father|mother|son|daughter|wife|husband|brother|sister|parent|child|spouse|widow|widower|twin|uncle|aunt|nephew"
     "|niece|cousin|grandfather|grandmother|grandson|granddaughter|grandparent|grandchild|stepfather|stepmother"
-    "|(?:father|mother|son|daughter|brother|sister)-in-law|heir|ancestor|descendant"
+    "|heir|ancestor|descendant"
     "|teacher|pupil|student|mentor|tutor|successor|predecessor|partner|rival|opponent|friend|colleague|teammate"
     "|employer|sponsor|patron"
     "|founder|designer|inventor|architect|author|owner|creator|composer|director|builder|maker|engineer|editor|writer"
@@ -147,7 +148,8 @@ PARTICIPLES = frozenset({
     "lit", "fed", "bred", "met", "left", "dug", "spun", "bound", "wound", "done", "put", "cut", "sworn"})
 PARTICIPLE = r"(?:\w+ed|" + "|".join(sorted(PARTICIPLES)) + ")"
 # the words that put a question's verb before its subject ("When was the song released ...?")
-AUXILIARIES = r"(?:is|was|are|were|be|been|being|did|does|do|has|have|had)"
+BE_HAVE, DO = r"(?:is|was|are|were|be|been|being|has|have|had)", r"(?:did|does|do)"
+AUXILIARIES = r"(?:" + BE_HAVE + "|" + DO + ")"
 # a question that reaches what it asks about through something else, which a second passage describes: a relative
 # clause after a noun ("the man who designed ...", "the town in which ..."), a participle with "by" ("the school
 # founded by ..."), a work by someone ("the novel by ..."), or a tie of a thing ("the founder of the ...", "Laura
@@ -156,14 +158,20 @@ NESTED = re.compile(
     r"^\s*\S+.*?\b(?:(?:the|a|an)\s+(?:[\w'-]+\s+){0,4}?(?:who|that|whose|whom|where|when|(?:in|on|at|by|from|for)"
     r"\s+which)|" + PARTICIPLE + r"\s+by|(?:painting|book|novel|film|song|album|play|poem|work|statue)\s+by"
     r"|(?:" + RELATIONS + r")\s+of|\w+['\u2019]s\s+(?:(?:maternal|paternal|eldest|youngest|older|younger|elder|late"
-    r"|former|first|second)\s+)*(?:" + RELATIONS + r"))\b", re.IGNORECASE)
+    r"|former|first|second|twin)\s+)*(?:" + RELATIONS + r"))\b", re.IGNORECASE)
 # a participle with another word than "by" after a noun ("the engine used in ...", "the ship launched at ..."): where
-# an auxiliary comes first ("When was the song released in the UK?") the participle may be the question's own verb,
-# so a second one must follow ("In which year was the ship launched at the yard sunk?")
+# a form of "be" or "have" comes first ("When was the song released in the UK?") the participle may be the
+# question's own verb, so a second one must follow ("In which year was the ship launched at the yard sunk?"); after
+# "did" the question's verb is a bare one ("In which year did the ship launched at the yard sink?"); a pronoun
+# before it makes a clause ("the people he conquered in ..."), and "exceed" or "proceed" is no participle
 PLACED = re.compile(
-    r"\b(?:the|a|an)\s+(?:(?!" + AUXILIARIES + r"\b)[\w'-]+\s+){1,4}?" + PARTICIPLE
-    + r"\s+(?:in|at|on|for|with|from|into|during|across|over|under|through|near|beside|inside)\b", re.IGNORECASE)
-ASKED_FIRST = re.compile(r"^\W*(?:\w+\s+){0,3}?" + AUXILIARIES + r"\b", re.IGNORECASE)
+    r"\b(?:the|a|an)\s+(?:(?!(?:" + AUXILIARIES + r"|he|she|it|they|we|you|i)\b)[\w'-]+\s+){1,4}?(?!\w+eed\b)(?P<participle>"
+    + PARTICIPLE
+    + r")\s+(?:in|at|on|for|with|from|into|during|across|over|under|through|near|beside|inside)\b", re.IGNORECASE)
+ASKED_FIRST = re.compile(r"^\W*(?:\w+\s+){0,3}?" + BE_HAVE + r"\b", re.IGNORECASE)
+# after "did" these participles are the question's bare verb ("In what year did the last trams run in Dornfeld?")
+DONE_FIRST = re.compile(r"^\W*(?:\w+\s+){0,3}?" + DO + r"\b", re.IGNORECASE)
+BARE = frozenset({"run", "read", "set", "put", "cut"})
 
 
 def description_end(question: str) -> int | None:
@@ -177,6 +185,8 @@ def description_end(question: str) -> int | None:
         return None
     if ASKED_FIRST.match(question[:placed.start()]) and not re.search(r"\b" + PARTICIPLE + r"\b",
                                                                        question[placed.end():], re.IGNORECASE):
+        return None
+    if placed["participle"].lower() in BARE and DONE_FIRST.match(question[:placed.start()]):
         return None
     return placed.end()
 
