@@ -172,6 +172,7 @@ ASKED_FIRST = re.compile(r"^\W*(?:\w+\s+){0,3}?" + BE_HAVE + r"\b", re.IGNORECAS
 # after "did" these participles are the question's bare verb ("In what year did the last trams run in Dornfeld?")
 DONE_FIRST = re.compile(r"^\W*(?:\w+\s+){0,3}?" + DO + r"\b", re.IGNORECASE)
 BARE = frozenset({"run", "read", "set", "put", "cut"})
+A_PARTICIPLE = re.compile(r"\b" + PARTICIPLE + r"\b", re.IGNORECASE)
 
 
 def description_end(question: str) -> int | None:
@@ -183,10 +184,10 @@ def description_end(question: str) -> int | None:
     placed = PLACED.search(question)
     if placed is None:
         return None
-    if ASKED_FIRST.match(question[:placed.start()]) and not re.search(r"\b" + PARTICIPLE + r"\b",
-                                                                       question[placed.end():], re.IGNORECASE):
+    before = question[:placed.start()]
+    if ASKED_FIRST.match(before) and A_PARTICIPLE.search(question, placed.end()) is None:
         return None
-    if placed["participle"].lower() in BARE and DONE_FIRST.match(question[:placed.start()]):
+    if placed["participle"].lower() in BARE and DONE_FIRST.match(before):
         return None
     return placed.end()
 
