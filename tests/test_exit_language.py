@@ -454,6 +454,30 @@ def test_a_sentence_on_another_thing_of_the_place_the_topic_is_named_after_holds
     assert own.rows[3][0] == 1.0
 
 
+def test_a_sentence_on_another_thing_of_the_place_the_topic_is_at_holds_no_language_signal():
+    # "When was the chapel at Morwick rebuilt?": the village's "Its harbour wall was rebuilt in 1902." says the verb
+    # asked of another thing of the place the chapel stands at; where the village's passage speaks of the chapel, or
+    # the place is a name with a lower-case word, the sentence keeps its signals
+    from readerfit.compressors.exit.language import located_at
+
+    pytest.importorskip("spacy")
+    units = [(0, "The chapel at Morwick is a small stone church."), (0, "It was rebuilt in 1788 after a storm."),
+             (1, "Morwick is a fishing village."), (1, "Its harbour wall was rebuilt in 1902.")]
+    question = "When was the chapel at Morwick rebuilt?"
+    titled = language_signals(question, units, titles=["Morwick Chapel", "Morwick"])
+    assert titled.rows[3] == (0.0, 0.0, 0.0, 0.0) and titled.other == (False, False, False, True)
+    assert titled.rows[1][0] == 1.0 and titled.anchors[1] == "1788"
+    spoken = [(1, "Morwick is a fishing village with a chapel.") if k == 2 else u for k, u in enumerate(units)]
+    assert not any(language_signals(question, spoken, titles=["Morwick Chapel", "Morwick"]).other)
+    # a thing of its own placed there, not a part of the place asked for ("the tallest peak in", "Which river in")
+    cases = {("Who founded the school in Ashby Vale?", "Ashby Vale"): "school",
+             ("Who founded the school in Ashby vale?", "Ashby vale"): "", ("Who was born in Ashby Vale?", "Ashby Vale"): "",
+             ("What is the tallest peak in the Corrin Hills?", "Corrin Hills"): "",
+             ("Which river in the Corrin Hills is longest?", "Corrin Hills"): ""}
+    asked = parse([q for q, _ in cases])
+    assert {key: located_at(key[0], p, key[1]) for key, p in zip(cases, asked)} == cases
+
+
 def test_a_name_before_a_noun_is_another_things_only_where_it_is_a_bare_name():
     from readerfit.compressors.exit.language import named_before
 

@@ -181,7 +181,11 @@ TIGHT = fixture("tight.jsonl")
 # lost at 0.2 with their titles when the sixteenth round ended: the answer's sentence not ranked first (q2-03,
 # q2-05, r-02: "Three have been given twice." says the verb "given" asked), and a cut that keeps the first words of
 # "It has been famous since the 1950s for a lantern parade" (r-04); before the round 22 of the 36 were lost
-LOST_TIGHT = {"q2-03", "q2-05", "r-02", "r-04"}
+# "It was closed in 1953 after a flood ..." cut before its cause (s-01: "why" marks no anchor); "It was founded in
+# 1851." ranked over "It was known as St Bede's Academy until 1920." for the original name (s-09); "aged twenty", which
+# spaCy's small model leaves untyped (t-02); the nineteenth round's held-out h-09 and h-12 and tune t-07 (the
+# passage's topic sentence or the near miss ranked first)
+LOST_TIGHT = {"q2-03", "q2-05", "r-02", "r-04", "s-01", "s-09", "t-02", "t-07", "h-09", "h-12"}
 
 
 @pytest.mark.model
@@ -217,6 +221,24 @@ def test_a_tight_budget_keeps_the_answer_of_a_question_asked_through_a_tie():
     cases = [c for c in TWO_HOP if c["id"] in TIES]
     assert len(cases) == len(TIES) and all(nested(c["question"]) for c in cases)
     assert not lost_answers(cases, 0.2), "a tie question's answer lost at 0.2"
+
+
+# nineteenth round: an age spaCy types a date ("aged 81": its cut kept "He died in Copenhagen in 1941, aged …"), a
+# venue with "of" ("the stadium of Dorrow Athletic": the club's "won the cup in 1960" ranked first), and a thing of
+# its own at a place ("the chapel at Morwick": the village's "Its harbour wall was rebuilt in 1902." ranked first),
+# each lost at 0.2 before, titled or plain
+AGES_VENUES_PLACES = ("s-07", "s-08", "t-01", "t-03", "t-04", "l-01", "l-02", "l-03", "h-03", "h-05", "h-10", "k-01",
+                      "k-02", "k-03", "k-05")
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("plain", [False, True])
+def test_a_tight_budget_keeps_an_age_a_venues_answer_and_not_the_places_other_thing(plain):
+    cases = [c for c in TIGHT if c["id"] in AGES_VENUES_PLACES]
+    assert len(cases) == len(AGES_VENUES_PLACES)
+    if plain:
+        cases = [{**c, "passages": [p["text"] for p in c["passages"]]} for c in cases]
+    assert not lost_answers(cases, 0.2), f"lost at 0.2{' (plain)' if plain else ''}"
 
 
 def no_filler_violations(case: dict, out: readerfit.Compression) -> list[str]:

@@ -26,6 +26,7 @@ Fit(kept=[0], trimmed={0: 'one'})
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -276,8 +277,12 @@ def anchor_end(text: str, anchor: str) -> int:
 
     >>> anchor_end("It was written by William Shakespeare.", "William Shakespeare"), anchor_end("It is", "Holm")
     (6, 0)
+    >>> anchor_end("He died in 1889, aged 88.", "88")  # the word "88", not the "88" inside "1889"
+    6
     """
-    at = text.find(anchor) if anchor else -1
+    # the anchor as words of its own where the text holds it so, else anywhere
+    found = re.search(rf"(?<!\w){re.escape(anchor)}(?!\w)", text) if anchor else None
+    at = found.start() if found is not None else text.find(anchor) if anchor else -1
     return len(text[:at + len(anchor)].split()) if at >= 0 else 0
 
 

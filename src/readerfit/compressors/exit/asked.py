@@ -226,13 +226,18 @@ def answer_names(question: str, names: Sequence[Sequence[str]], sentences: Seque
 SPAN_ASKED = re.compile(r"\bhow (?:long|old)\b", re.IGNORECASE)
 SPAN = re.compile(r"\b(?:years?|months?|weeks?|days?|nights?|hours?|minutes?|seconds?|decades?|centur(?:y|ies)|age"
                   r"|aged)\b", re.IGNORECASE)
+# a bare number under a thousand that spaCy types a date ("aged 81", "He was 54 when ..."): an age, not a year
+AGE = re.compile(r"(?:\d{1,3}|(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:-(?:one|two|three|four|five|six"
+                 r"|seven|eight|nine))?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen"
+                 r"|fifteen|sixteen|seventeen|eighteen|nineteen)", re.IGNORECASE)
 
 
 def typed_entities(question: str, found: Entities, sentences: Sequence[str] | None = None, *,
                    clauses: Sequence[Sequence[frozenset[str]]] | None = None,
                    relation: frozenset[str] = frozenset()) -> list[str]:
     """Each sentence's entity (of ``found``, one list per sentence) of a type the question asks for whose words are
-    not all the question's (and, for "how long / how old", a date only where it names a span, :data:`SPAN`; not in
+    not all the question's (and, for "how long / how old", a date only where it names a span, :data:`SPAN`, or is a
+    bare number under a thousand, :data:`AGE`: "81" of "aged 81", not "1941"; not in
     another role in its sentence of ``sentences``, :func:`other_role`): what the sentence answers with, or ""
     (:func:`answer_type`'s entities). Of several, the one whose clause (``clauses``: each entity's, by
     :func:`~.language.clauses`) holds the most of the question's ``relation`` words ("closed in 1964", not
@@ -255,6 +260,7 @@ def typed_entities(question: str, found: Entities, sentences: Sequence[str] | No
         held = clauses[k] if clauses is not None else [frozenset()] * len(ents)
         typed = [(-len(clause & relation), j, text) for j, ((text, label), clause) in enumerate(zip(ents, held))
                  if label in types and not content(text) <= asked and not other(text)
-                 and not (span and label in ("DATE", "TIME") and SPAN.search(text) is None)]
+                 and not (span and label in ("DATE", "TIME") and SPAN.search(text) is None
+                          and AGE.fullmatch(text) is None)]
         out.append(min(typed)[2] if typed else "")
     return out

@@ -80,7 +80,7 @@ from readerfit.compressors.exit.follow import Deferred, HopPass, lifted_ranking
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
 from readerfit.compressors.exit.language import WordVectors, lead_titled, pipeline, recased
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
-from readerfit.compressors.exit.reach import beyond_reach_last
+from readerfit.compressors.exit.reach import another_last, beyond_reach_last
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
 from readerfit.compressors.exit.windows import merged_scores
 from readerfit.compressors.referents import referents
@@ -270,6 +270,8 @@ class ExitCompressor(BaseCompressor):
                 c.details["ranking"] = self.config.ranking
                 if self.config.reach and signals.nested and self.ranker.small_head(signals) is not None:
                     ranking = beyond_reach_last(question=q, units=units, passages=passages, ranking=ranking)
+                if any(signals.other) and self.ranker.small_head(signals) is not None:
+                    ranking = another_last(ranking, signals.other)
                 if self.hop_pass is not None:  # its finds: kept at the default, the likeliest lifted under a budget
                     moved, followed = self.hop_pass(question=q, passages=passages, units=units, ranking=ranking)
                     finds = list(followed.moved)

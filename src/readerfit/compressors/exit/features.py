@@ -130,6 +130,8 @@ class RankSignals:
     # the question reaches its topic through something a second passage describes ("the man who designed ...":
     # :func:`~.focus.nested`), which picks a ranker's small-input head (:attr:`~.ranker.Ranker.nested`)
     nested: bool = False
+    # sentence k speaks of another thing than the one asked (:attr:`Said.other`), which a small input ranks last
+    other: tuple[bool, ...] = ()
 
     def column(self, name: str) -> list[float]:
         i = SIGNALS.index(name)
@@ -146,6 +148,8 @@ class Said:
     rows: tuple[tuple[float, float, float, float], ...]
     anchors: tuple[str, ...]
     names: tuple[float, ...]
+    # sentence k speaks of another thing than the one asked (:func:`~.language.said_of_another`)
+    other: tuple[bool, ...] = ()
 
 
 def text_chain(*, question: str, units: Sequence[tuple[int, str]], start: int, passages: Sequence[Passage],
@@ -227,7 +231,7 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
                                    named[k], of_kind.get(pi, 0.0))
                                   for k, (row, (pi, _)) in enumerate(zip(rows, units))),
                        words=sum(len(s.split()) for s in sentences), anchors=said.anchors if said is not None else (),
-                       nested=asked)
+                       nested=asked, other=said.other if said is not None else ())
 
 
 def language_signals(question: str, units: Sequence[tuple[int, str]], words: WordVectors | None = None, *,
@@ -260,7 +264,7 @@ def language_signals(question: str, units: Sequence[tuple[int, str]], words: Wor
                                                       relation=parsed[0].relation), named, parsed[1:]))
     return Said(rows=tuple((typed[k], share, share - best[pi], soft[k]) for k, ((pi, _), share)
                            in enumerate(zip(units, shares))),
-                anchors=anchors, names=tuple(float(bool(n)) for n in named))
+                anchors=anchors, names=tuple(float(bool(n)) for n in named), other=tuple(other))
 
 
 def percentiles(values: Sequence[float]) -> list[float]:

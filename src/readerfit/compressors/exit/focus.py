@@ -139,6 +139,9 @@ RELATIONS = (  # "son-in-law" before "son", so a match ends after the whole word
     "|founder|designer|inventor|architect|author|owner|creator|composer|director|builder|maker|engineer|editor|writer"
     "|painter|sculptor|publisher|producer|manufacturer|performer|singer|illustrator|developer|screenwriter|lyricist"
     "|coach|captain|manager|leader|head|winner|birthplace|hometown")
+# where a team plays or a body sits, a place with a passage of its own ("the stadium of Dorrow Athletic", "the
+# headquarters of ..."): a tie with "of" only, as "Levi's Stadium" is a name
+VENUES = "stadium|ground|venue|arena|headquarters"
 # the past participles that do not end in "ed" ("the horse ridden by ...", "the stadium built for ...")
 PARTICIPLES = frozenset({
     "won", "bought", "built", "made", "written", "run", "owned", "held", "taught", "led", "kept", "sold", "drawn",
@@ -157,7 +160,7 @@ AUXILIARIES = r"(?:" + BE_HAVE + "|" + DO + ")"
 NESTED = re.compile(
     r"^\s*\S+.*?\b(?:(?:the|a|an)\s+(?:[\w'-]+\s+){0,4}?(?:who|that|whose|whom|where|when|(?:in|on|at|by|from|for)"
     r"\s+which)|" + PARTICIPLE + r"\s+by|(?:painting|book|novel|film|song|album|play|poem|work|statue)\s+by"
-    r"|(?:" + RELATIONS + r")\s+of|\w+['\u2019]s\s+(?:(?:maternal|paternal|eldest|youngest|older|younger|elder|late"
+    r"|(?:" + RELATIONS + "|" + VENUES + r")\s+of|\w+['\u2019]s\s+(?:(?:maternal|paternal|eldest|youngest|older|younger|elder|late"
     r"|former|first|second|twin)\s+)*(?:" + RELATIONS + r"))\b", re.IGNORECASE)
 # a participle with another word than "by" after a noun ("the engine used in ...", "the ship launched at ..."): where
 # a form of "be" or "have" comes first ("When was the song released in the UK?") the participle may be the

@@ -9,7 +9,9 @@ by") alike for both, ranked it first under a budget. And where the bridge senten
 spent on it ("In 1921 it was won by a grey horse named Silver Fern.") and the trainer's name is left out.
 :func:`beyond_reach_last` ranks every sentence of the passages the bridge does not reach after those it does, and
 the best-ranked sentence the bridge leads to first. Chosen on the first-touch two-hop inputs
-(``tests/fixtures/first_touch/two_hop.jsonl``; docs/measurements/first-touch.md, seventeenth round).
+(``tests/fixtures/first_touch/two_hop.jsonl``; docs/measurements/first-touch.md, seventeenth round). On any small
+input, :func:`another_last` ranks the sentences said of another thing than the one asked last ("Its harbour wall was
+rebuilt in 1902." in the passage on the village, for "When was the chapel at Morwick rebuilt?"; nineteenth round).
 
 >>> from readerfit.types import Passage
 >>> ps = [Passage("Marlow is in Leeds. In 1952 it was bought by the Northern Bank.", title="Marlow Building"),
@@ -146,3 +148,16 @@ def beyond_reach_last(*, question: str, units: Sequence[tuple[int, str]], passag
     place = {k: i for i, k in enumerate(sorted(range(len(units)),
                                                key=lambda k: (k != first, units[k][0] not in inside, -ranking[k], k)))}
     return in_order(ranking, [-float(place[k]) for k in range(len(units))])
+
+
+def another_last(ranking: Sequence[float], other: Sequence[bool]) -> list[float]:
+    """``ranking`` with the sentences said of another thing than the one asked (``other``:
+    :func:`~readerfit.compressors.exit.language.said_of_another`, "Its harbour wall was rebuilt in 1902." in the
+    passage on the village, for "When was the chapel at Morwick rebuilt?") after all others, each group in its own
+    order; the values are the ranking's own, handed out in the new order, so a stop reading them keeps as many.
+
+    >>> another_last([3.0, 2.0, 1.0], [True, False, False])
+    [1.0, 3.0, 2.0]
+    """
+    place = {k: i for i, k in enumerate(sorted(range(len(ranking)), key=lambda k: (other[k], -ranking[k], k)))}
+    return in_order(ranking, [-float(place[k]) for k in range(len(ranking))])
