@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from readerfit.compressors.exit.asked import answer_names, answer_type, asked_types, typed_entities
+from readerfit.compressors.exit.asked import answer_names, answer_type, asked_phrase, asked_types, typed_entities
 from readerfit.compressors.exit.focus import answer_form, asked_kind, connected_passages, lexical_overlap, nested
 from readerfit.types import Passage
 from test_exit_hop import random_bridge, sentence_names
@@ -393,6 +393,24 @@ def test_how_long_or_how_old_asks_a_span_never_a_point_in_time():
     said = ["He died in Copenhagen in 1941, aged 81.", "He died in 1941.", "He died aged ninety."]
     assert typed_entities("How old was Nils Aaberg when he died?", died, said) == ["81", "", "ninety"]
     assert typed_entities("When did Nils Aaberg die?", died, said) == ["1941", "1941", "ninety"]
+
+
+@pytest.mark.parametrize(("question", "sentence", "phrase"), [
+    ("Why was the Tarrow viaduct demolished?", "It was demolished in 1971 because its piers had become unsafe.",
+     "because its piers had become unsafe."),
+    ("Why did Lena Hartz leave Berlin?", "She left the city in 1939 to escape the coming war, and settled in London.",
+     "to escape the coming war"),  # a purpose, up to the comma
+    ("Why is Moss Island closed?", "It is closed to visitors from April so that seabirds can nest.",
+     "so that seabirds can nest."),  # a cause before a purpose: "to visitors" is no purpose
+    ("Why did it close?", "It closed in 1901.", ""),
+    ("What is the nickname of the Harlow Falcons?", "Their fans know them as the Birds.", "the Birds"),
+    ("What was the original name of Pellbridge Academy?", "Until 1958 it was called Pellbridge Free School.",
+     "Pellbridge Free School"),
+    ("What was Ferris Lane called before 1900?", "It was known as Tanners Row until 1900.", "Tanners Row"),
+    ("Who built the Tarrow viaduct?", "It was built because the old one fell.", ""),  # neither asked
+    ("What was the original name of it?", "It was named after a duke.", "")])  # no capitalised name follows
+def test_a_why_or_name_question_anchors_the_cause_or_the_name_said(question, sentence, phrase):
+    assert asked_phrase(question, sentence) == phrase
 
 
 def test_answer_names_are_the_first_name_a_sentence_holds_that_the_question_lacks_where_it_asks_a_name():

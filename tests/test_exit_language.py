@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from readerfit.compressors.budget import trim_unit, word_count
 from readerfit.compressors.exit.features import SIGNALS, language_signals, ranking_signals
 from readerfit.compressors.exit.language import WordVectors, asked_object, parse, soft_relation
 from readerfit.text.stop_words import FUNCTION_WORDS
@@ -454,11 +455,22 @@ def test_a_sentence_on_another_thing_of_the_place_the_topic_is_named_after_holds
     assert own.rows[3][0] == 1.0
 
 
+def test_a_why_questions_cut_keeps_the_cause_and_a_name_questions_the_name():
+    # nineteenth round: no entity marks a cause or an untyped name, so a cut kept "It was demolished in 1971 because …"
+    pytest.importorskip("spacy")
+    units = [(0, "The Tarrow viaduct had twenty arches."), (0, "It was demolished in 1971 because its piers had become unsafe.")]
+    said = language_signals("Why was the Tarrow viaduct demolished?", units)
+    assert said.anchors[1] == "because its piers had become unsafe."
+    assert trim_unit(units[1][1], room=5, count=word_count, anchor=said.anchors[1]) == "its piers had become unsafe."
+    named = [(0, "Ferris Lane runs from the market to the river."), (0, "It was known as Tanners Row until 1900.")]
+    assert language_signals("What was Ferris Lane called before 1900?", named).anchors[1] == "Tanners Row"
+
+
 def test_a_sentence_on_another_thing_of_the_place_the_topic_is_at_holds_no_language_signal():
     # "When was the chapel at Morwick rebuilt?": the village's "Its harbour wall was rebuilt in 1902." says the verb
     # asked of another thing of the place the chapel stands at; where the village's passage speaks of the chapel, or
     # the place is a name with a lower-case word, the sentence keeps its signals
-    from readerfit.compressors.exit.language import located_at
+    from readerfit.compressors.exit.another import located_at
 
     pytest.importorskip("spacy")
     units = [(0, "The chapel at Morwick is a small stone church."), (0, "It was rebuilt in 1788 after a storm."),
@@ -479,7 +491,7 @@ def test_a_sentence_on_another_thing_of_the_place_the_topic_is_at_holds_no_langu
 
 
 def test_a_name_before_a_noun_is_another_things_only_where_it_is_a_bare_name():
-    from readerfit.compressors.exit.language import named_before
+    from readerfit.compressors.exit.another import named_before
 
     pytest.importorskip("spacy")
     cases = {("Who built the Tolvern lighthouse?", "Tolvern"): "lighthouse",

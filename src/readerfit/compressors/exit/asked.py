@@ -264,3 +264,37 @@ def typed_entities(question: str, found: Entities, sentences: Sequence[str] | No
                           and AGE.fullmatch(text) is None)]
         out.append(min(typed)[2] if typed else "")
     return out
+
+
+# "why ...?" asks for a cause or a purpose, which a sentence gives after a marker, most often past its verb
+WHY = re.compile(r"^\W*why\b", re.IGNORECASE)
+CAUSE = re.compile(r"\b(?:because|since|as a result of|due to|owing to|after|so that|so as to|in order to)\b[^,;:]*",
+                   re.IGNORECASE)
+# else a purpose: "to" and a word ("to escape the coming war")
+PURPOSE = re.compile(r"\bto (?!the\b|a\b|an\b|his\b|her\b|its\b|their\b)[a-z]+\b[^,;:]*")
+# "What was X called?", "the original name / nickname of X" ask for a name, which a sentence gives after "called",
+# "named", "known as" ...: the capitalised words there, with an article or "of" among them
+NAME_ASKED = re.compile(r"^\W*(?:what|which)\b.*\b(?:(?:nick)?names?|called|known as|renamed)\b", re.IGNORECASE)
+NAMED = re.compile(r"\b(?:called|(?:re|nick)?named|known as|know (?:it|them|him|her) as|opened as|styled)\s+"
+                   r"((?:(?:the|of|and|de|la|von|van)\s+)*[A-Z][\w'-]*(?:\s+(?:(?:of|the|and|de|la|von|van)\s+)*[A-Z][\w'-]*)*)")
+
+
+def asked_phrase(question: str, sentence: str) -> str:
+    """The words of ``sentence`` that give what a "why" or a name question asks where no entity marks it: the clause
+    from a marker of cause or purpose ("because its piers had become unsafe", "to escape the coming war"), the name
+    after "called", "known as" ... ("Tanners Row"); "" otherwise. A budget's cut keeps them where it can.
+
+    >>> asked_phrase("Why was the viaduct demolished?", "It was demolished in 1971 because its piers had become unsafe.")
+    'because its piers had become unsafe.'
+    >>> asked_phrase("What was Ferris Lane called before 1900?", "It was known as Tanners Row until 1900.")
+    'Tanners Row'
+    >>> asked_phrase("Who built it?", "It was built because the old one fell.")
+    ''
+    """
+    if WHY.search(question):
+        found = CAUSE.search(sentence) or PURPOSE.search(sentence)
+        return found.group(0).strip() if found is not None else ""
+    if NAME_ASKED.search(question):
+        named = NAMED.search(sentence)
+        return named.group(1) if named is not None else ""
+    return ""

@@ -64,7 +64,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from readerfit.compressors.exit.asked import answer_names, answer_type, typed_entities
+from readerfit.compressors.exit.another import said_of_another
+from readerfit.compressors.exit.asked import answer_names, answer_type, asked_phrase, typed_entities
 from readerfit.compressors.exit.focus import (
     WORD,
     answer_form,
@@ -82,7 +83,6 @@ from readerfit.compressors.exit.language import (
     asked_object,
     parse,
     relation,
-    said_of_another,
     soft_relation,
 )
 from readerfit.types import Passage
@@ -148,7 +148,7 @@ class Said:
     rows: tuple[tuple[float, float, float, float], ...]
     anchors: tuple[str, ...]
     names: tuple[float, ...]
-    # sentence k speaks of another thing than the one asked (:func:`~.language.said_of_another`)
+    # sentence k speaks of another thing than the one asked (:func:`~.another.said_of_another`)
     other: tuple[bool, ...] = ()
 
 
@@ -239,7 +239,7 @@ def language_signals(question: str, units: Sequence[tuple[int, str]], words: Wor
     """Each sentence's :data:`LANGUAGE` signals (``relation_soft`` 0.0 without ``words``) and its entity of the
     type the question asks for, from one spaCy pass (:func:`.parse`). ``titles``: the passages' titles (or lead
     names), by passage index; a sentence said of another thing than the one asked
-    (:func:`~.language.said_of_another`) holds none of the signals."""
+    (:func:`~.another.said_of_another`) holds none of the signals."""
     texts = [s for _, s in units]
     parsed = parse([question, *texts])
     of_passage: dict[int, list[Parsed]] = {}
@@ -258,10 +258,12 @@ def language_signals(question: str, units: Sequence[tuple[int, str]], words: Wor
     named = answer_names(question, [[] if o else [t for t, label in p.entities if label in NAME_LABELS] + list(p.untyped)
                                     for p, o in zip(parsed[1:], other)], texts)
     # a budget's cut keeps the entity of the asked type, else the name spaCy did not type as asked ("Matteo Gris"),
-    # else the object of the verb asked ("patented a folding ladder")
-    anchors = tuple(t or n or asked_object(parsed[0], p)
-                    for t, n, p in zip(typed_entities(question, found, texts, clauses=[p.clauses for p in parsed[1:]],
-                                                      relation=parsed[0].relation), named, parsed[1:]))
+    # else a cause or a name a "why" or name question asks ("because ...", "known as Tanners Row"), else the object of
+    # the verb asked ("patented a folding ladder")
+    anchors = tuple(t or n or asked_phrase(question, text) or asked_object(parsed[0], p)
+                    for t, n, p, text in zip(typed_entities(question, found, texts,
+                                                            clauses=[p.clauses for p in parsed[1:]],
+                                                            relation=parsed[0].relation), named, parsed[1:], texts))
     return Said(rows=tuple((typed[k], share, share - best[pi], soft[k]) for k, ((pi, _), share)
                            in enumerate(zip(units, shares))),
                 anchors=anchors, names=tuple(float(bool(n)) for n in named), other=tuple(other))

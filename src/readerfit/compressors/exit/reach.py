@@ -152,7 +152,7 @@ def beyond_reach_last(*, question: str, units: Sequence[tuple[int, str]], passag
 
 def another_last(ranking: Sequence[float], other: Sequence[bool]) -> list[float]:
     """``ranking`` with the sentences said of another thing than the one asked (``other``:
-    :func:`~readerfit.compressors.exit.language.said_of_another`, "Its harbour wall was rebuilt in 1902." in the
+    :func:`~readerfit.compressors.exit.another.said_of_another`, "Its harbour wall was rebuilt in 1902." in the
     passage on the village, for "When was the chapel at Morwick rebuilt?") after all others, each group in its own
     order; the values are the ranking's own, handed out in the new order, so a stop reading them keeps as many.
 
