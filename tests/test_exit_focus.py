@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from readerfit.compressors.exit.asked import answer_names, answer_type, asked_phrase, asked_types, typed_entities
+from readerfit.compressors.exit.asked import answer_names, answer_type, asked_phrases, asked_types, typed_entities
 from readerfit.compressors.exit.focus import answer_form, asked_kind, connected_passages, lexical_overlap, nested
 from readerfit.types import Passage
 from test_exit_hop import random_bridge, sentence_names
@@ -410,7 +410,7 @@ def test_how_long_or_how_old_asks_a_span_never_a_point_in_time():
     ("Who built the Tarrow viaduct?", "It was built because the old one fell.", ""),  # neither asked
     ("What was the original name of it?", "It was named after a duke.", "")])  # no capitalised name follows
 def test_a_why_or_name_question_anchors_the_cause_or_the_name_said(question, sentence, phrase):
-    assert asked_phrase(question, sentence) == phrase
+    assert asked_phrases(question, [sentence]) == [phrase]
 
 
 def test_answer_names_are_the_first_name_a_sentence_holds_that_the_question_lacks_where_it_asks_a_name():

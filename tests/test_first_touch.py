@@ -230,7 +230,7 @@ def test_a_tight_budget_keeps_the_answer_of_a_question_asked_through_a_tie():
 AGES_VENUES_PLACES = ("s-07", "s-08", "t-01", "t-03", "t-04", "l-01", "l-02", "l-03", "h-03", "h-05", "h-10", "k-01",
                       "k-02", "k-03", "k-05")
 # and a cut that kept "It was demolished in 1971 because …" for "Why ...?" or "Until 1958 it was called …" for the
-# original name: a cause or a name said is now the cut's anchor (asked.asked_phrase)
+# original name: a cause or a name said is now the cut's anchor (asked.asked_phrases)
 CAUSES_NAMES = ("s-01", "v-01", "v-04", "v-05", "v-06", "x-05", "x-06", "x-07", "x-08")
 
 

@@ -279,22 +279,22 @@ NAMED = re.compile(r"\b(?:called|(?:re|nick)?named|known as|know (?:it|them|him|
                    r"((?:(?:the|of|and|de|la|von|van)\s+)*[A-Z][\w'-]*(?:\s+(?:(?:of|the|and|de|la|von|van)\s+)*[A-Z][\w'-]*)*)")
 
 
-def asked_phrase(question: str, sentence: str) -> str:
-    """The words of ``sentence`` that give what a "why" or a name question asks where no entity marks it: the clause
+def asked_phrases(question: str, sentences: Sequence[str]) -> list[str]:
+    """The words of each sentence that give what a "why" or a name question asks where no entity marks it: the clause
     from a marker of cause or purpose ("because its piers had become unsafe", "to escape the coming war"), the name
-    after "called", "known as" ... ("Tanners Row"); "" otherwise. A budget's cut keeps them where it can.
+    after "called", "known as" ... ("Tanners Row"); "" otherwise (all "" for other questions). A budget's cut keeps
+    them where it can.
 
-    >>> asked_phrase("Why was the viaduct demolished?", "It was demolished in 1971 because its piers had become unsafe.")
-    'because its piers had become unsafe.'
-    >>> asked_phrase("What was Ferris Lane called before 1900?", "It was known as Tanners Row until 1900.")
-    'Tanners Row'
-    >>> asked_phrase("Who built it?", "It was built because the old one fell.")
-    ''
+    >>> asked_phrases("Why was the viaduct demolished?", ["It was demolished in 1971 because its piers had become unsafe."])
+    ['because its piers had become unsafe.']
+    >>> asked_phrases("What was Ferris Lane called before 1900?", ["It was known as Tanners Row until 1900.", "It is old."])
+    ['Tanners Row', '']
+    >>> asked_phrases("Who built it?", ["It was built because the old one fell."])
+    ['']
     """
     if WHY.search(question):
-        found = CAUSE.search(sentence) or PURPOSE.search(sentence)
-        return found.group(0).strip() if found is not None else ""
+        causes = [CAUSE.search(s) or PURPOSE.search(s) for s in sentences]
+        return [found.group(0).strip() if found is not None else "" for found in causes]
     if NAME_ASKED.search(question):
-        named = NAMED.search(sentence)
-        return named.group(1) if named is not None else ""
-    return ""
+        return [named.group(1) if (named := NAMED.search(s)) is not None else "" for s in sentences]
+    return [""] * len(sentences)

@@ -268,9 +268,10 @@ class ExitCompressor(BaseCompressor):
             else:
                 ranking = self.ranker.score(signals)
                 c.details["ranking"] = self.config.ranking
-                if self.config.reach and signals.nested and self.ranker.small_head(signals) is not None:
+                small = self.ranker.small_head(signals) is not None
+                if self.config.reach and signals.nested and small:
                     ranking = beyond_reach_last(question=q, units=units, passages=passages, ranking=ranking)
-                if any(signals.other) and self.ranker.small_head(signals) is not None:
+                if small and any(signals.other):
                     ranking = another_last(ranking, signals.other)
                 if self.hop_pass is not None:  # its finds: kept at the default, the likeliest lifted under a budget
                     moved, followed = self.hop_pass(question=q, passages=passages, units=units, ranking=ranking)

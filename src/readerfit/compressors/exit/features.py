@@ -65,7 +65,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from readerfit.compressors.exit.another import said_of_another
-from readerfit.compressors.exit.asked import answer_names, answer_type, asked_phrase, typed_entities
+from readerfit.compressors.exit.asked import answer_names, answer_type, asked_phrases, typed_entities
 from readerfit.compressors.exit.focus import (
     WORD,
     answer_form,
@@ -260,10 +260,11 @@ def language_signals(question: str, units: Sequence[tuple[int, str]], words: Wor
     # a budget's cut keeps the entity of the asked type, else the name spaCy did not type as asked ("Matteo Gris"),
     # else a cause or a name a "why" or name question asks ("because ...", "known as Tanners Row"), else the object of
     # the verb asked ("patented a folding ladder")
-    anchors = tuple(t or n or asked_phrase(question, text) or asked_object(parsed[0], p)
-                    for t, n, p, text in zip(typed_entities(question, found, texts,
-                                                            clauses=[p.clauses for p in parsed[1:]],
-                                                            relation=parsed[0].relation), named, parsed[1:], texts))
+    anchors = tuple(t or n or phrase or asked_object(parsed[0], p)
+                    for t, n, phrase, p in zip(typed_entities(question, found, texts,
+                                                              clauses=[p.clauses for p in parsed[1:]],
+                                                              relation=parsed[0].relation), named,
+                                               asked_phrases(question, texts), parsed[1:]))
     return Said(rows=tuple((typed[k], share, share - best[pi], soft[k]) for k, ((pi, _), share)
                            in enumerate(zip(units, shares))),
                 anchors=anchors, names=tuple(float(bool(n)) for n in named), other=tuple(other))
