@@ -408,7 +408,13 @@ def test_how_long_or_how_old_asks_a_span_never_a_point_in_time():
      "Pellbridge Free School"),
     ("What was Ferris Lane called before 1900?", "It was known as Tanners Row until 1900.", "Tanners Row"),
     ("Who built the Tarrow viaduct?", "It was built because the old one fell.", ""),  # neither asked
-    ("What was the original name of it?", "It was named after a duke.", "")])  # no capitalised name follows
+    ("What was the original name of it?", "It was named after a duke.", ""),  # no capitalised name follows
+    # twentieth round: the name a verb gives it ("call the team", "opened ... as", "traded as")
+    ("What is the nickname of Fenmore Athletic?", "Its supporters call the team the Eels.", "the Eels"),
+    ("What was the Kessway Hotel called when it opened?", "It opened in 1869 as the Station Inn.", "the Station Inn"),
+    ("What was the ferry company called?", "Until 1962 it traded as the Sound Line.", "the Sound Line"),
+    ("What was it called?", "They call it home.", ""),
+    ("What is the nickname of the bridge?", "It was set up in 1898 by Anna Holt.", "")])
 def test_a_why_or_name_question_anchors_the_cause_or_the_name_said(question, sentence, phrase):
     assert asked_phrases(question, [sentence]) == [phrase]
 

@@ -48,7 +48,9 @@ class Compression:
     a tighter budget keeps the answer rather than the unit's first words; ``followed`` are units a second pass found
     that a soft default keeps beside the rule's, past its cap (EXIT's hop pass: the sentences of the passages the
     best ones name), so that a re-selection at the default keeps them too; ``lifted`` are those a hard budget moves
-    up the ranking it spends by (EXIT: the finds its hop classifier is surest of); ``budget`` is what a budget made
+    up the ranking it spends by (EXIT: the finds its hop classifier is surest of); ``paired`` are two units a hard
+    budget keeps together, each cut to its anchor where both whole do not fit (EXIT: a comparison's fact of each
+    side); ``budget`` is what a budget made
     of it (:class:`~readerfit.outcome.BudgetOutcome`; ``details["budget"]`` is its copy for people); ``details`` is
     free-form provenance for people, never read back by code.
     """
@@ -69,6 +71,7 @@ class Compression:
     anchors: dict[int, str] = field(default_factory=dict)
     followed: list[int] = field(default_factory=list)
     lifted: list[int] = field(default_factory=list)
+    paired: list[int] = field(default_factory=list)
     budget: BudgetOutcome | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -99,6 +102,8 @@ class Compression:
             d["followed"] = list(self.followed)
         if self.lifted:
             d["lifted"] = list(self.lifted)
+        if self.paired:
+            d["paired"] = list(self.paired)
         if self.budget is not None:
             d["budget"] = self.budget.to_dict()
         return d

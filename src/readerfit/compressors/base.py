@@ -202,8 +202,7 @@ class BaseCompressor:
                            passage_of_unit=[pi for pi, _ in scored.units], ranking=list(scored.ranking),
                            passage_scores=None if scored.passage_scores is None else list(scored.passage_scores),
                            trimmed=chosen.trimmed, anchors=dict(scored.anchors), followed=list(scored.followed),
-                           lifted=list(scored.lifted),
-                           budget=chosen.outcome,
+                           lifted=list(scored.lifted), paired=list(scored.paired), budget=chosen.outcome,
                            details={**scored.details, **self.rule_details(scored, budget), **chosen.details})
 
     def timed_select(self, scored: Scored, budget: Budget | None) -> Compression:

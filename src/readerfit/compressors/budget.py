@@ -148,7 +148,7 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
               limit: int, count: TokenCounter, candidates: Sequence[int] | None = None,
               assemble: Callable[[Sequence[int], Mapping[int, str]], str], must: Sequence[int] = (),
               referents: Sequence[int | None] | None = None, trim: bool = True,
-              anchors: Mapping[int, str] | None = None) -> Fit:
+              anchors: Mapping[int, str] | None = None, paired: Sequence[int] = ()) -> Fit:
     """The units (passage index, sentence) kept within ``limit`` tokens of the assembled context: a prefix of the
     ranking, never a lower-ranked unit in place of a higher one.
 
@@ -161,7 +161,10 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
     last words; else the last unit taken is cut the same way, where half its words stay (the first unit: any), and
     only else dropped, so that a best unit over by its join alone never leaves the context empty (``trim``: cuts
     are allowed). ``must``: units kept whatever they cost (taken first). ``anchors``: the words a cut unit keeps
-    where it can (:func:`trim_unit`).
+    where it can (:func:`trim_unit`). ``paired``: two units taken first, before their referents, where both fit
+    whole; else each cut to a run that holds its anchor within half of what is left, ending the selection (a
+    comparison's two facts: "… founded in 1867 …", "… established in 1841 …"); where a cut cannot hold its anchor,
+    they are taken as any other unit.
     """
     costs = [count(" " + s) for _, s in units]
     # a passage's first kept unit also brings its title line and, but for the first passage kept, the blank line
@@ -184,6 +187,19 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
         return (sum(costs[k] for k in group) + sum(titles[pi] for pi in new)
                 + gap * max(len(new) - (0 if opened else 1), 0))
 
+    if trim and not required and len(paired) == 2:
+        whole = cost(paired) <= limit
+        # what the two sentences may spend once their titles are paid; the cuts' marks and joins checked on the text
+        halves = {} if whole else together(paired, units=units, room=limit - cost(paired) + sum(costs[k] for k in paired),
+                                           count=count, anchors=anchors or {},
+                                           fits=lambda cuts: count(assemble(sorted(paired), cuts)) <= limit)
+        if whole or halves:  # taken first, before a referent; cut, they end the selection
+            used = cost(paired)
+            trimmed.update(halves)
+            kept.update(paired)
+            opened.update(units[k][0] for k in paired)
+            taken.extend([k] for k in paired)
+            order = [] if halves else order
     for k in order:
         if k in kept:
             continue
@@ -195,7 +211,7 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
                 title = cost(group) - costs[k]
                 cut = trim_unit(units[k][1], room=limit - used - title - count(" " + CUT_MARK), count=count,
                                 anchor=(anchors or {}).get(k, "")) if trim else ""
-                if worth_cutting(cut, units[k][1], first=not taken):
+                if worth_cutting(cut, units[k][1], first=not taken, anchor=(anchors or {}).get(k, "")):
                     trimmed[k] = cut
                     used += count(" " + cut) - costs[k]  # the whole unit's cost is added below
                 else:
@@ -231,11 +247,54 @@ def fit_units(ranking: Sequence[float], *, passages: Sequence[Passage], units: S
     return Fit(kept=sorted(kept), trimmed=trimmed)
 
 
-def worth_cutting(cut: str, text: str, *, first: bool) -> bool:
+def together(pair: Sequence[int], *, units: Sequence[tuple[int, str]], room: int, count: TokenCounter,
+             anchors: Mapping[int, str], fits: Callable[[Mapping[int, str]], bool]) -> dict[int, str]:
+    """{unit: its cut} for the two units of ``pair``: each cut to a run that holds its anchor within an even share
+    of ``room`` tokens (:func:`trim_unit`), the largest share whose cuts ``fits`` accepts, else each cut to its
+    anchor's own words where ``fits`` accepts those; {} where a unit has no anchor or no cut fits.
+
+    >>> units = [(0, "It was founded in 1867 by merchants."), (1, "It dates from 1790.")]
+    >>> together([0, 1], units=units, room=6, count=word_count, anchors={0: "1867", 1: "1790"}, fits=lambda c: True)
+    {0: 'founded in 1867', 1: 'dates from 1790.'}
+    >>> together([0, 1], units=units, room=6, count=word_count, anchors={0: "1867", 1: "1790"},
+    ...          fits=lambda cuts: sum(len(c.split()) for c in cuts.values()) <= 2)
+    {0: '1867', 1: '1790.'}
+    """
+    if not all(anchors.get(k) for k in pair):
+        return {}
+    for share in range(room // 2, 0, -1):
+        cuts = {k: trim_unit(units[k][1], room=share, count=count, anchor=anchors[k]) for k in pair}
+        if not all(anchor_end(cut, anchors[k]) for k, cut in cuts.items()):
+            break
+        if fits(cuts):
+            return cuts
+    bare = {k: anchor_words(units[k][1], anchors[k]) for k in pair}
+    return bare if all(bare.values()) and fits(bare) else {}
+
+
+def anchor_words(text: str, anchor: str) -> str:
+    """The words of ``text`` that hold ``anchor`` ("" where it does not).
+
+    >>> anchor_words("It dates from 1790.", "1790"), anchor_words("It is 85 metres deep.", "85 metres")
+    ('1790.', '85 metres')
+    """
+    end = anchor_end(text, anchor)
+    return " ".join(text.split()[max(end - len(anchor.split()), 0):end]) if end else ""
+
+
+def worth_cutting(cut: str, text: str, *, first: bool, anchor: str = "") -> bool:
     """Whether a cut of ``text`` to the words ``cut`` is kept: it holds a word and, unless it is the first unit
     taken, :data:`TRIM_SHARE` of the unit's words (a few leading words of a later sentence tell the reader
-    nothing)."""
-    return bool(cut) and (first or len(cut.split()) >= TRIM_SHARE * len(text.split()))
+    nothing) or its whole ``anchor`` (what the compressor found the sentence answers with: "… in 1841"; its last
+    words alone, "… metres", tell no more than other words).
+
+    >>> worth_cutting("in 1841", "The school was established in 1841 by the Halm family.", first=False, anchor="1841")
+    True
+    >>> worth_cutting("The school", "The school was established in 1841 by the Halm family.", first=False)
+    False
+    """
+    held = bool(anchor.strip()) and anchor_end(cut, anchor.strip()) > 0
+    return bool(cut) and (first or held or len(cut.split()) >= TRIM_SHARE * len(text.split()))
 
 
 def trim_unit(text: str, *, room: int, count: TokenCounter, anchor: str = "") -> str:

@@ -62,7 +62,8 @@ class Scored:
     ``scores`` τ compares (None: the ranking), ``passage_scores`` (a ranking of the passages: Provence's),
     ``token_logits`` (llmlingua2's classifier, replayed by its own selection), ``anchors`` (unit -> the words a cut
     keeps), ``followed`` (units a soft default keeps past its cap: EXIT's hop pass), ``lifted`` (units a hard
-    budget moves up the ranking: the likeliest of EXIT's hop pass's finds; its ``scoring`` moves them), ``pieces``
+    budget moves up the ranking: the likeliest of EXIT's hop pass's finds; its ``scoring`` moves them), ``paired``
+    (two units a hard budget keeps together, each cut to its anchor where both whole do not fit), ``pieces``
     (the units as cut from the text with their own spacing, where the compressor renders them so:
     selective-context), ``details`` (provenance for people) and the ``seconds`` the scoring took."""
 
@@ -75,6 +76,7 @@ class Scored:
     anchors: Mapping[int, str] = field(default_factory=dict)
     followed: Sequence[int] = ()
     lifted: Sequence[int] = ()
+    paired: Sequence[int] = ()
     pieces: Sequence[str] | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
@@ -83,7 +85,7 @@ class Scored:
     def of(cls, passages: Sequence[Passage], compression: Compression) -> Scored:
         """The scoring ``compression`` (of the checked ``passages``) was selected from, from its typed fields:
         ``units`` and ``passage_of_unit``, ``ranking`` (else ``scores``), ``scores``, ``passage_scores``,
-        ``token_logits``, ``anchors``, ``followed`` and ``lifted``; its details are carried for people, less those
+        ``token_logits``, ``anchors``, ``followed``, ``lifted`` and ``paired``; its details are carried for people, less those
         :func:`select` writes (:data:`SELECTION_DETAILS`: the re-selection writes its own). A compression without
         ``passage_of_unit`` aligned with its units is refused."""
         owners = compression.passage_of_unit
@@ -97,6 +99,7 @@ class Scored:
                    passage_scores=None if compression.passage_scores is None else list(compression.passage_scores),
                    token_logits=compression.token_logits, anchors=dict(compression.anchors),
                    followed=list(compression.followed), lifted=list(compression.lifted),
+                   paired=list(compression.paired),
                    details={k: v for k, v in compression.details.items() if k not in SELECTION_DETAILS})
 
 
@@ -117,7 +120,9 @@ class Scoring:
     (:func:`~readerfit.compressors.referents.referents`; None: none). ``anchors``: unit -> the words a cut keeps
     where it can (:func:`~readerfit.compressors.budget.trim_unit`). ``followed``: units a soft budget keeps past its
     cap, beside what the cut kept (EXIT's hop pass: its finds are added at the default, never traded for the rule's
-    own sentences); a hard budget ignores them.
+    own sentences); a hard budget ignores them. ``paired``: two units a hard budget keeps together, each cut to its
+    anchor where both whole do not fit (:func:`~readerfit.compressors.budget.fit_units`; EXIT: a comparison's fact
+    of each side).
     """
 
     passages: Sequence[Passage]
@@ -136,6 +141,7 @@ class Scoring:
     referents: Sequence[int | None] | None = None
     anchors: Mapping[int, str] | None = None
     followed: Collection[int] = ()
+    paired: Sequence[int] = ()
 
     def text(self, kept: Sequence[int], trimmed: Mapping[int, str] | None = None,
              untitled: Collection[int] = ()) -> str:
@@ -257,7 +263,8 @@ def select(scoring: Scoring, budget: Budget) -> Selection:
     costed = scoring.passages if scoring.title_lines else [Passage(p.text) for p in scoring.passages]
     fit = fit_units(ranking, passages=costed, units=scoring.units, limit=limit, count=count, candidates=kept,
                     assemble=scoring.text, must=() if budget.hard else ranked[: scoring.min_keep],
-                    referents=scoring.referents, trim=budget.hard, anchors=scoring.anchors)
+                    referents=scoring.referents, trim=budget.hard, anchors=scoring.anchors,
+                    paired=scoring.paired if budget.hard else ())
     untitled: frozenset[int] = frozenset()
     if budget.hard:
         fit, untitled = untitled_cut(scoring, fit, candidates=kept, limit=limit, count=count)

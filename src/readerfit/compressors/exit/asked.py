@@ -273,9 +273,11 @@ CAUSE = re.compile(r"\b(?:because|since|as a result of|due to|owing to|after|so 
 # else a purpose: "to" and a word ("to escape the coming war")
 PURPOSE = re.compile(r"\bto (?!the\b|a\b|an\b|his\b|her\b|its\b|their\b)[a-z]+\b[^,;:]*")
 # "What was X called?", "the original name / nickname of X" ask for a name, which a sentence gives after "called",
-# "named", "known as" ...: the capitalised words there, with an article or "of" among them
+# "named", "known as", "call the team", "opened in 1869 as" ...: the capitalised words there, with an article or "of"
+# among them
 NAME_ASKED = re.compile(r"^\W*(?:what|which)\b.*\b(?:(?:nick)?names?|called|known as|renamed)\b", re.IGNORECASE)
-NAMED = re.compile(r"\b(?:called|(?:re|nick)?named|known as|know (?:it|them|him|her) as|opened as|styled)\s+"
+NAMED = re.compile(r"\b(?:called|(?:re|nick)?named|known as|(?:know|call)s? (?:it|them|him|her|the \w+)(?: as)?|styled"
+                   r"|(?:opened|founded|began|started|traded|set up|established)\b[^.,;]{0,30}?\bas)\s+"
                    r"((?:(?:the|of|and|de|la|von|van)\s+)*[A-Z][\w'-]*(?:\s+(?:(?:of|the|and|de|la|von|van)\s+)*[A-Z][\w'-]*)*)")
 
 

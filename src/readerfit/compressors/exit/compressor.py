@@ -80,7 +80,7 @@ from readerfit.compressors.exit.follow import Deferred, HopPass, lifted_ranking
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
 from readerfit.compressors.exit.language import WordVectors, lead_titled, pipeline, recased
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
-from readerfit.compressors.exit.reach import another_last, beyond_reach_last
+from readerfit.compressors.exit.reach import small_input_order
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
 from readerfit.compressors.exit.windows import merged_scores
 from readerfit.compressors.referents import referents
@@ -160,7 +160,7 @@ class ExitCompressor(BaseCompressor):
             return super()._score_many(items)  # one question at a time, each timed
         start = time.perf_counter()
         out = [Scored(passages=passages, units=su.units, ranking=su.ranking, scores=su.scores, anchors=su.anchors,
-                      followed=su.followed, lifted=su.lifted, details=su.details)
+                      followed=su.followed, lifted=su.lifted, paired=su.paired, details=su.details)
                for (_, passages), su in zip(items, self.score_units(items))]
         share = (time.perf_counter() - start) / len(out)
         return [dataclasses.replace(s, seconds=share) for s in out]
@@ -188,7 +188,7 @@ class ExitCompressor(BaseCompressor):
                        threshold=self.config.tau(budget), min_keep=self.config.min_keep, counter=self.counter,
                        stop=partial(within_mass, mass=mass) if mass < 1.0 else None,
                        referents=referents(scored.passages, scored.units) if self.config.referents else None,
-                       anchors=scored.anchors, followed=scored.followed)
+                       anchors=scored.anchors, followed=scored.followed, paired=scored.paired)
 
     def score_units(self, items: list[tuple[str, list[Passage]]]) -> list[ScoredUnits]:
         """Each question's sentences with their r, ranking signals and ranking (what :meth:`scoring` cuts and
@@ -262,20 +262,20 @@ class ExitCompressor(BaseCompressor):
                                       r_evidence=c.r_evidence, said=spoken, **cos) if self.signals_wanted else None
             finds: list[int] = []
             lifted: list[int] = []
+            paired: list[int] = []
             if self.ranker is None or signals is None:
                 ranking = list(c.scores)
                 c.details["ranking"] = "r"
             else:
                 ranking = self.ranker.score(signals)
                 c.details["ranking"] = self.config.ranking
-                small = self.ranker.small_head(signals) is not None
-                if self.config.reach and signals.nested and small:
-                    ranking = beyond_reach_last(question=q, units=units, passages=passages, ranking=ranking)
-                if small and any(signals.other):
-                    ranking = another_last(ranking, signals.other)
+                if self.ranker.small_head(signals) is not None:  # a small input: the rules that read its words
+                    ranking, paired = small_input_order(question=q, units=units, passages=passages, ranking=ranking,
+                                                        signals=signals, reach=self.config.reach)
+                    finds = list(paired)
                 if self.hop_pass is not None:  # its finds: kept at the default, the likeliest lifted under a budget
                     moved, followed = self.hop_pass(question=q, passages=passages, units=units, ranking=ranking)
-                    finds = list(followed.moved)
+                    finds = list(dict.fromkeys([*finds, *followed.moved]))
                     if self.config.follow_rank:  # all of them up the ranking, the default's too
                         ranking = moved
                     elif self.config.follow_lift is not None:
@@ -283,7 +283,7 @@ class ExitCompressor(BaseCompressor):
                     c.details["follow"] = followed.details()
             anchors = {k: a for k, a in enumerate(signals.anchors) if a} if signals is not None else {}
             out.append(ScoredUnits(units=units, scores=c.scores, signals=signals, ranking=ranking, details=c.details,
-                                   anchors=anchors, followed=finds, lifted=lifted))
+                                   anchors=anchors, followed=finds, lifted=lifted, paired=paired))
         return out
 
     def _cosines(self, items: list[tuple[str, list[Passage]]], prepared: list[Any], classified: list[Classified],
@@ -380,6 +380,7 @@ class ScoredUnits:
     anchors: dict[int, str] = field(default_factory=dict)  # unit -> the words a budget's cut keeps where it can
     followed: list[int] = field(default_factory=list)  # the hop pass's finds, kept at the default
     lifted: list[int] = field(default_factory=list)  # those a hard budget moves up the ranking
+    paired: list[int] = field(default_factory=list)  # a comparison's two facts, kept together under a hard budget
 
 
 @dataclass

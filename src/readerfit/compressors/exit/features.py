@@ -65,7 +65,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from readerfit.compressors.exit.another import said_of_another
-from readerfit.compressors.exit.asked import answer_names, answer_type, asked_phrases, typed_entities
+from readerfit.compressors.exit.asked import NAME_ASKED, answer_names, answer_type, asked_phrases, typed_entities
+from readerfit.compressors.exit.compare import compared, compared_facts, side_of
 from readerfit.compressors.exit.focus import (
     WORD,
     answer_form,
@@ -132,6 +133,8 @@ class RankSignals:
     nested: bool = False
     # sentence k speaks of another thing than the one asked (:attr:`Said.other`), which a small input ranks last
     other: tuple[bool, ...] = ()
+    # sentence k's side of a comparison question (:attr:`Said.sides`), whose two picks a small input ranks first
+    sides: tuple[int, ...] = ()
 
     def column(self, name: str) -> list[float]:
         i = SIGNALS.index(name)
@@ -150,6 +153,9 @@ class Said:
     names: tuple[float, ...]
     # sentence k speaks of another thing than the one asked (:func:`~.another.said_of_another`)
     other: tuple[bool, ...] = ()
+    # for a question comparing two things (:func:`~.compare.compared`), the side (0, 1; -1 neither) whose passage
+    # sentence k is of; () for any other question
+    sides: tuple[int, ...] = ()
 
 
 def text_chain(*, question: str, units: Sequence[tuple[int, str]], start: int, passages: Sequence[Passage],
@@ -231,7 +237,8 @@ def ranking_signals(*, question: str, units: Sequence[tuple[int, str]], r: Seque
                                    named[k], of_kind.get(pi, 0.0))
                                   for k, (row, (pi, _)) in enumerate(zip(rows, units))),
                        words=sum(len(s.split()) for s in sentences), anchors=said.anchors if said is not None else (),
-                       nested=asked, other=said.other if said is not None else ())
+                       nested=asked, other=said.other if said is not None else (),
+                       sides=said.sides if said is not None else ())
 
 
 def language_signals(question: str, units: Sequence[tuple[int, str]], words: WordVectors | None = None, *,
@@ -260,14 +267,24 @@ def language_signals(question: str, units: Sequence[tuple[int, str]], words: Wor
     # a budget's cut keeps the entity of the asked type, else the name spaCy did not type as asked ("Matteo Gris"),
     # else a cause or a name a "why" or name question asks ("because ...", "known as Tanners Row"), else the object of
     # the verb asked ("patented a folding ladder")
+    phrases = asked_phrases(question, texts)
+    if NAME_ASKED.search(question):  # a name said ("known as St Bede's Academy") answers as a typed entity would
+        typed = [max(x, float(bool(phrase) and not o)) for x, phrase, o in zip(typed, phrases, other)]
     anchors = tuple(t or n or phrase or asked_object(parsed[0], p)
                     for t, n, phrase, p in zip(typed_entities(question, found, texts,
                                                               clauses=[p.clauses for p in parsed[1:]],
                                                               relation=parsed[0].relation), named,
-                                               asked_phrases(question, texts), parsed[1:]))
+                                               phrases, parsed[1:]))
+    sides: tuple[int, ...] = ()
+    if (compare := compared(question)) is not None:  # the cut keeps the compared fact ("1902" of "opened in 1902")
+        firsts = {pi: s for pi, s in reversed(units)}
+        side = side_of(compare, [titles[pi] if pi < len(titles) and titles[pi] else firsts.get(pi, "")
+                                 for pi in range(max(pi for pi, _ in units) + 1)])
+        sides = tuple(side[pi] for pi, _ in units)
+        anchors = tuple(compared_facts(compare, [p.entities for p in parsed[1:]]))
     return Said(rows=tuple((typed[k], share, share - best[pi], soft[k]) for k, ((pi, _), share)
                            in enumerate(zip(units, shares))),
-                anchors=anchors, names=tuple(float(bool(n)) for n in named), other=tuple(other))
+                anchors=anchors, names=tuple(float(bool(n)) for n in named), other=tuple(other), sides=sides)
 
 
 def percentiles(values: Sequence[float]) -> list[float]:

@@ -29,6 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from readerfit.compressors.exit.features import RankSignals
 from readerfit.compressors.exit.focus import WORD, content, nested
 from readerfit.compressors.exit.hop import links_from, names_title, title_pattern
 from readerfit.compressors.exit.ranker import in_order
@@ -161,3 +162,41 @@ def another_last(ranking: Sequence[float], other: Sequence[bool]) -> list[float]
     """
     place = {k: i for i, k in enumerate(sorted(range(len(ranking)), key=lambda k: (other[k], -ranking[k], k)))}
     return in_order(ranking, [-float(place[k]) for k in range(len(ranking))])
+
+
+def both_sides_first(ranking: Sequence[float], sides: Sequence[int], facts: Sequence[str]) -> tuple[list[float],
+                                                                                                  list[int]]:
+    """``ranking`` with each side's pick first (the two in their own order), the others after in theirs, and the
+    picks: of the sentences of a side (``sides[k]``: 0, 1, or -1 for neither), the best-ranked that holds a compared
+    fact (``facts[k]`` not ""), else its best-ranked. Unchanged, and no picks, unless both sides have sentences. The
+    values are the ranking's own, handed out in the new order, so a stop reading them keeps as many as before.
+
+    >>> both_sides_first([3.0, 2.0, 1.0, 0.0], [0, 0, 1, 1], ["", "1902", "", "1888"])
+    ([1.0, 3.0, 0.0, 2.0], [1, 3])
+    """
+    picks = []
+    for side in (0, 1):
+        own = [k for k, s in enumerate(sides) if s == side]
+        if not own:
+            return list(ranking), []
+        picks.append(min(own, key=lambda k: (not facts[k], -ranking[k], k)))
+    picks.sort(key=lambda k: (-ranking[k], k))
+    order = picks + [k for k in sorted(range(len(ranking)), key=lambda k: (-ranking[k], k)) if k not in picks]
+    place = {k: i for i, k in enumerate(order)}
+    return in_order(ranking, [-float(place[k]) for k in range(len(ranking))]), picks
+
+
+def small_input_order(*, question: str, units: Sequence[tuple[int, str]], passages: Sequence[Passage],
+                      ranking: Sequence[float], signals: RankSignals, reach: bool = True) -> tuple[list[float], list[int]]:
+    """A small input's ranking after the rules that read its words, and a comparison's two picks (kept at the
+    default, and together under a hard budget; [] for any other question): a nested question's sentences beyond its
+    bridge's reach last (:func:`beyond_reach_last`, with ``reach``), the sentences said of another thing last
+    (:func:`another_last`), a comparison's fact of each side first (:func:`both_sides_first`)."""
+    out = list(ranking)
+    if reach and signals.nested:
+        out = beyond_reach_last(question=question, units=units, passages=passages, ranking=out)
+    if any(signals.other):
+        out = another_last(out, signals.other)
+    if signals.sides:
+        return both_sides_first(out, signals.sides, signals.anchors)
+    return out, []

@@ -1,0 +1,110 @@
+"""A question that compares two things, on a small input (beyond the paper): a fact of each side kept.
+
+"Which opened first, the Ardel Museum or the Brisk Gallery?" names its answer; what answers it is a year in each
+side's passage ("It opened to the public in 1902.", "It first opened its doors in 1888."). Ranked as any other
+question, the better of the two passages fills a tight budget and the other side is lost, and the default's stop
+often keeps one. :func:`compared` reads the two sides ("which/who ... , A or B?", "Are/Were A and B both / in the
+same ...?", "Is A deeper than B?") and the kind of fact the comparison reads (:data:`COMPARED_TYPES`: a date for "first", "older"; a number
+for "longer", "more"; a place for "the same country", "born in"); :func:`side_of` finds each side's passage by its
+title (or, untitled, its first sentence); :func:`~.reach.both_sides_first` ranks, of each side's passage, the best-ranked
+sentence holding such a fact (else its best-ranked sentence) first, so that a budget spends on both and the default
+keeps both (EXIT's ``Followed``-style finds).
+
+>>> found = compared("Which opened first, the Ardel Museum or the Brisk Gallery?")
+>>> found.sides, found.types == DATES
+(('Ardel Museum', 'Brisk Gallery'), True)
+>>> compared("Are Varna Foods and Kell Mills based in the same city?").sides
+('Varna Foods', 'Kell Mills')
+>>> compared("Who founded the Ardel Museum?") is None
+True
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from readerfit.compressors.exit.focus import content
+
+# a side: capitalised words, with "of", "de", "the", ... inside ("Tarn Rowing Club", "Lake Orra", "Bank of Dorn")
+NAME = r"[A-Z][\w'.-]*(?:\s+(?:(?:of|de|the|von|van|la|del|and|for|in|on)\s+)?[A-Z][\w'.-]*)*"
+# "..., A or B?" after which/who/what: the choice's two sides (an article before either dropped)
+CHOICE = re.compile(rf"^\W*(?i:which|who|whose|what)\b.*?,\s*(?:the\s+)?({NAME})\s*,?\s+or\s+(?:the\s+)?({NAME})(?:,[^,?]*)?\W*$")
+# "Are/Were A and B both ... / in the same ...?": the two things a yes/no question compares
+BOTH = re.compile(rf"^\W*(?i:are|were|is|was|do|did|does|have|had)\s+(?:the\s+)?({NAME})\s+and\s+(?:the\s+)?({NAME})\s+"
+                  r"(?=.*\b(?:both|same|either|neither)\b)")
+# "Is Lake Orra deeper than Lake Sill?", "Was Ada Morrow born before Lena Quist?"
+THAN = re.compile(rf"^\W*(?i:are|were|is|was|do|did|does|has|have|had)\s+(?:the\s+)?({NAME})\s+[^?]*?\b"
+                  rf"(?:than|before|after)\s+(?:the\s+)?({NAME})\W*$")
+# the kind of fact a comparison reads, by the words that ask it (the first that matches)
+DATE_WORDS = re.compile(r"\b(?:first|earlier|earliest|older|oldest|younger|youngest|newer|newest|later|latest|last"
+                        r"|sooner|before|after)\b", re.IGNORECASE)
+PLACE_WORDS = re.compile(r"\b(?:same\s+(?:country|city|state|town|nation|place|region|county|continent)|nationality"
+                         r"|born in|based in|located in|from)\b", re.IGNORECASE)
+MEASURE_WORDS = re.compile(r"\b(?:more|most|fewer|fewest|less|least|greater|larger|largest|bigger|biggest|smaller"
+                           r"|smallest|longer|longest|shorter|shortest|deeper|deepest|taller|tallest|higher|highest"
+                           r"|lower|lowest|wider|widest|heavier|heaviest|faster|fastest|slower|slowest|cheaper"
+                           r"|dearer|richer|hotter|colder|how many|how much)\b", re.IGNORECASE)
+DATES = frozenset({"DATE", "TIME"})
+# a year, which spaCy's small model sometimes types a number
+YEAR = re.compile(r"1\d{3}|20\d{2}")
+DIGIT = re.compile(r"\d")
+PLACES = frozenset({"GPE", "LOC", "NORP"})
+MEASURES = frozenset({"QUANTITY", "CARDINAL", "MONEY", "PERCENT"})
+COMPARED_TYPES = ((DATE_WORDS, DATES), (PLACE_WORDS, PLACES), (MEASURE_WORDS, MEASURES))
+
+
+@dataclass(frozen=True)
+class Compared:
+    """The two things a question compares, and the entity types of the fact it compares them by (none: any)."""
+
+    sides: tuple[str, str]
+    types: frozenset[str]
+
+
+def compared(question: str) -> Compared | None:
+    """The sides and the compared fact's types of a question that compares two named things, else None."""
+    found = CHOICE.match(question) or BOTH.match(question) or THAN.match(question)
+    if found is None or content(found[1]) == content(found[2]):
+        return None
+    types = next((t for words, t in COMPARED_TYPES if words.search(question)), frozenset())
+    return Compared(sides=(found[1], found[2]), types=types)
+
+
+def side_of(compare: Compared, names: Sequence[str]) -> list[int]:
+    """Each passage's side (0 or 1) by its name (``names``: its title, or untitled its first sentence): the side
+    whose words the name holds; -1 for neither or both.
+
+    >>> side_of(compared("Who was born first, Ada Morrow or Lena Quist?"), ["Lena Quist", "Ada Morrow was a poet."])
+    [1, 0]
+    """
+    wanted = [content(side) for side in compare.sides]
+    out = []
+    for name in names:
+        held = content(name)
+        hits = [s for s, w in enumerate(wanted) if w and w <= held]
+        out.append(hits[0] if len(hits) == 1 else -1)
+    return out
+
+
+def compared_facts(compare: Compared, entities: Sequence[Sequence[tuple[str, str]]]) -> list[str]:
+    """Each sentence's first entity (of ``entities``: (text, label) per sentence) of the compared fact's types that
+    names neither side, or "" (all "" where the comparison reads no type). A date is one with a digit ("1803", not
+    the "weekly" spaCy's small model types a date), and a year it types a number counts; a value the question holds
+    counts ("Vienna" for "both born in Vienna?").
+
+    >>> compared_facts(compared("Which is older, the Morn Bridge or the Tay Arch?"),
+    ...                [[("Morn Bridge", "FAC")], [("weekly", "DATE"), ("1823", "DATE")], [("1803", "CARDINAL")]])
+    ['', '1823', '1803']
+    """
+    sides = content(" ".join(compare.sides))
+    dated = compare.types == DATES
+
+    def fact(text: str, label: str) -> bool:
+        if dated:
+            return label in DATES and DIGIT.search(text) is not None or YEAR.fullmatch(text) is not None
+        return label in compare.types
+
+    return [next((text for text, label in ents if fact(text, label) and not content(text) <= sides), "")
+            for ents in entities]
