@@ -31,6 +31,13 @@ from readerfit.types import Compression
     ("Is Lake Orra deeper than Lake Sill?", ("Lake Orra", "Lake Sill"), MEASURES),
     ("Was Ada Morrow born before Lena Quist?", ("Ada Morrow", "Lena Quist"), DATES),
     ("Which of the two is better, Blur or Oasis?", ("Blur", "Oasis"), frozenset()),
+    # without the comma, or with "and" and "both"/"same" (as HotpotQA's comparison questions are often asked)
+    ("Was Ana Reyes or Bo Lind born first?", ("Ana Reyes", "Bo Lind"), DATES),
+    ("Which genus has more species: Alnus or Betula?", ("Alnus", "Betula"), MEASURES),
+    ("Are both Ana Reyes and Bo Lind painters?", ("Ana Reyes", "Bo Lind"), frozenset()),
+    ("Are the bands Ash Lane and Corvid from the same country?", ("Ash Lane", "Corvid"), PLACES),
+    ("Both Ana Reyes and Bo Lind sing which kind of music?", ("Ana Reyes", "Bo Lind"), frozenset()),
+    ("In what year were both Ash Lane and Corvid formed?", ("Ash Lane", "Corvid"), DATES),
 ])
 def test_a_comparison_names_its_two_sides_and_the_kind_of_fact_it_reads(question, sides, types):
     found = compared(question)
@@ -45,6 +52,7 @@ def test_a_comparison_names_its_two_sides_and_the_kind_of_fact_it_reads(question
     "Is the Halden Bridge older than 1900?",              # a side that is no name
     "Who is older, Ann Lee or Ann Lee?",                  # the same name twice
     "When did the Ardel Museum open?",
+    "Did Ana Reyes work anywhere other than the Daily Post?",  # "other than" compares nothing
 ])
 def test_a_question_that_compares_nothing_is_not_read_as_a_comparison(question):
     assert compared(question) is None
@@ -61,6 +69,10 @@ def test_the_compared_fact_is_an_entity_of_its_kind_that_names_neither_side():
     facts = compared_facts(found, [[("Tomas Reyl", "PERSON"), ("Vienna", "GPE")], [("Salzburg", "GPE"), ("1899", "DATE")],
                                    [("Ivo Brandt", "GPE")], []])
     assert facts == ["Vienna", "Salzburg", "", ""]  # a value the question holds is side 0's fact; a side's name is not
+    country = compared("Are the Kellner Tower and the Rasp Tower in the same country?")
+    assert compared_facts(country, [[("Graz", "GPE"), ("Austria", "GPE")]]) == ["Austria"]  # the city lies in it
+    assert compared_facts(compared("Are Ana Reyes and Bo Lind from the same city?"),
+                          [[("Graz", "GPE"), ("Austria", "GPE")]]) == ["Graz"]
     dated = compared("Which newspaper is older, the Kelby Courier or the Stanmoor Post?")
     assert compared_facts(dated, [[("two", "CARDINAL"), ("1803", "CARDINAL")], [("12", "CARDINAL")]]) == ["1803", ""]
 

@@ -284,13 +284,13 @@ def facts_lost(cases: list[dict], budget: str | float, *, plain: bool) -> list[s
 
 # twentieth round (compressors/exit/compare.py): a comparison's fact of each side is ranked first on a small input,
 # kept at the default, and under a budget kept whole or each cut to its fact ("Orrin College / … 1867 …"); before,
-# the default kept both facts in 14 of the 18 cases titled and 16 plain, 0.3 in 4 plain, 0.2 in none titled. Lost at
-# 0.3 plain: hc-04 (its cut keeps "Graz", not "Austria"); at 0.2 the shortest cases' two facts with their titles do
-# not fit (a year is five of SmolLM2's tokens)
+# the default kept both facts in 19 of the 24 cases titled and 21 plain, 0.3 in 5 plain, 0.2 in none titled. At 0.2
+# the shortest cases' two facts with their titles do not fit (a year is five of SmolLM2's tokens)
 @pytest.mark.model
 @pytest.mark.parametrize(("budget", "plain", "lost_by"), [
-    ("default", False, set()), ("default", True, set()), (0.3, True, {"hc-04"}),
-    (0.2, False, {c["id"] for c in COMPARE if c["id"][:3] in ("tc-", "hc-")} | {"tl-02", "tl-03", "tl-04"})])
+    ("default", False, set()), ("default", True, set()), (0.3, True, set()),
+    (0.2, False, {c["id"] for c in COMPARE if c["id"][:3] in ("tc-", "hc-")}
+     | {"tl-02", "tl-03", "tl-04", "hm-01", "hm-03", "hm-04", "hm-06"})])
 def test_a_comparison_keeps_a_fact_of_each_side(budget, plain, lost_by):
     lost = facts_lost([c for c in COMPARE if c["id"] not in lost_by], budget, plain=plain)
     assert not lost, f"a side's fact lost at {budget}{' (plain)' if plain else ''}: {lost}"

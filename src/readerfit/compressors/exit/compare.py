@@ -31,17 +31,27 @@ from readerfit.compressors.exit.focus import content
 NAME = r"[A-Z][\w'.-]*(?:\s+(?:(?:of|de|the|von|van|la|del|and|for|in|on)\s+)?[A-Z][\w'.-]*)*"
 # "..., A or B?" after which/who/what: the choice's two sides (an article before either dropped)
 CHOICE = re.compile(rf"^\W*(?i:which|who|whose|what)\b.*?,\s*(?:the\s+)?({NAME})\s*,?\s+or\s+(?:the\s+)?({NAME})(?:,[^,?]*)?\W*$")
-# "Are/Were A and B both ... / in the same ...?": the two things a yes/no question compares
-BOTH = re.compile(rf"^\W*(?i:are|were|is|was|do|did|does|have|had)\s+(?:the\s+)?({NAME})\s+and\s+(?:the\s+)?({NAME})\s+"
-                  r"(?=.*\b(?:both|same|either|neither)\b)")
+# "Was Oda Rieve or Hanne Sol born first?", "Which genus has more species: Sarracenia or Butea?": two names with "or"
+# anywhere, where a word of comparison (:data:`CUE`) says they are compared ("Which film did A or B direct?" is not)
+EITHER = re.compile(rf"(?<![\w'])(?:the\s+)?({NAME})\s*,?\s+or\s+(?:the\s+)?({NAME})")
+# "Are/Were (both) (the bands) A and B both ... / in the same ...?": two names with "and" in a question that says "both",
+# "same", "either" or "neither" ("Who founded Marks and Spencer?" says none)
+BOTH = re.compile(rf"(?<![\w'])(?:the\s+)?({NAME})\s*,?\s+and\s+(?:the\s+)?({NAME})")
+JOINT = re.compile(r"\b(?:both|same|either|neither)\b", re.IGNORECASE)
+CUE = re.compile(r"\b(?:both|same|either|neither|than|further|farther|closer|nearer|better|worse|\w+er|\w+est|first"
+                 r"|last|more|most|less|least|fewer|fewest)\b", re.IGNORECASE)
+# a question's opening word, which a side's capitalised words may take in ("Was Pepper Keenan or ...")
+OPENING = frozenset({"which", "who", "whose", "what", "when", "where", "was", "were", "is", "are", "do", "did", "does",
+                     "has", "have", "had", "in", "among", "between", "both"})
 # "Is Lake Orra deeper than Lake Sill?", "Was Ada Morrow born before Lena Quist?"
 THAN = re.compile(rf"^\W*(?i:are|were|is|was|do|did|does|has|have|had)\s+(?:the\s+)?({NAME})\s+[^?]*?\b"
-                  rf"(?:than|before|after)\s+(?:the\s+)?({NAME})\W*$")
+                  rf"(?:(?<!other )(?<!rather )than|before|after)\s+(?:the\s+)?({NAME})\W*$")
 # the kind of fact a comparison reads, by the words that ask it (the first that matches)
 DATE_WORDS = re.compile(r"\b(?:first|earlier|earliest|older|oldest|younger|youngest|newer|newest|later|latest|last"
-                        r"|sooner|before|after)\b", re.IGNORECASE)
+                        r"|sooner|before|after|(?:what|which)\s+year)\b", re.IGNORECASE)
 PLACE_WORDS = re.compile(r"\b(?:same\s+(?:country|city|state|town|nation|place|region|county|continent)|nationality"
-                         r"|born in|based in|located in|from)\b", re.IGNORECASE)
+                         r"|born in|based in|located in|from|(?:which|what)\s+(?:country|city|state|continent))\b",
+                         re.IGNORECASE)
 MEASURE_WORDS = re.compile(r"\b(?:more|most|fewer|fewest|less|least|greater|larger|largest|bigger|biggest|smaller"
                            r"|smallest|longer|longest|shorter|shortest|deeper|deepest|taller|tallest|higher|highest"
                            r"|lower|lowest|wider|widest|heavier|heaviest|faster|fastest|slower|slowest|cheaper"
@@ -51,25 +61,40 @@ DATES = frozenset({"DATE", "TIME"})
 YEAR = re.compile(r"1\d{3}|20\d{2}")
 DIGIT = re.compile(r"\d")
 PLACES = frozenset({"GPE", "LOC", "NORP"})
+# a place compared by its country or continent: the last place a sentence says, which the ones before lie in
+WIDE = re.compile(r"\b(?:country|countries|nation|nationality|continent)\b", re.IGNORECASE)
 MEASURES = frozenset({"QUANTITY", "CARDINAL", "MONEY", "PERCENT"})
 COMPARED_TYPES = ((DATE_WORDS, DATES), (PLACE_WORDS, PLACES), (MEASURE_WORDS, MEASURES))
 
 
 @dataclass(frozen=True)
 class Compared:
-    """The two things a question compares, and the entity types of the fact it compares them by (none: any)."""
+    """The two things a question compares, the entity types of the fact it compares them by (none: any), and
+    whether that fact is the widest place a sentence says (a country after its city: "near Graz in Austria")."""
 
     sides: tuple[str, str]
     types: frozenset[str]
+    widest: bool = False
 
 
 def compared(question: str) -> Compared | None:
     """The sides and the compared fact's types of a question that compares two named things, else None."""
-    found = CHOICE.match(question) or BOTH.match(question) or THAN.match(question)
-    if found is None or content(found[1]) == content(found[2]):
+    found = (CHOICE.match(question) or THAN.match(question) or (CUE.search(question) and EITHER.search(question))
+             or (JOINT.search(question) and BOTH.search(question)) or None)
+    if found is None:
+        return None
+    sides = (unopened(found[1]), found[2])
+    if not all(content(side) for side in sides) or content(sides[0]) == content(sides[1]):
         return None
     types = next((t for words, t in COMPARED_TYPES if words.search(question)), frozenset())
-    return Compared(sides=(found[1], found[2]), types=types)
+    return Compared(sides=sides, types=types, widest=types == PLACES and WIDE.search(question) is not None)
+
+
+def unopened(side: str) -> str:
+    """``side`` without a question's opening word its capitalised words took in ("Was Pepper Keenan" -> "Pepper
+    Keenan")."""
+    first, _, rest = side.partition(" ")
+    return rest if rest and first.lower() in OPENING else side
 
 
 def side_of(compare: Compared, names: Sequence[str]) -> list[int]:
@@ -106,5 +131,5 @@ def compared_facts(compare: Compared, entities: Sequence[Sequence[tuple[str, str
             return label in DATES and DIGIT.search(text) is not None or YEAR.fullmatch(text) is not None
         return label in compare.types
 
-    return [next((text for text, label in ents if fact(text, label) and not content(text) <= sides), "")
-            for ents in entities]
+    found = [[text for text, label in ents if fact(text, label) and not content(text) <= sides] for ents in entities]
+    return [(held[-1] if compare.widest else held[0]) if held else "" for held in found]

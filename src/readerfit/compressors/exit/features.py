@@ -276,12 +276,13 @@ def language_signals(question: str, units: Sequence[tuple[int, str]], words: Wor
                                                               relation=parsed[0].relation), named,
                                                phrases, parsed[1:]))
     sides: tuple[int, ...] = ()
-    if (compare := compared(question)) is not None:  # the cut keeps the compared fact ("1902" of "opened in 1902")
+    if (compare := compared(question)) is not None:
         firsts = {pi: s for pi, s in reversed(units)}
         side = side_of(compare, [titles[pi] if pi < len(titles) and titles[pi] else firsts.get(pi, "")
                                  for pi in range(max(pi for pi, _ in units) + 1)])
         sides = tuple(side[pi] for pi, _ in units)
-        anchors = tuple(compared_facts(compare, [p.entities for p in parsed[1:]]))
+        if compare.types:  # the cut keeps the compared fact ("1902" of "opened in 1902")
+            anchors = tuple(compared_facts(compare, [p.entities for p in parsed[1:]]))
     return Said(rows=tuple((typed[k], share, share - best[pi], soft[k]) for k, ((pi, _), share)
                            in enumerate(zip(units, shares))),
                 anchors=anchors, names=tuple(float(bool(n)) for n in named), other=tuple(other), sides=sides)
