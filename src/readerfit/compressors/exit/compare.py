@@ -1,14 +1,15 @@
-"""A question that compares two things, on a small input (beyond the paper): a fact of each side kept.
+"""A question that compares two things (beyond the paper): a fact of each side kept.
 
 "Which opened first, the Ardel Museum or the Brisk Gallery?" names its answer; what answers it is a year in each
 side's passage ("It opened to the public in 1902.", "It first opened its doors in 1888."). Ranked as any other
 question, the better of the two passages fills a tight budget and the other side is lost, and the default's stop
-often keeps one. :func:`compared` reads the two sides ("which/who ... , A or B?", "Are/Were A and B both / in the
-same ...?", "Is A deeper than B?") and the kind of fact the comparison reads (:data:`COMPARED_TYPES`: a date for "first", "older"; a number
-for "longer", "more"; a place for "the same country", "born in"); :func:`side_of` finds each side's passage by its
-title (or, untitled, its first sentence); :func:`~.reach.both_sides_first` ranks, of each side's passage, the best-ranked
-sentence holding such a fact (else its best-ranked sentence) first, so that a budget spends on both and the default
-keeps both (EXIT's ``Followed``-style finds).
+often keeps one. :func:`compared` reads the two sides ("which/who ..., A or B?", "Was A or B born first?", "Are
+both A and B ...?", "Are A and B in the same ...?", "Is A deeper than B?") and the kind of fact the comparison reads
+(:data:`COMPARED_TYPES`: a date for "first", "older"; a number for "longer", "more"; a place for "the same country",
+"born in"); :func:`side_of` finds each side's passage by its title (or, untitled, its first sentence);
+:func:`~.reach.both_sides_first` ranks, of each side's passage, the best-ranked sentence holding such a fact (else
+its best-ranked sentence) first, so that a budget spends on both (taken together: ``Scoring.paired``) and the
+default keeps both (as it keeps the hop pass's finds).
 
 >>> found = compared("Which opened first, the Ardel Museum or the Brisk Gallery?")
 >>> found.sides, found.types == DATES

@@ -80,7 +80,7 @@ from readerfit.compressors.exit.follow import Deferred, HopPass, lifted_ranking
 from readerfit.compressors.exit.hop import find_links, hop_question, names_title, top_units
 from readerfit.compressors.exit.language import WordVectors, lead_titled, pipeline, recased
 from readerfit.compressors.exit.ranker import Ranker, build_ranker, within_mass
-from readerfit.compressors.exit.reach import small_input_order
+from readerfit.compressors.exit.reach import both_sides_first, small_input_order
 from readerfit.compressors.exit.sentence_classifier import BatchSentenceClassifier, SentenceClassifier
 from readerfit.compressors.exit.windows import merged_scores
 from readerfit.compressors.referents import referents
@@ -270,8 +270,10 @@ class ExitCompressor(BaseCompressor):
                 ranking = self.ranker.score(signals)
                 c.details["ranking"] = self.config.ranking
                 if self.ranker.small_head(signals) is not None:  # a small input: the rules that read its words
-                    ranking, paired = small_input_order(question=q, units=units, passages=passages, ranking=ranking,
-                                                        signals=signals, reach=self.config.reach)
+                    ranking = small_input_order(question=q, units=units, passages=passages, ranking=ranking,
+                                                signals=signals, reach=self.config.reach)
+                if signals.sides:  # a comparison: a fact of each side first, kept at the default, together under a budget
+                    ranking, paired = both_sides_first(ranking, signals.sides, signals.anchors)
                     finds = list(paired)
                 if self.hop_pass is not None:  # its finds: kept at the default, the likeliest lifted under a budget
                     moved, followed = self.hop_pass(question=q, passages=passages, units=units, ranking=ranking)

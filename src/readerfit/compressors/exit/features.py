@@ -133,7 +133,7 @@ class RankSignals:
     nested: bool = False
     # sentence k speaks of another thing than the one asked (:attr:`Said.other`), which a small input ranks last
     other: tuple[bool, ...] = ()
-    # sentence k's side of a comparison question (:attr:`Said.sides`), whose two picks a small input ranks first
+    # sentence k's side of a comparison question (:attr:`Said.sides`), whose two picks rank first
     sides: tuple[int, ...] = ()
 
     def column(self, name: str) -> list[float]:

@@ -187,16 +187,13 @@ def both_sides_first(ranking: Sequence[float], sides: Sequence[int], facts: Sequ
 
 
 def small_input_order(*, question: str, units: Sequence[tuple[int, str]], passages: Sequence[Passage],
-                      ranking: Sequence[float], signals: RankSignals, reach: bool = True) -> tuple[list[float], list[int]]:
-    """A small input's ranking after the rules that read its words, and a comparison's two picks (kept at the
-    default, and together under a hard budget; [] for any other question): a nested question's sentences beyond its
-    bridge's reach last (:func:`beyond_reach_last`, with ``reach``), the sentences said of another thing last
-    (:func:`another_last`), a comparison's fact of each side first (:func:`both_sides_first`)."""
+                      ranking: Sequence[float], signals: RankSignals, reach: bool = True) -> list[float]:
+    """A small input's ranking after the rules that read its words: a nested question's sentences beyond its bridge's
+    reach last (:func:`beyond_reach_last`, with ``reach``), the sentences said of another thing last
+    (:func:`another_last`)."""
     out = list(ranking)
     if reach and signals.nested:
         out = beyond_reach_last(question=question, units=units, passages=passages, ranking=out)
     if any(signals.other):
         out = another_last(out, signals.other)
-    if signals.sides:
-        return both_sides_first(out, signals.sides, signals.anchors)
-    return out, []
+    return out
