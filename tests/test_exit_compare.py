@@ -129,6 +129,7 @@ def test_language_signals_mark_each_sides_passage_and_cut_to_the_compared_fact()
     assert said.sides == (1, 1, 0, 0)
     assert said.anchors[1] == "1790" and said.anchors[3] == "1823"
     assert language_signals("When was the Morn Bridge built?", units, titles=["Tay Arch", ""]).sides == ()
+    assert language_signals("Which is older, the Morn Bridge or the Tay Arch?", []).sides == ()  # no sentence
 
 
 @pytest.mark.model

@@ -276,7 +276,7 @@ def language_signals(question: str, units: Sequence[tuple[int, str]], words: Wor
                                                               relation=parsed[0].relation), named,
                                                phrases, parsed[1:]))
     sides: tuple[int, ...] = ()
-    if (compare := compared(question)) is not None:
+    if units and (compare := compared(question)) is not None:
         firsts = {pi: s for pi, s in reversed(units)}
         side = side_of(compare, [titles[pi] if pi < len(titles) and titles[pi] else firsts.get(pi, "")
                                  for pi in range(max(pi for pi, _ in units) + 1)])
