@@ -5,8 +5,8 @@ side's passage ("It opened to the public in 1902.", "It first opened its doors i
 question, the better of the two passages fills a tight budget and the other side is lost, and the default's stop
 often keeps one. :func:`compared` reads the two sides ("which/who ..., A or B?", "Was A or B born first?", "Are
 both A and B ...?", "Are A and B in the same ...?", "Is A deeper than B?") and the kind of fact the comparison reads
-(:data:`COMPARED_TYPES`: a date for "first", "older"; a number for "longer", "more"; a place for "the same country",
-"born in"); :func:`side_of` finds each side's passage by its title (or, untitled, its first sentence);
+(:data:`COMPARED_TYPES`: a date for "first", "older"; a measure for "longer" ("455 metres", not "two islands"), a
+count for "more"; a place or a people for "the same country", a place for "born in", "the same city"); :func:`side_of` finds each side's passage by its title (or, untitled, its first sentence);
 :func:`~.reach.both_sides_first` ranks, of each side's passage, the best-ranked sentence holding such a fact (else
 its best-ranked sentence) first, so that a budget spends on both (taken together: ``Scoring.paired``) and the
 default keeps both (as it keeps the hop pass's finds).
@@ -50,22 +50,31 @@ THAN = re.compile(rf"^\W*(?i:are|were|is|was|do|did|does|has|have|had)\s+(?:the\
 # the kind of fact a comparison reads, by the words that ask it (the first that matches)
 DATE_WORDS = re.compile(r"\b(?:first|earlier|earliest|older|oldest|younger|youngest|newer|newest|later|latest|last"
                         r"|sooner|before|after|(?:what|which)\s+year)\b", re.IGNORECASE)
-PLACE_WORDS = re.compile(r"\b(?:same\s+(?:country|city|state|town|nation|place|region|county|continent)|nationality"
-                         r"|born in|based in|located in|from|(?:which|what)\s+(?:country|city|state|continent))\b",
-                         re.IGNORECASE)
+# a country or a people ("the same country"), where a nationality answers too ("a Norwegian singer"); "from" without
+# a town's word ("Are both bands from Ohio?")
+NATION_WORDS = re.compile(r"\b(?:same\s+(?:country|nation|continent)|nationality"
+                          r"|(?:which|what)\s+(?:country|continent))\b", re.IGNORECASE)
+FROM = re.compile(r"\bfrom\b", re.IGNORECASE)
+# a town or a place in it, which a nationality does not answer
+PLACE_WORDS = re.compile(r"\b(?:same\s+(?:city|state|town|place|region|county)|born in|based in|located in"
+                         r"|(?:which|what)\s+(?:city|state|town))\b", re.IGNORECASE)
+# a size measured in units ("455 metres"), not a count ("two islands")
+SIZE_WORDS = re.compile(r"\b(?:longer|longest|shorter|shortest|deeper|deepest|taller|tallest|higher|highest|wider"
+                        r"|widest|heavier|heaviest|faster|fastest|slower|slowest|hotter|colder)\b", re.IGNORECASE)
 MEASURE_WORDS = re.compile(r"\b(?:more|most|fewer|fewest|less|least|greater|larger|largest|bigger|biggest|smaller"
-                           r"|smallest|longer|longest|shorter|shortest|deeper|deepest|taller|tallest|higher|highest"
-                           r"|lower|lowest|wider|widest|heavier|heaviest|faster|fastest|slower|slowest|cheaper"
-                           r"|dearer|richer|hotter|colder|how many|how much)\b", re.IGNORECASE)
+                           r"|smallest|lower|lowest|cheaper|dearer|richer|how many|how much)\b", re.IGNORECASE)
 DATES = frozenset({"DATE", "TIME"})
 # a year, which spaCy's small model sometimes types a number
 YEAR = re.compile(r"1\d{3}|20\d{2}")
 DIGIT = re.compile(r"\d")
 PLACES = frozenset({"GPE", "LOC", "NORP"})
+TOWNS = frozenset({"GPE", "LOC", "FAC"})
+SIZES = frozenset({"QUANTITY"})
 # a place compared by its country or continent: the last place a sentence says, which the ones before lie in
 WIDE = re.compile(r"\b(?:country|countries|nation|nationality|continent)\b", re.IGNORECASE)
 MEASURES = frozenset({"QUANTITY", "CARDINAL", "MONEY", "PERCENT"})
-COMPARED_TYPES = ((DATE_WORDS, DATES), (PLACE_WORDS, PLACES), (MEASURE_WORDS, MEASURES))
+COMPARED_TYPES = ((DATE_WORDS, DATES), (NATION_WORDS, PLACES), (PLACE_WORDS, TOWNS), (FROM, PLACES),
+                  (SIZE_WORDS, SIZES), (MEASURE_WORDS, MEASURES))
 
 
 @dataclass(frozen=True)
