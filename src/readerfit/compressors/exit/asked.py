@@ -61,7 +61,9 @@ HEAD_TYPES = {
     "percentage": frozenset({"PERCENT"}), "amount": frozenset({"MONEY", "QUANTITY"}),
 }
 # a query of nouns alone ("Harlow Press founder", "Dorrin population") asks what its last noun names: the head
-# nouns' types and the measures a query names that a question asks with "how", "when" or "where"
+# nouns' types and the measures a query names that a question asks with "how", "when" or "where"; so does a "what/which"
+# question's head noun ("What is the population of ...?", "Which architect ...?": no type asked before the twenty-first
+# round, so "The Falk 300 is a high-speed train ..." ranked over "It can reach 300 kilometres per hour ...")
 QUERY_TYPES = {
     **HEAD_TYPES,
     **dict.fromkeys("designer architect inventor creator builder owner maker manufacturer".split(), PERSON_OR_ORG),
@@ -73,6 +75,12 @@ QUERY_TYPES = {
     **dict.fromkeys("cost price value".split(), frozenset({"MONEY", "QUANTITY", "CARDINAL"})),
     "age": frozenset({"DATE", "TIME", "QUANTITY", "CARDINAL"}),
 }
+# the stop words that say which of a measure or how many are asked ("what is the top speed of ...?", "which two
+# rivers ...?"): the head noun comes after
+MODIFIERS = frozenset({"top", "full", "total", "two", "three", "four", "five", "six", "both", "several"})
+# "Which two rivers meet at Dunholt?" asks for more than one: the cut keeps all of them ("the Aske and the Tarn")
+SEVERAL = re.compile(r"^\W*(?:which|what)\s+(?:two|three|four|five|six|both|several)\b", re.IGNORECASE)
+LISTED = re.compile(r"(?:(?:,\s*(?:and\s+)?|\s+and\s+)(?:the\s+)?[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)+")
 # a query of nouns is short: a longer question without a wh-word is a statement to complete ("Mikael Akerfeldt and
 # Lee Ranaldo were this kind of instrumentalist in their respective bands.")
 QUERY_WORDS = 8
@@ -87,6 +95,8 @@ WH = re.compile(rf"\b(?:how (?:many|much|long|old|{MEASURES})|when|who|whom|whos
 # "what is the name of the band ...", "which type of ...": the head noun comes after these
 HEAD = re.compile(r"(?:what|which)\s+(?:(?:is|was|are|were)\s+(?:the|an?)\s+)?(?:(?:name|kind|type|sort)s?\s+of"
                   r"\s+(?:the\s+|an?\s+)?)?((?:[a-z]+\s+){0,2}[a-z]+)")
+# "what is the name of the ship ...": a name asked, whatever kind of thing names it, where the table knows no kind
+NAME_OF = re.compile(r"(?:what|which)\s+(?:is|was|are|were)\s+(?:the|an?)\s+names?\s+of\b")
 # "what is the ...", "which was a ...": the words after are the copula's subject
 COPULA = re.compile(r"(?:what|which)\s+(?:is|was|are|were)\s+(?:the|an?)\s")
 # words that end a head noun's search beside the stop words ("what did ...", "which does ...")
@@ -110,8 +120,9 @@ def wh_phrase(question: str) -> str:
 def asked_types(question: str) -> tuple[frozenset[str], str]:
     """(the entity types the question asks for, a "what/which" question's head noun or ""): who → PERSON/ORG,
     where → GPE/LOC/FAC (and ORG where someone studied or worked), when or what year → DATE/TIME, how many →
-    CARDINAL/QUANTITY, how much → MONEY/QUANTITY/PERCENT/CARDINAL, what/which X → the types :data:`HEAD_TYPES`
-    gives X, X being the first of the (up to three) words after it, before a stop word, that the table knows, else
+    CARDINAL/QUANTITY, how much → MONEY/QUANTITY/PERCENT/CARDINAL, what/which X → the types :data:`QUERY_TYPES`
+    gives X (a name of any kind for "the name of the X" where it gives none: :data:`NAME_OF`), X being the first of
+    the (up to three) words after it, before a stop word (but :data:`MODIFIERS`), that the table knows, else
     the first of them, unless it is the capitalised subject of "what is the ...": a name ("What is the Tamsin Cup
     awarded for?" asks for no Tamsin). Without a wh-word, in at most :data:`QUERY_WORDS` words and not opening as a
     yes-or-no question does, a query of nouns asks what :data:`QUERY_TYPES` gives its last word: "Harlow Press
@@ -129,6 +140,8 @@ def asked_types(question: str) -> tuple[frozenset[str], str]:
     ((frozenset(), ''), 'delaware')
     >>> asked_types("Harlow Press founder")
     (frozenset({'PERSON'}), 'founder')
+    >>> asked_types("What is the top speed of the Falk 300?") == (frozenset({"QUANTITY", "CARDINAL"}), "speed")
+    True
     """
     phrase = wh_phrase(question)
     said = WORD.findall(question.lower())
@@ -144,15 +157,17 @@ def asked_types(question: str) -> tuple[frozenset[str], str]:
     head = HEAD.match(phrase)
     ahead = []  # the words after "what/which" up to the first stop word ("which American actor starred")
     for w in head[1].split() if head else ():
-        if w in NOT_HEAD:
+        if w in NOT_HEAD and w not in MODIFIERS:
             break
         ahead.append(singular(w))
     # "what is the Tamsin Cup awarded for?": the copula's capitalised subject is the topic, not a kind of answer
     # ("what Delaware-based retailer ...?" describes the answer: there the word counts)
     named = {w.lower() for w in WORD.findall(question)[1:] if w[:1].isupper()}
     topic = head is not None and COPULA.match(phrase) is not None and head[1].split()[0] in named
-    noun = next((w for w in ahead if w in HEAD_TYPES), ahead[0] if ahead and not topic else "")
-    return HEAD_TYPES.get(noun, frozenset()), noun
+    noun = next((w for w in ahead if w in QUERY_TYPES), ahead[0] if ahead and not topic else "")
+    if noun and noun not in QUERY_TYPES and head is not None and NAME_OF.match(head.group(0)):  # "the name of the ship"
+        return NAME_LABELS, noun
+    return QUERY_TYPES.get(noun, frozenset()), noun
 
 
 def entities(sentences: Sequence[str]) -> Entities:
@@ -165,7 +180,7 @@ def answer_type(question: str, sentences: Sequence[str], *,
     """1.0 for each sentence holding an entity (by ``find``: spaCy's NER) of a type the question asks for
     (:func:`asked_types`) whose words are not all the question's (an answer is not in the question), or, for a
     "what/which X" question, the head noun X itself (plural or singular); else 0.0. All 0.0, and no NER run,
-    when the question asks for no type ("Is ...?", "What did ... do?", a head noun outside :data:`HEAD_TYPES`
+    when the question asks for no type ("Is ...?", "What did ... do?", a head noun outside :data:`QUERY_TYPES`
     still marks the sentences that hold it).
 
     >>> answer_type("Where was Marie Curie born?", ["Marie Curie was a chemist.", "She was born in Warsaw."],
@@ -177,8 +192,11 @@ def answer_type(question: str, sentences: Sequence[str], *,
     """
     types, head = asked_types(question)
     held = [{singular(w) for w in words(s)} for s in sentences]
-    out = [float(bool(head) and head in h) for h in held]
-    if not types:
+    # a measure a question asks ("What is the top speed of ...?") is a number, not the word: "a high-speed train"
+    # answers nothing (a query of nouns, "Dorrin population", still marks the word, as it did)
+    measure = head in QUERY_TYPES and head not in HEAD_TYPES and not types & NAME_LABELS and bool(wh_phrase(question))
+    out = [float(bool(head) and head in h and not measure) for h in held]
+    if not types or (types == NAME_LABELS and any(out)):  # "the name of the ferry": a sentence says "ferry"
         return out
     return [max(x, float(bool(typed))) for x, typed in zip(out, typed_entities(question, find(sentences), sentences))]
 
@@ -189,6 +207,9 @@ def answer_type(question: str, sentences: Sequence[str], *,
 # (each read ahead without taking it, so that "in 1968 in a barn near Ashwell" finds "near Ashwell" too)
 AGENT = re.compile(r"\bby\s+(?:the\s+)?(?=([^,.;:]+))")
 PLACED = re.compile(r"\b(?:in|near)\s+(?:the\s+)?(?=([^,.;:]+))")
+# where a name of an unknown kind is asked ("the name of the ship"), a place the sentence names ("sailed from
+# Plymouth aboard the Margaret Ann") is the less likely answer: the cut keeps the other first
+WHERE = re.compile(r"\b(?:in|near|at|from)\s+(?:the\s+)?(?=([^,.;:]+))")
 
 
 def other_role(types: frozenset[str], sentence: str | None) -> Callable[[str], bool]:
@@ -213,8 +234,10 @@ def answer_names(question: str, names: Sequence[Sequence[str]], sentences: Seque
     >>> answer_names("Who painted the Orvel chapel?", [["Orvel"], ["Orvel", "Matteo Gris"], []])
     ['', 'Matteo Gris', '']
     """
-    types, _ = asked_types(question)
-    if not types & NAME_LABELS:
+    types, head = asked_types(question)
+    said = sentences is not None and types == NAME_LABELS and any(head in {singular(w) for w in words(s)}
+                                                                  for s in sentences)
+    if not types & NAME_LABELS or said:  # a name of any kind, unless a sentence says the kind ("the ferry")
         return [""] * len(names)
     asked = words(question)
     roles = [other_role(types, s) for s in (sentences if sentences is not None else [None] * len(names))]
@@ -258,12 +281,28 @@ def typed_entities(question: str, found: Entities, sentences: Sequence[str] | No
     out = []
     for k, (ents, other) in enumerate(zip(found, roles)):
         held = clauses[k] if clauses is not None else [frozenset()] * len(ents)
-        typed = [(-len(clause & relation), j, text) for j, ((text, label), clause) in enumerate(zip(ents, held))
+        placed = [] if types != NAME_LABELS or sentences is None else WHERE.findall(sentences[k])
+        typed = [(-len(clause & relation), any(a.startswith(text.removeprefix("the ")) for a in placed), j, text)
+                 for j, ((text, label), clause) in enumerate(zip(ents, held))
                  if label in types and not content(text) <= asked and not other(text)
                  and not (span and label in ("DATE", "TIME") and SPAN.search(text) is None
                           and AGE.fullmatch(text) is None)]
-        out.append(min(typed)[2] if typed else "")
+        out.append(min(typed)[3] if typed else "")
     return out
+
+
+def with_listed(question: str, sentence: str, name: str) -> str:
+    """``name`` and the names listed after it in ``sentence`` where the question asks for several (:data:`SEVERAL`;
+    spaCy's small model types one of "the Aske and the Tarn", or none); else ``name``.
+
+    >>> with_listed("Which two rivers meet there?", "The Aske and the Tarn meet here.", "Aske")
+    'Aske and the Tarn'
+    """
+    if not name or name not in sentence or SEVERAL.match(question) is None:
+        return name
+    at = sentence.index(name)
+    listed = LISTED.match(sentence, at + len(name))
+    return sentence[at:listed.end()] if listed is not None else name
 
 
 # "why ...?" asks for a cause or a purpose, which a sentence gives after a marker, most often past its verb
@@ -272,6 +311,16 @@ CAUSE = re.compile(r"\b(?:because|since|as a result of|due to|owing to|after|so 
                    re.IGNORECASE)
 # else a purpose: "to" and a word ("to escape the coming war")
 PURPOSE = re.compile(r"\bto (?!the\b|a\b|an\b|his\b|her\b|its\b|their\b)[a-z]+\b[^,;:]*")
+# "What is a Verran pony?" asks what the topic is (where the question says nothing else of it), which a sentence says
+# after its copula and an article, up to a preposition or a clause ("is a breed of small horse from the western isles")
+DEFINE_ASKED = re.compile(r"^\W*what\s+(?:is|was|are|were)\s+(?:an?|the)\s+[^?]+\??\s*$", re.IGNORECASE)
+DEFINED = re.compile(r"\b(?:is|was|are|were)\s+((?:an?|the|one)\s+[^,.;:]+?)"
+                     r"(?=\s+(?:from|in|on|at|near|with|by|that|which|who|for|since|until)\b|[,.;:]|$)")
+# "What was Hollin Lake created for?" asks a purpose too, which "It was made in 1798 to power the mills" gives as "why"
+# would (a phrase through "for" is :func:`~.language.asked_object`'s)
+FOR_ASKED = re.compile(r"^\W*what\b.*\bfor\W*$", re.IGNORECASE)
+# "What did she study?", "What does the prize reward?": what someone or something did, the object of a verb
+OBJECT_ASKED = re.compile(r"^\W*what\s+(?:do|does|did)\b", re.IGNORECASE)
 # "What was X called?", "the original name / nickname of X" ask for a name, which a sentence gives after "called",
 # "named", "known as", "call the team", "opened in 1869 as" ...: the capitalised words there, with an article or "of"
 # among them
@@ -281,11 +330,12 @@ NAMED = re.compile(r"\b(?:called|(?:re|nick)?named|known as|(?:know|call)s? (?:i
                    r"((?:(?:the|of|and|de|la|von|van)\s+)*[A-Z][\w'-]*(?:\s+(?:(?:of|the|and|de|la|von|van)\s+)*[A-Z][\w'-]*)*)")
 
 
-def asked_phrases(question: str, sentences: Sequence[str]) -> list[str]:
+def asked_phrases(question: str, sentences: Sequence[str], *, defines: bool = False) -> list[str]:
     """The words of each sentence that give what a "why" or a name question asks where no entity marks it: the clause
     from a marker of cause or purpose ("because its piers had become unsafe", "to escape the coming war"), the name
     after "called", "known as" ... ("Tanners Row"); "" otherwise (all "" for other questions). A budget's cut keeps
-    them where it can.
+    them where it can; so is the purpose a "what ... for?" asks. ``defines`` (a question that asks what its topic
+    is, not its name): what each sentence says the topic is.
 
     >>> asked_phrases("Why was the viaduct demolished?", ["It was demolished in 1971 because its piers had become unsafe."])
     ['because its piers had become unsafe.']
@@ -293,10 +343,15 @@ def asked_phrases(question: str, sentences: Sequence[str]) -> list[str]:
     ['Tanners Row', '']
     >>> asked_phrases("Who built it?", ["It was built because the old one fell."])
     ['']
+    >>> asked_phrases("What was the lake made for?", ["It was made in 1798 to power the mills.", "It is used for sailing."])
+    ['to power the mills.', '']
     """
-    if WHY.search(question):
-        causes = [CAUSE.search(s) or PURPOSE.search(s) for s in sentences]
+    if WHY.search(question) or FOR_ASKED.search(question):
+        why = WHY.search(question) is not None
+        causes = [(CAUSE.search(s) if why else None) or PURPOSE.search(s) for s in sentences]
         return [found.group(0).strip() if found is not None else "" for found in causes]
     if NAME_ASKED.search(question):
         return [named.group(1) if (named := NAMED.search(s)) is not None else "" for s in sentences]
+    if defines:
+        return [found.group(1) if (found := DEFINED.search(s)) is not None else "" for s in sentences]
     return [""] * len(sentences)

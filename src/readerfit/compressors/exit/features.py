@@ -65,7 +65,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from readerfit.compressors.exit.another import said_of_another
-from readerfit.compressors.exit.asked import NAME_ASKED, answer_names, answer_type, asked_phrases, typed_entities
+from readerfit.compressors.exit.asked import (
+    DEFINE_ASKED,
+    NAME_ASKED,
+    OBJECT_ASKED,
+    answer_names,
+    answer_type,
+    asked_phrases,
+    typed_entities,
+    with_listed,
+)
 from readerfit.compressors.exit.compare import compared, compared_facts, side_of
 from readerfit.compressors.exit.focus import (
     WORD,
@@ -267,14 +276,18 @@ def language_signals(question: str, units: Sequence[tuple[int, str]], words: Wor
     # a budget's cut keeps the entity of the asked type, else the name spaCy did not type as asked ("Matteo Gris"),
     # else a cause or a name a "why" or name question asks ("because ...", "known as Tanners Row"), else the object of
     # the verb asked ("patented a folding ladder")
-    phrases = asked_phrases(question, texts)
+    # "What is a Verran pony?": the copula's article and a noun, where the question asks nothing of it but what it is
+    defines = DEFINE_ASKED.match(question) is not None and parsed[0].relation <= parsed[0].nouns
+    phrases = asked_phrases(question, texts, defines=defines)
     if NAME_ASKED.search(question):  # a name said ("known as St Bede's Academy") answers as a typed entity would
         typed = [max(x, float(bool(phrase) and not o)) for x, phrase, o in zip(typed, phrases, other)]
-    anchors = tuple(t or n or phrase or asked_object(parsed[0], p)
-                    for t, n, phrase, p in zip(typed_entities(question, found, texts,
-                                                              clauses=[p.clauses for p in parsed[1:]],
-                                                              relation=parsed[0].relation), named,
-                                               phrases, parsed[1:]))
+    # "What did she study?" said "she read geology": where no sentence says the verb asked, any verb's object
+    any_verb = OBJECT_ASKED.match(question) is not None and not any(asked_object(parsed[0], p) for p in parsed[1:])
+    anchors = tuple(with_listed(question, text, t or n) or phrase or asked_object(parsed[0], p, any_verb=any_verb)
+                    for t, n, phrase, p, text in zip(typed_entities(question, found, texts,
+                                                                    clauses=[p.clauses for p in parsed[1:]],
+                                                                    relation=parsed[0].relation), named,
+                                                     phrases, parsed[1:], texts))
     sides: tuple[int, ...] = ()
     if units and (compare := compared(question)) is not None:
         firsts = {pi: s for pi, s in reversed(units)}

@@ -237,12 +237,14 @@ def parse(texts: Sequence[str]) -> list[Parsed]:
     return out
 
 
-def asked_object(question: Parsed, sentence: Parsed) -> str:
+def asked_object(question: Parsed, sentence: Parsed, *, any_verb: bool = False) -> str:
     """The object phrase (:func:`verb_objects`) of the sentence's first verb that is one of the question's relation
     words, else "": "patented a folding ladder" for "What did Clara Moss patent?". Where the question ends with a
     preposition, the phrase through that preposition ("awarded each year for bravery" for "What is the
     Harlan Shield awarded for?"), of the verb asked, else of the first verb it follows ("given ... for" asked,
-    "awarded ... for" said)."""
+    "awarded ... for" said). ``any_verb`` (a question that asks what someone did, "What did she study?"): where no
+    verb asked is found, the first verb's object phrase or its first phrase through a preposition ("read geology",
+    "goes to a first novel")."""
     if question.stranded:
         onward = [(o.lemma, phrase) for o in sentence.objects for preposition, phrase in o.onward
                   if preposition == question.stranded]
@@ -250,7 +252,11 @@ def asked_object(question: Parsed, sentence: Parsed) -> str:
             (phrase for _, phrase in onward), "")
         if found:
             return found
-    return next((o.phrase for o in sentence.objects if o.lemma in question.relation and o.phrase), "")
+    found = next((o.phrase for o in sentence.objects if o.lemma in question.relation and o.phrase), "")
+    if found or not any_verb:
+        return found
+    # "What did she study?" said "she read geology": the sentence's first verb's object, or its first phrase on
+    return next((o.phrase or o.onward[0][1] for o in sentence.objects), "")
 
 
 def relation_words(doc: Any) -> frozenset[str]:
