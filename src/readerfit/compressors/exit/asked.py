@@ -175,6 +175,11 @@ def entities(sentences: Sequence[str]) -> Entities:
     return [list(p.entities) for p in parse(sentences)]
 
 
+def said_words(sentence: str) -> set[str]:
+    """The sentence's words, lower-cased and singular: where a head noun is looked for ("vessels" holds "vessel")."""
+    return {singular(w) for w in words(sentence)}
+
+
 def answer_type(question: str, sentences: Sequence[str], *,
                 find: Callable[[Sequence[str]], Entities] = entities) -> list[float]:
     """1.0 for each sentence holding an entity (by ``find``: spaCy's NER) of a type the question asks for
@@ -191,7 +196,7 @@ def answer_type(question: str, sentences: Sequence[str], *,
     [0.0, 1.0]
     """
     types, head = asked_types(question)
-    held = [{singular(w) for w in words(s)} for s in sentences]
+    held = [said_words(s) for s in sentences]
     # a measure a question asks ("What is the top speed of ...?") is a number, not the word: "a high-speed train"
     # answers nothing (a query of nouns, "Dorrin population", still marks the word, as it did)
     measure = head in QUERY_TYPES and head not in HEAD_TYPES and not types & NAME_LABELS and bool(wh_phrase(question))
@@ -235,8 +240,7 @@ def answer_names(question: str, names: Sequence[Sequence[str]], sentences: Seque
     ['', 'Matteo Gris', '']
     """
     types, head = asked_types(question)
-    said = sentences is not None and types == NAME_LABELS and any(head in {singular(w) for w in words(s)}
-                                                                  for s in sentences)
+    said = sentences is not None and types == NAME_LABELS and any(head in said_words(s) for s in sentences)
     if not types & NAME_LABELS or said:  # a name of any kind, unless a sentence says the kind ("the ferry")
         return [""] * len(names)
     asked = words(question)
@@ -346,8 +350,8 @@ def asked_phrases(question: str, sentences: Sequence[str], *, defines: bool = Fa
     >>> asked_phrases("What was the lake made for?", ["It was made in 1798 to power the mills.", "It is used for sailing."])
     ['to power the mills.', '']
     """
-    if WHY.search(question) or FOR_ASKED.search(question):
-        why = WHY.search(question) is not None
+    why = WHY.search(question) is not None
+    if why or FOR_ASKED.search(question):
         causes = [(CAUSE.search(s) if why else None) or PURPOSE.search(s) for s in sentences]
         return [found.group(0).strip() if found is not None else "" for found in causes]
     if NAME_ASKED.search(question):

@@ -281,13 +281,15 @@ def language_signals(question: str, units: Sequence[tuple[int, str]], words: Wor
     phrases = asked_phrases(question, texts, defines=defines)
     if NAME_ASKED.search(question):  # a name said ("known as St Bede's Academy") answers as a typed entity would
         typed = [max(x, float(bool(phrase) and not o)) for x, phrase, o in zip(typed, phrases, other)]
+    objects = [asked_object(parsed[0], p) for p in parsed[1:]]
     # "What did she study?" said "she read geology": where no sentence says the verb asked, any verb's object
-    any_verb = OBJECT_ASKED.match(question) is not None and not any(asked_object(parsed[0], p) for p in parsed[1:])
-    anchors = tuple(with_listed(question, text, t or n) or phrase or asked_object(parsed[0], p, any_verb=any_verb)
-                    for t, n, phrase, p, text in zip(typed_entities(question, found, texts,
-                                                                    clauses=[p.clauses for p in parsed[1:]],
-                                                                    relation=parsed[0].relation), named,
-                                                     phrases, parsed[1:], texts))
+    if OBJECT_ASKED.match(question) is not None and not any(objects):
+        objects = [asked_object(parsed[0], p, any_verb=True) for p in parsed[1:]]
+    anchors = tuple(with_listed(question, text, t or n) or phrase or obj
+                    for t, n, phrase, obj, text in zip(typed_entities(question, found, texts,
+                                                                      clauses=[p.clauses for p in parsed[1:]],
+                                                                      relation=parsed[0].relation), named,
+                                                       phrases, objects, texts))
     sides: tuple[int, ...] = ()
     if units and (compare := compared(question)) is not None:
         firsts = {pi: s for pi, s in reversed(units)}
